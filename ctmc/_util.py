@@ -1,0 +1,92 @@
+"""Small internal helpers: memory limits, progress reporting, timing, masks."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from .results import StateSpaceTooLarge
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations (``MemAvailable``)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - non-Linux
+        pass
+    try:  # pragma: no cover
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return 8 << 30
+
+
+def memory_limit(max_memory) -> int:
+    """Resolve a user's ``max_memory`` (bytes, or None for 80 % of free memory)."""
+    if max_memory is None:
+        return int(0.8 * available_memory())
+    if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float, np.integer, np.floating)) \
+            or not max_memory > 0:
+        raise ValueError(f"max_memory: expected a positive number of bytes or None, got {max_memory!r}")
+    return int(max_memory)
+
+
+def check_memory(estimate: float, limit: int, what: str):
+    """Raise :class:`StateSpaceTooLarge` if ``estimate`` bytes exceed ``limit``."""
+    if estimate > limit:
+        raise StateSpaceTooLarge(
+            f"{what} needs about {estimate / 2**30:.2f} GiB but only "
+            f"{limit / 2**30:.2f} GiB are allowed (max_memory); reduce the model "
+            "or raise max_memory")
+
+
+class Progress:
+    """Throttled progress lines on stderr for long builds and solves.
+
+    Silent unless enabled (default: only when stderr is a terminal) and the
+    task has run for more than ``delay`` seconds.
+    """
+
+    def __init__(self, label: str, enabled=None, delay: float = 2.0, every: float = 1.0):
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self.label, self.enabled, self.delay, self.every = label, bool(enabled), delay, every
+        self.t0 = time.perf_counter()
+        self._last = self.t0
+        self._printed = False
+
+    def update(self, text: str):
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self.t0 >= self.delay and now - self._last >= self.every:
+            self._last = now
+            self._printed = True
+            print(f"\r[ctmc] {self.label}: {text} ({now - self.t0:.1f} s)",
+                  end="", file=sys.stderr, flush=True)
+
+    def close(self, text: str = "done"):
+        if self._printed:
+            print(f"\r[ctmc] {self.label}: {text} ({time.perf_counter() - self.t0:.1f} s)",
+                  file=sys.stderr, flush=True)
+
+
+class Timer:
+    """Context manager measuring wall time in ``.elapsed``."""
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        self.elapsed = 0.0
+        return self
+
+    def __exit__(self, *exc):
+        self.elapsed = time.perf_counter() - self.t0
+        return False
+
+    @property
+    def now(self) -> float:
+        return time.perf_counter() - self.t0

@@ -1,0 +1,421 @@
+r"""The :class:`CTMC` object: a generator, its states, and every analysis.
+
+A chain is a sparse generator :math:`Q` (CSR, :math:`Q_{ij} \ge 0` for
+:math:`i \ne j`, rows summing to zero) with an optional table of state
+variables. All analyses are methods of the chain and dispatch to a backend
+(``"scipy"`` by default), so the same call works on a chain built from a
+:class:`~ctmc.Model` or from a user's matrix, on a laptop or (with the PETSc
+backend) under MPI.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from .expr import Expr
+from .structure import ClassStructure, class_structure
+
+__all__ = ["CTMC", "StateTable"]
+
+
+class StateTable:
+    """Per-variable integer arrays describing each state of a chain.
+
+    ``table[name]`` is the array of variable ``name`` over all states;
+    ``table.names`` lists the variables. Chains built by a model carry the
+    sorted state codes, which makes :meth:`index` a binary search.
+    """
+
+    def __init__(self, columns: Mapping[str, np.ndarray], codes=None, layout=None):
+        self._cols = {k: np.asarray(v) for k, v in columns.items()}
+        lens = {v.shape for v in self._cols.values()}
+        if len(lens) != 1 or len(next(iter(lens))) != 1:
+            raise ValueError("states: every column must be a 1-D array of the same length")
+        for k, v in self._cols.items():
+            if v.dtype.kind not in "iub":
+                raise ValueError(f"states: column {k!r} must hold integers")
+        self._codes, self._layout, self._lookup = codes, layout, None
+
+    @property
+    def names(self) -> tuple:
+        return tuple(self._cols)
+
+    def __getitem__(self, name) -> np.ndarray:
+        if hasattr(name, "name") and not isinstance(name, str):
+            name = name.name
+        try:
+            return self._cols[name]
+        except KeyError:
+            raise KeyError(f"no state variable {name!r}; variables are {list(self._cols)}") from None
+
+    def __len__(self) -> int:
+        return len(next(iter(self._cols.values())))
+
+    def __iter__(self):
+        return iter(self._cols)
+
+    def as_dict(self) -> dict:
+        """The columns as a ``{name: array}`` dict (the expression environment)."""
+        return dict(self._cols)
+
+    def as_array(self) -> np.ndarray:
+        """States as an ``(n_states, n_vars)`` integer array."""
+        return np.column_stack([self._cols[k] for k in self._cols])
+
+    def index(self, **values) -> int:
+        """Index of the state with the given variable values.
+
+        Raises
+        ------
+        ValueError
+            If a variable is missing or unknown, or no such state exists.
+        """
+        if set(values) != set(self._cols):
+            raise ValueError(f"index: give exactly the variables {list(self._cols)}, got {sorted(values)}")
+        if self._codes is not None:
+            names, lo, span, strides, _ = self._layout
+            code = 0
+            for i, nm in enumerate(names):
+                v = int(values[nm])
+                if not lo[i] <= v < lo[i] + span[i]:
+                    raise ValueError(f"index: no state {values}")
+                code += (v - int(lo[i])) * int(strides[i])
+            k = int(np.searchsorted(self._codes, code))
+            if k < self._codes.size and self._codes[k] == code:
+                return k
+            raise ValueError(f"index: {values} is not a (reachable) state")
+        if self._lookup is None:
+            self._lookup = {tuple(r): i for i, r in enumerate(self.as_array().tolist())}
+        key = tuple(int(values[k]) for k in self._cols)
+        try:
+            return self._lookup[key]
+        except KeyError:
+            raise ValueError(f"index: {values} is not a state") from None
+
+
+def _as_csr(Q) -> sp.csr_matrix:
+    if sp.issparse(Q):
+        A = sp.csr_matrix(Q, dtype=float)
+    else:
+        a = np.asarray(Q, dtype=float)
+        if a.ndim != 2:
+            raise ValueError(f"Q: expected a 2-D matrix, got shape {a.shape}")
+        A = sp.csr_matrix(a)
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"Q: a generator must be square, got shape {A.shape}")
+    if A.shape[0] == 0:
+        raise ValueError("Q: the generator has no states")
+    A.sum_duplicates()
+    A.sort_indices()
+    return A
+
+
+def validate_generator(Q: sp.csr_matrix, rtol: float = 1e-10) -> None:
+    """Check that ``Q`` is a generator; raise ValueError naming the problem."""
+    if not np.all(np.isfinite(Q.data)):
+        raise ValueError("Q: contains NaN or infinite entries")
+    coo = Q.tocoo()
+    off = coo.row != coo.col
+    neg = off & (coo.data < 0)
+    if neg.any():
+        k = np.flatnonzero(neg)[0]
+        raise ValueError(f"Q: off-diagonal entries must be >= 0, Q[{coo.row[k]}, {coo.col[k]}] = {coo.data[k]}")
+    rowsum = np.asarray(Q.sum(axis=1)).ravel()
+    scale = np.abs(Q.diagonal())
+    bad = np.abs(rowsum) > rtol * np.maximum(scale, np.finfo(float).tiny)
+    if bad.any():
+        k = np.flatnonzero(bad)[0]
+        raise ValueError(f"Q: rows of a generator sum to 0, row {k} sums to {rowsum[k]:.3g} "
+                         "(use CTMC.from_rates for a matrix of rates)")
+
+
+class CTMC:
+    """A finite continuous-time Markov chain.
+
+    Parameters
+    ----------
+    Q : sparse matrix or array_like, shape (n, n)
+        Generator: off-diagonal entries >= 0, rows summing to 0.
+    states : mapping of str to int arrays, optional
+        State variables (one column per variable). Default: one variable
+        ``"state"`` equal to the index.
+    check : bool, default True
+        Validate ``Q`` (finite, non-negative off-diagonal, zero row sums).
+
+    Attributes
+    ----------
+    Q : scipy.sparse.csr_matrix
+    states : StateTable
+    n_states : int
+
+    Examples
+    --------
+    >>> import ctmc
+    >>> chain = ctmc.CTMC([[-2.0, 2.0], [1.0, -1.0]])
+    >>> chain.stationary().pi
+    array([0.33333333, 0.66666667])
+    >>> chain.hitting_times(chain.states["state"] == 1).mean
+    array([0.5, 0. ])
+    """
+
+    def __init__(self, Q, states=None, *, check: bool = True):
+        A = _as_csr(Q)
+        if check:
+            validate_generator(A)
+        self.Q: sp.csr_matrix = A
+        n = A.shape[0]
+        if states is None:
+            states = StateTable({"state": np.arange(n)})
+        elif not isinstance(states, StateTable):
+            states = StateTable(states)
+        if len(states) != n:
+            raise ValueError(f"states: {len(states)} states given for a {n}x{n} generator")
+        self.states: StateTable = states
+        self._model = None
+        self._initial = None
+        self._structure: Optional[ClassStructure] = None
+        self.build_info: dict = {}
+
+    @classmethod
+    def from_rates(cls, R, states=None) -> "CTMC":
+        """Chain from a matrix of transition rates (the diagonal is ignored).
+
+        Examples
+        --------
+        >>> import ctmc
+        >>> ctmc.CTMC.from_rates([[0, 3.0], [1.0, 0]]).Q.toarray()
+        array([[-3.,  3.],
+               [ 1., -1.]])
+        """
+        A = _as_csr(R)
+        A.setdiag(0)
+        A.eliminate_zeros()
+        if not np.all(np.isfinite(A.data)) or (A.data < 0).any():
+            raise ValueError("R: rates must be finite and >= 0")
+        Q = A - sp.diags(np.asarray(A.sum(axis=1)).ravel())
+        return cls(Q.tocsr(), states)
+
+    # basic properties ---------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def n_transitions(self) -> int:
+        """Number of non-zero off-diagonal entries of ``Q``."""
+        return int(self.Q.nnz - np.count_nonzero(self.Q.diagonal()))
+
+    @property
+    def initial(self) -> Optional[np.ndarray]:
+        """Indices of the model's initial states (None for matrix-made chains)."""
+        return self._initial
+
+    def __repr__(self) -> str:
+        name = f" {self._model.name!r}" if self._model is not None else ""
+        return f"<CTMC{name}: {self.n_states} states, {self.n_transitions} transitions>"
+
+    def index(self, **values) -> int:
+        """Index of the state with the given variable values (``chain.index(n=3)``)."""
+        return self.states.index(**values)
+
+    def where(self, expr) -> np.ndarray:
+        """Boolean mask of the states where ``expr`` holds.
+
+        Parameters
+        ----------
+        expr : Expr, callable, bool array, index array or dict
+            An expression over the model's variables, ``f(states) -> mask``,
+            a boolean mask, integer state indices, or ``{var: value}`` for one
+            state.
+        """
+        return self._mask(expr, "expr", allow_empty=True)
+
+    def _mask(self, target, name="target", allow_empty=False) -> np.ndarray:
+        n = self.n_states
+        if isinstance(target, Mapping):
+            mask = np.zeros(n, dtype=bool)
+            mask[self.index(**target)] = True
+        elif isinstance(target, Expr):
+            with np.errstate(all="ignore"):
+                mask = np.broadcast_to(np.asarray(target.evaluate(self.states.as_dict()), dtype=bool), (n,)).copy()
+        elif callable(target):
+            mask = np.broadcast_to(np.asarray(target(self.states.as_dict()), dtype=bool), (n,)).copy()
+        else:
+            a = np.asarray(target)
+            if a.dtype == bool:
+                if a.shape != (n,):
+                    raise ValueError(f"{name}: boolean mask must have shape ({n},), got {a.shape}")
+                mask = a.copy()
+            elif a.dtype.kind in "iu":
+                a = a.ravel()
+                if a.size and (a.min() < 0 or a.max() >= n):
+                    raise ValueError(f"{name}: state indices must lie in [0, {n - 1}]")
+                mask = np.zeros(n, dtype=bool)
+                mask[a] = True
+            else:
+                raise ValueError(f"{name}: expected a mask, expression, callable or indices, got {a.dtype}")
+        if not allow_empty and not mask.any():
+            raise ValueError(f"{name}: the set of states is empty")
+        return mask
+
+    def event_rate(self, name: str) -> np.ndarray:
+        """Per-state rate of a model event (0 where disabled).
+
+        The stationary throughput of the event is ``pi @ chain.event_rate(name)``;
+        events whose update leaves the state unchanged (e.g. a blocked
+        arrival) count too.
+        """
+        if self._model is None:
+            raise ValueError("name: this chain was not built from a Model, it has no events")
+        return self._model.event_rate(name, self.states.as_dict())
+
+    # structure ------------------------------------------------------------
+    @property
+    def structure(self) -> ClassStructure:
+        """Communicating classes (computed once, cached)."""
+        if self._structure is None:
+            self._structure = class_structure(self.Q)
+        return self._structure
+
+    @property
+    def is_irreducible(self) -> bool:
+        return self.structure.is_irreducible
+
+    def closed_classes(self) -> list:
+        """State indices of each closed class."""
+        return self.structure.closed_classes
+
+    # analyses ---------------------------------------------------------------
+    def stationary(self, method: str = "auto", backend: str = "scipy", *, check: bool = True,
+                   per_class: bool = False, **options):
+        """Stationary distribution: solve ``pi Q = 0``, ``sum(pi) = 1``.
+
+        Parameters
+        ----------
+        method : str
+            ``"auto"``, ``"gth"``, ``"lu"``, ``"power"``, ``"gauss_seidel"``,
+            ``"sor"``, ``"gmres"``, ``"bicgstab"``, ``"arpack"``; see
+            :mod:`ctmc.stationary` for what each does and its options.
+        backend : str
+            ``"scipy"`` (default).
+        check : bool
+            Raise :class:`~ctmc.results.SolverError` if the result is not a
+            success (the result is attached); False returns it with its status.
+        per_class : bool
+            For a chain with several closed classes, return a list with the
+            stationary law of each class instead of raising.
+        **options
+            Method options (e.g. ``tol``, ``maxiter``), validated up front.
+
+        Returns
+        -------
+        StationaryResult (or a list of them with ``per_class``)
+
+        Raises
+        ------
+        ReducibleChainError
+            Several closed classes (the message lists them).
+        """
+        from .backends import get_backend
+        return get_backend(backend).stationary(self, method, check=check, per_class=per_class, **options)
+
+    def hitting_times(self, target, moments: int = 1, backend: str = "scipy", *,
+                      reward=None, check: bool = True, **options):
+        """Moments of the hitting time of ``target`` from every state.
+
+        ``T_A = inf{t >= 0 : X_t in A}``; with ``reward`` r, the moments are
+        those of the accumulated reward ``int_0^T r(X_s) ds`` instead.
+
+        Parameters
+        ----------
+        target : mask, expression, callable or indices
+            The set ``A`` (non-empty).
+        moments : int
+            Number of moments ``E[T^m]``, ``m = 1..moments``.
+        reward : array_like, optional
+            Non-negative per-state reward rates (default 1: the time itself).
+
+        Returns
+        -------
+        HittingResult
+            ``mean`` is ``inf`` where ``A`` is not reached with probability 1.
+        """
+        from .backends import get_backend
+        return get_backend(backend).hitting_times(self, self._mask(target), moments, reward=reward,
+                                                  check=check, **options)
+
+    def hitting_laplace(self, target, s, backend: str = "scipy", *, check: bool = True, **options):
+        """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]`` from every state.
+
+        Parameters
+        ----------
+        target : mask, expression, callable or indices
+        s : float or array_like of float, each >= 0
+            With ``s = 0`` this is the probability of ever reaching ``A``.
+
+        Returns
+        -------
+        LaplaceResult
+        """
+        from .backends import get_backend
+        return get_backend(backend).hitting_laplace(self, self._mask(target), s, check=check, **options)
+
+    def first_passage(self, target, s=None, t=None, backend: str = "scipy", *, sources=None,
+                      check: bool = True, **options):
+        """Joint law of the time and place of the first entrance into ``target``.
+
+        Parameters
+        ----------
+        target : mask, expression, callable or indices
+        s : float or array_like, optional
+            Transform points (>= 0) for ``E_i[exp(-s T); X_T = j]``.
+        t : float or array_like, optional
+            Times (>= 0) for the joint CDF ``P_i(T <= t, X_T = j)``.
+        sources : mask, expression or indices, optional
+            Starting states (rows of the answer); default all states.
+
+        Returns
+        -------
+        FirstPassageResult
+        """
+        from .backends import get_backend
+        src = None if sources is None else np.flatnonzero(self._mask(sources, "sources"))
+        return get_backend(backend).first_passage(self, self._mask(target), s=s, t=t, sources=src,
+                                                  check=check, **options)
+
+    def transient(self, p0, t, backend: str = "scipy", *, method: str = "uniformization",
+                  check: bool = True, **options):
+        """Transient distribution ``p(t) = p0 exp(Q t)`` for one or many ``t``.
+
+        Parameters
+        ----------
+        p0 : array_like, mask, expression or dict
+            Initial law (non-negative, summing to 1), or a set of states
+            (uniform law on it), or one state as ``{var: value}``.
+        t : float or array_like of float >= 0
+        method : {"uniformization", "expm"}
+
+        Returns
+        -------
+        TransientResult
+        """
+        from .backends import get_backend
+        return get_backend(backend).transient(self, self._initial_law(p0), t, method=method,
+                                              check=check, **options)
+
+    def _initial_law(self, p0) -> np.ndarray:
+        n = self.n_states
+        if isinstance(p0, np.ndarray) and p0.dtype.kind == "f":
+            p = p0.astype(float)
+        elif isinstance(p0, (list, tuple)) and p0 and isinstance(p0[0], float):
+            p = np.asarray(p0, dtype=float)
+        else:
+            m = self._mask(p0, "p0")
+            p = m / m.sum()
+        if p.shape != (n,):
+            raise ValueError(f"p0: expected shape ({n},), got {p.shape}")
+        if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+            raise ValueError("p0: must be a probability vector (finite, >= 0, sums to 1)")
+        return p

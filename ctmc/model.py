@@ -1,0 +1,490 @@
+r"""Declarative CTMC models: bounded integer variables and guarded events.
+
+A model is a set of integer state variables :math:`x_1, \dots, x_d` with
+inclusive bounds :math:`lo_v \le x_v \le hi_v` and a list of *events*. Event
+:math:`e` is enabled in state :math:`x` when its guard :math:`g_e(x)` holds;
+it then fires at rate :math:`r_e(x) \ge 0` and moves the chain to
+:math:`u_e(x)`. The generator is
+
+.. math::
+
+    Q_{xy} = \sum_{e:\; g_e(x),\; u_e(x) = y \ne x} r_e(x), \qquad
+    Q_{xx} = -\sum_{y \ne x} Q_{xy}.
+
+Guards, rates and updates are vectorised expressions (:mod:`ctmc.expr`),
+evaluated on thousands of states per numpy call.
+
+**State space.** :meth:`Model.build` keeps only the states reachable from the
+initial state(s). Each state is encoded as a mixed-radix integer (the first
+declared variable most significant); the chain's states are sorted by this
+code, so the numbering is deterministic and independent of the exploration
+strategy (a requirement for distributed assembly). Two strategies:
+
+``"box"``
+    evaluate every event on every point of the bounding box (in chunks), then
+    find the reachable set with a compiled breadth-first search
+    (:func:`scipy.sparse.csgraph.breadth_first_order`). Fast when the box is
+    not much larger than the reachable set.
+``"bfs"``
+    breadth-first search from the initial states, one vectorised expansion per
+    frontier, with a log-structured sorted index for code lookup. Needed when
+    the box is huge (e.g. many variables) and the reachable set small.
+
+Transitions of rate 0 are not transitions (they do not make states
+reachable); self-loops are dropped from ``Q``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._util import Progress, Timer, check_memory, memory_limit
+from .expr import Expr, Var, as_expr
+from .results import ModelError
+
+__all__ = ["Model", "Event"]
+
+_CHUNK = 1 << 18
+_BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
+
+
+@dataclass(frozen=True)
+class Event:
+    """A guarded transition of a :class:`Model` (see :meth:`Model.event`)."""
+
+    name: str
+    guard: Expr
+    rate: Expr
+    update: tuple  # ((Var, Expr), ...)
+
+
+class Model:
+    """A declarative CTMC: integer variables plus guarded, rated events.
+
+    Parameters
+    ----------
+    name : str
+        A label for messages and reports.
+
+    Examples
+    --------
+    An M/M/1/K queue:
+
+    >>> import ctmc
+    >>> K, lam, mu = 5, 1.0, 2.0
+    >>> m = ctmc.Model("mm1k")
+    >>> n = m.var("n", 0, K)
+    >>> m.event("arrival", guard=n < K, rate=lam, update={n: n + 1})
+    >>> m.event("departure", guard=n > 0, rate=mu, update={n: n - 1})
+    >>> chain = m.build(initial={"n": 0})
+    >>> chain.n_states
+    6
+    >>> round(chain.stationary().pi[0], 10)  # (1 - r) / (1 - r^(K+1)), r = 1/2
+    0.5079365079
+    """
+
+    def __init__(self, name: str = "model"):
+        self.name = str(name)
+        self._vars: Dict[str, Var] = {}
+        self._events: list[Event] = []
+
+    # declaration ------------------------------------------------------------
+    def var(self, name: str, lo: int, hi: int) -> Var:
+        """Declare an integer state variable with inclusive bounds.
+
+        Parameters
+        ----------
+        name : str
+            A Python identifier, unique in the model.
+        lo, hi : int
+            Bounds, ``lo <= hi``.
+
+        Returns
+        -------
+        Var
+            A handle usable in expressions and as an ``update`` key.
+
+        Raises
+        ------
+        ModelError
+            For a duplicate or invalid name, or ``lo > hi``.
+        """
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ModelError(f"var name: expected an identifier, got {name!r}")
+        if name in self._vars:
+            raise ModelError(f"var name: {name!r} is already declared")
+        for label, b in (("lo", lo), ("hi", hi)):
+            if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+                raise ModelError(f"var {name!r}: {label} must be an integer, got {b!r}")
+        if lo > hi:
+            raise ModelError(f"var {name!r}: bounds must satisfy lo <= hi, got lo={lo}, hi={hi}")
+        v = Var(name, int(lo), int(hi))
+        self._vars[name] = v
+        return v
+
+    def event(self, name: str, *, guard: Any = True, rate: Any, update: Mapping) -> None:
+        """Declare an event.
+
+        Parameters
+        ----------
+        name : str
+            Label used in error messages and by :meth:`ctmc.CTMC.event_rate`.
+        guard : Expr, callable or bool, default True
+            Boolean expression: where the event is enabled.
+        rate : Expr, callable or number
+            Rate (>= 0) of the event where enabled; may depend on the state.
+        update : dict
+            ``{var: expression}``; variables not listed keep their value.
+            Keys may be :class:`~ctmc.expr.Var` handles or variable names.
+
+        Raises
+        ------
+        ModelError
+            For an unknown variable in ``update`` or a negative constant rate.
+        """
+        if not isinstance(update, Mapping):
+            raise ModelError(f"event {name!r}: update must be a dict {{var: expression}}")
+        items = []
+        for key, val in update.items():
+            vname = key.name if isinstance(key, Var) else key
+            if vname not in self._vars:
+                raise ModelError(f"event {name!r}: update names unknown variable {key!r}")
+            items.append((self._vars[vname], as_expr(val)))
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+            if not (rate >= 0 and math.isfinite(rate)):
+                raise ModelError(f"event {name!r}: rate must be finite and >= 0, got {rate!r}")
+        self._events.append(Event(str(name), as_expr(guard), as_expr(rate), tuple(items)))
+
+    @property
+    def variables(self) -> tuple:
+        """The declared variables, in declaration order."""
+        return tuple(self._vars.values())
+
+    @property
+    def events(self) -> tuple:
+        """The declared events."""
+        return tuple(self._events)
+
+    # encoding ---------------------------------------------------------------
+    def _layout(self):
+        if not self._vars:
+            raise ModelError(f"model {self.name!r}: declare at least one variable")
+        names = list(self._vars)
+        lo = np.array([self._vars[k].lo for k in names], dtype=np.int64)
+        span = np.array([self._vars[k].hi - self._vars[k].lo + 1 for k in names], dtype=object)
+        box = 1
+        for s in span:
+            box *= int(s)
+        if box >= 2**62:
+            raise ModelError(
+                f"model {self.name!r}: the bounding box of the variables has {box:.3g} "
+                "points, more than a 64-bit code can index; tighten the bounds")
+        strides = np.ones(len(names), dtype=np.int64)
+        for i in range(len(names) - 2, -1, -1):
+            strides[i] = strides[i + 1] * int(span[i + 1])
+        return names, lo, np.array(span, dtype=np.int64), strides, box
+
+    def _decode(self, codes, layout):
+        names, lo, span, strides, _ = layout
+        return {nm: (codes // strides[i]) % span[i] + lo[i] for i, nm in enumerate(names)}
+
+    # expansion --------------------------------------------------------------
+    def _expand(self, codes, layout, strict: bool):
+        """All transitions out of a batch of states.
+
+        Returns ``(src_pos, dst_code, rate, oob_pos)``: positions into
+        ``codes``; with ``strict`` an out-of-bounds update or an invalid rate
+        raises, otherwise out-of-bounds sources are returned in ``oob_pos``
+        (to be checked once reachability is known).
+        """
+        names, lo, span, strides, _ = layout
+        env = self._decode(codes, layout)
+        n = codes.shape[0]
+        srcs, dsts, rates, oobs = [], [], [], []
+        with np.errstate(all="ignore"):
+            for ev in self._events:
+                g = np.broadcast_to(np.asarray(ev.guard.evaluate(env), dtype=bool), (n,))
+                pos = np.flatnonzero(g)
+                if pos.size == 0:
+                    continue
+                sub = {k: v[pos] for k, v in env.items()}
+                r = np.broadcast_to(np.asarray(ev.rate.evaluate(sub), dtype=float), pos.shape)
+                live = r != 0  # NaN stays live and is caught below
+                bad = ~(np.isfinite(r) & (r >= 0))
+                if strict and bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise ModelError(
+                        f"event {ev.name!r}: invalid rate {r[k]!r} in state "
+                        f"{self._state_text(sub, k)} (rates must be finite and >= 0)")
+                dcode = codes[pos].copy()
+                oob = np.zeros(pos.shape, dtype=bool)
+                for var, expr in ev.update:
+                    i = names.index(var.name)
+                    new = np.broadcast_to(np.asarray(expr.evaluate(sub)), pos.shape)
+                    if new.dtype.kind not in "iub":
+                        newi = np.rint(new)
+                        nonint = ~(newi == new) & live
+                        if strict and nonint.any():
+                            k = int(np.flatnonzero(nonint)[0])
+                            raise ModelError(
+                                f"event {ev.name!r}: update of {var.name!r} gives the "
+                                f"non-integer {new[k]!r} in state {self._state_text(sub, k)}")
+                        oob |= nonint
+                        new = np.where(nonint, sub[var.name], np.nan_to_num(newi))
+                    new = new.astype(np.int64)
+                    out = (new < var.lo) | (new > var.hi)
+                    oob |= out
+                    dcode += (np.where(out, sub[var.name], new) - sub[var.name]) * strides[i]
+                oob &= live
+                if strict and oob.any():
+                    k = int(np.flatnonzero(oob)[0])
+                    raise ModelError(
+                        f"event {ev.name!r}: update leaves the declared bounds from state "
+                        f"{self._state_text(sub, k)}; bounds are "
+                        + ", ".join(f"{v.lo} <= {v.name} <= {v.hi}" for v, _ in ev.update))
+                if not strict:
+                    oobs.append(pos[oob])
+                    live &= ~oob
+                keep = live & (dcode != codes[pos])
+                srcs.append(pos[keep])
+                dsts.append(dcode[keep])
+                rates.append(np.array(r[keep], dtype=float))
+        cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
+        return (cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float),
+                cat(oobs, np.int64))
+
+    @staticmethod
+    def _state_text(env, k):
+        return "(" + ", ".join(f"{nm}={int(v[k])}" for nm, v in env.items()) + ")"
+
+    def _initial_codes(self, initial, layout):
+        names, lo, span, strides, _ = layout
+        if initial is None:
+            raise ValueError("initial: give the initial state(s), e.g. initial={'n': 0}")
+        items = [initial] if isinstance(initial, Mapping) else list(initial)
+        if not items:
+            raise ValueError("initial: no initial state given")
+        cols = {}
+        for nm in names:
+            vals = []
+            for it in items:
+                if nm not in it:
+                    raise ValueError(f"initial: missing value for variable {nm!r}")
+                vals.append(np.atleast_1d(np.asarray(it[nm], dtype=np.int64)))
+            cols[nm] = np.concatenate(vals)
+        for it in items:
+            extra = set(it) - set(names)
+            if extra:
+                raise ValueError(f"initial: unknown variables {sorted(extra)}")
+        codes = np.zeros(len(next(iter(cols.values()))), dtype=np.int64)
+        for i, nm in enumerate(names):
+            v = self._vars[nm]
+            if ((cols[nm] < v.lo) | (cols[nm] > v.hi)).any():
+                raise ValueError(f"initial: {nm} must lie in [{v.lo}, {v.hi}], got {cols[nm]}")
+            codes += (cols[nm] - lo[i]) * strides[i]
+        return np.unique(codes)
+
+    # build ------------------------------------------------------------------
+    def build(self, initial=None, *, strategy: str = "auto", max_memory=None,
+              max_states: Optional[int] = None, progress=None):
+        """Explore the reachable states and assemble the generator.
+
+        Parameters
+        ----------
+        initial : dict or list of dict
+            Initial state(s), ``{var_name: value}``; every variable is needed.
+        strategy : {"auto", "box", "bfs"}
+            Exploration strategy (see the module docstring). ``"auto"`` uses
+            ``"box"`` when the bounding box times the number of events is at
+            most 6e7, else ``"bfs"``.
+        max_memory : int, optional
+            Bytes the build may use; default 80 % of the available memory.
+            A build estimated to need more raises
+            :class:`~ctmc.results.StateSpaceTooLarge` before the heavy work.
+        max_states : int, optional
+            Refuse to build more states than this.
+        progress : bool, optional
+            Report progress on stderr (default: when stderr is a terminal).
+
+        Returns
+        -------
+        CTMC
+            The chain on the reachable states, sorted by state code.
+
+        Raises
+        ------
+        ModelError
+            An update leaves the declared bounds, or a rate is negative or NaN,
+            in a reachable state (the message names the event and the state).
+        ValueError
+            For a bad ``initial``, ``strategy`` or limit.
+        """
+        from .chain import CTMC, StateTable
+
+        strategies = {"auto", "box", "bfs"}
+        if strategy not in strategies:
+            raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
+        if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
+            raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
+        if not self._events:
+            raise ModelError(f"model {self.name!r}: declare at least one event")
+        layout = self._layout()
+        limit = memory_limit(max_memory)
+        init = self._initial_codes(initial, layout)
+        box = layout[4]
+        n_ev = len(self._events)
+        if strategy == "auto":
+            strategy = "box" if box * n_ev <= _BOX_LIMIT else "bfs"
+        with Timer() as timer:
+            prog = Progress(f"building {self.name}", progress)
+            if strategy == "box":
+                check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
+                codes, src, dst, rate = self._build_box(init, layout, prog, max_states)
+            else:
+                codes, src, dst, rate = self._build_bfs(init, layout, prog, limit, max_states)
+            n = codes.size
+            Q = _assemble(n, src, dst, rate)
+            prog.close(f"{n} states, {src.size} transitions")
+        env = self._decode(codes, layout)
+        states = StateTable(env, codes=codes, layout=layout)
+        chain = CTMC(Q, states=states, check=False)
+        chain._model = self
+        chain._initial = np.searchsorted(codes, init)
+        chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
+                            "seconds": timer.elapsed, "box": box}
+        return chain
+
+    def _build_box(self, init, layout, prog, max_states):
+        box = layout[4]
+        srcs, dsts, oob_src = [], [], []
+        for start in range(0, box, _CHUNK):
+            codes = np.arange(start, min(box, start + _CHUNK), dtype=np.int64)
+            s, d, _, oob = self._expand(codes, layout, strict=False)
+            srcs.append(codes[s])
+            dsts.append(d)
+            oob_src.append(codes[oob])
+            prog.update(f"box {min(box, start + _CHUNK)}/{box}")
+        src = np.concatenate(srcs)
+        dst = np.concatenate(dsts)
+        # virtual root (index box) linked to every initial state
+        src = np.concatenate([src, np.full(init.size, box, dtype=np.int64)])
+        dst = np.concatenate([dst, init])
+        G = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(box + 1, box + 1))
+        from scipy.sparse.csgraph import breadth_first_order
+        order = breadth_first_order(G, box, directed=True, return_predecessors=False)
+        del G, src, dst
+        codes = np.sort(order[order != box].astype(np.int64))
+        if max_states is not None and codes.size > max_states:
+            raise ModelError(f"model {self.name!r}: {codes.size} reachable states exceed max_states={max_states}")
+        oob = np.concatenate(oob_src)
+        if oob.size and np.isin(oob, codes).any():
+            # re-expand the offending reachable states strictly for the message
+            bad = oob[np.isin(oob, codes)]
+            self._expand(bad[:1], layout, strict=True)
+        return self._assemble_edges(codes, layout, prog)
+
+    def _assemble_edges(self, codes, layout, prog):
+        srcs, dsts, rates = [], [], []
+        for start in range(0, codes.size, _CHUNK):
+            c = codes[start:start + _CHUNK]
+            s, d, r, _ = self._expand(c, layout, strict=True)
+            srcs.append(s + start)
+            dsts.append(np.searchsorted(codes, d))
+            rates.append(r)
+            prog.update(f"assembly {min(codes.size, start + _CHUNK)}/{codes.size}")
+        return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates)
+
+    def _build_bfs(self, init, layout, prog, limit, max_states):
+        n_ev = len(self._events)
+        index = _CodeIndex()
+        index.add(init, np.arange(init.size))
+        found = [init]
+        n = init.size
+        frontier, f0 = init, 0
+        srcs, dsts, rates = [], [], []
+        while frontier.size:
+            nxt = []
+            for start in range(0, frontier.size, _CHUNK):
+                c = frontier[start:start + _CHUNK]
+                s, d, r, _ = self._expand(c, layout, strict=True)
+                srcs.append(s + f0 + start)
+                dsts.append(d)
+                rates.append(r)
+                nxt.append(d)
+            f0 += frontier.size
+            cand = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
+            new = cand[index.lookup(cand) < 0]
+            index.add(new, np.arange(n, n + new.size))
+            found.append(new)
+            n += new.size
+            frontier = new
+            if max_states is not None and n > max_states:
+                raise ModelError(f"model {self.name!r}: more than max_states={max_states} reachable states")
+            check_memory(n * (n_ev * 48 + 64), limit, f"building {self.name!r} ({n} states so far)")
+            prog.update(f"{n} states found")
+        codes_disc = np.concatenate(found)
+        order = np.argsort(codes_disc, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        codes = codes_disc[order]
+        src = rank[np.concatenate(srcs)] if srcs else np.empty(0, np.int64)
+        dst = np.searchsorted(codes, np.concatenate(dsts)) if dsts else np.empty(0, np.int64)
+        rate = np.concatenate(rates) if rates else np.empty(0)
+        return codes, src, dst, rate
+
+    def event_rate(self, name: str, env) -> np.ndarray:
+        """Rate of event ``name`` in each state of ``env`` (0 where disabled)."""
+        for ev in self._events:
+            if ev.name == name:
+                n = len(next(iter(env.values())))
+                with np.errstate(all="ignore"):
+                    g = np.broadcast_to(np.asarray(ev.guard.evaluate(env), dtype=bool), (n,))
+                    r = np.broadcast_to(np.asarray(ev.rate.evaluate(env), dtype=float), (n,))
+                return np.where(g, r, 0.0)
+        raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}")
+
+
+def _assemble(n, src, dst, rate):
+    """CSR generator from transition triplets (duplicates summed)."""
+    off = sp.csr_matrix((rate, (src, dst)), shape=(n, n))
+    off.sum_duplicates()
+    out = np.asarray(off.sum(axis=1)).ravel()
+    Q = (off - sp.diags(out, format="csr")).tocsr()
+    Q.sort_indices()
+    return Q
+
+
+class _CodeIndex:
+    """Sorted runs of (code, index) merged like a binary counter (LSM style).
+
+    Lookup costs one ``searchsorted`` per run (O(log n) runs); insertion is
+    amortised O(log n) per code.
+    """
+
+    def __init__(self):
+        self.runs: list = []
+
+    def add(self, codes, idx):
+        if codes.size == 0:
+            return
+        o = np.argsort(codes, kind="stable")
+        self.runs.append((codes[o], np.asarray(idx)[o]))
+        while len(self.runs) >= 2 and self.runs[-1][0].size >= self.runs[-2][0].size // 2:
+            (c2, i2), (c1, i1) = self.runs.pop(), self.runs.pop()
+            c = np.concatenate([c1, c2])
+            i = np.concatenate([i1, i2])
+            o = np.argsort(c, kind="stable")
+            self.runs.append((c[o], i[o]))
+
+    def lookup(self, q):
+        res = np.full(q.shape, -1, dtype=np.int64)
+        for c, i in self.runs:
+            pos = np.searchsorted(c, q)
+            pos[pos >= c.size] = c.size - 1
+            hit = c[pos] == q
+            res[hit] = i[pos[hit]]
+        return res

@@ -1,0 +1,570 @@
+r"""Stationary distribution of a finite CTMC.
+
+Problem
+-------
+Given a generator :math:`Q` with one closed class, find the row vector
+:math:`\pi \ge 0` with
+
+.. math::
+
+    \pi Q = 0, \qquad \sum_i \pi_i = 1 .
+
+:math:`\pi` vanishes on transient states, so every method works on the closed
+class :math:`C` (the whole chain when it is irreducible) and embeds the answer.
+
+Methods (the registry :data:`METHODS`)
+--------------------------------------
+``gth``
+    Grassmann-Taksar-Heyman elimination on a dense copy. Subtraction-free:
+    every probability, however small, comes out with relative accuracy near
+    machine precision. :math:`O(n^3)`; for chains up to a few thousand states.
+``lu``
+    Sparse LU of the *pinned* system. Fix :math:`\pi_p = 1` for one state
+    :math:`p` and solve :math:`Q_{-p,-p}^T x = -Q_{p,-p}^T` (a nonsingular
+    M-matrix for an irreducible chain), then normalise. Removing one row and
+    column keeps the sparsity (replacing a row by the normalisation would add a
+    dense row and ruin the factorisation). The factor uses SuperLU with the
+    ``MMD_AT_PLUS_A`` ordering and *no* numerical pivoting
+    (``diag_pivot_thresh=0``): the transposed generator is column diagonally
+    dominant, so diagonal pivots are safe and the fill-reducing order is kept.
+    The pin matters for tail accuracy: the computed :math:`x` carries errors
+    of the order of :math:`\epsilon \max x`, so pinning a low-probability state
+    drowns the other small probabilities. ctmc pins the model's initial state
+    (or the state with the slowest exit rate) and, if the solve shows that
+    the pinned state's probability is below ``repin`` times the largest, solves
+    again pinned at the most probable state.
+``power``
+    Power iteration on the uniformised chain :math:`P = I + Q/\Lambda`,
+    :math:`\Lambda = 1.02 \max_i |q_{ii}|`.
+``gauss_seidel``, ``sor``
+    (Successive over-)relaxation on :math:`Q^T x = 0`, renormalised each sweep.
+``gmres``, ``bicgstab``
+    Krylov solvers on the pinned system with an incomplete-LU preconditioner.
+``arpack``
+    ARPACK (implicitly restarted Arnoldi) for the eigenvector of :math:`P^T`
+    with eigenvalue 1.
+``auto``
+    ``gth`` up to 1000 states, else ``lu``; if ``lu`` fails (out of memory
+    or inaccurate) it falls back to ``gmres``.
+
+Evidence
+--------
+Every result carries ``residual`` :math:`= \|\pi Q\|_1` and
+``balance_error`` :math:`= \max_j |(\pi Q)_j| / (\pi_j |q_{jj}|)`, the
+relative mismatch between the probability flow into and out of each state.
+Iterative methods stopped on a norm-wise residual usually leave the small
+probabilities dominated by noise: the balance check catches this and the
+status becomes :attr:`~ctmc.results.Status.TAIL_INACCURATE` (a warning), so a
+wrong tail is never silent. The check is necessary, not sufficient: an error
+that varies smoothly from state to state can pass it.
+
+References
+----------
+W. K. Grassmann, M. I. Taksar, D. P. Heyman, "Regenerative analysis and
+steady state distributions for Markov chains", Operations Research 33 (1985).
+W. J. Stewart, *Introduction to the Numerical Solution of Markov Chains*,
+Princeton University Press (1994), chapters 2-4.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+
+from .results import ReducibleChainError, SolverError, StationaryResult, Status
+
+__all__ = ["METHODS", "GTHOptions", "LUOptions", "IterativeOptions", "KrylovOptions",
+           "ArpackOptions", "solve_stationary", "gth_solve", "stationary_evidence"]
+
+_TINY = np.finfo(float).tiny
+
+
+# --------------------------------------------------------------------------
+# options
+# --------------------------------------------------------------------------
+def _positive(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
+        raise ValueError(f"{name}: expected a positive number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class _Common:
+    #: accept the answer when ||pi Q||_1 / max|q_ii| <= tol
+    tol: float = 1e-10
+    #: flag TAIL_INACCURATE when the balance error exceeds this
+    tail_tol: float = 1e-6
+
+    def __post_init__(self):
+        _positive("tol", self.tol)
+        _positive("tail_tol", self.tail_tol)
+
+
+@dataclass(frozen=True)
+class GTHOptions(_Common):
+    """Options of ``gth``: refuse chains above ``max_states`` (dense O(n^3))."""
+
+    max_states: int = 5000
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("max_states", self.max_states)
+
+
+@dataclass(frozen=True)
+class LUOptions(_Common):
+    """Options of ``lu``.
+
+    Attributes
+    ----------
+    ordering : str
+        SuperLU column ordering: ``"MMD_AT_PLUS_A"`` (default), ``"COLAMD"``,
+        ``"MMD_ATA"`` or ``"NATURAL"``.
+    pin : int, optional
+        State whose probability is fixed before normalising (default: the
+        model's initial state, else the state with the slowest exit rate).
+    repin : float
+        Solve again pinned at the most probable state when
+        ``pi[pin] < repin * max(pi)``.
+    """
+
+    ordering: str = "MMD_AT_PLUS_A"
+    pin: Optional[int] = None
+    repin: float = 1e-3
+
+    def __post_init__(self):
+        super().__post_init__()
+        orders = ("MMD_AT_PLUS_A", "COLAMD", "MMD_ATA", "NATURAL")
+        if self.ordering not in orders:
+            raise ValueError(f"ordering: expected one of {orders}, got {self.ordering!r}")
+        if self.pin is not None and (isinstance(self.pin, bool) or not isinstance(self.pin, (int, np.integer))
+                                     or self.pin < 0):
+            raise ValueError(f"pin: expected a state index >= 0, got {self.pin!r}")
+        _positive("repin", self.repin)
+
+
+@dataclass(frozen=True)
+class IterativeOptions(_Common):
+    """Options of ``power``, ``gauss_seidel`` and ``sor``.
+
+    Attributes
+    ----------
+    maxiter : int
+        Iteration limit.
+    omega : float
+        Relaxation factor of ``sor`` (0 < omega < 2; 1 is Gauss-Seidel).
+    x0 : array_like, optional
+        Initial guess (default uniform).
+    """
+
+    maxiter: int = 100_000
+    omega: float = 1.0
+    x0: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("maxiter", self.maxiter)
+        if not 0 < self.omega < 2:
+            raise ValueError(f"omega: expected 0 < omega < 2, got {self.omega!r}")
+
+
+@dataclass(frozen=True)
+class KrylovOptions(_Common):
+    """Options of ``gmres`` and ``bicgstab``.
+
+    Attributes
+    ----------
+    maxiter : int
+        Iteration limit (outer iterations for GMRES).
+    restart : int
+        GMRES restart length.
+    preconditioner : {"ilu", "jacobi", "none"}
+    drop_tol, fill_factor : float
+        Incomplete-LU parameters (:func:`scipy.sparse.linalg.spilu`).
+    pin : int, optional
+        As for ``lu``.
+    """
+
+    maxiter: int = 2000
+    restart: int = 50
+    preconditioner: str = "ilu"
+    drop_tol: float = 1e-6
+    fill_factor: float = 20.0
+    pin: Optional[int] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("maxiter", self.maxiter)
+        _positive("restart", self.restart)
+        if self.preconditioner not in ("ilu", "jacobi", "none"):
+            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {self.preconditioner!r}")
+
+
+@dataclass(frozen=True)
+class ArpackOptions(_Common):
+    """Options of ``arpack``: ``maxiter`` (Arnoldi restarts), ``ncv`` (basis size)."""
+
+    maxiter: Optional[int] = None
+    ncv: Optional[int] = None
+
+
+# --------------------------------------------------------------------------
+# evidence
+# --------------------------------------------------------------------------
+def stationary_evidence(Q: sp.csr_matrix, pi: np.ndarray):
+    """Residual ``||pi Q||_1``, balance error and underflow count of ``pi``.
+
+    The balance error is ``max_j |(pi Q)_j| / (pi_j |q_jj|)`` over states with
+    a normal (non-denormal) ``pi_j``; states below the smallest normal double
+    are counted in ``underflow`` instead.
+    """
+    r = Q.T @ pi
+    residual = float(np.abs(r).sum())
+    out = pi * np.abs(Q.diagonal())
+    ok = (pi >= _TINY) & (out > 0)
+    bal = float(np.max(np.abs(r[ok]) / out[ok])) if ok.any() else 0.0
+    underflow = int(np.count_nonzero((pi < _TINY) & (pi > 0) | ((pi == 0) & (r != 0))))
+    return residual, bal, underflow
+
+
+# --------------------------------------------------------------------------
+# methods: each takes (Q, opts, hint) on an irreducible Q and returns
+# (x, iterations, status, message, info); x need not be normalised
+# --------------------------------------------------------------------------
+def gth_solve(A: np.ndarray) -> np.ndarray:
+    """Stationary vector of a dense irreducible generator (or stochastic matrix) by GTH.
+
+    Only off-diagonal entries are used, so no subtraction occurs and every
+    component keeps high relative accuracy.
+
+    Parameters
+    ----------
+    A : ndarray, shape (n, n)
+        Generator or transition matrix; not modified.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc.stationary import gth_solve
+    >>> gth_solve(np.array([[-1.0, 1.0], [1e-200, -1e-200]]))
+    array([1.e-200, 1.e+000])
+    """
+    A = np.array(A, dtype=float)
+    n = A.shape[0]
+    for k in range(n - 1):
+        scale = A[k, k + 1:].sum()
+        if scale <= 0:
+            raise ValueError("A: the chain is not irreducible (GTH met a zero pivot)")
+        A[k + 1:, k] /= scale
+        A[k + 1:, k + 1:] += np.outer(A[k + 1:, k], A[k, k + 1:])
+    x = np.zeros(n)
+    x[n - 1] = 1.0
+    for k in range(n - 2, -1, -1):
+        x[k] = x[k + 1:] @ A[k + 1:, k]
+    return x / x.sum()
+
+
+def _gth(Q, opts: GTHOptions, hint):
+    n = Q.shape[0]
+    if n > opts.max_states:
+        raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
+                         f"this chain has {n} states (use 'lu' or raise max_states)")
+    return gth_solve(Q.toarray()), 0, Status.SUCCESS, "GTH elimination", {}
+
+
+def _pin_hint(Q, hint):
+    if hint is not None:
+        return int(hint)
+    return int(np.argmin(np.abs(Q.diagonal())))
+
+
+def _pinned_system(Q, pin):
+    n = Q.shape[0]
+    keep = np.ones(n, dtype=bool)
+    keep[pin] = False
+    Qk = Q[keep]
+    A = Qk[:, keep].T.tocsc()
+    b = -np.asarray(Q[pin].toarray()).ravel()[keep]
+    return keep, A, b
+
+
+def _embed(x_sub, keep, pin):
+    x = np.empty(keep.size)
+    x[keep] = x_sub
+    x[pin] = 1.0
+    return x
+
+
+def _lu(Q, opts: LUOptions, hint):
+    n = Q.shape[0]
+    if n == 1:
+        return np.ones(1), 0, Status.SUCCESS, "single state", {}
+    pin = _pin_hint(Q, opts.pin if opts.pin is not None else hint)
+    if pin >= n:
+        raise ValueError(f"pin: state index must be < {n}, got {pin}")
+    info = {"ordering": opts.ordering, "pins": []}
+    for attempt in range(2):
+        keep, A, b = _pinned_system(Q, pin)
+        t0 = time.perf_counter()
+        try:
+            lu = sla.splu(A, permc_spec=opts.ordering, diag_pivot_thresh=0.0)
+        except RuntimeError as exc:  # singular factor
+            return None, 0, Status.BREAKDOWN, f"SuperLU failed: {exc}", info
+        x = _embed(lu.solve(b), keep, pin)
+        info["pins"].append(pin)
+        info["factor_seconds"] = time.perf_counter() - t0
+        info["fill"] = int(lu.L.nnz + lu.U.nnz)
+        if not np.all(np.isfinite(x)):
+            return None, 0, Status.BREAKDOWN, "non-finite solution", info
+        top = int(np.argmax(x))
+        if attempt == 0 and x[pin] < opts.repin * x[top]:
+            pin = top
+            continue
+        break
+    neg = x < 0
+    if neg.any():
+        if np.min(x) < -1e-13 * x.max():
+            return x, 0, Status.INACCURATE, "negative probabilities in the LU solution", info
+        x[neg] = 0.0
+    return x, 0, Status.SUCCESS, f"sparse LU pinned at state {pin}", info
+
+
+def _start(n, x0):
+    if x0 is None:
+        return np.full(n, 1.0 / n)
+    x = np.array(x0, dtype=float)
+    if x.shape != (n,) or (x < 0).any() or not x.sum() > 0:
+        raise ValueError(f"x0: expected a non-negative vector of shape ({n},)")
+    return x / x.sum()
+
+
+def _power(Q, opts: IterativeOptions, hint):
+    n = Q.shape[0]
+    QT = Q.T.tocsr()
+    lam = 1.02 * np.abs(Q.diagonal()).max()
+    x = _start(n, opts.x0)
+    for it in range(1, opts.maxiter + 1):
+        r = QT @ x
+        x = x + r / lam
+        if it % 10 == 0:
+            x /= x.sum()
+        if np.abs(r).sum() / lam <= opts.tol:
+            return x, it, Status.SUCCESS, f"converged in {it} iterations", {"uniformization_rate": lam}
+    return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} iterations", {}
+
+
+def _sor(Q, opts: IterativeOptions, hint, omega=None):
+    omega = opts.omega if omega is None else omega
+    n = Q.shape[0]
+    A = Q.T.tocsr()
+    d = A.diagonal()
+    Lo = sp.tril(A, k=-1, format="csr")
+    Up = sp.triu(A, k=1, format="csr")
+    M = (sp.diags(d) + omega * Lo).tocsr()
+    M.sort_indices()
+    x = _start(n, opts.x0)
+    scale = np.abs(d).max()
+    for it in range(1, opts.maxiter + 1):
+        rhs = (1 - omega) * d * x - omega * (Up @ x)
+        x = sla.spsolve_triangular(M, rhs, lower=True)
+        s = x.sum()
+        if not np.isfinite(s) or s <= 0:
+            return None, it, Status.BREAKDOWN, "iteration diverged", {}
+        x /= s
+        if np.abs(A @ x).sum() / scale <= opts.tol:
+            return x, it, Status.SUCCESS, f"converged in {it} sweeps", {"omega": omega}
+    return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps", {"omega": omega}
+
+
+def _gauss_seidel(Q, opts: IterativeOptions, hint):
+    return _sor(Q, opts, hint, omega=1.0)
+
+
+def _krylov(solver: Callable, name: str):
+    def run(Q, opts: KrylovOptions, hint):
+        n = Q.shape[0]
+        if n == 1:
+            return np.ones(1), 0, Status.SUCCESS, "single state", {}
+        pin = _pin_hint(Q, opts.pin if opts.pin is not None else hint)
+        keep, A, b = _pinned_system(Q, pin)
+        info = {"pin": pin, "preconditioner": opts.preconditioner}
+        if opts.preconditioner == "ilu":
+            try:
+                ilu = sla.spilu(A, drop_tol=opts.drop_tol, fill_factor=opts.fill_factor)
+            except RuntimeError as exc:
+                return None, 0, Status.BREAKDOWN, f"incomplete LU failed: {exc}", info
+            M = sla.LinearOperator(A.shape, ilu.solve)
+        elif opts.preconditioner == "jacobi":
+            dinv = 1.0 / A.diagonal()
+            M = sla.LinearOperator(A.shape, lambda v: dinv * v)
+        else:
+            M = None
+        count = [0]
+
+        def cb(_):
+            count[0] += 1
+        kw = dict(rtol=opts.tol, atol=0.0, maxiter=opts.maxiter, M=M, callback=cb)
+        if name == "gmres":
+            kw.update(restart=opts.restart, callback_type="pr_norm")
+        y, code = solver(A, b, **kw)
+        x = _embed(y, keep, pin)
+        x[x < 0] = 0.0
+        if code > 0:
+            return x, count[0], Status.MAX_ITERATIONS, f"{name} stopped at its iteration limit", info
+        if code < 0 or not np.all(np.isfinite(x)):
+            return None, count[0], Status.BREAKDOWN, f"{name} broke down", info
+        return x, count[0], Status.SUCCESS, f"{name} converged in {count[0]} iterations", info
+    return run
+
+
+def _arpack(Q, opts: ArpackOptions, hint):
+    n = Q.shape[0]
+    if n < 3:
+        return gth_solve(Q.toarray()), 0, Status.SUCCESS, "tiny chain: GTH", {}
+    lam = 1.02 * np.abs(Q.diagonal()).max()
+    PT = (sp.identity(n, format="csr") + Q.T.tocsr() / lam).tocsr()
+    try:
+        vals, vecs = sla.eigs(PT, k=1, which="LM", v0=np.full(n, 1.0 / n), tol=opts.tol * 1e-2,
+                              maxiter=opts.maxiter, ncv=opts.ncv)
+    except sla.ArpackNoConvergence as exc:
+        x = np.abs(np.real(exc.eigenvectors[:, 0])) if exc.eigenvectors.size else None
+        return x, 0, Status.MAX_ITERATIONS, "ARPACK did not converge", {}
+    x = np.real(vecs[:, 0])
+    x = x * np.sign(x.sum())
+    x[x < 0] = 0.0
+    return x, 0, Status.SUCCESS, f"ARPACK eigenvalue {complex(vals[0]).real:.15g}", {"eigenvalue": complex(vals[0])}
+
+
+#: name -> (function, options class); ``auto`` is handled by :func:`solve_stationary`
+METHODS = {
+    "gth": (_gth, GTHOptions),
+    "lu": (_lu, LUOptions),
+    "power": (_power, IterativeOptions),
+    "gauss_seidel": (_gauss_seidel, IterativeOptions),
+    "sor": (_sor, IterativeOptions),
+    "gmres": (_krylov(sla.gmres, "gmres"), KrylovOptions),
+    "bicgstab": (_krylov(sla.bicgstab, "bicgstab"), KrylovOptions),
+    "arpack": (_arpack, ArpackOptions),
+}
+
+_AUTO_GTH = 1000
+
+
+def make_options(method: str, options: dict):
+    """Validate ``options`` for ``method`` into its frozen options dataclass."""
+    cls = METHODS[method][1]
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(options) - names
+    if unknown:
+        raise ValueError(f"options: {sorted(unknown)} not understood by method {method!r}; "
+                         f"valid options are {sorted(names)}")
+    return cls(**options)
+
+
+def _solve_irreducible(Q, method, options, hint):
+    """Run one method (or the auto chain) on an irreducible generator."""
+    t0 = time.perf_counter()
+    if method == "auto":
+        order = ["gth"] if Q.shape[0] <= _AUTO_GTH else ["lu", "gmres"]
+        common = {k: v for k, v in options.items() if k in ("tol", "tail_tol")}
+        tried = []
+        for i, m in enumerate(order):
+            opts = make_options(m, options if len(order) == 1 else common)
+            try:
+                res = _run(Q, m, opts, hint, t0)
+            except MemoryError as exc:
+                tried.append(f"{m}: out of memory ({exc})")
+                continue
+            if res.status in (Status.SUCCESS, Status.TAIL_INACCURATE) or i == len(order) - 1:
+                if tried:
+                    res.info["fallbacks"] = tried
+                return res
+            tried.append(f"{m}: {res.status.value}")
+        raise SolverError("auto: every method failed: " + "; ".join(tried))
+    opts = make_options(method, options)
+    return _run(Q, method, opts, hint, t0)
+
+
+def _run(Q, method, opts, hint, t0):
+    fn = METHODS[method][0]
+    x, iters, status, msg, info = fn(Q, opts, hint)
+    n = Q.shape[0]
+    if x is None:
+        pi = np.full(n, np.nan)
+        return StationaryResult(method, "scipy", status, msg, iters, float("nan"),
+                                time.perf_counter() - t0, info, pi=pi, balance_error=float("inf"))
+    pi = x / x.sum()
+    residual, bal, under = stationary_evidence(Q, pi)
+    rel = residual / np.abs(Q.diagonal()).max()
+    if status is Status.SUCCESS and rel > opts.tol:
+        status, msg = Status.INACCURATE, f"{msg}; residual {rel:.2e} above tol {opts.tol:.1e}"
+    if status is Status.SUCCESS and bal > opts.tail_tol:
+        status = Status.TAIL_INACCURATE
+        msg = (f"{msg}; component-wise balance error {bal:.2e} exceeds tail_tol "
+               f"{opts.tail_tol:.1e}: small probabilities are unreliable (use 'lu' or 'gth')")
+    info["relative_residual"] = rel
+    return StationaryResult(method, "scipy", status, msg, iters, residual, time.perf_counter() - t0,
+                            info, pi=pi, balance_error=bal, underflow=under)
+
+
+def _describe_classes(chain, classes, limit=5):
+    parts = []
+    for c in classes[:limit]:
+        first = [_state_name(chain, i) for i in c[:3]]
+        more = f" and {c.size - 3} more" if c.size > 3 else ""
+        parts.append("{" + ", ".join(first) + more + "}")
+    if len(classes) > limit:
+        parts.append(f"... ({len(classes) - limit} more classes)")
+    return "; ".join(parts)
+
+
+def _state_name(chain, i):
+    st = chain.states
+    return "(" + ", ".join(f"{k}={int(st[k][i])}" for k in st.names) + ")"
+
+
+def solve_stationary(chain, method="auto", *, check=True, per_class=False, **options):
+    """Stationary distribution of ``chain`` on the scipy backend.
+
+    See :meth:`ctmc.CTMC.stationary` for the parameters and the module
+    docstring for the methods.
+    """
+    if method != "auto" and method not in METHODS:
+        raise ValueError(f"method: unknown stationary method {method!r}; valid methods are "
+                         f"{['auto'] + sorted(METHODS)}")
+    # validate the options before any heavy work
+    if method != "auto":
+        make_options(method, options)
+    else:
+        make_options("lu", {k: v for k, v in options.items() if k in ("tol", "tail_tol")})
+    t0 = time.perf_counter()
+    Q = chain.Q
+    n = Q.shape[0]
+    cs = chain.structure
+    classes = cs.closed_classes
+    if len(classes) > 1 and not per_class:
+        raise ReducibleChainError(
+            f"the chain has {len(classes)} closed classes, so its stationary distribution is not "
+            f"unique: {_describe_classes(chain, classes)}. Pass per_class=True for one law per "
+            "class.", classes)
+    hint = None if chain.initial is None or chain.initial.size == 0 else int(chain.initial[0])
+    results = []
+    for c in classes:
+        if c.size == n:
+            res = _solve_irreducible(Q, method, options, hint)
+        else:
+            sub = Q[c][:, c].tocsr()
+            h = None if hint is None or hint not in c else int(np.searchsorted(c, hint))
+            r = _solve_irreducible(sub, method, options, h)
+            pi = np.zeros(n)
+            pi[c] = r.pi
+            info = dict(r.info, closed_class_size=int(c.size), transient_states=int(n - c.size))
+            res = dataclasses.replace(r, pi=pi, info=info, wall_time=time.perf_counter() - t0)
+        results.append(res._raise_or_warn(check))
+    return results if per_class else results[0]
