@@ -17,8 +17,6 @@ import importlib
 import sys
 import time
 
-import numpy as np
-
 __all__ = ["main", "FAMILIES", "core_study"]
 
 #: family name -> module with ``add_arguments(parser)``, ``run(args)`` and
@@ -116,7 +114,6 @@ def main(argv=None) -> int:
         p = sub.add_parser(name, help=mod.__doc__.strip().splitlines()[0] if mod.__doc__ else name)
         mod.add_arguments(p)
     args = parser.parse_args(argv)
-    np.set_printoptions(precision=6)
     if args.command == "demo":
         print(core_study())
     elif args.command == "report":

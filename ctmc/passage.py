@@ -191,6 +191,14 @@ class PassageSetup:
             return fac.solve(b)
         return fac.solve(np.ascontiguousarray(b, dtype=float), trans=trans)
 
+    def condition(self, s: float, on: str) -> float:
+        """``||M||_inf ||M^-1||_inf`` (exact for an M-matrix: ``||M^-1||_inf = max(M^-1 1)``)."""
+        idx, M = self.matrix(s, on)
+        if idx.size == 0:
+            return 1.0
+        ones = self.solve(s, on, np.ones(idx.size))
+        return float(abs(M).sum(axis=1).max() * np.abs(ones).max())
+
     def backward_error(self, s, on, x, b, trans="N"):
         """Normwise backward error of a solution."""
         idx, M = self.matrix(s, on)
@@ -226,8 +234,17 @@ class PassageSetup:
         return self.Q[idx][:, np.flatnonzero(self.target)].tocsr()
 
 
-def _status(kind, err, bal, tol, tail_tol):
-    msg = "dense subtraction-free elimination" if kind == "gth" else "sparse LU (SuperLU)"
+_EPS = np.finfo(float).eps
+_COND_RTOL = 1e-8
+
+
+def _status(kind, err, bal, tol, tail_tol, cond=1.0):
+    msg = {"gth": "dense subtraction-free elimination", "lu": "sparse LU (SuperLU)",
+           "lu-regenerative": "sparse LU through a regeneration state"}[kind]
+    if kind != "gth" and _EPS * cond > _COND_RTOL:
+        return Status.INACCURATE, (
+            f"{msg}: condition number about {cond:.1e}, so sparse LU may have lost all "
+            "digits (the target is too rare); use solver='gth' (dense, up to a few thousand states)")
     if err > tol:
         return Status.INACCURATE, f"{msg}: backward error {err:.2e} above tol {tol:.1e}"
     if bal > tail_tol:
@@ -273,7 +290,7 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="
             raise ValueError(f"reward: expected {n} finite values >= 0")
     t0 = time.perf_counter()
     setup = PassageSetup(chain.Q, target, solver)
-    idx, _ = setup.matrix(0.0, "finite")
+    idx, M = setup.matrix(0.0, "finite")
     out = np.zeros((moments, n))
     out[:, ~setup.target & ~setup.finite] = np.inf
     prev = np.ones(idx.size)
@@ -287,13 +304,83 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="
         out[k - 1, idx] = x
         prev = x
     kind = setup.kind("finite")
-    status, msg = _status(kind, err, bal, tol, tail_tol)
+    info = {"n_finite": int(idx.size), "fallback": setup._fallback}
+    cond = 1.0
+    if kind == "lu" and idx.size:
+        cond = setup.condition(0.0, "finite")
+        if _EPS * cond > _COND_RTOL:
+            # ill-conditioned (rare target): the mean through a regeneration
+            # state z, whose cycle is measured by an accurate stationary solve
+            mean, cond, rinfo = _regenerative_mean(chain, setup, r, idx)
+            out[0, idx] = mean
+            info.update(rinfo)
+            bal = setup.balance_error(0.0, "finite", mean, rf)
+            err = setup.backward_error(0.0, "finite", mean, rf)
+            kind = "lu-regenerative"
+    info.update(balance_error=bal, condition=cond)
+    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
+    if moments > 1 and kind == "lu-regenerative" and status is Status.SUCCESS:
+        status = Status.INACCURATE
+        msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse LU "
+                "(use solver='gth' on up to a few thousand states)")
     if (~setup.finite & ~setup.target).any():
-        msg += f"; {int((~setup.finite & ~setup.target).sum())} states do not reach the target almost surely (infinite moments)"
-    res = HittingResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
-                        {"n_finite": int(idx.size), "balance_error": bal, "fallback": setup._fallback}, mean=out[0], moments=out,
-                        finite=setup.finite | setup.target, target=setup.target)
+        msg += (f"; {int((~setup.finite & ~setup.target).sum())} states do not reach the target "
+                "almost surely (infinite moments)")
+    res = HittingResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0, info,
+                        mean=out[0], moments=out, finite=setup.finite | setup.target,
+                        target=setup.target)
     return res._raise_or_warn(check)
+
+
+def _regenerative_mean(chain, setup, r, idx):
+    r"""Mean accumulated reward until ``A`` through a regeneration state ``z``.
+
+    With ``B = A + {z}``, ``E_i[R_A] = E_i[R_B] + P_i(T_z < T_A) E_z[R_A]``;
+    the first two terms come from a well-conditioned system (``z`` is a
+    recurrent, high-probability state) and ``E_z[R_A] = sum_F pi_j r_j / pi_a``
+    from the stationary law of the chain restarted at ``z`` from ``A`` (rate
+    1), solved by the pinned LU that keeps relative accuracy on ``pi_a``.
+    """
+    from .stationary import LUOptions, _lu
+
+    Q = chain.Q
+    nF = idx.size
+    QFF = Q[idx][:, idx].tocsr()
+    into_a = np.asarray(setup.into_target("finite").sum(axis=1)).ravel()
+    hint = None
+    if chain.initial is not None and chain.initial.size:
+        pos = np.searchsorted(idx, chain.initial[0])
+        hint = int(pos) if pos < nF and idx[pos] == chain.initial[0] else None
+    z = hint if hint is not None else int(np.argmin(-QFF.diagonal()))
+    info = {}
+    for attempt in range(2):
+        Qz = sp.bmat([[QFF, sp.csr_matrix(into_a[:, None])],
+                      [sp.csr_matrix(([1.0], ([0], [z])), shape=(1, nF)), sp.csr_matrix([[-1.0]])]],
+                     format="csr")
+        x, _, st, msg, _ = _lu(Qz, LUOptions(), z)
+        if x is None or st is not Status.SUCCESS:
+            raise SolverError(f"regenerative hitting-time solve failed: {msg}")
+        top = int(np.argmax(x[:nF]))
+        if attempt == 0 and x[z] < 1e-3 * x[top]:
+            z = top
+            continue
+        break
+    H = float(np.dot(x[:nF], r[idx]) / x[nF])
+    keep = np.ones(nF, dtype=bool)
+    keep[z] = False
+    Mp = (-QFF[keep][:, keep]).tocsc()
+    rhs = np.column_stack([r[idx][keep], np.asarray(QFF[keep][:, [z]].toarray()).ravel(), np.ones(nF - 1)])
+    if nF > 1:
+        sol = sla.splu(Mp, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0).solve(rhs)
+    else:
+        sol = np.zeros((0, 3))
+    mean = np.empty(nF)
+    mean[keep] = sol[:, 0] + sol[:, 1] * H
+    mean[z] = H
+    normM = float(abs(Mp).sum(axis=1).max()) if nF > 1 else 0.0
+    cond = normM * float(sol[:, 2].max()) if nF > 1 else 1.0
+    info.update(regeneration_state=int(idx[z]), cycle_mean=H)
+    return mean, cond, info
 
 
 def hitting_laplace(chain, target, s, *, check=True, solver="auto", tol=1e-10, tail_tol=1e-6):
@@ -325,9 +412,10 @@ def hitting_laplace(chain, target, s, *, check=True, solver="auto", tol=1e-10, t
         bal = max(bal, setup.balance_error(sk, "reach", x, b))
         vals[k, idx] = x
     kind = setup.kind("reach")
-    status, msg = _status(kind, err, bal, tol, tail_tol)
+    cond = setup.condition(float(svals.min()), "reach") if kind == "lu" else 1.0
+    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
     res = LaplaceResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
-                        {"balance_error": bal, "fallback": setup._fallback},
+                        {"balance_error": bal, "fallback": setup._fallback, "condition": cond},
                         s=svals, values=vals[0] if np.ndim(s) == 0 else vals, target=setup.target)
     return res._raise_or_warn(check)
 
@@ -353,7 +441,7 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, so
     >>> fp.probabilities[0]
     array([0.33333333, 0.66666667])
     >>> round(float(fp.cdf[0, 0, 1]), 10)  # (2/3) (1 - exp(-3))
-    0.6334753715
+    0.6334752878
     """
     from .transient import uniformize
 
@@ -433,9 +521,11 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, so
             V0[targets, np.arange(m)] = 1.0
             Pt, bound = uniformize(Qa.tocsr(), V0, tvals, eps=eps)
             cdf = Pt[:, src, :]
-    status, msg = _status(kind, err, bal, tol, tail_tol)
+    cond = setup.condition(0.0, "reach") if kind == "lu" else 1.0
+    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
     res = FirstPassageResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
-                             {"n_reach": int(idx.size), "balance_error": bal, "fallback": setup._fallback}, targets=targets, sources=src,
+                             {"n_reach": int(idx.size), "balance_error": bal, "fallback": setup._fallback,
+                              "condition": cond}, targets=targets, sources=src,
                              probabilities=probs, s=svals, laplace=lap, t=tvals, cdf=cdf,
                              error_bound=bound)
     return res._raise_or_warn(check)

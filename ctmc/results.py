@@ -179,8 +179,12 @@ class HittingResult(AnalysisResult):
     target : ndarray of bool
         The target set ``A``.
 
-    ``residual`` is ``max_m ||Q_FF m_m + m * m_{m-1}||_inf / (1 + ||m_m||_inf)``
-    over the states ``F`` with finite moments.
+    ``residual`` is the largest normwise backward error
+    ``||M x - b||_inf / (||M||_inf ||x||_inf + ||b||_inf)`` of the linear
+    systems solved (``M = -Q_FF`` on the states ``F`` with finite moments);
+    ``info["balance_error"]`` is the component-wise check and
+    ``info["condition"]`` the condition number ``||M||_inf ||M^-1||_inf``
+    (sparse LU only).
     """
 
     mean: np.ndarray = None

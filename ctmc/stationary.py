@@ -315,6 +315,14 @@ def _lu(Q, opts: LUOptions, hint):
         try:
             lu = sla.splu(A, permc_spec=opts.ordering, diag_pivot_thresh=0.0)
         except RuntimeError as exc:  # singular factor
+            # a numerically singular pinned system: typical of a pin on a
+            # state of negligible probability; retry at the slowest-exit state
+            alt = _pin_hint(Q, None)
+            if attempt == 0 and alt != pin:
+                info["pins"].append(pin)
+                info["failed_pin"] = f"state {pin}: {exc}"
+                pin = alt
+                continue
             return None, 0, Status.BREAKDOWN, f"SuperLU failed: {exc}", info
         x = _embed(lu.solve(b), keep, pin)
         info["pins"].append(pin)
@@ -349,13 +357,15 @@ def _power(Q, opts: IterativeOptions, hint):
     QT = Q.T.tocsr()
     lam = 1.02 * np.abs(Q.diagonal()).max()
     x = _start(n, opts.x0)
-    for it in range(1, opts.maxiter + 1):
+    qmax = np.abs(Q.diagonal()).max()
+    for it in range(opts.maxiter):
         r = QT @ x
-        x = x + r / lam
-        if it % 10 == 0:
-            x /= x.sum()
-        if np.abs(r).sum() / lam <= opts.tol:
+        # the acceptance test of _run: ||x Q||_1 / (sum(x) max|q_ii|) <= tol
+        if np.abs(r).sum() / (x.sum() * qmax) <= opts.tol:
             return x, it, Status.SUCCESS, f"converged in {it} iterations", {"uniformization_rate": lam}
+        x = x + r / lam
+        if it % 10 == 9:
+            x /= x.sum()
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} iterations", {}
 
 
@@ -493,7 +503,10 @@ def _solve_irreducible(Q, method, options, hint):
 
 def _run(Q, method, opts, hint, t0):
     fn = METHODS[method][0]
-    x, iters, status, msg, info = fn(Q, opts, hint)
+    if Q.shape[0] == 1:
+        x, iters, status, msg, info = np.ones(1), 0, Status.SUCCESS, "single absorbing state", {}
+    else:
+        x, iters, status, msg, info = fn(Q, opts, hint)
     n = Q.shape[0]
     if x is None:
         pi = np.full(n, np.nan)
@@ -501,7 +514,7 @@ def _run(Q, method, opts, hint, t0):
                                 time.perf_counter() - t0, info, pi=pi, balance_error=float("inf"))
     pi = x / x.sum()
     residual, bal, under = stationary_evidence(Q, pi)
-    rel = residual / np.abs(Q.diagonal()).max()
+    rel = residual / max(np.abs(Q.diagonal()).max(), _TINY)
     if status is Status.SUCCESS and rel > opts.tol:
         status, msg = Status.INACCURATE, f"{msg}; residual {rel:.2e} above tol {opts.tol:.1e}"
     if status is Status.SUCCESS and bal > opts.tail_tol:

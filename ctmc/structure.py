@@ -91,7 +91,7 @@ def can_reach(Q: sp.csr_matrix, target: np.ndarray, within: np.ndarray | None = 
     n = Q.shape[0]
     A = _offdiag_pattern(Q)
     if within is not None:
-        A = sp.diags((within | target).astype(np.int8)) @ A  # drop edges leaving forbidden states
+        A = (sp.diags((within | target).astype(float)) @ A).tocsr()  # drop edges leaving forbidden states
     # reverse graph plus a virtual root joined to every target state
     R = A.T.tocoo()
     t = np.flatnonzero(target)

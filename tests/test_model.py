@@ -1,0 +1,207 @@
+"""Model declaration, exploration, assembly, and a 2-D chain against closed forms."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import ctmc
+from ctmc.cli import core_study, main
+
+
+def jsq(K, rho=0.9, mu1=0.5, nu=0.5):
+    """Two-queue JSQ in (shortest, longest) coordinates (see docs: model families)."""
+    m = ctmc.Model("jsq2")
+    s = m.var("s", 0, K)
+    l = m.var("l", 0, K)
+    m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
+    m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
+    m.event("serve_short", guard=(s >= 1) & (s < l), rate=mu1, update={s: s - 1})
+    m.event("serve_long", guard=(s >= 1) & (s < l), rate=1 - mu1, update={l: l - 1})
+    m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
+    m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=nu, update={l: l - 1})
+    m.event("blocked", guard=(s == K) & (l == K), rate=rho, update={})
+    return m, s, l
+
+
+def saturation_mean_closed_form(K, rho, mu1, nu, x, y):
+    """E_(x,y)[time to (K,K)]: derived formula recorded in the design notes (models.md)."""
+    T = np.cumsum([0.0] + [rho ** -j for j in range(1, 2 * K + 1)])  # T[m]
+    n = x + y
+    W = sum(T[m] for m in range(n + 1, 2 * K + 1))
+    corr = 0.0
+    for j in range(2, 2 * K + 1):
+        U = min(j - 2, 2 * K - j)
+        L = max(0, x - max(0, j - y - 1))
+        if L <= U:
+            corr += rho ** -j * sum(mu1 ** i for i in range(L, U + 1))
+    return W - (1 - nu) * corr
+
+
+def test_jsq_published_design_numbers():
+    # rho = 0.9, mu1 = mu2 = nu = 1/2, K = 10 (design notes: 0.0152027282106 and 460.2416647)
+    m, s, l = jsq(10)
+    chain = m.build(initial={"s": 0, "l": 0})
+    assert chain.n_states == 66
+    pi = chain.stationary().pi
+    assert pi[chain.index(s=10, l=10)] == pytest.approx(0.0152027282106, rel=1e-11)
+    h = chain.hitting_times((s == 10) & (l == 10))
+    assert h.mean[chain.index(s=0, l=0)] == pytest.approx(460.2416647, rel=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["gth", "lu"])
+@pytest.mark.parametrize("K,rho,mu1,nu", [(8, 0.9, 0.5, 0.5), (12, 1.3, 0.3, 0.7), (20, 0.5, 0.8, 1.0),
+                                          (60, 0.8, 0.5, 0.2)])
+def test_jsq_saturation_times_every_state(solver, K, rho, mu1, nu):
+    m, s, l = jsq(K, rho, mu1, nu)
+    chain = m.build(initial={"s": 0, "l": 0})
+    h = chain.hitting_times((s == K) & (l == K), solver=solver)
+    xs, ys = chain.states["s"], chain.states["l"]
+    exact = np.array([saturation_mean_closed_form(K, rho, mu1, nu, x, y) for x, y in zip(xs, ys)])
+    assert np.allclose(h.mean, exact, rtol=1e-9, atol=0)
+
+
+def test_rare_target_sparse_lu_goes_regenerative_and_stays_accurate():
+    # E_(0,0)[tau] ~ 1e28: plain sparse LU loses every digit here
+    K, rho = 300, 0.9
+    m, s, l = jsq(K, rho)
+    chain = m.build(initial={"s": 0, "l": 0})
+    h = chain.hitting_times((s == K) & (l == K), solver="lu")
+    assert h.method == "lu-regenerative" and h.status is ctmc.Status.SUCCESS
+    for x, y in [(0, 0), (100, 200), (K - 1, K)]:
+        ex = saturation_mean_closed_form(K, rho, 0.5, 0.5, x, y)
+        assert h.mean[chain.index(s=x, l=y)] == pytest.approx(ex, rel=1e-9)
+    # blocking probability: P_block = 1 / (1 + E_(K-1,K)[tau])  (rate-1 check of the design notes)
+    pb = chain.stationary().pi[chain.index(s=K, l=K)]
+    assert pb == pytest.approx(1 / (1 + h.mean[chain.index(s=K - 1, l=K)]), rel=1e-9)
+
+
+def test_event_rates_give_throughputs():
+    m, s, l = jsq(10)
+    chain = m.build(initial={"s": 0, "l": 0})
+    pi = chain.stationary().pi
+    blocked = pi @ chain.event_rate("blocked")
+    assert blocked == pytest.approx(0.9 * pi[chain.index(s=10, l=10)], rel=1e-14)
+    # flow balance: accepted arrivals = departures
+    arr = pi @ (chain.event_rate("arrive_short") + chain.event_rate("arrive_equal"))
+    dep = pi @ sum(chain.event_rate(e) for e in ["serve_short", "serve_long", "serve_equal", "serve_alone"])
+    assert arr == pytest.approx(dep, rel=1e-12)
+
+
+def test_box_and_bfs_build_the_same_chain():
+    m, s, l = jsq(30)
+    a = m.build(initial={"s": 0, "l": 0}, strategy="box")
+    b = m.build(initial={"s": 0, "l": 0}, strategy="bfs")
+    assert a.n_states == b.n_states == 31 * 32 // 2
+    assert (a.Q != b.Q).nnz == 0
+    assert np.array_equal(a.states.as_array(), b.states.as_array())
+    # rows sum to zero, off-diagonals non-negative
+    assert np.allclose(np.asarray(a.Q.sum(axis=1)).ravel(), 0, atol=1e-15)
+    off = a.Q - sp.diags(a.Q.diagonal())
+    assert off.min() >= 0
+
+
+def test_generator_matches_hand_built_matrix():
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, 3)
+    m.event("a", guard=n < 3, rate=2.0, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=n * 1.0, update={n: n - 1})  # state-dependent rate
+    chain = m.build(initial={"n": 0})
+    Q = np.array([[-2, 2, 0, 0], [1, -3, 2, 0], [0, 2, -4, 2], [0, 0, 3, -3]], dtype=float)
+    assert np.array_equal(chain.Q.toarray(), Q)
+
+
+def test_only_reachable_states_are_kept():
+    m = ctmc.Model("even")
+    x = m.var("x", 0, 10)
+    m.event("up2", guard=x <= 8, rate=1.0, update={x: x + 2})
+    m.event("down2", guard=x >= 2, rate=1.0, update={x: x - 2})
+    chain = m.build(initial={"x": 0})
+    assert chain.states["x"].tolist() == [0, 2, 4, 6, 8, 10]
+    with pytest.raises(ValueError, match="not a .*state"):
+        chain.index(x=3)
+
+
+def test_zero_rate_transitions_do_not_make_states_reachable():
+    m = ctmc.Model("z")
+    x = m.var("x", 0, 5)
+    m.event("up", guard=x < 5, rate=ctmc.where(x < 2, 1.0, 0.0), update={x: x + 1})
+    m.event("down", guard=x > 0, rate=1.0, update={x: x - 1})
+    for strategy in ["box", "bfs"]:
+        assert m.build(initial={"x": 0}, strategy=strategy).n_states == 3
+
+
+def test_out_of_bounds_update_names_event_and_state():
+    m = ctmc.Model("bad")
+    n = m.var("n", 0, 4)
+    m.event("arrival", guard=n >= 0, rate=1.0, update={n: n + 1})
+    for strategy in ["box", "bfs"]:
+        with pytest.raises(ctmc.ModelError, match=r"'arrival'.*n=4"):
+            m.build(initial={"n": 0}, strategy=strategy)
+
+
+def test_invalid_declarations():
+    m = ctmc.Model("bad")
+    with pytest.raises(ctmc.ModelError, match="lo <= hi"):
+        m.var("n", 3, 1)
+    n = m.var("n", 0, 3)
+    with pytest.raises(ctmc.ModelError, match="already declared"):
+        m.var("n", 0, 3)
+    with pytest.raises(ctmc.ModelError, match="rate"):
+        m.event("neg", rate=-1.0, update={n: n + 1})
+    m.event("nan", guard=n < 3, rate=ctmc.where(n == 1, np.nan, 1.0), update={n: n + 1})
+    with pytest.raises(ctmc.ModelError, match="invalid rate"):
+        m.build(initial={"n": 0})
+    with pytest.raises(ValueError, match="initial"):
+        m.build(initial={"n": 7})
+    with pytest.raises(ValueError, match="missing"):
+        m.build(initial={})
+    with pytest.raises(TypeError, match="truth value"):
+        bool(n < 3)
+
+
+def test_memory_guard_refuses_before_building():
+    m, s, l = jsq(2000)
+    with pytest.raises(ctmc.StateSpaceTooLarge, match="max_memory"):
+        m.build(initial={"s": 0, "l": 0}, max_memory=10_000_000)
+    with pytest.raises(ctmc.StateSpaceTooLarge):
+        m.build(initial={"s": 0, "l": 0}, strategy="bfs", max_memory=1_000_000)
+
+
+def test_ctmc_from_matrix_validation():
+    with pytest.raises(ValueError, match="square"):
+        ctmc.CTMC(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="sum to 0"):
+        ctmc.CTMC([[-1.0, 2.0], [1.0, -1.0]])
+    with pytest.raises(ValueError, match=">= 0"):
+        ctmc.CTMC([[1.0, -1.0], [1.0, -1.0]])
+    with pytest.raises(ValueError, match="NaN"):
+        ctmc.CTMC([[np.nan, 0.0], [0.0, 0.0]])
+    c = ctmc.CTMC([[-1.0, 1.0], [2.0, -2.0]], states={"up": np.array([0, 1])})
+    assert c.index(up=1) == 1 and c.where(lambda st: st["up"] == 1).tolist() == [False, True]
+
+
+def test_transient_against_dense_expm_and_stationary_limit():
+    import scipy.linalg as sla
+    m, s, l = jsq(6)
+    chain = m.build(initial={"s": 0, "l": 0})
+    times = [0.0, 0.5, 3.0, 20.0]
+    p0 = {"s": 0, "l": 0}
+    for method in ["uniformization", "expm"]:
+        r = chain.transient(p0, times, method=method)
+        e0 = np.zeros(chain.n_states)
+        e0[0] = 1.0
+        for k, t in enumerate(times):
+            assert np.allclose(r.p[k], e0 @ sla.expm(chain.Q.toarray() * t), atol=1e-11)
+    late = chain.transient(p0, [400.0])
+    assert np.allclose(late.p[0], chain.stationary().pi, atol=1e-10)
+    assert late.expect(chain.states["l"])[0] == pytest.approx(chain.stationary().expect(chain.states["l"]), rel=1e-8)
+    with pytest.raises(ValueError, match="p0"):
+        chain.transient(np.full(chain.n_states, 0.5), [1.0])
+
+
+def test_core_study_and_cli_run(capsys):
+    table = core_study(K_mm1=200, K_jsq=20)
+    # every row reports a relative error against its closed form: all tiny
+    errs = [float(line.split()[-3]) for line in table.splitlines()[3:]]
+    assert len(errs) == 3 and max(errs) < 1e-9
+    assert main(["demo"]) == 0
+    assert "closed form" in capsys.readouterr().out

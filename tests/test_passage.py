@@ -1,0 +1,173 @@
+"""Hitting times, transforms, first-passage laws: closed forms and dense references."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+import ctmc
+
+from reference import birth_death, hitting_mean_bd, random_chain
+
+SOLVERS = ["auto", "gth", "lu"]
+
+
+def bd_chain(K, lam, mu):
+    m, n = birth_death(K, lambda n: lam, lambda n: mu)
+    return m.build(initial={"n": 0}), n
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("K,lam,mu", [(10, 1.0, 1.0), (40, 2.0, 1.0), (60, 1.0, 3.0)])
+def test_mean_hitting_time_birth_death_closed_form(solver, K, lam, mu):
+    chain, n = bd_chain(K, lam, mu)
+    h = chain.hitting_times(n == K, solver=solver)
+    exact = np.array([float(hitting_mean_bd(K, lam, mu, i)) for i in range(K + 1)])
+    assert h.status is ctmc.Status.SUCCESS
+    assert np.allclose(h.mean, exact, rtol=1e-11, atol=0)
+    assert h.finite.all() and h.mean[K] == 0
+
+
+@pytest.mark.parametrize("K", [330, 1000])
+def test_huge_means_keep_relative_accuracy(K):
+    # rates up 1, down 2: E_0[T_K] ~ 2^K (1e99 and 1e301)
+    chain, n = bd_chain(K, 1.0, 2.0)
+    h = chain.hitting_times(n == K)
+    for i in [0, K // 2, K - 1]:
+        exact = hitting_mean_bd(K, 1, 2, i)
+        assert abs(Fraction(h.mean[i]) / exact - 1) < 1e-10
+    assert h.info["balance_error"] < 1e-12
+
+
+def test_sparse_lu_failure_on_huge_means_is_not_silent():
+    chain, n = bd_chain(330, 1.0, 2.0)
+    with pytest.raises(ctmc.SolverError, match="singular"):
+        chain.hitting_times(n == 330, solver="lu")
+
+
+def test_second_moment_two_state_exponential():
+    # leave state 0 at rate 3: T ~ Exp(3), E[T] = 1/3, E[T^2] = 2/9, E[T^3] = 6/27
+    chain = ctmc.CTMC([[-3.0, 3.0], [1.0, -1.0]])
+    h = chain.hitting_times([1], moments=3)
+    assert np.allclose(h.moments[:, 0], [1 / 3, 2 / 9, 6 / 27], rtol=1e-14)
+    assert h.variance()[0] == pytest.approx(1 / 9, rel=1e-12)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_moments_and_rewards_against_dense_algebra(solver):
+    R = random_chain(25, 7, 0.3)
+    chain = ctmc.CTMC.from_rates(R)
+    A = np.zeros(25, dtype=bool)
+    A[[0, 5]] = True
+    rew = np.linspace(0.5, 2.0, 25)
+    h = chain.hitting_times(A, moments=2, reward=rew, solver=solver)
+    Q = chain.Q.toarray()
+    T = ~A
+    M = -Q[np.ix_(T, T)]
+    m1 = np.linalg.solve(M, rew[T])
+    m2 = np.linalg.solve(M, 2 * rew[T] * m1)
+    assert np.allclose(h.moments[0, T], m1, rtol=1e-10)
+    assert np.allclose(h.moments[1, T], m2, rtol=1e-10)
+
+
+def test_unreachable_target_gives_infinite_mean():
+    # 0 -> 1 (target) or 0 -> 2 (absorbing trap); 3 -> 0
+    R = np.zeros((4, 4))
+    R[0, 1], R[0, 2], R[3, 0] = 1.0, 1.0, 1.0
+    chain = ctmc.CTMC.from_rates(R)
+    h = chain.hitting_times([1])
+    assert np.isinf(h.mean[[0, 2, 3]]).all() and h.mean[1] == 0
+    assert not h.finite[0] and "almost surely" in h.message
+    # but the probability of reaching it is 1/2 from 0 and 3, 0 from 2
+    lap = chain.hitting_laplace([1], 0.0)
+    assert np.allclose(lap.values, [0.5, 1.0, 0.0, 0.5])
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_laplace_transform_closed_form_and_derivative(solver):
+    chain, n = bd_chain(12, 1.0, 1.5)
+    s = np.array([0.0, 1e-6, 0.5, 2.0])
+    lst = chain.hitting_laplace(n == 12, s, solver=solver)
+    assert np.allclose(lst.values[0], 1.0)
+    h = chain.hitting_times(n == 12, moments=2)
+    # (1 - E[exp(-hT)]) / h = E[T] - h E[T^2] / 2 + O(h^2): minus the derivative at 0 is the mean
+    deriv = (lst.values[0] - lst.values[1]) / 1e-6
+    assert np.allclose(deriv, h.mean - 0.5e-6 * h.moments[1], rtol=1e-6)
+    # exponential sojourn from the last state: E_K[..] = 1; from K-1 via dense solve
+    Q = chain.Q.toarray()
+    T = np.arange(12)
+    for k, sk in enumerate(s):
+        M = sk * np.eye(12) - Q[np.ix_(T, T)]
+        b = Q[T, 12]
+        assert np.allclose(lst.values[k, :12], np.linalg.solve(M, b), rtol=1e-10)
+
+
+def test_invalid_inputs_raise_value_errors():
+    chain, n = bd_chain(5, 1.0, 1.0)
+    with pytest.raises(ValueError, match="target.*empty"):
+        chain.hitting_times(n > 10)
+    with pytest.raises(ValueError, match="s:"):
+        chain.hitting_laplace(n == 5, -1.0)
+    with pytest.raises(ValueError, match="t:"):
+        chain.first_passage(n == 5, t=[-1.0])
+    with pytest.raises(ValueError, match="moments"):
+        chain.hitting_times(n == 5, moments=0)
+    with pytest.raises(ValueError, match="reward"):
+        chain.hitting_times(n == 5, reward=-np.ones(6))
+    with pytest.raises(ValueError, match="solver"):
+        chain.hitting_times(n == 5, solver="magic")
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_gamblers_ruin_absorption_probabilities(solver):
+    # birth-death on 0..K absorbed at 0 and K: P_i(hit K first) = (1 - r^i) / (1 - r^K), r = mu/lam
+    K, lam, mu = 20, 1.0, 1.3
+    chain, n = bd_chain(K, lam, mu)
+    fp = chain.first_passage((n == 0) | (n == K), s=[0.0, 0.7], solver=solver)
+    r = mu / lam
+    i = np.arange(K + 1)
+    win = (1 - r ** i) / (1 - r ** K)
+    assert np.allclose(fp.probabilities[:, 1], win, rtol=1e-11)
+    assert np.allclose(fp.probabilities.sum(axis=1), 1.0, atol=1e-13)
+    assert np.allclose(fp.laplace[0], fp.probabilities, atol=1e-15)
+    # the transform, summed over places, is the hitting-time transform
+    lst = chain.hitting_laplace((n == 0) | (n == K), 0.7)
+    assert np.allclose(fp.laplace[1].sum(axis=1), lst.values, rtol=1e-11)
+
+
+def test_first_passage_sources_and_both_solve_directions():
+    R = random_chain(40, 11, 0.2)
+    chain = ctmc.CTMC.from_rates(R)
+    A = np.zeros(40, dtype=bool)
+    A[[3, 17, 29]] = True
+    full = chain.first_passage(A, s=[0.3], solver="lu")
+    few = chain.first_passage(A, s=[0.3], sources=[0, 1], solver="lu")  # adjoint path
+    assert np.allclose(few.probabilities, full.probabilities[[0, 1]], rtol=1e-10)
+    assert np.allclose(few.laplace, full.laplace[:, [0, 1]], rtol=1e-10)
+    dense = chain.first_passage(A, s=[0.3], solver="gth")
+    assert np.allclose(dense.laplace, full.laplace, rtol=1e-10)
+
+
+def test_joint_cdf_against_dense_matrix_exponential():
+    R = random_chain(15, 3, 0.4)
+    chain = ctmc.CTMC.from_rates(R)
+    A = np.zeros(15, dtype=bool)
+    A[[2, 9]] = True
+    times = np.array([0.0, 0.3, 1.0, 4.0])
+    fp = chain.first_passage(A, t=times)
+    Qa = chain.Q.toarray()
+    Qa[A] = 0.0
+    for k, t in enumerate(times):
+        E = sla.expm(Qa * t)
+        assert np.allclose(fp.cdf[k], E[:, A], atol=1e-12)
+    assert fp.error_bound <= 1e-12
+    # as t grows the CDF tends to the absorption law
+    late = chain.first_passage(A, t=[200.0])
+    assert np.allclose(late.cdf[0], late.probabilities, atol=1e-10)
+
+
+def test_first_passage_cdf_exponential_example():
+    chain = ctmc.CTMC([[-3.0, 1.0, 2.0], [0, 0, 0], [0, 0, 0]])
+    fp = chain.first_passage([1, 2], t=[0.5, 2.0], sources=[0])
+    for k, t in enumerate([0.5, 2.0]):
+        assert np.allclose(fp.cdf[k, 0], np.array([1, 2]) / 3 * (1 - np.exp(-3 * t)), rtol=1e-12)

@@ -1,0 +1,160 @@
+"""Stationary laws: reference chains x methods, invariants, tails, structure."""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctmc
+from ctmc.stationary import METHODS
+
+from reference import CASES, dense_pi, erlang_b, log_ratio_error, mmck, random_chain
+
+DIRECT = ["auto", "gth", "lu"]
+ITERATIVE = ["power", "gauss_seidel", "sor", "gmres", "bicgstab", "arpack"]
+ITER_OPTS = {"sor": {"omega": 1.2}}
+
+
+def _check_invariants(res, chain, tol=1e-9):
+    pi = res.pi
+    assert pi.shape == (chain.n_states,)
+    assert np.all(pi >= 0)
+    assert abs(pi.sum() - 1) < 1e-12
+    # residual recomputed independently here
+    r = np.abs(chain.Q.T @ pi).sum()
+    assert r <= tol * np.abs(chain.Q.diagonal()).max()
+    assert res.residual == pytest.approx(r, rel=1e-6, abs=1e-300)
+    assert res.wall_time >= 0 and isinstance(res.status, ctmc.Status)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("method", DIRECT)
+def test_direct_methods_match_exact_law_relatively(case, method):
+    chain = case.build()
+    exact = case.exact_pi()
+    res = chain.stationary(method)
+    assert res.status is ctmc.Status.SUCCESS
+    _check_invariants(res, chain)
+    # every component, down to 1e-301, to 1e-10 relative
+    tol = 1e-8 if case.name.startswith("random") else 1e-10
+    assert log_ratio_error(res.pi, exact) < tol
+    assert res.balance_error < 1e-8
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("method", ITERATIVE)
+def test_iterative_methods_bulk_and_honest_tails(case, method):
+    chain = case.build()
+    exact = case.exact_pi()
+    opts = dict(ITER_OPTS.get(method, {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
+        res = chain.stationary(method, check=False, tol=1e-11, **opts)
+    if method == "sor" and res.status is ctmc.Status.BREAKDOWN:
+        # over-relaxation may diverge on a singular system: it must say so
+        assert np.isnan(res.pi).all()
+        return
+    assert res.status in (ctmc.Status.SUCCESS, ctmc.Status.TAIL_INACCURATE), res.message
+    _check_invariants(res, chain, tol=1e-10)
+    big = exact > 1e-6 * exact.max()
+    assert np.max(np.abs(res.pi[big] / exact[big] - 1)) < 1e-4
+    if res.status is ctmc.Status.SUCCESS:
+        # a success claims the small probabilities too
+        assert log_ratio_error(res.pi, exact) < 1e-3, "tail wrong but not flagged"
+
+
+def test_tail_inaccuracy_is_flagged_not_silent():
+    chain = CASES[2].build()  # M/M/1/K, pi_K ~ 1e-301
+    with pytest.warns(ctmc.TailAccuracyWarning):
+        res = chain.stationary("power", tol=1e-10)
+    assert res.status is ctmc.Status.TAIL_INACCURATE
+    assert res.balance_error > 1e-6
+
+
+def test_erlang_b_blocking():
+    c, a = 8, 5.0
+    chain = mmck(c, c, a, 1.0)
+    res = chain.stationary("lu")
+    assert res.pi[-1] == pytest.approx(erlang_b(c, a), rel=1e-12)
+
+
+def test_nonconvergence_raises_with_partial_result():
+    chain = CASES[1].build()
+    with pytest.raises(ctmc.SolverError) as err:
+        chain.stationary("power", maxiter=3)
+    assert err.value.result is not None
+    assert err.value.result.status is ctmc.Status.MAX_ITERATIONS
+    res = chain.stationary("power", maxiter=3, check=False)
+    assert res.status is ctmc.Status.MAX_ITERATIONS and res.iterations == 3
+
+
+def test_bad_method_and_options_fail_before_work():
+    chain = CASES[0].build()
+    with pytest.raises(ValueError, match="method.*valid methods"):
+        chain.stationary("nope")
+    with pytest.raises(ValueError, match="options.*valid options"):
+        chain.stationary("lu", omega=1.5)
+    with pytest.raises(ValueError, match="omega"):
+        chain.stationary("sor", omega=2.5)
+    with pytest.raises(ValueError, match="tol"):
+        chain.stationary("gth", tol=-1)
+    with pytest.raises(ValueError, match="backend"):
+        chain.stationary(backend="cuda")
+
+
+def test_registry_lists_all_methods():
+    assert {"gth", "lu", "power", "gauss_seidel", "sor", "gmres", "bicgstab", "arpack"} <= set(METHODS)
+
+
+def test_lu_repins_away_from_low_probability_state():
+    chain = CASES[2].build()
+    res = chain.stationary("lu", pin=1000)  # pi_1000 ~ 1e-301: a terrible pin
+    assert res.info["pins"][0] == 1000 and res.info["pins"][-1] == 0
+    exact = CASES[2].exact_pi()
+    assert log_ratio_error(res.pi, exact) < 1e-10
+
+
+def test_reducible_chain_lists_closed_classes():
+    # 0 -> {1,2} and 0 -> {3}: two closed classes
+    R = np.zeros((4, 4))
+    R[0, 1] = R[0, 3] = 1.0
+    R[1, 2] = R[2, 1] = 2.0
+    chain = ctmc.CTMC.from_rates(R)
+    with pytest.raises(ctmc.ReducibleChainError, match="2 closed classes") as err:
+        chain.stationary()
+    assert [c.tolist() for c in err.value.closed_classes] == [[1, 2], [3]]
+    res = chain.stationary(per_class=True)
+    assert np.allclose(res[0].pi, [0, 0.5, 0.5, 0]) and np.allclose(res[1].pi, [0, 0, 0, 1])
+
+
+def test_single_closed_class_with_transient_states():
+    R = np.zeros((3, 3))
+    R[0, 1] = 1.0
+    R[1, 2] = 1.0
+    R[2, 1] = 3.0
+    chain = ctmc.CTMC.from_rates(R)
+    for method in ["gth", "lu", "power"]:
+        res = chain.stationary(method)
+        assert np.allclose(res.pi, [0, 0.75, 0.25], atol=1e-9)
+        assert res.info["transient_states"] == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 25), seed=st.integers(0, 10_000), density=st.floats(0.05, 1.0))
+def test_methods_agree_on_random_chains(n, seed, density):
+    chain = ctmc.CTMC.from_rates(random_chain(n, seed, density))
+    ref = dense_pi(chain.Q)
+    for method in ["gth", "lu", "gmres"]:
+        res = chain.stationary(method, check=False)
+        assert np.allclose(res.pi, ref, rtol=1e-7, atol=1e-12), method
+    assert log_ratio_error(chain.stationary("gth").pi, chain.stationary("lu").pi) < 1e-9
+
+
+def test_stationary_reward_expectation():
+    chain = CASES[1].build()
+    res = chain.stationary()
+    n = chain.states["n"]
+    assert res.expect(n) == pytest.approx(np.dot(CASES[1].exact_pi(), n), rel=1e-12)
+    with pytest.raises(ValueError, match="reward"):
+        res.expect(np.ones(3))
