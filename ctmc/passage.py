@@ -296,18 +296,23 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="
     prev = np.ones(idx.size)
     err = bal = 0.0
     rf = r[idx]
-    for k in range(1, moments + 1):
-        b = k * rf * prev
-        x = setup.solve(0.0, "finite", b)
-        err = max(err, setup.backward_error(0.0, "finite", x, b))
-        bal = max(bal, setup.balance_error(0.0, "finite", x, b))
-        out[k - 1, idx] = x
-        prev = x
+    singular = None
+    try:
+        for k in range(1, moments + 1):
+            b = k * rf * prev
+            x = setup.solve(0.0, "finite", b)
+            err = max(err, setup.backward_error(0.0, "finite", x, b))
+            bal = max(bal, setup.balance_error(0.0, "finite", x, b))
+            out[k - 1, idx] = x
+            prev = x
+    except SolverError as exc:  # numerically singular sparse LU: rare target
+        singular = str(exc)
+        out[:, idx] = np.nan
     kind = setup.kind("finite")
-    info = {"n_finite": int(idx.size), "fallback": setup._fallback}
+    info = {"n_finite": int(idx.size), "fallback": setup._fallback, "lu_failure": singular}
     cond = 1.0
     if kind == "lu" and idx.size:
-        cond = setup.condition(0.0, "finite")
+        cond = np.inf if singular else setup.condition(0.0, "finite")
         if _EPS * cond > _COND_RTOL:
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary solve
