@@ -391,8 +391,8 @@ def main(argv=None) -> int:
     print(bench_build(build_sizes, repeats, baseline_budget), flush=True)
 
     print("\n== 2. Stationary solve per method (check=False) vs naive spsolve with a row of ones ==")
-    print(f"(relative error of pi(K,K) against the closed form; a size is skipped when the time projected "
-          f"from the previous size exceeds the method's limit)")
+    print("(relative error of pi(K,K) against the closed form; a size is skipped when the time projected "
+          "from the previous size exceeds the method's limit)")
     print(bench_stationary(stat_sizes), flush=True)
 
     print("\n== 3. Hitting times: mean time to saturation (K, K) from every state ==")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -120,10 +120,6 @@ class AnalysisResult:
             raise SolverError(f"{self.method} on backend {self.backend!r}: "
                               f"{self.status.value}: {self.message}", self)
         return self
-
-
-def _arr(a):
-    return None if a is None else np.asarray(a)
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,7 +3,6 @@ import pathlib
 import runpy
 import sys
 
-import numpy as np
 import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).parent.parent / "examples").glob("*.py"))
