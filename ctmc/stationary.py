@@ -76,6 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+from ._util import Progress
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
 __all__ = ["METHODS", "GTHOptions", "LUOptions", "IterativeOptions", "KrylovOptions",
@@ -161,11 +162,15 @@ class IterativeOptions(_Common):
         Relaxation factor of ``sor`` (0 < omega < 2; 1 is Gauss-Seidel).
     x0 : array_like, optional
         Initial guess (default uniform).
+    progress : bool, optional
+        Report the residual on stderr during long runs (default: when stderr
+        is a terminal); False silences it.
     """
 
     maxiter: int = 100_000
     omega: float = 1.0
     x0: Optional[np.ndarray] = None
+    progress: Optional[bool] = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -358,10 +363,14 @@ def _power(Q, opts: IterativeOptions, hint):
     lam = 1.02 * np.abs(Q.diagonal()).max()
     x = _start(n, opts.x0)
     qmax = np.abs(Q.diagonal()).max()
+    prog = Progress("stationary (power)", opts.progress)
     for it in range(opts.maxiter):
         r = QT @ x
         # the acceptance test of _run: ||x Q||_1 / (sum(x) max|q_ii|) <= tol
-        if np.abs(r).sum() / (x.sum() * qmax) <= opts.tol:
+        rel = np.abs(r).sum() / (x.sum() * qmax)
+        prog.update(f"iteration {it}, residual {rel:.2e}")
+        if rel <= opts.tol:
+            prog.close(f"converged in {it} iterations")
             return x, it, Status.SUCCESS, f"converged in {it} iterations", {"uniformization_rate": lam}
         x = x + r / lam
         if it % 10 == 9:
@@ -380,6 +389,7 @@ def _sor(Q, opts: IterativeOptions, hint, omega=None):
     M.sort_indices()
     x = _start(n, opts.x0)
     scale = np.abs(d).max()
+    prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
     for it in range(1, opts.maxiter + 1):
         rhs = (1 - omega) * d * x - omega * (Up @ x)
         x = sla.spsolve_triangular(M, rhs, lower=True)
@@ -387,7 +397,10 @@ def _sor(Q, opts: IterativeOptions, hint, omega=None):
         if not np.isfinite(s) or s <= 0:
             return None, it, Status.BREAKDOWN, "iteration diverged", {}
         x /= s
-        if np.abs(A @ x).sum() / scale <= opts.tol:
+        rel = np.abs(A @ x).sum() / scale
+        prog.update(f"sweep {it}, residual {rel:.2e}")
+        if rel <= opts.tol:
+            prog.close(f"converged in {it} sweeps")
             return x, it, Status.SUCCESS, f"converged in {it} sweeps", {"omega": omega}
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps", {"omega": omega}
 

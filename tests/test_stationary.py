@@ -158,3 +158,17 @@ def test_stationary_reward_expectation():
     assert res.expect(n) == pytest.approx(np.dot(CASES[1].exact_pi(), n), rel=1e-12)
     with pytest.raises(ValueError, match="reward"):
         res.expect(np.ones(3))
+
+
+def test_progress_reports_long_iterations(capsys):
+    import ctmc._util as util
+    chain = CASES[1].build()
+    res = chain.stationary("power", progress=True, tol=1e-12)
+    # a short run stays below the 2 s delay: silent
+    assert res.status is ctmc.Status.SUCCESS and capsys.readouterr().err == ""
+    p = util.Progress("x", True, delay=0.0, every=0.0)
+    p.update("step 1")
+    p.close("done")
+    assert "[ctmc] x: step 1" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="progress"):
+        chain.stationary("lu", progress=True)
