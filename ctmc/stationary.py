@@ -306,7 +306,10 @@ def _embed(x_sub, keep, pin):
     return x
 
 
-def _lu(Q, opts: LUOptions, hint):
+def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
+    """Pinned sparse LU; with ``keep_factor`` the SuperLU object of the last
+    pin is returned in ``info["factor"]`` (its matrix is ``(Q^T)`` without
+    the pinned row and column), for callers that reuse it."""
     n = Q.shape[0]
     if n == 1:
         return np.ones(1), 0, Status.SUCCESS, "single state", {}
@@ -333,6 +336,8 @@ def _lu(Q, opts: LUOptions, hint):
         info["pins"].append(pin)
         info["factor_seconds"] = time.perf_counter() - t0
         info["fill"] = int(lu.L.nnz + lu.U.nnz)
+        if keep_factor:
+            info["factor"] = lu
         if not np.all(np.isfinite(x)):
             return None, 0, Status.BREAKDOWN, "non-finite solution", info
         top = int(np.argmax(x))
