@@ -259,6 +259,12 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     >>> from ctmc.stationary import gth_solve
     >>> gth_solve(np.array([[-1.0, 1.0], [1e-200, -1e-200]]))
     array([1.e-200, 1.e+000])
+
+    Probabilities spanning more than the double range underflow to 0
+    instead of overflowing the back-substitution:
+
+    >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
+    array([5.e-001, 5.e-201, 5.e-001])
     """
     A = np.array(A, dtype=float)
     n = A.shape[0]
@@ -272,6 +278,11 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     x[n - 1] = 1.0
     for k in range(n - 2, -1, -1):
         x[k] = x[k + 1:] @ A[k + 1:, k]
+        if x[k] > 1.0:
+            # keep max(x) = 1 so the next product cannot overflow; entries
+            # that underflow here are below 1e-308 relative to state k and
+            # would underflow after the final normalisation anyway
+            x[k:] /= x[k]
     return x / x.sum()
 
 
@@ -280,7 +291,10 @@ def _gth(Q, opts: GTHOptions, hint):
     if n > opts.max_states:
         raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
                          f"this chain has {n} states (use 'lu' or raise max_states)")
-    return gth_solve(Q.toarray()), 0, Status.SUCCESS, "GTH elimination", {}
+    x = gth_solve(Q.toarray())
+    if not np.all(np.isfinite(x)):
+        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values (rates spanning > 1e300?)", {}
+    return x, 0, Status.SUCCESS, "GTH elimination", {}
 
 
 def _pin_hint(Q, hint):

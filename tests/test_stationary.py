@@ -172,3 +172,20 @@ def test_progress_reports_long_iterations(capsys):
     assert "[ctmc] x: step 1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="progress"):
         chain.stationary("lu", progress=True)
+
+
+@pytest.mark.parametrize("eps", [1e-100, 1e-160, 1e-200])
+def test_gth_probabilities_beyond_the_double_range_underflow_not_nan(eps):
+    # pi = (1, 1, eps, eps^2) / (2 + eps + eps^2): the last one is below the
+    # double range for eps = 1e-200; GTH must give 0 there, not NaN everywhere
+    R = np.zeros((4, 4))
+    R[0, 1] = R[1, 0] = R[2, 1] = R[3, 2] = 1.0
+    R[1, 2] = R[2, 3] = eps
+    res = ctmc.CTMC.from_rates(R).stationary(method="gth")
+    exact = np.array([1.0, 1.0, eps, eps * eps]) / 2.0
+    assert np.all(np.isfinite(res.pi)) and res.status.value == "success"
+    assert np.allclose(res.pi[:3], exact[:3], rtol=1e-14, atol=0)
+    if eps * eps > 1e-300:
+        assert res.pi[3] == pytest.approx(exact[3], rel=1e-14)
+    else:
+        assert res.pi[3] < 1e-300
