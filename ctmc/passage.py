@@ -44,7 +44,7 @@ rewards, target columns).
 
 Numerics
 --------
-Factorisations use SuperLU with a fill-reducing ordering and diagonal pivots
+Factorisations use SuperLU with diagonal pivots and a profile-based ordering (:mod:`ctmc._sparse_lu`)
 (the matrices are diagonally dominant M-matrices). Residuals are reported as
 normwise backward errors
 :math:`\|Mx-b\|_\infty / (\|M\|_\infty \|x\|_\infty + \|b\|_\infty)`, which
@@ -56,9 +56,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as sla
 
 from .results import SolverError, FirstPassageResult, HittingResult, LaplaceResult, Status
+from ._sparse_lu import splu
 from ._triplet import TripletLU
 from .structure import can_reach
 
@@ -159,7 +159,7 @@ class PassageSetup:
                 self._fac[key] = TripletLU(R, v)
             else:
                 try:
-                    self._fac[key] = sla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+                    self._fac[key] = splu(M)[0]
                 except RuntimeError as exc:
                     # an exactly singular pivot: cancellation on a nearly
                     # singular M-matrix (huge means); retry subtraction-free
@@ -387,7 +387,7 @@ def _regenerative_mean(chain, setup, r, idx):
         sol = factor.solve(full, trans="T")[:nF - 1]
         info["reused_factor"] = True
     else:
-        sol = sla.splu(Mp.tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0).solve(rhs)
+        sol = splu(Mp)[0].solve(rhs)
         info["reused_factor"] = False
     del factor
     mean = np.empty(nF)

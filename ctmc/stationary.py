@@ -76,6 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+from ._sparse_lu import ORDERINGS, splu
 from ._util import Progress
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
@@ -125,7 +126,9 @@ class LUOptions(_Common):
     Attributes
     ----------
     ordering : str
-        SuperLU column ordering: ``"MMD_AT_PLUS_A"`` (default), ``"COLAMD"``,
+        SuperLU column ordering: ``"auto"`` (default: the natural state order
+        when the matrix is nearly banded in it, else ``"MMD_AT_PLUS_A"``; see
+        :mod:`ctmc._sparse_lu`), ``"MMD_AT_PLUS_A"``, ``"COLAMD"``,
         ``"MMD_ATA"`` or ``"NATURAL"``.
     pin : int, optional
         State whose probability is fixed before normalising (default: the
@@ -135,13 +138,13 @@ class LUOptions(_Common):
         ``pi[pin] < repin * max(pi)``.
     """
 
-    ordering: str = "MMD_AT_PLUS_A"
+    ordering: str = "auto"
     pin: Optional[int] = None
     repin: float = 1e-3
 
     def __post_init__(self):
         super().__post_init__()
-        orders = ("MMD_AT_PLUS_A", "COLAMD", "MMD_ATA", "NATURAL")
+        orders = ORDERINGS
         if self.ordering not in orders:
             raise ValueError(f"ordering: expected one of {orders}, got {self.ordering!r}")
         if self.pin is not None and (isinstance(self.pin, bool) or not isinstance(self.pin, (int, np.integer))
@@ -335,7 +338,7 @@ def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
         keep, A, b = _pinned_system(Q, pin)
         t0 = time.perf_counter()
         try:
-            lu = sla.splu(A, permc_spec=opts.ordering, diag_pivot_thresh=0.0)
+            lu, info["ordering"] = splu(A, opts.ordering)
         except RuntimeError as exc:  # singular factor
             # a numerically singular pinned system: typical of a pin on a
             # state of negligible probability; retry at the slowest-exit state

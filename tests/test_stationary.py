@@ -189,3 +189,18 @@ def test_gth_probabilities_beyond_the_double_range_underflow_not_nan(eps):
         assert res.pi[3] == pytest.approx(exact[3], rel=1e-14)
     else:
         assert res.pi[3] < 1e-300
+
+
+def test_auto_ordering_natural_for_banded_minimum_degree_for_grids():
+    from ctmc._sparse_lu import choose_ordering, envelope
+    from models.jsq import JSQ2
+    bd = ctmc.CTMC.from_rates(np.diag(np.ones(199), 1) + 2 * np.diag(np.ones(199), -1))
+    assert envelope(bd.Q) == 199 and choose_ordering(bd.Q) == "NATURAL"
+    grid = JSQ2(150, 0.9, 0.5).chain()
+    assert choose_ordering(grid.Q) == "MMD_AT_PLUS_A"
+    # the answer does not depend on the ordering (to rounding, tails included)
+    pis = [grid.stationary("lu", ordering=o).pi for o in ("auto", "NATURAL", "COLAMD", "MMD_AT_PLUS_A")]
+    for p in pis[1:]:
+        assert np.allclose(p, pis[0], rtol=1e-10, atol=0)
+    with pytest.raises(ValueError, match="ordering"):
+        grid.stationary("lu", ordering="AMD")
