@@ -405,3 +405,17 @@ def test_route_errors_are_clear():
     big = HysteresisQueue(2, 5, 3000, 1.0, 0.5)
     with pytest.raises(ValueError, match="capacity"):
         big.stationary("embedded")
+
+
+# ---------------------------------------------------------------------------
+# examples
+# ---------------------------------------------------------------------------
+def test_literature_example_checks_hold(capsys):
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "examples"))
+    import hysteresis_literature as ex
+    worst = ex.main()
+    out = capsys.readouterr().out
+    assert worst < 1e-12
+    assert "matches (0, 0..H-1), (1, L+1..R-1), (2, H+1..R): True" in out

@@ -85,8 +85,11 @@ Routes
     (return times, periods) are route (a) only: for deterministic service use
     :func:`~models.hysteresis.service.erlang` with many phases.
 
-Measures (from the time-stationary law :math:`p(s, n)`; Poisson arrivals see
-time averages)
+Measures
+--------
+From the time-stationary law :math:`p(s, n)` (Poisson arrivals see time
+averages):
+
     * customer loss: :math:`1 - \text{accepted rate}/(\lambda_0 E[X])`: the
       source offers :math:`\lambda_0 E[X]` customers per unit time in every
       mode; a customer is lost if throttled (overload), discarded, or
@@ -254,8 +257,10 @@ class HysteresisLaw:
 class HysteresisQueue:
     r"""The :math:`M^X|G|1|r` queue with hysteretic overload control.
 
-    Parameters (literature symbol in brackets)
-    ------------------------------------------
+    The literature's symbol for each parameter is given in brackets.
+
+    Parameters
+    ----------
     L : int
         Overload abatement threshold [:math:`L`]: overload ends when the
         number in system falls to ``L``. ``0 <= L < H``.
@@ -397,8 +402,10 @@ class HysteresisQueue:
         ph = self.service
         L, H, R, r = self.L, self.H, self.R, self.capacity
         m = ctmc.Model("hysteresis")
-        s = m.var("mode", 0, 2)
+        # level first: states of neighbouring levels get neighbouring numbers (a
+        # banded generator, which keeps the sparse LU fill small)
         n = m.var("n", 0, r)
+        s = m.var("mode", 0, 2)
         j = m.var("phase", 0, ph.n_phases - 1)
         lam_s = where(s == 0, self.lam, where(s == 1, self.lam_overload, 0.0))
         alpha, S0 = ph.alpha, ph.exit_rates
