@@ -158,6 +158,20 @@ def test_disabled_control_is_mg1r_classic(case, lam, r, policy):
     assert q.loss_probability() == pytest.approx(ref[-1], rel=1e-8)
 
 
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+def test_mx_m1k_partial_acceptance_values(route, policy):
+    # M^X/M/1/K values recorded in docs/literature/hysteresis.md (batch rate 0.8, mu = 3,
+    # K = 6, P(X = 1, 2, 3) = 0.5, 0.3, 0.2, partial acceptance): control disabled
+    q = HysteresisQueue(1, 5, 6, 0.8, 0.8, mu=3.0, batch={1: 0.5, 2: 0.3, 3: 0.2}, policy=policy)
+    ref = [0.56259415, 0.15002511, 0.11501925, 0.08068017, 0.04485195, 0.02885224, 0.01797713]
+    np.testing.assert_allclose(q.distribution(route).sum(axis=0), ref, atol=6e-9)
+    assert q.loss_probability(route) == pytest.approx(0.0351341647, abs=1e-10)
+    # mean waiting line from the same law
+    pn = np.array(ref)
+    assert q.mean_queue_length(route) == pytest.approx(pn @ np.maximum(np.arange(7) - 1, 0), abs=1e-7)
+
+
 # ---------------------------------------------------------------------------
 # M|M|1 with hysteresis against a hand-built generator
 # ---------------------------------------------------------------------------
@@ -402,7 +416,7 @@ def test_route_errors_are_clear():
         q.mean_return_time()
     with pytest.raises(ValueError, match="route"):
         q.stationary("magic")
-    big = HysteresisQueue(2, 5, 3000, 1.0, 0.5)
+    big = HysteresisQueue(2, 5, 1500, 1.0, 0.5)
     with pytest.raises(ValueError, match="capacity"):
         big.stationary("embedded")
 

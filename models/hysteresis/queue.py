@@ -127,7 +127,7 @@ from .service import BatchSize, PhaseType, as_batch, as_service
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
 
 MODES = ("normal", "overload", "discard")
-_EMBEDDED_MAX_CAPACITY = 2000
+_EMBEDDED_MAX_CAPACITY = 1000
 
 
 # ---------------------------------------------------------------------------
@@ -635,6 +635,11 @@ class HysteresisQueue:
         pn = self.distribution(route).sum(axis=0)
         return float(np.arange(pn.size) @ pn)
 
+    def mean_queue_length(self, route: str = "auto") -> float:
+        """``E[(N - 1)^+]``, the mean number of customers waiting (not in service)."""
+        pn = self.distribution(route).sum(axis=0)
+        return float(np.maximum(np.arange(pn.size) - 1, 0) @ pn)
+
     def mean_sojourn_time(self, route: str = "auto") -> float:
         """Mean time an admitted customer spends in the system (Little's law)."""
         return self.mean_number_in_system(route) / self.accepted_rate(route)
@@ -727,7 +732,8 @@ class HysteresisQueue:
         out = {"route": route, "status": law.status, "residual": law.residual,
                "P(normal)": law.modes[0], "P(overload)": law.modes[1], "P(discard)": law.modes[2],
                "loss": self.loss_probability(route), "batch loss": self.batch_loss_probability(route),
-               "E[N]": self.mean_number_in_system(route), "E[sojourn]": self.mean_sojourn_time(route)}
+               "E[N]": self.mean_number_in_system(route),
+               "E[queue]": self.mean_queue_length(route), "E[sojourn]": self.mean_sojourn_time(route)}
         if route == "ctmc":
             out.update({"E[return time]": self.mean_return_time(),
                         "E[normal period]": self.mean_normal_period(),
