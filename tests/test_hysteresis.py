@@ -433,3 +433,49 @@ def test_literature_example_checks_hold(capsys):
     out = capsys.readouterr().out
     assert worst < 1e-12
     assert "matches (0, 0..H-1), (1, L+1..R-1), (2, H+1..R): True" in out
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_two_flow_losses_average_to_total(kw, route):
+    q = HysteresisQueue(**kw)
+    f = q.loss_by_flow(route)
+    la, lb = q.lam_overload, q.lam - q.lam_overload
+    mixed = (la * f["priority"] + lb * f["other"]) / q.lam
+    assert mixed == pytest.approx(q.loss_probability(route), abs=1e-12)
+    assert 0 <= f["priority"] <= f["other"] <= 1
+
+
+def test_two_flow_single_arrivals_loss_is_discard_probability():
+    # single arrivals, instant policy, capacity R: the priority flow is lost only in discard
+    # mode (n = R is always discard), the other flow in overload and discard
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.7)
+    f = q.loss_by_flow()
+    pm = q.mode_probabilities()
+    assert f["priority"] == pytest.approx(pm[2], rel=1e-12)
+    assert f["other"] == pytest.approx(pm[1] + pm[2], rel=1e-12)
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    @settings(max_examples=25, deadline=None)
+    @given(L=hs.integers(0, 4), dH=hs.integers(1, 4), dR=hs.integers(1, 4), extra=hs.integers(0, 3),
+           lam=hs.floats(0.2, 3.0), frac=hs.one_of(hs.just(0.0), hs.floats(0.01, 1.0)), k=hs.integers(1, 3),
+           pmf=hs.lists(hs.floats(0.05, 1.0), min_size=1, max_size=4),
+           policy=hs.sampled_from(["instant", "departure-epoch"]),
+           acceptance=hs.sampled_from(["partial", "whole"]))
+    def test_random_queues_routes_agree(L, dH, dR, extra, lam, frac, k, pmf, policy, acceptance):
+        H = L + dH
+        R = H + dR
+        batch = np.array(pmf) / sum(pmf)
+        q = HysteresisQueue(L, H, R, lam, lam * frac, capacity=R + extra, batch=batch,
+                            service=erlang(k, 1.0), policy=policy, acceptance=acceptance)
+        a, b = q.stationary("ctmc"), q.stationary("embedded")
+        np.testing.assert_allclose(b.p, a.p, atol=1e-10)
+        assert q.accepted_rate() == pytest.approx(q.throughput(), rel=1e-9)
+        assert q.mode_probabilities()[0] == pytest.approx(q.mean_normal_period() / q.mean_cycle(), rel=1e-8)

@@ -275,7 +275,9 @@ class HysteresisQueue:
         :math:`\lambda_1 + \lambda_2` in the two-flow papers], > 0.
     lam_overload : float
         Batch arrival rate in overload mode (throttled) [:math:`\lambda_1`],
-        ``0 <= lam_overload <= lam``. Discard mode admits nothing.
+        ``0 <= lam_overload <= lam``. Discard mode admits nothing. In the
+        two-flow variant (only the priority flow admitted in overload) this is
+        the priority flow's rate; see :meth:`loss_by_flow`.
     mu : float, default 1.0
         Service rate [:math:`\mu`] used when ``service`` is None.
     capacity : int, optional
@@ -623,6 +625,23 @@ class HysteresisQueue:
         over = float(self.rates @ p @ (self.batch.mean - mean_in)) / self.lam / self.batch.mean
         return {"throttled": float(thr), "discarded": float(dis), "overflow": over,
                 "total": float(thr + dis + over)}
+
+    def loss_by_flow(self, route: str = "auto") -> dict:
+        """Customer loss of each flow in the two-flow reading of the model.
+
+        In the :math:`M_2` papers two Poisson flows share the server: in normal
+        mode both are admitted, in overload only the priority flow, in discard
+        neither. This is the same chain with ``lam_overload`` the priority
+        flow's batch rate and ``lam - lam_overload`` the other flow's (same
+        batch law). Returns ``{"priority": ..., "other": ...}``; their average
+        weighted by the flow rates is :meth:`loss_probability`.
+        """
+        p = self.distribution(route)
+        mean_in, _ = self._admission()
+        ex = self.batch.mean
+        kept0 = float(p[0] @ mean_in) / ex
+        kept1 = float(p[1] @ mean_in) / ex
+        return {"priority": 1.0 - kept0 - kept1, "other": 1.0 - kept0}
 
     def batch_loss_probability(self, route: str = "auto") -> float:
         """Fraction of offered batches not admitted in full."""
