@@ -16,6 +16,8 @@ their tables is reproduced. This script reproduces what can be cited:
    times of each overload state as unknowns". We write that system by hand
    (first-step analysis on the overload and discard states) and compare with
    ctmc's hitting times, state by state; the mean discard period is (R - H)/mu.
+   With constant service the same return time comes from the embedded chain
+   and is compared with its Erlang-k approximations.
 3. The reachable states listed in the papers for single arrivals and
    exponential service: (0, 0..H-1), (1, L+1..R-1), (2, H+1..R).
 
@@ -26,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.stats as st
 
-from models.hysteresis import HysteresisQueue, deterministic
+from models.hysteresis import HysteresisQueue, deterministic, erlang
 
 
 def niu_cooper_md1k(lam, d, K):
@@ -106,6 +108,14 @@ def main():
     print(f"   mean discard period {q.mean_discard_time():.12f}  ((R - H)/mu = {(R - H) / mu})")
     pm = q.mode_probabilities()
     print(f"   P(normal, overload, discard) = {pm.round(10)}; E[cycle] = {q.mean_cycle():.10f}")
+
+    print("\n   the same with constant service time 1 (the M|D|1 case of the CCIS 356 papers, whose")
+    print("   values we could not read): embedded route against Erlang-k on the CTMC route")
+    qd = HysteresisQueue(L, H, R, l0, l1, service=deterministic(1.0))
+    print(f"   deterministic (embedded chain): E[return] = {qd.mean_return_time():.10f}")
+    for k in (4, 16, 64):
+        qe = HysteresisQueue(L, H, R, l0, l1, service=erlang(k, 1.0))
+        print(f"   Erlang-{k:<3} (CTMC hitting times): E[return] = {qe.mean_return_time():.10f}")
 
     print("\n3. reachable states (single arrivals, exponential service, instant policy)")
     c = q.chain()

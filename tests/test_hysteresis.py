@@ -308,6 +308,30 @@ def test_renewal_identities(kw):
     assert q.mean_time_between_mode_changes() <= cycle / 2 + 1e-12
 
 
+PASSAGE = ["mean_return_time", "mean_normal_period", "mean_discard_time", "mean_cycle",
+           "mean_time_between_mode_changes"]
+
+
+@pytest.mark.parametrize("measure", PASSAGE)
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_passage_means_hitting_times_vs_embedded_renewal(kw, measure):
+    # route (a): ctmc hitting times from the entrance law; route (b): renewal-reward
+    # with exit rates from the embedded chain -- two different algorithms
+    q = HysteresisQueue(**kw)
+    a, b = getattr(q, measure)("ctmc"), getattr(q, measure)("embedded")
+    assert b == pytest.approx(a, rel=1e-9)
+
+
+def test_deterministic_passage_means_are_erlang_limits():
+    kw = dict(L=3, H=7, R=10, lam=1.1, lam_overload=0.6)
+    d = HysteresisQueue(**kw, service=deterministic(1.0))
+    ret_d, cyc_d = d.mean_return_time(), d.mean_cycle()
+    errs = [abs(HysteresisQueue(**kw, service=erlang(k, 1.0)).mean_return_time() - ret_d)
+            for k in (4, 16, 64)]
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 0.01 * ret_d
+    assert d.mode_probabilities()[0] == pytest.approx(d.mean_normal_period() / cyc_d, rel=1e-12)
+
+
 @pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
 @pytest.mark.parametrize("batch", [{1: 0.5, 2: 0.3, 3: 0.2}, geometric_batch(0.4), None])
 def test_level_crossing_identity(batch, policy):
@@ -413,7 +437,9 @@ def test_route_errors_are_clear():
     with pytest.raises(ValueError, match="route"):
         q.chain()
     with pytest.raises(ValueError, match="route"):
-        q.mean_return_time()
+        q.mean_return_time("ctmc")
+    with pytest.raises(ValueError, match="route"):
+        q.return_times()
     with pytest.raises(ValueError, match="route"):
         q.stationary("magic")
     big = HysteresisQueue(2, 5, 1500, 1.0, 0.5)

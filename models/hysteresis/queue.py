@@ -81,9 +81,14 @@ Routes
 
     where from :math:`n^+ = 0` the interval holds an idle period of mean
     :math:`1/(\lambda_0 P(\text{batch admitted}))` followed by a service. It
-    supports both policies and both acceptance rules; passage-time measures
-    (return times, periods) are route (a) only: for deterministic service use
-    :func:`~models.hysteresis.service.erlang` with many phases.
+    supports both policies and both acceptance rules. Mean periods come from
+    renewal-reward: the overload and discard periods end only at departures,
+    so :math:`E[\text{period}] = P(\text{set}) / \nu`, with :math:`\nu`
+    the rate of departures that take the mode out of the set. State-wise
+    return times, their distribution (:meth:`HysteresisQueue.return_times`,
+    :meth:`HysteresisQueue.return_time_cdf`) and the CTMC itself are route (a)
+    only; for deterministic service use
+    :func:`~models.hysteresis.service.erlang` with many phases there.
 
 Measures
 --------
@@ -535,12 +540,21 @@ class HysteresisQueue:
             if n[e] == 0:
                 occ[e] += pe / idle_rate[s[e]]
         res = float(np.abs(pid @ sub - pid).sum())
+        dep_rate = 1.0 / occ.sum()  # departures per unit time (Markov-renewal)
+        # mode changes decided at departures: rate of (mode at the end of a
+        # service) -> (mode after the decision), per pair of modes
+        end = pid @ rows_a[reach]
+        at_dep = np.zeros((3, 3))
+        busy = n >= 1
+        np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
+        at_dep *= dep_rate
         p = (occ / occ.sum()).reshape(3, r + 1)
         return HysteresisLaw(p, "embedded", emb.status.value if mix.status == "success" else mix.status,
                              res, time.perf_counter() - t0,
                              {"n_embedded": reach.size, "mixing_terms": mix.a.size,
                               "mixing_tail": mix.tail, "embedded_method": emb.method,
-                              "departure_law": (reach, pid),
+                              "departure_law": (reach, pid), "departure_rate": dep_rate,
+                              "switches_at_departures": at_dep,
                               "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max())})
 
     # -- the law -------------------------------------------------------------------
@@ -663,7 +677,11 @@ class HysteresisQueue:
         """Mean time an admitted customer spends in the system (Little's law)."""
         return self.mean_number_in_system(route) / self.accepted_rate(route)
 
-    # -- passage-time measures (route a) ---------------------------------------------
+    # -- passage-time measures ---------------------------------------------------
+    # Route "ctmc": hitting times of ctmc from the stationary entrance law.
+    # Route "embedded": renewal-reward, E[period in a set] = P(set) / (rate of
+    # exits from the set); exits from the overload and discard sets happen only
+    # at departures, whose rates the embedded chain gives.
     def _mode_mask(self, modes):
         chain = self.chain()
         return np.isin(chain.states["mode"], modes)
@@ -683,38 +701,81 @@ class HysteresisQueue:
         h = self.chain().hitting_times(~inside)
         return float(f @ h.mean / f.sum())
 
-    def mean_return_time(self) -> float:
+    def switch_rates(self, route: str = "auto") -> np.ndarray:
+        """Stationary rates of mode changes: ``[a, b]`` = changes from mode a to mode b per unit time.
+
+        Route "ctmc": from the stationary law and the generator. Route
+        "embedded": changes at departures from the embedded chain, plus (instant
+        policy) the upward changes at arrivals from the time-stationary law.
+        """
+        route = self._route(route)
+        if route == "ctmc":
+            chain = self.chain()
+            pi = self._stationary_ctmc().pi
+            Q = chain.Q.tocoo()
+            mode = chain.states["mode"]
+            out = np.zeros((3, 3))
+            sw = mode[Q.row] != mode[Q.col]
+            np.add.at(out, (mode[Q.row[sw]], mode[Q.col[sw]]), pi[Q.row[sw]] * Q.data[sw])
+            return out
+        law = self.stationary("embedded")
+        out = law.info["switches_at_departures"].copy()
+        np.fill_diagonal(out, 0.0)
+        if self.policy.on_arrival:
+            r = self.capacity
+            lev = np.arange(r + 1)
+            for k, gk in enumerate(self._batch_pmf(), start=1):
+                n_new, ok = self.acceptance.admit(lev, k, r)
+                for a in range(3):
+                    b = _decide(np.where, a, n_new, self.L, self.H, self.R)
+                    hit = ok & (b != a)
+                    np.add.at(out[a], b[hit], law.p[a, hit] * self.rates[a] * gk)
+        return out
+
+    def _renewal_stay(self, modes, route):
+        """``P(modes) / (rate of leaving modes)`` from :meth:`switch_rates`."""
+        S = self.switch_rates(route)
+        inside = np.zeros(3, dtype=bool)
+        inside[modes] = True
+        rate = S[np.ix_(inside, ~inside)].sum()
+        pm = self.mode_probabilities(route)[inside].sum()
+        return float(pm / rate) if rate > 0 else float("nan")
+
+    def _stay(self, modes, route):
+        route = self._route(route)
+        if route == "ctmc":
+            return self._mean_stay(self._mode_mask(modes))
+        return self._renewal_stay(modes, route)
+
+    def mean_return_time(self, route: str = "auto") -> float:
         """Mean time from entering overload until the normal mode again (discard excursions included).
 
-        Computed with :meth:`ctmc.CTMC.hitting_times` of the normal set from
-        the stationary entrance law into ``{overload, discard}``.
+        Route "ctmc" (default for phase-type service): :meth:`ctmc.CTMC.hitting_times`
+        of the normal set from the stationary entrance law into
+        ``{overload, discard}``. Route "embedded" (any service law):
+        ``P(overload or discard) / (rate of returns to normal)``.
         """
-        return self._mean_stay(self._mode_mask([1, 2]))
+        return self._stay([1, 2], route)
 
-    def mean_overload_period(self) -> float:
+    def mean_overload_period(self, route: str = "auto") -> float:
         """Alias of :meth:`mean_return_time` (the overload period of the papers)."""
-        return self.mean_return_time()
+        return self.mean_return_time(route)
 
-    def mean_normal_period(self) -> float:
+    def mean_normal_period(self, route: str = "auto") -> float:
         """Mean time from returning to normal mode until the next overload onset."""
-        return self._mean_stay(self._mode_mask([0]))
+        return self._stay([0], route)
 
-    def mean_discard_time(self) -> float:
+    def mean_discard_time(self, route: str = "auto") -> float:
         """Mean length of a discard period (NaN if discard mode is never entered)."""
-        return self._mean_stay(self._mode_mask([2]))
+        return self._stay([2], route)
 
-    def mean_cycle(self) -> float:
+    def mean_cycle(self, route: str = "auto") -> float:
         """Mean control cycle: a normal period plus the following overload period."""
-        return self.mean_normal_period() + self.mean_return_time()
+        return self.mean_normal_period(route) + self.mean_return_time(route)
 
-    def mean_time_between_mode_changes(self) -> float:
-        """``1 / (stationary rate of mode switches)``, every kind of switch counted."""
-        chain = self.chain()
-        pi = self._stationary_ctmc().pi
-        Q = chain.Q.tocoo()
-        mode = chain.states["mode"]
-        sw = mode[Q.row] != mode[Q.col]
-        return float(1.0 / (pi[Q.row[sw]] * Q.data[sw]).sum())
+    def mean_time_between_mode_changes(self, route: str = "auto") -> float:
+        """``1 / (stationary rate of mode changes)``; a jump across both loops counts once."""
+        return float(1.0 / self.switch_rates(route).sum())
 
     def return_times(self):
         """Mean return time to normal mode from every overload/discard state.
@@ -745,7 +806,7 @@ class HysteresisQueue:
         return np.einsum("r,trm->t", w, fp.cdf)
 
     def summary(self, route: str = "auto") -> dict:
-        """The main measures as a dict (passage times only on the CTMC route)."""
+        """The main measures as a dict."""
         route = self._route(route)
         law = self.stationary(route)
         out = {"route": route, "status": law.status, "residual": law.residual,
@@ -753,9 +814,8 @@ class HysteresisQueue:
                "loss": self.loss_probability(route), "batch loss": self.batch_loss_probability(route),
                "E[N]": self.mean_number_in_system(route),
                "E[queue]": self.mean_queue_length(route), "E[sojourn]": self.mean_sojourn_time(route)}
-        if route == "ctmc":
-            out.update({"E[return time]": self.mean_return_time(),
-                        "E[normal period]": self.mean_normal_period(),
-                        "E[cycle]": self.mean_cycle(),
-                        "E[discard time]": self.mean_discard_time()})
+        out.update({"E[return time]": self.mean_return_time(route),
+                    "E[normal period]": self.mean_normal_period(route),
+                    "E[cycle]": self.mean_cycle(route),
+                    "E[discard time]": self.mean_discard_time(route)})
         return out
