@@ -356,6 +356,18 @@ def test_return_time_cdf_consistent_with_mean():
     assert mean == pytest.approx(q.mean_return_time(), rel=1e-4)
 
 
+@pytest.mark.parametrize("kw", INV_CASES[:2])
+def test_return_time_laplace_transform(kw):
+    q = HysteresisQueue(**kw)
+    h = 1e-6
+    phi = q.return_time_laplace([0.0, h, 2 * h])
+    assert phi[0] == pytest.approx(1.0, abs=1e-12)
+    # -(d/ds) phi at 0 is the mean (second-order one-sided difference)
+    deriv = -(-3 * phi[0] + 4 * phi[1] - phi[2]) / (2 * h)
+    assert deriv == pytest.approx(q.mean_return_time(), rel=1e-5)
+    assert (np.diff(q.return_time_laplace(np.linspace(0, 2, 9))) < 0).all()
+
+
 def test_queue_counting_convention_shifts_thresholds():
     a = HysteresisQueue(2, 5, 8, 1.2, 0.6, counting="queue")
     b = HysteresisQueue(3, 6, 9, 1.2, 0.6)

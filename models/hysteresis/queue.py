@@ -805,6 +805,19 @@ class HysteresisQueue:
         w = f[fp.sources] / f[fp.sources].sum()
         return np.einsum("r,trm->t", w, fp.cdf)
 
+    def return_time_laplace(self, s) -> np.ndarray:
+        """Laplace-Stieltjes transform ``E[exp(-s T_return)]`` from the entrance law into overload.
+
+        Uses :meth:`ctmc.CTMC.hitting_laplace` (route "ctmc"); ``s`` is a
+        number or an array of numbers >= 0.
+        """
+        chain = self.chain()
+        inside = self._mode_mask([1, 2])
+        f = self._entrance(inside)
+        res = chain.hitting_laplace(~inside, s)
+        vals = np.atleast_2d(res.values)
+        return vals @ f / f.sum()
+
     def summary(self, route: str = "auto") -> dict:
         """The main measures as a dict."""
         route = self._route(route)
