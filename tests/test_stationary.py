@@ -204,3 +204,21 @@ def test_auto_ordering_natural_for_banded_minimum_degree_for_grids():
         assert np.allclose(p, pis[0], rtol=1e-10, atol=0)
     with pytest.raises(ValueError, match="ordering"):
         grid.stationary("lu", ordering="AMD")
+
+
+@pytest.mark.parametrize("K,rho", [(80, 1.3), (60, 1.5)])
+def test_lu_recovers_from_an_improbable_first_pin(K, rho):
+    # JSQ with rho > 1: the initial state (0, 0) has probability ~1e-39..1e-48,
+    # so the first pinned solve can be round-off with mixed signs and a
+    # meaningless argmax (K = 80 raised SolverError before the pin moved to
+    # the slowest-exit state). The result must then agree, tails included,
+    # with a solve pinned at (K, K) from the start and with the closed form.
+    from models.jsq import JSQ2, blocking_probability
+    ch = JSQ2(K, rho, 0.5).chain()
+    res = ch.stationary("lu")
+    ref = ch.stationary("lu", pin=ch.index(s=K, l=K))
+    assert res.status.value == "success" and res.pi.min() > 0 and res.balance_error < 1e-12
+    assert res.pi.min() < 1e-35
+    assert np.allclose(res.pi, ref.pi, rtol=1e-10, atol=0)
+    pb = res.pi[ch.index(s=K, l=K)]
+    assert abs(pb / blocking_probability(K, rho, 0.5) - 1) < 1e-12
