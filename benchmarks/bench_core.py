@@ -39,6 +39,7 @@ import scipy.sparse.linalg as sla
 
 import ctmc
 from ctmc.results import TailAccuracyWarning
+from models.jsq import JSQ2, blocking_probability
 
 RHO = 0.9
 TARGET_RATE = 1.0e7  # project target: transitions/s on a 2-D queueing chain
@@ -48,17 +49,8 @@ TARGET_RATE = 1.0e7  # project target: transitions/s on a 2-D queueing chain
 # the chain
 # ---------------------------------------------------------------------------
 def jsq_model(K: int, rho: float = RHO) -> ctmc.Model:
-    """The two-queue JSQ model of ``ctmc.cli.core_study`` (same events and rates)."""
-    m = ctmc.Model("jsq2")
-    s = m.var("s", 0, K)
-    l = m.var("l", 0, K)  # noqa: E741
-    m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
-    m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
-    m.event("serve_short", guard=(s >= 1) & (s < l), rate=0.5, update={s: s - 1})
-    m.event("serve_long", guard=(s >= 1) & (s < l), rate=0.5, update={l: l - 1})
-    m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
-    m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=0.5, update={l: l - 1})
-    return m
+    """The two-queue JSQ model of :mod:`models.jsq` (symmetric rates 1/2)."""
+    return JSQ2(K, rho, 0.5).model()
 
 
 def jsq_chain(K: int) -> ctmc.CTMC:
@@ -70,9 +62,8 @@ def n_states_of(K: int) -> int:
 
 
 def blocking_exact(K: int, rho: float = RHO) -> float:
-    """Closed form of pi(K, K): rho^(2K) / (sum_{j<=2K} rho^j - 0.5 sum_{m<K} (0.5 rho)^m)."""
-    den = (1 - rho ** (2 * K + 1)) / (1 - rho) - 0.5 * (1 - (0.5 * rho) ** K) / (1 - 0.5 * rho)
-    return rho ** (2 * K) / den
+    """Closed form of pi(K, K) (:func:`models.jsq.blocking_probability`)."""
+    return blocking_probability(K, rho, 0.5)
 
 
 # ---------------------------------------------------------------------------

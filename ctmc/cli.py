@@ -21,7 +21,9 @@ __all__ = ["main", "FAMILIES", "core_study"]
 
 #: family name -> module with ``add_arguments(parser)``, ``run(args)`` and
 #: ``report(plots_dir)``; modules that are not installed are skipped.
-FAMILIES: dict = {}
+FAMILIES: dict = {
+    "jsq": "models.jsq",
+}
 
 
 def _table(rows, headers):
@@ -65,25 +67,17 @@ def core_study(K_mm1: int = 1000, K_jsq: int = 150) -> str:
     ex = float(sum(sum(2 ** (k - j) for j in range(k + 1)) for k in range(Kb)))
     rows.append(["birth-death E_0[T_K]", f"{bd.n_states}", h.method, f"{h.mean[0]:.10e}", f"{ex:.10e}",
                  f"{abs(h.mean[0] / ex - 1):.1e}", f"{h.residual:.1e}", f"{h.wall_time:.3f}"])
-    # 3. two-queue JSQ (shortest s, longest l), symmetric rates 1/2
+    # 3. two-queue JSQ (shortest s, longest l), symmetric rates 1/2: the
+    #    model family of models.jsq, against its closed form
+    from models.jsq import JSQ2, blocking_probability
     K, rho = K_jsq, 0.9
-    m = ctmc.Model("jsq2")
-    s = m.var("s", 0, K)
-    l = m.var("l", 0, K)
-    m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
-    m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
-    m.event("serve_short", guard=(s >= 1) & (s < l), rate=0.5, update={s: s - 1})
-    m.event("serve_long", guard=(s >= 1) & (s < l), rate=0.5, update={l: l - 1})
-    m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
-    m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=0.5, update={l: l - 1})
+    q = JSQ2(K, rho, 0.5)
     t0 = time.perf_counter()
-    jsq = m.build(initial={"s": 0, "l": 0})
+    jsq = q.chain()
     tb = time.perf_counter() - t0
-    res = jsq.stationary()
+    res = q.stationary()
     pb = res.pi[jsq.index(s=K, l=K)]
-    # closed form: rho^(2K) / (sum_{j<=2K} rho^j - (1 - nu) sum_{m<K} (mu1 rho)^m), mu1 = nu = 1/2
-    den = (1 - rho ** (2 * K + 1)) / (1 - rho) - 0.5 * (1 - (0.5 * rho) ** K) / (1 - 0.5 * rho)
-    exact = rho ** (2 * K) / den
+    exact = blocking_probability(K, rho, 0.5)
     rows.append([f"JSQ K={K} P_block", f"{jsq.n_states}", res.method, f"{pb:.10e}", f"{exact:.10e}",
                  f"{abs(pb / exact - 1):.1e}", f"{res.residual:.1e}", f"{res.wall_time:.3f}"])
     head = (f"ctmc core study (build of the {jsq.n_states}-state JSQ chain: {tb:.3f} s, "

@@ -15,39 +15,27 @@ Run: python examples/jsq_first_equality.py
 """
 import numpy as np
 
-import ctmc
-
-
-def jsq(K, rho, mu1):
-    m = ctmc.Model("jsq2")
-    s = m.var("s", 0, K)
-    l = m.var("l", 0, K)
-    m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
-    m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
-    m.event("serve_short", guard=(s >= 1) & (s < l), rate=mu1, update={s: s - 1})
-    m.event("serve_long", guard=(s >= 1) & (s < l), rate=1 - mu1, update={l: l - 1})
-    m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
-    m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=1 - mu1, update={l: l - 1})
-    return m.build(initial={"s": 0, "l": 0}), s, l
+from models.jsq import JSQ2
 
 
 def main(K=40, rho=0.9, mu1=0.3):
-    chain, s, l = jsq(K, rho, mu1)
+    q = JSQ2(K, rho, mu2=1 - mu1)
+    chain = q.chain()
     start = {"s": 2, "l": 7}
-    equal = s == l
-    fp = chain.first_passage(equal, s=[0.0, 1e-6], t=[1.0, 5.0, 20.0, 100.0], sources=start)
+    i = chain.index(**start)
+    fp = q.first_equality(s=[0.0, 1e-6], t=[1.0, 5.0, 20.0, 100.0])
+    r = int(np.searchsorted(fp.sources, i))          # row of the starting state
     j = chain.states["l"][fp.targets]
-    law = fp.probabilities[0]
+    law = fp.probabilities[r]
     print(f"JSQ K={K}, rho={rho}, mu1={mu1}: {chain.n_states} states; start {start}")
     print(f"P(first equality at common length j), total mass {law.sum():.15f}:")
     for jj, p in zip(j, law):
         if p > 1e-6:
             print(f"  j = {jj:3d}: {p:.10f}")
-    h = chain.hitting_times(equal)
-    i = chain.index(**start)
-    deriv = (fp.laplace[0, 0].sum() - fp.laplace[1, 0].sum()) / 1e-6
+    h = chain.hitting_times(lambda e: e["s"] == e["l"])
+    deriv = (fp.laplace[0, r].sum() - fp.laplace[1, r].sum()) / 1e-6
     print(f"mean time to equality: {h.mean[i]:.8f} (hitting times), {deriv:.8f} (transform slope)")
-    print("P(T <= t) for t = 1, 5, 20, 100:", np.round(fp.cdf[:, 0, :].sum(axis=1), 8))
+    print("P(T <= t) for t = 1, 5, 20, 100:", np.round(fp.cdf[:, r, :].sum(axis=1), 8))
     return law, h.mean[i], deriv
 
 

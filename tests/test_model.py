@@ -5,35 +5,19 @@ import scipy.sparse as sp
 
 import ctmc
 from ctmc.cli import core_study, main
+from models.jsq import JSQ2, saturation_mean
 
 
 def jsq(K, rho=0.9, mu1=0.5, nu=0.5):
-    """Two-queue JSQ in (shortest, longest) coordinates (see docs: model families)."""
-    m = ctmc.Model("jsq2")
-    s = m.var("s", 0, K)
-    l = m.var("l", 0, K)
-    m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
-    m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
-    m.event("serve_short", guard=(s >= 1) & (s < l), rate=mu1, update={s: s - 1})
-    m.event("serve_long", guard=(s >= 1) & (s < l), rate=1 - mu1, update={l: l - 1})
-    m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
-    m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=nu, update={l: l - 1})
-    m.event("blocked", guard=(s == K) & (l == K), rate=rho, update={})
+    """Two-queue JSQ in (shortest, longest) coordinates: the model of :mod:`models.jsq`."""
+    m = JSQ2(K, rho, 1 - mu1, nu).model()
+    s, l = m.variables
     return m, s, l
 
 
 def saturation_mean_closed_form(K, rho, mu1, nu, x, y):
-    """E_(x,y)[time to (K,K)]: derived formula recorded in the design notes (models.md)."""
-    T = np.cumsum([0.0] + [rho ** -j for j in range(1, 2 * K + 1)])  # T[m]
-    n = x + y
-    W = sum(T[m] for m in range(n + 1, 2 * K + 1))
-    corr = 0.0
-    for j in range(2, 2 * K + 1):
-        U = min(j - 2, 2 * K - j)
-        L = max(0, x - max(0, j - y - 1))
-        if L <= U:
-            corr += rho ** -j * sum(mu1 ** i for i in range(L, U + 1))
-    return W - (1 - nu) * corr
+    """E_(x,y)[time to (K,K)] (closed form; checked against exact rationals in test_jsq.py)."""
+    return float(saturation_mean(K, rho, 1 - mu1, nu, states=[(x, y)])[0])
 
 
 def test_jsq_published_design_numbers():

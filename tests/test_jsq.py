@@ -1,0 +1,410 @@
+"""models.jsq: the two-queue JSQ chain against closed forms, exact rational
+arithmetic, the unreduced chain, and the ordering results of Tibi (2019).
+
+Independent answers used here:
+* the design notes' formulas as printed (direct sums, exact rationals);
+* a generator written out from the rate table of the design notes in exact
+  rational arithmetic, solved by Fraction Gaussian elimination (K <= 4);
+* the M/M/1/2K queue (full pooling, nu = 1);
+* consistency relations (P_block = 1/(1 + E_(K-1,K)[tau]); minus the
+  derivative of the transform at 0 equals the mean; mass one).
+"""
+from fractions import Fraction as Fr
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from models.jsq import (JSQ2, blocking_probability, log_blocking_probability, log_saturation_mean,
+                        saturation_mean, total_number_law)
+
+MU2 = [0.0, 0.25, 0.5, 0.75, 1.0]
+RHO = [0.5, 0.9, 1.0, 1.3]
+
+
+def nu_cases(mu2):
+    """Standard model, help (towards full pooling) and disturbance."""
+    return [None, min(1.0, mu2 + 0.5), mu2 / 2]
+
+
+# ---------------------------------------------------------------------------
+# independent references
+# ---------------------------------------------------------------------------
+def design_saturation_mean(K, rho, mu1, nu, x, y):
+    """E_(x,y)[tau] exactly as printed in the design notes (any number type)."""
+    one = type(rho)(1)
+    T = [0 * one]
+    for j in range(1, 2 * K + 1):
+        T.append(T[-1] + one / rho ** j)
+    n = x + y
+    W = sum((T[m] for m in range(n + 1, 2 * K + 1)), 0 * one)
+    corr = 0 * one
+    for j in range(2, 2 * K + 1):
+        U = min(j - 2, 2 * K - j)
+        L = max(0, x - max(0, j - y - 1))
+        if L <= U:
+            corr += sum((mu1 ** i for i in range(L, U + 1)), 0 * one) / rho ** j
+    return W - (1 - nu) * corr
+
+
+def design_blocking(K, rho, mu1, nu):
+    den = sum(rho ** j for j in range(2 * K + 1)) - (1 - nu) * sum((mu1 * rho) ** m for m in range(K))
+    return rho ** (2 * K) / den
+
+
+def rational_generator(K, rho, mu1, nu):
+    """Rate table of the design notes, states (x, y) with x <= y, in Fractions."""
+    states = [(x, y) for x in range(K + 1) for y in range(x, K + 1)]
+    pos = {s: i for i, s in enumerate(states)}
+    n = len(states)
+    Q = [[Fr(0)] * n for _ in range(n)]
+
+    def add(a, b, r):
+        if r:
+            Q[pos[a]][pos[b]] += r
+            Q[pos[a]][pos[a]] -= r
+
+    for (x, y) in states:
+        if x < y:
+            add((x, y), (x + 1, y), rho)
+            if x >= 1:
+                add((x, y), (x - 1, y), mu1)
+                add((x, y), (x, y - 1), 1 - mu1)
+        elif x < K:
+            add((x, y), (x, y + 1), rho)
+        if x == y and x >= 1:
+            add((x, y), (x - 1, y), Fr(1))
+        if x == 0 and y >= 1:
+            add((x, y), (x, y - 1), nu)
+    return states, Q
+
+
+def fr_solve(A, b):
+    """Exact Gaussian elimination (A square, list of lists of Fractions)."""
+    n = len(A)
+    M = [row[:] + [bi] for row, bi in zip(A, b)]
+    for c in range(n):
+        p = next(r for r in range(c, n) if M[r][c] != 0)
+        M[c], M[p] = M[p], M[c]
+        for r in range(n):
+            if r != c and M[r][c] != 0:
+                f = M[r][c] / M[c][c]
+                M[r] = [a - f * bb for a, bb in zip(M[r], M[c])]
+    return [M[i][n] / M[i][i] for i in range(n)]
+
+
+def rational_hitting(Q, states, target, s=Fr(0), reward=None):
+    """E_i[exp(-s T)] (reward None, s given) or E_i[T] (reward='time') exactly."""
+    F = [i for i, st in enumerate(states) if not target(st)]
+    A = [[(s if i == j else Fr(0)) - Q[i][j] for j in F] for i in F]
+    if reward == "time":
+        b = [Fr(1)] * len(F)
+    else:
+        b = [sum((Q[i][j] for j, st in enumerate(states) if target(st)), Fr(0)) for i in F]
+    x = fr_solve(A, b)
+    out = [Fr(0) if reward == "time" else Fr(1)] * len(states)
+    for k, i in enumerate(F):
+        out[i] = x[k]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# closed forms
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+@pytest.mark.parametrize("rho", [Fr(1, 2), Fr(9, 10), Fr(1), Fr(13, 10)])
+@pytest.mark.parametrize("mu2", [Fr(0), Fr(1, 4), Fr(1, 2), Fr(1)])
+@pytest.mark.parametrize("nu", ["std", Fr(1), Fr(0)])
+def test_closed_forms_against_exact_rational_chain(K, rho, mu2, nu):
+    nu = mu2 if nu == "std" else nu
+    mu1 = 1 - mu2
+    states, Q = rational_generator(K, rho, mu1, nu)
+    exact = rational_hitting(Q, states, lambda st: st == (K, K), reward="time")
+    # the printed formula is exact (rational arithmetic, every state)
+    for st, e in zip(states, exact):
+        assert design_saturation_mean(K, rho, mu1, nu, *st) == e
+    # our subtraction-free float closed form, to a few ulps
+    ours = saturation_mean(K, float(rho), float(mu2), float(nu), states=states)
+    ex = np.array([float(e) for e in exact])
+    assert np.allclose(ours, ex, rtol=1e-14, atol=0)
+    # blocking: exact stationary law of the rational chain (pi Q = 0, sum 1)
+    n = len(states)
+    A = [[Q[j][i] for j in range(n)] for i in range(n - 1)] + [[Fr(1)] * n]
+    if mu2 == 1:   # states with y - x >= 2 are transient; the law still solves pi Q = 0
+        pass
+    pi = fr_solve(A, [Fr(0)] * (n - 1) + [Fr(1)])
+    pb = pi[states.index((K, K))]
+    assert design_blocking(K, rho, mu1, nu) == pb
+    assert abs(blocking_probability(K, float(rho), float(mu2), float(nu)) / float(pb) - 1) < 1e-14
+    # P_block = 1 / (1 + E_(K-1,K)[tau])
+    assert pb == 1 / (1 + exact[states.index((K - 1, K))])
+
+
+def test_design_notes_example():
+    # design notes (models.md, JSQ): rho = 0.9, mu1 = mu2 = nu = 1/2, K = 10
+    assert abs(blocking_probability(10, 0.9, 0.5) - 0.0152027282106) < 1e-13
+    e00 = saturation_mean(10, 0.9, 0.5, states=[(0, 0)])[0]
+    assert abs(e00 - 460.2416647) < 1e-7
+
+
+@pytest.mark.parametrize("K", [30, 80])
+@pytest.mark.parametrize("rho,mu2,nu", [(0.5, 0.5, None), (0.9, 0.25, 0.0), (1.0, 1.0, None),
+                                        (1.3, 0.0, 0.7), (0.9, 0.75, 1.0)])
+def test_closed_form_against_printed_formula_in_floats(K, rho, mu2, nu):
+    # K moderate: the printed formula (differences of sums) is still accurate
+    # enough in long double to check the regrouped one
+    nuv = mu2 if nu is None else nu
+    st = [(x, y) for x in range(0, K + 1, 7) for y in range(x, K + 1, 5)]
+    ours = saturation_mean(K, rho, mu2, nu, states=st)
+    ref = np.array([float(design_saturation_mean(K, np.longdouble(rho), np.longdouble(1 - mu2),
+                                                  np.longdouble(nuv), x, y)) for x, y in st])
+    assert np.allclose(ours, ref, rtol=1e-9, atol=0)
+
+
+def test_log_forms_beyond_the_double_range():
+    # full pooling (nu = 1): N is an M/M/1/2K queue, whose blocking is known in logs
+    for K, rho in [(5000, 0.5), (3000, 0.8), (4000, 1.4)]:
+        lp = log_blocking_probability(K, rho, 0.3, idle_rate=1.0)
+        lr = math.log(rho)
+        # pi_2K = rho^2K (1 - rho) / (1 - rho^(2K+1))
+        if rho < 1:
+            ref = 2 * K * lr + math.log1p(-rho) - math.log1p(-rho ** (2 * K + 1))
+        else:   # divide through by rho^(2K+1)
+            ref = math.log(rho - 1) - lr - math.log1p(-rho ** -(2 * K + 1))
+        assert abs(lp - ref) < 1e-12 * abs(ref) + 1e-13
+    # P_block = 1 / (1 + E_(K-1,K)[tau]), both far below/above the double range
+    for K, rho, mu2, nu in [(3000, 0.5, 0.5, None), (3000, 0.7, 0.0, 0.0), (2500, 0.6, 1.0, None)]:
+        lp = log_blocking_probability(K, rho, mu2, nu)
+        le = log_saturation_mean(K, rho, mu2, nu, states=[(K - 1, K)])[0]
+        assert lp < -700 and le > 700
+        assert abs(lp + le) < 1e-12 * abs(lp)     # log(1 + E) = log E here
+    assert saturation_mean(3000, 0.5, 0.5, states=[(0, 0)])[0] == np.inf
+    assert blocking_probability(3000, 0.5, 0.5) == 0.0
+
+
+def test_total_number_law_is_geometric_above_K():
+    for rho in [0.5, 1.0, 1.7]:
+        law = total_number_law(6, rho, 0.3)
+        assert np.allclose(law[1:] / law[:-1], rho, rtol=1e-14)
+        assert abs(law.sum() - 1) < 1e-14
+
+
+# ---------------------------------------------------------------------------
+# the chain against the closed forms
+# ---------------------------------------------------------------------------
+GRID = [(K, rho, mu2, nu) for K in (1, 2, 7, 25) for rho in RHO for mu2 in MU2 for nu in nu_cases(mu2)]
+
+
+@pytest.mark.parametrize("K,rho,mu2,nu", GRID)
+def test_chain_against_closed_forms_grid(K, rho, mu2, nu):
+    q = JSQ2(K, rho, mu2, nu)
+    res = q.stationary()
+    assert res.residual < 1e-12 and (res.pi >= 0).all() and abs(res.pi.sum() - 1) < 1e-12
+    assert abs(q.blocking_probability() / blocking_probability(K, rho, mu2, nu) - 1) < 1e-9
+    cf = q.saturation_times(source="closed_form")
+    ch = q.saturation_times()
+    fin = cf > 0
+    assert np.allclose(ch[fin], cf[fin], rtol=1e-9, atol=0) and (ch[~fin] == 0).all()
+    # geometric law of N on {K..2K}
+    lawN = q.total_number_law()[K:]
+    assert np.allclose(lawN / lawN.sum(), total_number_law(K, rho, mu2, nu), rtol=1e-9)
+
+
+@pytest.mark.parametrize("K,rho,mu2,nu", [(300, 0.5, 0.5, None), (300, 0.9, 0.25, 0.75),
+                                          (200, 1.0, 0.0, 0.0), (200, 1.3, 1.0, None),
+                                          (250, 0.9, 0.75, 1.0), (300, 0.5, 0.0, 0.25)])
+def test_large_K_tails_relative(K, rho, mu2, nu):
+    # tail probabilities far below 1e-16 (1e-181 at rho = 0.5) to 1e-9 relative
+    q = JSQ2(K, rho, mu2, nu)
+    pb, cf = q.blocking_probability(), blocking_probability(K, rho, mu2, nu)
+    assert abs(pb / cf - 1) < 1e-9
+    res = q.saturation_analysis()
+    exact = q.saturation_times(source="closed_form")
+    fin = exact > 0
+    assert np.allclose(res.mean[fin], exact[fin], rtol=1e-9, atol=0)
+    assert res.status.value == "success"
+
+
+def test_nonreturning_longest_queue_is_flagged_yet_accurate():
+    # mu2 = nu = 0: the longest queue never decreases; the hitting times span
+    # ten orders of magnitude and the normwise condition estimate exceeds
+    # 1/eps. ctmc reports INACCURATE instead of claiming success; the numbers
+    # it returns are still checked against the closed form.
+    q = JSQ2(300, 0.9, 0.0)
+    with pytest.raises(Exception, match="inaccurate"):
+        q.saturation_analysis()
+    res = q.saturation_analysis(check=False)
+    assert res.status.value == "inaccurate"
+    exact = q.saturation_times(source="closed_form")
+    fin = exact > 0
+    assert np.allclose(res.mean[fin], exact[fin], rtol=1e-9, atol=0)
+
+
+def test_measures_and_little():
+    q = JSQ2(12, 1.1, 0.3, idle_rate=0.8)
+    m = q.measures()
+    pi = q.stationary().pi
+    st = q.chain().states
+    assert abs(m.mean_total - pi @ (st["s"] + st["l"])) < 1e-12
+    # flow balance: accepted rate = departure rate (event throughputs of the chain)
+    ch = q.chain()
+    served = sum(pi @ ch.event_rate(e) for e in ("serve_short", "serve_long", "serve_equal", "serve_alone"))
+    assert abs(served - m.throughput) < 1e-12
+    assert abs(pi @ ch.event_rate("blocked") / q.rho - m.blocking_probability) < 1e-14
+    assert abs(m.mean_sojourn_time - m.mean_total / m.throughput) < 1e-14
+
+
+# ---------------------------------------------------------------------------
+# the reduction (q1, q2) -> (min, max)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("K,rho,mu2,nu", [(6, 0.9, 0.3, None), (5, 1.3, 0.0, 0.5), (7, 0.5, 1.0, 0.2)])
+def test_full_chain_lumps_to_reduced_chain(K, rho, mu2, nu):
+    q = JSQ2(K, rho, mu2, nu)
+    full = q.full_chain()
+    assert full.n_states == (K + 1) ** 2
+    pf = full.stationary().pi
+    q1, q2 = full.states["q1"], full.states["q2"]
+    red = q.chain()
+    lo, hi = np.minimum(q1, q2), np.maximum(q1, q2)
+    idx = np.array([red.index(s=a, l=b) for a, b in zip(lo, hi)])
+    agg = np.bincount(idx, weights=pf, minlength=red.n_states)
+    pr = q.stationary().pi
+    assert np.allclose(agg, pr, rtol=1e-10, atol=1e-15)
+    # hitting times of saturation are functions of (min, max)
+    hf = full.hitting_times(lambda e: (e["q1"] == K) & (e["q2"] == K)).mean
+    hr = q.saturation_times()
+    assert np.allclose(hf, hr[idx], rtol=1e-10, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# Laplace transform of the saturation time, first queue-length equality
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("K,rho,mu2,nu", [(3, Fr(9, 10), Fr(1, 4), Fr(1, 4)), (4, Fr(13, 10), Fr(1, 2), Fr(1)),
+                                          (2, Fr(1, 2), Fr(1), Fr(0))])
+def test_saturation_laplace_exact_rational(K, rho, mu2, nu):
+    q = JSQ2(K, float(rho), float(mu2), float(nu))
+    states, Q = rational_generator(K, rho, 1 - mu2, nu)
+    order = [q.chain().index(s=x, l=y) for x, y in states]
+    for s in [Fr(0), Fr(1, 10), Fr(3, 2)]:
+        exact = rational_hitting(Q, states, lambda st: st == (K, K), s=s)
+        got = q.saturation_laplace(float(s)).values[order]
+        assert np.allclose(got, [float(e) for e in exact], rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("K,rho,mu2,nu", [(10, 0.9, 0.5, None), (20, 1.3, 0.25, 0.0), (15, 0.7, 1.0, None)])
+def test_minus_transform_derivative_is_the_mean(K, rho, mu2, nu):
+    q = JSQ2(K, rho, mu2, nu)
+    mom = q.saturation_times(moments=2)
+    m1, m2 = mom
+    i = q.chain().index(s=0, l=0)
+    h = 1e-4 / m1[i]
+    phi = q.saturation_laplace([h, 2 * h, 3 * h]).values[:, i]
+    # one-sided differences from phi(0) = 1 (second and third order)
+    d1 = (-3 + 4 * phi[0] - phi[1]) / (2 * h)
+    d2 = (2 - 5 * phi[0] + 4 * phi[1] - phi[2]) / h ** 2
+    assert abs(-d1 / m1[i] - 1) < 1e-6
+    assert abs(d2 / m2[i] - 1) < 1e-3
+    assert abs(m1[i] / saturation_mean(K, rho, mu2, nu, states=[(0, 0)])[0] - 1) < 1e-10
+
+
+@pytest.mark.parametrize("K,rho,mu2,nu", [(3, Fr(9, 10), Fr(1, 4), Fr(1, 2)), (4, Fr(1, 2), Fr(3, 4), Fr(0)),
+                                          (3, Fr(13, 10), Fr(1), Fr(1))])
+def test_first_equality_exact_rational(K, rho, mu2, nu):
+    q = JSQ2(K, float(rho), float(mu2), float(nu))
+    s_pts = [Fr(0), Fr(1, 3)]
+    res = q.first_equality(s=[float(v) for v in s_pts])
+    states, Q = rational_generator(K, rho, 1 - mu2, nu)
+    ch = q.chain()
+    xy = list(zip(ch.states["s"].tolist(), ch.states["l"].tolist()))
+    src = [xy[i] for i in res.sources]
+    tgt = [xy[j] for j in res.targets]
+    assert all(x < y for x, y in src) and all(x == y for x, y in tgt)
+    for k, s in enumerate(s_pts):
+        for c, t in enumerate(tgt):
+            # E[exp(-sT); X_T = t]: hit the equal states, reward 1 only at t
+            F = [i for i, st in enumerate(states) if st[0] != st[1]]
+            A = [[(s if i == j else Fr(0)) - Q[i][j] for j in F] for i in F]
+            b = [Q[i][states.index(t)] for i in F]
+            x = fr_solve(A, b)
+            for r, st in enumerate(src):
+                assert abs(res.laplace[k, r, c] - float(x[F.index(states.index(st))])) < 1e-14
+    # mass one: the equal states are reached almost surely
+    assert np.allclose(res.probabilities.sum(axis=1), 1.0, rtol=1e-13)
+    assert np.allclose(res.laplace[0], res.probabilities, rtol=1e-13, atol=1e-16)
+
+
+def test_first_equality_cdf_and_mean():
+    q = JSQ2(12, 0.9, 0.3, idle_rate=0.6)
+    t = np.array([0.5, 2.0, 10.0, 60.0, 400.0])
+    res = q.first_equality(t=t)
+    cdf = res.cdf.sum(axis=2)                       # P(T <= t), per source
+    assert (np.diff(cdf, axis=0) >= -1e-12).all() and (cdf <= 1 + 1e-12).all()
+    assert np.allclose(res.cdf[-1], res.probabilities, atol=1e-9)
+    assert res.error_bound < 1e-9
+    # mean time to equality: integral of the survival function vs hitting times
+    tt = np.concatenate([[0.0], np.geomspace(1e-3, 400.0, 600)])
+    dense = q.first_equality(t=tt).cdf.sum(axis=2)
+    integral = np.trapz(1 - dense, tt, axis=0)
+    h = q.chain().hitting_times(lambda e: e["s"] == e["l"]).mean[res.sources]
+    assert np.allclose(integral, h, rtol=2e-3)
+
+
+# ---------------------------------------------------------------------------
+# ordering (Tibi 2019): monotone in mu2, bounded by the extreme cases
+# ---------------------------------------------------------------------------
+def ccdf(p):
+    return np.cumsum(p[::-1])[::-1]
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.9, 1.3])
+def test_stochastic_ordering_in_mu2(rho):
+    K = 12
+    mus = np.linspace(0, 1, 9)
+    N = np.array([ccdf(JSQ2(K, rho, m).total_number_law()) for m in mus])
+    L = np.array([ccdf(JSQ2(K, rho, m).longest_queue_law()) for m in mus])
+    # P(N >= n) and P(longest >= n) decrease as mu2 increases (standard model)
+    assert (np.diff(N, axis=0) <= 1e-14).all()
+    assert (np.diff(L, axis=0) <= 1e-14).all()
+    # mu2 = 1 is full pooling: N is an M/M/1/2K queue
+    mm1 = rho ** np.arange(2 * K + 1)
+    assert np.allclose(N[-1], ccdf(mm1 / mm1.sum()), rtol=1e-12)
+    # the extreme cases bound the extended model too (help or disturbance)
+    for mu2, nu in itertools.product([0.2, 0.6], [0.0, 0.4, 1.0]):
+        c = ccdf(JSQ2(K, rho, mu2, nu).total_number_law())
+        assert (c >= N[-1] - 1e-14).all() and (c <= N[0] + 1e-14).all()
+
+
+# ---------------------------------------------------------------------------
+# input validation and command line
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs,name", [
+    (dict(K=0, rho=0.9, mu2=0.5), "K"), (dict(K=2.5, rho=0.9, mu2=0.5), "K"),
+    (dict(K=5, rho=0.0, mu2=0.5), "rho"), (dict(K=5, rho=float("nan"), mu2=0.5), "rho"),
+    (dict(K=5, rho=0.9, mu2=1.5), "mu2"), (dict(K=5, rho=0.9, mu2=-0.1), "mu2"),
+    (dict(K=5, rho=0.9, mu2=0.5, idle_rate=1.2), "idle_rate"),
+])
+def test_invalid_parameters(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        JSQ2(**kwargs)
+    with pytest.raises(ValueError, match=name):
+        blocking_probability(**kwargs)
+
+
+def test_bad_source_and_states():
+    q = JSQ2(3, 0.9, 0.5)
+    with pytest.raises(ValueError, match="source"):
+        q.blocking_probability("magic")
+    with pytest.raises(ValueError, match="states"):
+        saturation_mean(3, 0.9, 0.5, states=[(2, 1)])
+
+
+def test_cli_prints_main_measures(capsys):
+    from ctmc.cli import main
+    assert main(["jsq", "--K", "30", "--rho", "0.9", "--mu2", "0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "blocking probability" in out and "mean sojourn time" in out
+    # the CLI prints the relative differences to the closed forms: all tiny
+    diffs = [float(tok) for line in out.splitlines() if "rel. diff" in line
+             for tok in [line.split("rel. diff")[1].split()[0]]]
+    assert len(diffs) == 2 and max(diffs) < 1e-9
