@@ -170,7 +170,7 @@ class StationaryOptions:
     tol: float = 1e-10
     tail_tol: float = 1e-6
     maxiter: int = 10_000
-    restart: int = 60
+    restart: int = 30
     pc: str = "bjacobi"
     pin: Optional[int] = None
     repin: float = 1e-3
@@ -543,7 +543,7 @@ def _ksp(dc, A, kind, opts, extra_info):
         if kind == "gmres":  # monitor the true residual (BiCGStab breaks down more often on the right)
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
         if kind == "gmres":
-            ksp.setGMRESRestart(getattr(opts, "restart", 60))
+            ksp.setGMRESRestart(getattr(opts, "restart", 30))
         ksp.setTolerances(rtol=opts.tol * 1e-2, atol=0.0, max_it=int(opts.maxiter))
         extra_info["preconditioner"] = pctype
     with _options(opts.petsc_options):
@@ -672,9 +672,12 @@ def _stationary_evidence(dc, pi):
     ok = (pi >= _TINY) & (out > 0)
     bal = float(np.max(np.abs(r[ok]) / out[ok])) if ok.any() else 0.0
     under = float(np.count_nonzero(((pi < _TINY) & (pi > 0)) | ((pi == 0) & (r != 0))))
-    s = dc.allgather([np.abs(r).sum(), under])
+    # zeros where the inflow implies a representable probability: lost, not underflowed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lost = float(np.count_nonzero((pi == 0) & (y.getArray() / dc.exit_rates >= _TINY)))
+    s = dc.allgather([np.abs(r).sum(), under, lost])
     v.destroy(), y.destroy()
-    return float(s[:, 0].sum()), dc.allmax(bal), int(s[:, 1].sum())
+    return float(s[:, 0].sum()), dc.allmax(bal), int(s[:, 1].sum()), int(s[:, 2].sum())
 
 
 def _support(dc, pin_opts):
@@ -773,7 +776,7 @@ def stationary(chain, method="auto", *, check=True, per_class=False, **options):
                                pi=dc.gather_vector(np.full(dc.stop - dc.start, np.nan), mode),
                                balance_error=float("inf"))
         return res._raise_or_warn(check)
-    residual, bal, under = _stationary_evidence(dc, pi)
+    residual, bal, under, lost = _stationary_evidence(dc, pi)
     rel = residual / max(dc.qmax, _TINY)
     if status is Status.SUCCESS and rel > opts.tol:
         status, msg = Status.INACCURATE, f"{msg}; residual {rel:.2e} above tol {opts.tol:.1e}"
@@ -781,6 +784,11 @@ def stationary(chain, method="auto", *, check=True, per_class=False, **options):
         status = Status.TAIL_INACCURATE
         msg = (f"{msg}; component-wise balance error {bal:.2e} exceeds tail_tol {opts.tail_tol:.1e}: "
                "small probabilities are unreliable (use 'lu')")
+    if status is Status.SUCCESS and lost:
+        status = Status.TAIL_INACCURATE
+        msg = (f"{msg}; {lost} states have probability 0 although their inflow is positive: small "
+               "probabilities were lost (use 'lu')")
+    info["zero_with_inflow"] = lost
     if status is Status.SUCCESS and info.get("clipped_negative"):
         # negative entries are noise in place of small probabilities, and the
         # zeros they leave escape the balance check
