@@ -18,7 +18,6 @@ Run (as root, mpirun also needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_
 Without petsc4py it prints how to install it and exits.
 """
 import argparse
-import sys
 import time
 
 
@@ -33,7 +32,7 @@ def main(argv=None):
     from ctmc.backends.petsc_backend import INSTALL_HELP, DistributedChain, available
     if not available():
         print(f"This example needs the PETSc backend: {INSTALL_HELP}")
-        return 0
+        return
     from models.jsq import JSQ2, blocking_probability
 
     q = JSQ2(args.K, args.rho, args.mu2)
@@ -57,8 +56,7 @@ def main(argv=None):
               f"{res.balance_error:.1e}, {res.iterations} iterations")
         print(f"  build {built:.1f} s, solve {res.wall_time:.1f} s, peak memory per process (MiB): "
               + ", ".join(f"{m:.0f}" for m in mem))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
