@@ -293,13 +293,41 @@ def _split(n, size, rank):
     return start, start + base + (1 if rank < extra else 0)
 
 
+_ROW_CHUNK = 1 << 18
+
+
+def _r_block(blk, a):
+    """Rows of ``Q`` (CSR, first row ``a``) -> R rows with a stored diagonal slot, and exit rates.
+
+    Returns ``(entries per row, column indices, values, exit rates)``.
+    """
+    blk = sp.csr_matrix(blk, dtype=float)
+    m = blk.shape[0]
+    coo = blk.tocoo()
+    diag = coo.col == coo.row + a
+    exit_rates = np.zeros(m)
+    np.add.at(exit_rates, coo.row[diag], -coo.data[diag])
+    r = np.concatenate([coo.row[~diag], np.arange(m)])
+    c = np.concatenate([coo.col[~diag], np.arange(a, a + m)])
+    v = np.concatenate([coo.data[~diag], np.zeros(m)])
+    loc = sp.csr_matrix((v, (r, c)), shape=blk.shape)
+    loc.sum_duplicates()
+    loc.sort_indices()
+    if loc.data.size and not (np.all(np.isfinite(loc.data)) and loc.data.min() >= 0):
+        raise ValueError("rows: off-diagonal rates must be finite and >= 0")
+    return np.diff(loc.indptr), loc.indices, loc.data, exit_rates
+
+
 class DistributedChain:
     """A CTMC generator distributed by blocks of rows over MPI processes.
 
     Parameters
     ----------
-    rows : scipy.sparse.csr_matrix, shape (stop - start, n)
-        This process's rows of ``Q`` (global column numbers, diagonal included).
+    rows : scipy.sparse.csr_matrix, shape (stop - start, n), or callable
+        This process's rows of ``Q`` (global column numbers, diagonal
+        included), or a function ``rows(a, b)`` returning rows ``a:b`` of ``Q``,
+        called on blocks of 262144 rows so that only the compact form of the
+        owned rows is ever held (then ``n_states`` is required).
     start : int
         Global index of the first row.
     states : StateTable
@@ -310,6 +338,10 @@ class DistributedChain:
         Default ``PETSc.COMM_WORLD``.
     gather : {"all", "root", "none"}
         Default of the ``gather`` option of the analyses.
+    model : Model, optional
+        For :meth:`event_rate`.
+    n_states : int, optional
+        Number of states (with a callable ``rows``).
 
     Attributes
     ----------
@@ -320,12 +352,20 @@ class DistributedChain:
     start, stop, n_states, rank, size
     """
 
-    def __init__(self, rows, start, states=None, initial=None, comm=None, gather="root", model=None):
+    def __init__(self, rows, start, states=None, initial=None, comm=None, gather="root", model=None,
+                 n_states=None):
         PETSc = load_petsc()
         self.comm = comm if comm is not None else PETSc.COMM_WORLD
         self.rank, self.size = self.comm.getRank(), self.comm.getSize()
-        rows = sp.csr_matrix(rows, dtype=float)
-        m, n = rows.shape
+        if callable(rows):
+            if n_states is None:
+                raise ValueError("n_states: required when rows is a function of (start, stop)")
+            n, m = int(n_states), _split(int(n_states), self.size, self.rank)[1] - int(start)
+            source = rows
+        else:
+            mat = sp.csr_matrix(rows, dtype=float)
+            m, n = mat.shape
+            source = (lambda a, b: mat[a - int(start):b - int(start)])
         self.n_states, self.start, self.stop = n, int(start), int(start) + m
         if _split(n, self.size, self.rank) != (self.start, self.stop):
             raise ValueError(f"rows: process {self.rank} must own rows {_split(n, self.size, self.rank)}, "
@@ -334,27 +374,23 @@ class DistributedChain:
             raise ValueError(f"gather: expected one of {_GATHER}, got {gather!r}")
         self.gather = gather
         self.states, self.initial, self.model = states, initial, model
-        coo = rows.tocoo()
-        diag = coo.col == coo.row + self.start
-        self.exit_rates = np.zeros(m)
-        np.add.at(self.exit_rates, coo.row[diag], -coo.data[diag])
-        # off-diagonal part with an explicit zero on the diagonal (slot for shifts)
-        r = np.concatenate([coo.row[~diag], np.arange(m)])
-        c = np.concatenate([coo.col[~diag], np.arange(self.start, self.stop)])
-        v = np.concatenate([coo.data[~diag], np.zeros(m)])
-        loc = sp.csr_matrix((v, (r, c)), shape=(m, n))
-        loc.sum_duplicates()
-        loc.sort_indices()
-        if loc.data.size and not (np.all(np.isfinite(loc.data)) and loc.data.min() >= 0):
-            raise ValueError("rows: off-diagonal rates must be finite and >= 0")
-        self._local = loc  # owned rows of R (scipy), used for the reachability sweeps
-        self._nnz = int(loc.nnz)
+        # assemble block by block: only the compact CSR of the owned rows is kept
         IT = PETSc.IntType
-        self.R = PETSc.Mat().createAIJ(size=((m, n), (m, n)),
-                                       csr=(loc.indptr.astype(IT), loc.indices.astype(IT), loc.data),
-                                       comm=self.comm)
+        counts, cols, vals, exits = [], [], [], []
+        for a in range(self.start, self.stop, _ROW_CHUNK):
+            b = min(self.stop, a + _ROW_CHUNK)
+            c, ind, dat, ex = _r_block(source(a, b), a)
+            counts.append(c), cols.append(ind.astype(IT)), vals.append(dat), exits.append(ex)
+        cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
+        indptr = np.zeros(m + 1, dtype=IT)
+        np.cumsum(cat(counts, IT), out=indptr[1:])
+        indices, data = cat(cols, IT), cat(vals, float)
+        del cols, vals
+        self.exit_rates = cat(exits, float)
+        self._nnz = int(indices.size)
+        self.R = PETSc.Mat().createAIJ(size=((m, n), (m, n)), csr=(indptr, indices, data), comm=self.comm)
         self.R.assemble()
-        self._q = self.vec(self.exit_rates)
+        del indptr, indices, data
         self.qmax = self.allmax(self.exit_rates.max() if m else 0.0)
 
     # construction ---------------------------------------------------------
@@ -370,10 +406,10 @@ class DistributedChain:
         t0 = time.perf_counter()
         states = model.state_space(initial=initial, max_states=max_states, progress=progress)
         n = len(states)
-        start, stop = _split(n, comm.getSize(), comm.getRank())
-        rows = model.generator_rows(states, start, stop)
+        start = _split(n, comm.getSize(), comm.getRank())[0]
         init = np.searchsorted(states._codes, model._initial_codes(initial, states._layout))
-        dc = cls(rows, start, states=states, initial=init, comm=comm, gather=gather, model=model)
+        dc = cls(lambda a, b: model.generator_rows(states, a, b), start, states=states, initial=init,
+                 comm=comm, gather=gather, model=model, n_states=n)
         dc.build_seconds = dc.allmax(time.perf_counter() - t0)
         return dc
 
@@ -383,8 +419,8 @@ class DistributedChain:
         PETSc = load_petsc()
         comm = comm if comm is not None else PETSc.COMM_WORLD
         start, stop = _split(chain.n_states, comm.getSize(), comm.getRank())
-        return cls(chain.Q[start:stop], start, states=chain.states, initial=chain.initial, comm=comm,
-                   gather=gather, model=chain._model)
+        return cls(lambda a, b: chain.Q[a:b], start, states=chain.states, initial=chain.initial, comm=comm,
+                   gather=gather, model=chain._model, n_states=chain.n_states)
 
     def __repr__(self):
         return (f"<DistributedChain: {self.n_states} states on {self.size} processes, "
@@ -471,7 +507,9 @@ class DistributedChain:
         process marks a new state.
         """
         m = self.stop - self.start
-        loc = self._local
+        ip, ind, dat = self.R.getValuesCSR()  # owned rows (a temporary copy)
+        loc = sp.csr_matrix((dat, ind, ip), shape=(m, self.n_states))
+        del ip, ind, dat
         inner = (loc.indices >= self.start) & (loc.indices < self.stop)
         rows = np.repeat(np.arange(m), np.diff(loc.indptr))
         keep = inner & (loc.data > 0)
