@@ -196,6 +196,14 @@ def test_distributed_chain_from_model_equals_serial():
     assert thr == pytest.approx(chain.stationary().pi @ chain.event_rate("blocked"), rel=1e-10)
     h = dc.hitting_times((s == 15) & (l == 15), gather="all")
     assert relative_error(h.mean, chain.hitting_times((s == 15) & (l == 15)).mean) < 1e-9
+    fa = chain.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
+    fb = dc.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
+    assert np.allclose(fb.cdf, fa.cdf, rtol=1e-9, atol=1e-14) and np.array_equal(fb.sources, fa.sources)
+    ta = chain.transient(lambda env: env["s"] + env["l"] == 0, [1.0])
+    tb = dc.transient(lambda env: env["s"] + env["l"] == 0, [1.0], gather="all")
+    assert np.abs(tb.p - ta.p).max() < 1e-12
+    with pytest.raises(ValueError, match="target"):
+        dc.hitting_times(np.array([0.5]))
     none = dc.stationary("gmres", gather="none")
     assert none.info["rows"] == (0, chain.n_states) and none.pi.shape == (chain.n_states,)
     root = dc.stationary("lu")  # default for a distributed chain: rank 0 (this one) gets it all

@@ -469,22 +469,27 @@ class DistributedChain:
 
     def mask(self, spec, name="target") -> np.ndarray:
         """Owned part of a set of states given as mask, indices, dict, expression or callable."""
-        from ..chain import CTMC
         from ..expr import Expr
         n = self.n_states
         if isinstance(spec, np.ndarray) and spec.dtype == bool and spec.shape == (n,):
-            full = spec
-        elif isinstance(spec, (dict, Expr)) or callable(spec):
+            return spec[self.start:self.stop].copy()
+        if isinstance(spec, (dict, Expr)) or callable(spec):
             if self.states is None:
                 raise ValueError(f"{name}: this chain has no state table; give a mask or indices")
-            helper = CTMC.__new__(CTMC)
-            helper.states = self.states
-            helper.Q = sp.csr_matrix((n, n))
-            full = helper._mask(spec, name, allow_empty=True)
+            if isinstance(spec, dict):
+                full = np.zeros(n, dtype=bool)
+                full[self.states.index(**spec)] = True
+            else:
+                env = {k: v[self.start:self.stop] for k, v in self.states.as_dict().items()}
+                with np.errstate(all="ignore"):
+                    val = spec.evaluate(env) if isinstance(spec, Expr) else spec(env)
+                return np.broadcast_to(np.asarray(val, dtype=bool), (self.stop - self.start,)).copy()
         else:
             a = np.asarray(spec)
             if a.dtype == bool:
                 raise ValueError(f"{name}: boolean mask must have shape ({n},), got {a.shape}")
+            if a.dtype.kind not in "iu":
+                raise ValueError(f"{name}: expected a mask, expression, callable, dict or indices, got {a.dtype}")
             a = a.ravel().astype(np.int64)
             if a.size and (a.min() < 0 or a.max() >= n):
                 raise ValueError(f"{name}: state indices must lie in [0, {n - 1}]")
