@@ -99,6 +99,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.stats import poisson
 
+from ..passage import _as_points
 from ..results import (FirstPassageResult, HittingResult, LaplaceResult, ReducibleChainError,
                        StationaryResult, Status, TransientResult)
 from ._petsc_env import INSTALL_HELP, load_petsc, load_slepc
@@ -1035,15 +1036,6 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, **option
                         finite=dc.gather_vector(F | tgt, mode).astype(bool),
                         target=dc.gather_vector(tgt, mode).astype(bool))
     return res._raise_or_warn(check)
-
-
-def _as_points(x, name):
-    a = np.atleast_1d(np.asarray(x, dtype=float))
-    if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"{name}: expected a number or a 1-D array of numbers")
-    if not np.all(np.isfinite(a)) or (a < 0).any():
-        raise ValueError(f"{name}: values must be finite and >= 0")
-    return a
 
 
 def hitting_laplace(chain, target, s, *, check=True, **options):
