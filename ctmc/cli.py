@@ -23,6 +23,7 @@ __all__ = ["main", "FAMILIES", "core_study"]
 #: ``report(plots_dir)``; modules that are not installed are skipped.
 FAMILIES: dict = {
     "jsq": "models.jsq",
+    "hysteresis": "models.hysteresis",
 }
 
 

@@ -44,7 +44,7 @@ rewards, target columns).
 
 Numerics
 --------
-Factorisations use SuperLU with a fill-reducing ordering and diagonal pivots
+Factorisations use SuperLU with diagonal pivots and a profile-based ordering (:mod:`ctmc._sparse_lu`)
 (the matrices are diagonally dominant M-matrices). Residuals are reported as
 normwise backward errors
 :math:`\|Mx-b\|_\infty / (\|M\|_\infty \|x\|_\infty + \|b\|_\infty)`, which
@@ -56,9 +56,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as sla
 
 from .results import SolverError, FirstPassageResult, HittingResult, LaplaceResult, Status
+from ._sparse_lu import splu
 from ._triplet import TripletLU
 from .structure import can_reach
 
@@ -159,7 +159,7 @@ class PassageSetup:
                 self._fac[key] = TripletLU(R, v)
             else:
                 try:
-                    self._fac[key] = sla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+                    self._fac[key] = splu(M)[0]
                 except RuntimeError as exc:
                     # an exactly singular pivot: cancellation on a nearly
                     # singular M-matrix (huge means); retry subtraction-free
@@ -362,7 +362,7 @@ def _regenerative_mean(chain, setup, r, idx):
         Qz = sp.bmat([[QFF, sp.csr_matrix(into_a[:, None])],
                       [sp.csr_matrix(([1.0], ([0], [z])), shape=(1, nF)), sp.csr_matrix([[-1.0]])]],
                      format="csr")
-        x, _, st, msg, _ = _lu(Qz, LUOptions(), z)
+        x, _, st, msg, linfo = _lu(Qz, LUOptions(), z, keep_factor=True)
         if x is None or st is not Status.SUCCESS:
             raise SolverError(f"regenerative hitting-time solve failed: {msg}")
         top = int(np.argmax(x[:nF]))
@@ -373,12 +373,23 @@ def _regenerative_mean(chain, setup, r, idx):
     H = float(np.dot(x[:nF], r[idx]) / x[nF])
     keep = np.ones(nF, dtype=bool)
     keep[z] = False
-    Mp = (-QFF[keep][:, keep]).tocsc()
+    Mp = (-QFF[keep][:, keep])
     rhs = np.column_stack([r[idx][keep], np.asarray(QFF[keep][:, [z]].toarray()).ravel(), np.ones(nF - 1)])
-    if nF > 1:
-        sol = sla.splu(Mp, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0).solve(rhs)
-    else:
+    factor = linfo.pop("factor", None)
+    if nF <= 1:
         sol = np.zeros((0, 3))
+    elif factor is not None and linfo["pins"][-1] == z:
+        # The pinned restart matrix, transposed, is block triangular:
+        #   [[Q_F'F', into_a], [0, -1]]  (F' = F - {z}; the last row is the
+        # restart from A to z, whose entry at z was pinned away), so its
+        # factor also solves  -Q_F'F' x = rhs  with no new factorisation.
+        full = np.vstack([-rhs, np.zeros((1, 3))])
+        sol = factor.solve(full, trans="T")[:nF - 1]
+        info["reused_factor"] = True
+    else:
+        sol = splu(Mp)[0].solve(rhs)
+        info["reused_factor"] = False
+    del factor
     mean = np.empty(nF)
     mean[keep] = sol[:, 0] + sol[:, 1] * H
     mean[z] = H

@@ -76,6 +76,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+from ._sparse_lu import ORDERINGS, splu
 from ._util import Progress
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
@@ -125,7 +126,9 @@ class LUOptions(_Common):
     Attributes
     ----------
     ordering : str
-        SuperLU column ordering: ``"MMD_AT_PLUS_A"`` (default), ``"COLAMD"``,
+        SuperLU column ordering: ``"auto"`` (default: the natural state order
+        when the matrix is nearly banded in it, else ``"MMD_AT_PLUS_A"``; see
+        :mod:`ctmc._sparse_lu`), ``"MMD_AT_PLUS_A"``, ``"COLAMD"``,
         ``"MMD_ATA"`` or ``"NATURAL"``.
     pin : int, optional
         State whose probability is fixed before normalising (default: the
@@ -135,13 +138,13 @@ class LUOptions(_Common):
         ``pi[pin] < repin * max(pi)``.
     """
 
-    ordering: str = "MMD_AT_PLUS_A"
+    ordering: str = "auto"
     pin: Optional[int] = None
     repin: float = 1e-3
 
     def __post_init__(self):
         super().__post_init__()
-        orders = ("MMD_AT_PLUS_A", "COLAMD", "MMD_ATA", "NATURAL")
+        orders = ORDERINGS
         if self.ordering not in orders:
             raise ValueError(f"ordering: expected one of {orders}, got {self.ordering!r}")
         if self.pin is not None and (isinstance(self.pin, bool) or not isinstance(self.pin, (int, np.integer))
@@ -259,6 +262,12 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     >>> from ctmc.stationary import gth_solve
     >>> gth_solve(np.array([[-1.0, 1.0], [1e-200, -1e-200]]))
     array([1.e-200, 1.e+000])
+
+    Probabilities spanning more than the double range underflow to 0
+    instead of overflowing the back-substitution:
+
+    >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
+    array([5.e-001, 5.e-201, 5.e-001])
     """
     A = np.array(A, dtype=float)
     n = A.shape[0]
@@ -272,6 +281,11 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     x[n - 1] = 1.0
     for k in range(n - 2, -1, -1):
         x[k] = x[k + 1:] @ A[k + 1:, k]
+        if x[k] > 1.0:
+            # keep max(x) = 1 so the next product cannot overflow; entries
+            # that underflow here are below 1e-308 relative to state k and
+            # would underflow after the final normalisation anyway
+            x[k:] /= x[k]
     return x / x.sum()
 
 
@@ -280,7 +294,10 @@ def _gth(Q, opts: GTHOptions, hint):
     if n > opts.max_states:
         raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
                          f"this chain has {n} states (use 'lu' or raise max_states)")
-    return gth_solve(Q.toarray()), 0, Status.SUCCESS, "GTH elimination", {}
+    x = gth_solve(Q.toarray())
+    if not np.all(np.isfinite(x)):
+        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values (rates spanning > 1e300?)", {}
+    return x, 0, Status.SUCCESS, "GTH elimination", {}
 
 
 def _pin_hint(Q, hint):
@@ -306,7 +323,10 @@ def _embed(x_sub, keep, pin):
     return x
 
 
-def _lu(Q, opts: LUOptions, hint):
+def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
+    """Pinned sparse LU; with ``keep_factor`` the SuperLU object of the last
+    pin is returned in ``info["factor"]`` (its matrix is ``(Q^T)`` without
+    the pinned row and column), for callers that reuse it."""
     n = Q.shape[0]
     if n == 1:
         return np.ones(1), 0, Status.SUCCESS, "single state", {}
@@ -318,7 +338,7 @@ def _lu(Q, opts: LUOptions, hint):
         keep, A, b = _pinned_system(Q, pin)
         t0 = time.perf_counter()
         try:
-            lu = sla.splu(A, permc_spec=opts.ordering, diag_pivot_thresh=0.0)
+            lu, info["ordering"] = splu(A, opts.ordering)
         except RuntimeError as exc:  # singular factor
             # a numerically singular pinned system: typical of a pin on a
             # state of negligible probability; retry at the slowest-exit state
@@ -333,6 +353,8 @@ def _lu(Q, opts: LUOptions, hint):
         info["pins"].append(pin)
         info["factor_seconds"] = time.perf_counter() - t0
         info["fill"] = int(lu.L.nnz + lu.U.nnz)
+        if keep_factor:
+            info["factor"] = lu
         if not np.all(np.isfinite(x)):
             return None, 0, Status.BREAKDOWN, "non-finite solution", info
         top = int(np.argmax(x))

@@ -41,10 +41,11 @@ def test_huge_means_keep_relative_accuracy(K):
 
 def test_sparse_lu_on_huge_means_goes_regenerative_or_says_so():
     chain, n = bd_chain(330, 1.0, 2.0)
-    # plain SuperLU meets an exactly singular pivot here; the mean is recovered
+    # plain SuperLU loses every digit here (condition ~1e100, or an exactly
+    # singular pivot, depending on the ordering); the mean is recovered
     # through a regeneration state with full relative accuracy
     h = chain.hitting_times(n == 330, solver="lu")
-    assert h.method == "lu-regenerative" and h.info["lu_failure"]
+    assert h.method == "lu-regenerative" and h.info["condition"] < 1e8
     assert abs(Fraction(h.mean[0]) / hitting_mean_bd(330, 1, 2, 0) - 1) < 1e-12
     # higher moments cannot be recovered that way: an error, not a number
     with pytest.raises(ctmc.SolverError, match="moments >= 2"):

@@ -25,8 +25,8 @@ METHODS = ["lu", "gmres", "bicgstab", "eps"]
 MODELS = {
     "jsq": ("models.jsq", lambda mod: mod.JSQ2(10, 0.9, 0.5)),
     "jsq_overloaded": ("models.jsq", lambda mod: mod.JSQ2(12, 1.3, 0.25, 0.6)),
-    "hysteresis": ("models.hysteresis", lambda mod: mod.HysteresisQueue()),
-    "supermarket": ("models.supermarket", lambda mod: mod.Supermarket(4, 2, 0.7)),
+    "hysteresis": ("models.hysteresis", lambda mod: mod.HysteresisQueue(5, 20, 40, lam=1.1, lam_overload=0.5)),
+    "supermarket": ("models.supermarket", lambda mod: mod.Supermarket(4, 2, 0.7, capacity=6)),
 }
 
 

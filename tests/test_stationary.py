@@ -172,3 +172,35 @@ def test_progress_reports_long_iterations(capsys):
     assert "[ctmc] x: step 1" in capsys.readouterr().err
     with pytest.raises(ValueError, match="progress"):
         chain.stationary("lu", progress=True)
+
+
+@pytest.mark.parametrize("eps", [1e-100, 1e-160, 1e-200])
+def test_gth_probabilities_beyond_the_double_range_underflow_not_nan(eps):
+    # pi = (1, 1, eps, eps^2) / (2 + eps + eps^2): the last one is below the
+    # double range for eps = 1e-200; GTH must give 0 there, not NaN everywhere
+    R = np.zeros((4, 4))
+    R[0, 1] = R[1, 0] = R[2, 1] = R[3, 2] = 1.0
+    R[1, 2] = R[2, 3] = eps
+    res = ctmc.CTMC.from_rates(R).stationary(method="gth")
+    exact = np.array([1.0, 1.0, eps, eps * eps]) / 2.0
+    assert np.all(np.isfinite(res.pi)) and res.status.value == "success"
+    assert np.allclose(res.pi[:3], exact[:3], rtol=1e-14, atol=0)
+    if eps * eps > 1e-300:
+        assert res.pi[3] == pytest.approx(exact[3], rel=1e-14)
+    else:
+        assert res.pi[3] < 1e-300
+
+
+def test_auto_ordering_natural_for_banded_minimum_degree_for_grids():
+    from ctmc._sparse_lu import choose_ordering, envelope
+    from models.jsq import JSQ2
+    bd = ctmc.CTMC.from_rates(np.diag(np.ones(199), 1) + 2 * np.diag(np.ones(199), -1))
+    assert envelope(bd.Q) == 199 and choose_ordering(bd.Q) == "NATURAL"
+    grid = JSQ2(150, 0.9, 0.5).chain()
+    assert choose_ordering(grid.Q) == "MMD_AT_PLUS_A"
+    # the answer does not depend on the ordering (to rounding, tails included)
+    pis = [grid.stationary("lu", ordering=o).pi for o in ("auto", "NATURAL", "COLAMD", "MMD_AT_PLUS_A")]
+    for p in pis[1:]:
+        assert np.allclose(p, pis[0], rtol=1e-10, atol=0)
+    with pytest.raises(ValueError, match="ordering"):
+        grid.stationary("lu", ordering="AMD")

@@ -1,0 +1,91 @@
+"""``ctmc hysteresis``: main measures of the hysteretic overload-control queue."""
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_arguments", "run", "report", "build_queue"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``ctmc hysteresis``."""
+    parser.add_argument("--L", type=int, default=10, help="overload abatement threshold (default 10)")
+    parser.add_argument("--H", type=int, default=20, help="overload onset threshold (default 20)")
+    parser.add_argument("--R", type=int, default=30, help="discard threshold (default 30)")
+    parser.add_argument("--capacity", type=int, default=None, help="capacity r (default R)")
+    parser.add_argument("--lam", type=float, default=1.2, help="batch rate in normal mode")
+    parser.add_argument("--lam-overload", type=float, default=0.6, help="batch rate in overload")
+    parser.add_argument("--mu", type=float, default=1.0, help="service rate (exponential service)")
+    parser.add_argument("--erlang", type=int, default=None, metavar="K",
+                        help="Erlang-K service with mean 1/mu instead of exponential")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="deterministic service 1/mu (embedded-chain route)")
+    parser.add_argument("--batch-geometric", type=float, default=None, metavar="P",
+                        help="geometric batch sizes with success probability P (mean 1/P)")
+    parser.add_argument("--batch-fixed", type=int, default=None, metavar="K", help="batches of K customers")
+    parser.add_argument("--policy", default="instant", choices=["instant", "departure-epoch"])
+    parser.add_argument("--acceptance", default="partial", choices=["partial", "whole"])
+    parser.add_argument("--route", default="auto", choices=["auto", "ctmc", "embedded"])
+
+
+def build_queue(args):
+    """A :class:`~models.hysteresis.HysteresisQueue` from parsed arguments."""
+    from .queue import HysteresisQueue
+    from .service import deterministic, erlang, fixed_batch, geometric_batch
+
+    service = None
+    if args.deterministic:
+        service = deterministic(1.0 / args.mu)
+    elif args.erlang:
+        service = erlang(args.erlang, mean=1.0 / args.mu)
+    batch = None
+    if args.batch_geometric is not None:
+        batch = geometric_batch(args.batch_geometric)
+    elif args.batch_fixed is not None:
+        batch = fixed_batch(args.batch_fixed)
+    return HysteresisQueue(args.L, args.H, args.R, args.lam, args.lam_overload, mu=args.mu,
+                           capacity=args.capacity, batch=batch, service=service, policy=args.policy,
+                           acceptance=args.acceptance)
+
+
+def _format(q, summary) -> str:
+    lines = [repr(q)]
+    for k, v in summary.items():
+        lines.append(f"  {k:<18} {v:.10g}" if isinstance(v, float) else f"  {k:<18} {v}")
+    return "\n".join(lines)
+
+
+def run(args) -> str:
+    """Solve the queue described by ``args`` and return the printable measures."""
+    q = build_queue(args)
+    return _format(q, q.summary(args.route))
+
+
+def report(plots_dir=None) -> str:
+    """Study for ``ctmc report``: both routes on one instance, and a plot if asked."""
+    from .queue import HysteresisQueue
+    from .service import erlang, geometric_batch
+
+    out = ["hysteresis: M^X|G|1|r with hysteretic overload control"]
+    q = HysteresisQueue(10, 20, 30, lam=1.1, lam_overload=0.5, service=erlang(4, 1.0),
+                        batch=geometric_batch(0.7))
+    a, b = q.stationary("ctmc"), q.stationary("embedded")
+    out.append(_format(q, q.summary("ctmc")))
+    out.append(f"  route (a) vs (b): max |p_a - p_b| = {abs(a.p - b.p).max():.2e}")
+    if plots_dir:
+        import pathlib
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        d = pathlib.Path(plots_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        fig, ax = plt.subplots()
+        ax.bar(range(a.p.shape[1]), a.p[0], label="normal")
+        ax.bar(range(a.p.shape[1]), a.p[1], bottom=a.p[0], label="overload")
+        ax.bar(range(a.p.shape[1]), a.p[2], bottom=a.p[0] + a.p[1], label="discard")
+        ax.set_xlabel("customers in system")
+        ax.set_ylabel("probability")
+        ax.legend()
+        fig.savefig(d / "hysteresis_law.png", dpi=100)
+        plt.close(fig)
+        out.append(f"  plot: {d / 'hysteresis_law.png'}")
+    return "\n".join(out)

@@ -1,0 +1,511 @@
+r"""Service-time and batch-size laws for :mod:`models.hysteresis`.
+
+Service times
+-------------
+A *phase-type* law :math:`PH(\alpha, S)` is the time to absorption of a CTMC
+on phases :math:`1..m` started with law :math:`\alpha` (:math:`\sum_j
+\alpha_j = 1`) with sub-generator :math:`S` (off-diagonal :math:`\ge 0`, row
+sums :math:`\le 0`, nonsingular) and exit rates :math:`s_0 = -S\mathbf 1`:
+
+.. math::
+
+    G(t) = 1 - \alpha e^{St}\mathbf 1, \qquad E[T] = \alpha(-S)^{-1}\mathbf 1 .
+
+Helpers: :func:`exponential`, :func:`erlang` (deterministic service is its
+limit :math:`k \to \infty` at fixed mean), :func:`hyperexponential`,
+:func:`coxian`, :func:`phase_type`. Phase-type laws work on both routes of
+:class:`~models.hysteresis.HysteresisQueue`; :func:`deterministic` and
+:func:`general` (a CDF or a ``scipy.stats`` distribution) only on the
+embedded-chain route.
+
+Every law provides the *Poisson mixing* coefficients used by the embedded
+chain: for a rate :math:`\Lambda > 0` and :math:`p_k(x) = e^{-x}x^k/k!`,
+
+.. math::
+
+    a_k = \int_0^\infty p_k(\Lambda t)\, dG(t), \qquad
+    b_k = \int_0^\infty p_k(\Lambda t)\, (1 - G(t))\, dt
+        = \frac{1}{\Lambda}\sum_{j > k} a_j .
+
+For :math:`PH(\alpha, S)`, with :math:`U = (\Lambda I - S)^{-1}`:
+:math:`a_k = \alpha (\Lambda U)^k U s_0` and :math:`b_k = \alpha (\Lambda
+U)^k U \mathbf 1` (exact). For deterministic service :math:`d`:
+:math:`a_k = p_k(\Lambda d)`. For a general :math:`G`, integration by parts
+gives :math:`a_0 = 1 - \Lambda b_0` and :math:`a_k = \Lambda(b_{k-1} - b_k)`,
+and the :math:`b_k` are computed by adaptive vector quadrature
+(:func:`scipy.integrate.quad_vec`) of :math:`(1 - G(t)) p_k(\Lambda t)`.
+
+Batch sizes
+-----------
+A batch size :math:`X \ge 1` has a finite pmf :math:`g_k = P(X = k)`
+(:class:`BatchSize`); helpers :func:`fixed_batch` and :func:`geometric_batch`
+(the geometric tail beyond ``kmax`` is lumped at ``kmax``: exact for the
+queue whenever ``kmax`` exceeds the capacity, since all larger batches are
+treated alike).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+__all__ = [
+    "PhaseType", "Deterministic", "GeneralService", "BatchSize",
+    "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
+    "deterministic", "general", "fixed_batch", "geometric_batch", "as_service", "as_batch",
+]
+
+_TAIL = 1e-15  # mass of the Poisson mixing left out of the sums
+_KMAX = 200_000
+
+
+def _positive(name, x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a positive number, got {x!r}") from None
+    if not (np.isfinite(v) and v > 0):
+        raise ValueError(f"{name}: must be finite and > 0, got {x!r}")
+    return v
+
+
+@dataclass(frozen=True, eq=False)
+class MixingResult:
+    """Poisson mixing coefficients ``a_k``, ``b_k`` (``k = 0..len-1``) of a service law.
+
+    ``tail`` is the mass ``1 - sum(a)`` left out by the truncation; ``status``
+    is ``"success"`` when it is below the requested tolerance.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    rate: float
+    tail: float
+    status: str
+    info: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class PhaseType:
+    r"""Phase-type service law :math:`PH(\alpha, S)` (validated on construction).
+
+    Parameters
+    ----------
+    alpha : array_like, shape (m,)
+        Initial phase law, non-negative, summing to 1.
+    S : array_like, shape (m, m)
+        Sub-generator: negative diagonal, non-negative off-diagonal, row sums
+        <= 0, and absorption reachable from every phase (nonsingular).
+    name : str
+        Label for reports.
+
+    Examples
+    --------
+    >>> from models.hysteresis.service import erlang
+    >>> e = erlang(4, mean=2.0)
+    >>> e.n_phases, round(e.mean, 12), round(e.scv, 12)
+    (4, 2.0, 0.25)
+    """
+
+    alpha: np.ndarray
+    S: np.ndarray
+    name: str = "PH"
+
+    def __post_init__(self):
+        a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
+        S = np.atleast_2d(np.asarray(self.S, dtype=float))
+        m = a.size
+        if a.ndim != 1 or m == 0:
+            raise ValueError("alpha: expected a non-empty 1-D array")
+        if S.shape != (m, m):
+            raise ValueError(f"S: expected shape ({m}, {m}) to match alpha, got {S.shape}")
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(S))):
+            raise ValueError("alpha, S: entries must be finite")
+        if (a < 0).any() or abs(a.sum() - 1) > 1e-12:
+            raise ValueError(f"alpha: must be >= 0 and sum to 1 (no atom at 0), sums to {a.sum()!r}")
+        off = S - np.diag(np.diag(S))
+        if (off < 0).any():
+            raise ValueError("S: off-diagonal entries must be >= 0")
+        if (np.diag(S) >= 0).any():
+            raise ValueError("S: diagonal entries must be < 0")
+        exit_ = -S.sum(axis=1)
+        if (exit_ < -1e-12 * np.abs(np.diag(S))).any():
+            raise ValueError("S: row sums must be <= 0 (exit rates s0 = -S 1 >= 0)")
+        exit_ = np.maximum(exit_, 0.0)
+        # unstable representation: some phase cannot reach absorption
+        ok = exit_ > 0
+        while True:
+            new = ok | ((off > 0) & ok[None, :]).any(axis=1)
+            if new.sum() == ok.sum():
+                break
+            ok = new
+        if not ok.all():
+            bad = np.flatnonzero(~ok).tolist()
+            raise ValueError(f"S: phases {bad} never reach absorption (singular sub-generator: "
+                             "not a valid phase-type representation)")
+        object.__setattr__(self, "alpha", a)
+        object.__setattr__(self, "S", S)
+
+    @property
+    def n_phases(self) -> int:
+        return self.alpha.size
+
+    @property
+    def exit_rates(self) -> np.ndarray:
+        """``s0 = -S 1``."""
+        return np.maximum(-self.S.sum(axis=1), 0.0)
+
+    def moment(self, k: int = 1) -> float:
+        """``E[T^k] = k! alpha (-S)^{-k} 1``."""
+        x = np.ones(self.n_phases)
+        M = -self.S
+        f = 1.0
+        for i in range(1, k + 1):
+            x = np.linalg.solve(M, x)
+            f *= i
+        return float(f * self.alpha @ x)
+
+    @property
+    def mean(self) -> float:
+        return self.moment(1)
+
+    @property
+    def scv(self) -> float:
+        """Squared coefficient of variation."""
+        m1 = self.mean
+        return self.moment(2) / m1 ** 2 - 1
+
+    def sf(self, t) -> np.ndarray:
+        """Survival function ``alpha exp(S t) 1``."""
+        import scipy.linalg as sl
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        return np.array([self.alpha @ sl.expm(self.S * ti) @ np.ones(self.n_phases) for ti in t])
+
+    def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
+        """Exact Poisson mixing ``a_k``, ``b_k`` (see the module docstring)."""
+        lam = _positive("rate", rate)
+        m = self.n_phases
+        U = np.linalg.inv(lam * np.eye(m) - self.S)
+        LU = lam * U
+        ua, ub = U @ self.exit_rates, U @ np.ones(m)
+        x = self.alpha.copy()
+        a, b, tot = [], [], 0.0
+        mean = self.mean
+        sb = 0.0
+        for _ in range(_KMAX):
+            ak, bk = float(x @ ua), float(x @ ub)
+            a.append(ak)
+            b.append(bk)
+            tot += ak
+            sb += bk
+            if 1 - tot < tol and mean - sb < tol * max(mean, 1.0):
+                break
+            x = x @ LU
+        tail = max(1 - tot, 0.0)
+        return MixingResult(np.array(a), np.array(b), lam, tail,
+                            "success" if tail < max(tol, 1e-14) else "truncated")
+
+
+@dataclass(frozen=True, eq=False)
+class Deterministic:
+    """Constant service time ``d`` (embedded-chain route only)."""
+
+    d: float
+    name: str = "D"
+
+    def __post_init__(self):
+        object.__setattr__(self, "d", _positive("d", self.d))
+
+    @property
+    def mean(self) -> float:
+        return self.d
+
+    @property
+    def scv(self) -> float:
+        return 0.0
+
+    def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
+        from scipy.stats import poisson
+        lam = _positive("rate", rate)
+        x = lam * self.d
+        kmax = int(poisson.isf(tol, x)) + 2 if x > 0 else 1
+        k = np.arange(kmax + 1)
+        a = poisson.pmf(k, x)
+        b = poisson.sf(k, x) / lam
+        return MixingResult(a, b, lam, float(poisson.sf(kmax, x)), "success")
+
+
+@dataclass(frozen=True, eq=False)
+class GeneralService:
+    """A general service law given by its CDF (embedded-chain route only).
+
+    Use :func:`general` to make one from a ``scipy.stats`` frozen distribution
+    or from a CDF callable.
+    """
+
+    cdf: Callable
+    mean: float
+    name: str = "G"
+    sf: Optional[Callable] = None
+    points: tuple = ()
+
+    def survival(self, t):
+        if self.sf is not None:
+            return self.sf(t)
+        return 1.0 - self.cdf(t)
+
+    def mixing(self, rate: float, tol: float = 1e-13) -> MixingResult:
+        from scipy.integrate import quad_vec
+        from scipy.stats import poisson
+        lam = _positive("rate", rate)
+        x = lam * self.mean
+        kmax = max(int(x + 12 * np.sqrt(x + 1) + 30), 40)
+        while True:
+            k = np.arange(kmax + 1)
+
+            def f(t):
+                return float(self.survival(t)) * poisson.pmf(k, lam * t)
+
+            b = np.zeros(kmax + 1)
+            edges = [0.0, *sorted(p for p in self.points if p > 0), np.inf]
+            nev = 0
+            for lo, hi in zip(edges[:-1], edges[1:]):
+                val, _err, inf = quad_vec(f, lo, hi, epsabs=tol / (10 * lam), epsrel=1e-12,
+                                          full_output=True, limit=20000)
+                b += val
+                nev += inf.neval
+            tail = lam * b[-1]
+            if tail < tol or kmax >= _KMAX:
+                break
+            kmax *= 2
+        a = np.empty_like(b)
+        a[0] = 1 - lam * b[0]
+        a[1:] = lam * (b[:-1] - b[1:])
+        a = np.maximum(a, 0.0)
+        return MixingResult(a, b, lam, float(tail), "success" if tail < tol else "truncated",
+                            {"neval": nev, "mean_check": float(b.sum())})
+
+
+def exponential(rate: float = 1.0) -> PhaseType:
+    """Exponential service with the given rate (one phase)."""
+    r = _positive("rate", rate)
+    return PhaseType(np.ones(1), np.array([[-r]]), name=f"M(rate={r:g})")
+
+
+def erlang(k: int, mean: float = 1.0) -> PhaseType:
+    """Erlang-k service with the given mean (each of the k phases has rate k/mean).
+
+    As ``k`` grows it tends to deterministic service with the same mean
+    (squared coefficient of variation 1/k).
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k: number of Erlang phases must be an integer >= 1, got {k!r}")
+    mean = _positive("mean", mean)
+    r = k / mean
+    S = -r * np.eye(k) + r * np.eye(k, k=1)
+    a = np.zeros(k)
+    a[0] = 1.0
+    return PhaseType(a, S, name=f"E{k}(mean={mean:g})")
+
+
+def hyperexponential(probs, rates) -> PhaseType:
+    """Mixture of exponentials: rate ``rates[i]`` with probability ``probs[i]``."""
+    p = np.asarray(probs, dtype=float)
+    r = np.asarray(rates, dtype=float)
+    if p.shape != r.shape or p.ndim != 1 or p.size == 0:
+        raise ValueError("probs, rates: expected two 1-D arrays of the same length")
+    if not (np.all(np.isfinite(r)) and (r > 0).all()):
+        raise ValueError(f"rates: must be finite and > 0, got {r}")
+    return PhaseType(p, -np.diag(r), name=f"H{p.size}")
+
+
+def coxian(rates, continue_probs) -> PhaseType:
+    """Coxian law: phase ``i`` (rate ``rates[i]``) moves on to ``i+1`` with
+    probability ``continue_probs[i]``, else service ends; the last phase ends.
+
+    Parameters
+    ----------
+    rates : array_like, shape (m,)
+    continue_probs : array_like, shape (m-1,), values in [0, 1]
+    """
+    r = np.asarray(rates, dtype=float)
+    c = np.asarray(continue_probs, dtype=float)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError("rates: expected a non-empty 1-D array")
+    if c.shape != (r.size - 1,):
+        raise ValueError(f"continue_probs: expected {r.size - 1} values, got shape {c.shape}")
+    if not (np.all(np.isfinite(r)) and (r > 0).all()):
+        raise ValueError(f"rates: must be finite and > 0, got {r}")
+    if ((c < 0) | (c > 1)).any():
+        raise ValueError(f"continue_probs: must lie in [0, 1], got {c}")
+    S = -np.diag(r) + np.diag(r[:-1] * c, k=1)
+    a = np.zeros(r.size)
+    a[0] = 1.0
+    return PhaseType(a, S, name=f"Cox{r.size}")
+
+
+def phase_type(alpha, S) -> PhaseType:
+    """General phase-type law from ``(alpha, S)`` (validated)."""
+    return PhaseType(alpha, S, name=f"PH{np.size(alpha)}")
+
+
+def deterministic(d: float = 1.0) -> Deterministic:
+    """Constant service time ``d`` (embedded-chain route; use :func:`erlang` for the CTMC route)."""
+    return Deterministic(d)
+
+
+def general(dist=None, *, cdf=None, mean=None, points=()) -> GeneralService:
+    """General service law for the embedded-chain route.
+
+    Parameters
+    ----------
+    dist : scipy.stats frozen distribution, optional
+        E.g. ``scipy.stats.lognorm(0.5, scale=1.0)``; support must be in [0, inf).
+    cdf : callable, optional
+        ``G(t)`` for ``t >= 0`` (instead of ``dist``); ``mean`` is then computed
+        by quadrature of ``1 - G`` unless given.
+    mean : float, optional
+    points : sequence of float
+        Breakpoints (jumps or kinks of ``G``) to help the quadrature.
+    """
+    if (dist is None) == (cdf is None):
+        raise ValueError("dist, cdf: give exactly one of a scipy.stats distribution or a CDF")
+    if dist is not None:
+        if not (hasattr(dist, "cdf") and hasattr(dist, "mean")):
+            raise ValueError("dist: expected a frozen scipy.stats distribution")
+        lo = float(dist.support()[0]) if hasattr(dist, "support") else 0.0
+        if lo < 0:
+            raise ValueError(f"dist: service times must be >= 0, the support starts at {lo}")
+        m = _positive("mean", dist.mean())
+        sup = [float(x) for x in dist.support() if np.isfinite(x) and x > 0]
+        pts = tuple(points) or tuple(float(q) for q in dist.ppf([0.5, 0.9, 0.99]) if np.isfinite(q))
+        pts = tuple(sorted(set(pts) | set(sup)))
+        return GeneralService(cdf=dist.cdf, mean=m, name=getattr(dist.dist, "name", "G"),
+                              sf=dist.sf, points=pts)
+    if not callable(cdf):
+        raise ValueError("cdf: expected a callable G(t)")
+    if mean is None:
+        from scipy.integrate import quad
+        mean = quad(lambda t: 1.0 - cdf(t), 0, np.inf, limit=500)[0]
+    m = _positive("mean", mean)
+    return GeneralService(cdf=cdf, mean=m, name="G", points=tuple(points))
+
+
+def as_service(service, mu: float):
+    """Normalise the ``service`` argument (None: exponential with rate ``mu``)."""
+    if service is None:
+        return exponential(_positive("mu", mu))
+    if isinstance(service, (PhaseType, Deterministic, GeneralService)):
+        return service
+    if hasattr(service, "cdf") and hasattr(service, "dist"):
+        return general(service)
+    raise ValueError("service: expected None, a PhaseType (exponential, erlang, hyperexponential, "
+                     "coxian, phase_type), deterministic(d), general(...) or a scipy.stats "
+                     f"frozen distribution, got {type(service).__name__}")
+
+
+@dataclass(frozen=True, eq=False)
+class BatchSize:
+    """Batch-size law ``P(X = k) = pmf[k - 1]``, ``k = 1..len(pmf)``.
+
+    Examples
+    --------
+    >>> from models.hysteresis.service import BatchSize
+    >>> b = BatchSize([0.5, 0.3, 0.2])
+    >>> round(b.mean, 12)
+    1.7
+    """
+
+    pmf: np.ndarray
+    name: str = "X"
+
+    def __post_init__(self):
+        p = np.atleast_1d(np.asarray(self.pmf, dtype=float))
+        if p.ndim != 1 or p.size == 0:
+            raise ValueError("batch: expected a non-empty pmf over sizes 1, 2, ...")
+        if not np.all(np.isfinite(p)) or (p < 0).any():
+            raise ValueError("batch: pmf entries must be finite and >= 0")
+        if abs(p.sum() - 1) > 1e-10:
+            raise ValueError(f"batch: pmf must sum to 1, sums to {p.sum()!r}")
+        nz = np.flatnonzero(p)
+        p = p[: nz[-1] + 1] / p.sum()
+        object.__setattr__(self, "pmf", p)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.arange(1, self.pmf.size + 1)
+
+    @property
+    def mean(self) -> float:
+        return float(self.sizes @ self.pmf)
+
+    def tail(self, j) -> np.ndarray:
+        """``P(X > j)`` for integer ``j >= 0`` (array-valued)."""
+        j = np.asarray(j)
+        c = np.concatenate([[1.0], 1.0 - np.cumsum(self.pmf)])
+        return np.where(j >= self.pmf.size, 0.0, c[np.clip(j, 0, self.pmf.size)])
+
+    def lumped(self, kmax: int) -> np.ndarray:
+        """pmf over ``1..kmax`` with the mass of sizes > kmax put at ``kmax``."""
+        p = np.zeros(kmax)
+        n = min(kmax, self.pmf.size)
+        p[:n] = self.pmf[:n]
+        p[kmax - 1] += self.pmf[kmax:].sum()
+        return p
+
+
+def fixed_batch(k: int) -> BatchSize:
+    """Every batch has exactly ``k`` customers."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k: batch size must be an integer >= 1, got {k!r}")
+    p = np.zeros(k)
+    p[-1] = 1.0
+    return BatchSize(p, name=f"fixed({k})")
+
+
+def geometric_batch(p: float, kmax: Optional[int] = None) -> BatchSize:
+    """Geometric batch size ``P(X = k) = (1 - p)^(k-1) p``, ``k >= 1`` (mean ``1/p``).
+
+    The tail ``P(X >= kmax)`` is lumped at ``kmax`` (default: where the tail
+    falls below 1e-17). The queue sees the exact geometric law whenever
+    ``kmax`` exceeds its capacity.
+    """
+    try:
+        q = float(p)
+    except (TypeError, ValueError):
+        raise ValueError(f"p: expected a number in (0, 1], got {p!r}") from None
+    if not (0 < q <= 1):
+        raise ValueError(f"p: success probability must lie in (0, 1], got {p!r}")
+    if kmax is None:
+        kmax = 1 if q == 1 else int(np.ceil(np.log(1e-17) / np.log1p(-q))) + 1
+    if isinstance(kmax, bool) or not isinstance(kmax, (int, np.integer)) or kmax < 1:
+        raise ValueError(f"kmax: expected an integer >= 1, got {kmax!r}")
+    k = np.arange(1, kmax + 1)
+    pmf = (1 - q) ** (k - 1) * q
+    pmf[-1] = (1 - q) ** (kmax - 1)
+    return BatchSize(pmf, name=f"geom({q:g})")
+
+
+def as_batch(batch) -> BatchSize:
+    """Normalise the ``batch`` argument (None: single arrivals; dict ``{size: prob}``; pmf array)."""
+    if batch is None:
+        return BatchSize(np.ones(1), name="1")
+    if isinstance(batch, BatchSize):
+        return batch
+    if isinstance(batch, dict):
+        if not batch:
+            raise ValueError("batch: the dict {size: probability} is empty")
+        sizes = list(batch)
+        if any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes):
+            raise ValueError(f"batch: sizes must be integers >= 1, got {sizes}")
+        pmf = np.zeros(max(sizes))
+        for s, v in batch.items():
+            pmf[s - 1] = v
+        return BatchSize(pmf)
+    try:
+        return BatchSize(np.asarray(batch, dtype=float))
+    except (TypeError, ValueError) as e:
+        if str(e).startswith("batch"):
+            raise
+        raise ValueError(f"batch: expected None, a BatchSize, a dict or a pmf array, got {batch!r}") from None

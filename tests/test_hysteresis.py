@@ -1,0 +1,519 @@
+"""Tests of models.hysteresis against independent answers.
+
+References used here:
+* M/M/1/r closed form p_n = (1 - rho) rho^n / (1 - rho^(r+1)); the example
+  lambda = 2, mu = 3, K = 5 of the LINE solver's qsys_mm1k_loss has loss 32/665.
+* M/G/1/r classic embedded chain (Gross & Harris; Niu & Cooper 1993, as coded
+  in LINE's qsys_mg1k_loss): p_n = pi^d_n / (pi^d_0 + rho), n < r,
+  p_r = 1 - 1 / (pi^d_0 + rho); re-implemented below with its own a_k.
+* level crossing for exponential service (docs/literature/hysteresis.md):
+  mu P(N = n+1) = sum_s lambda_s sum_{j <= n} p(s, j) P(X > n - j).
+* an independent hand-built generator of the M|M|1 hysteretic queue.
+"""
+import math
+
+import numpy as np
+import pytest
+import scipy.stats as st
+from scipy.integrate import quad
+
+from models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
+                               fixed_batch, general, geometric_batch, hyperexponential, phase_type)
+from models.hysteresis.service import BatchSize
+
+ROUTES = ["ctmc", "embedded"]
+
+
+# ---------------------------------------------------------------------------
+# independent references
+# ---------------------------------------------------------------------------
+def mm1r(lam, mu, r):
+    rho = lam / mu
+    p = rho ** np.arange(r + 1)
+    return p / p.sum()
+
+
+def mg1r_classic(lam, r, a, mean_s):
+    """Classic M/G/1/r: embedded chain at departures on 0..r-1 plus the Niu-Cooper relation."""
+    P = np.zeros((r, r))
+    for i in range(r):
+        base = max(i - 1, 0)
+        for jj in range(r - 1):
+            k = jj - base
+            if k >= 0:
+                P[i, jj] = a[k] if k < a.size else 0.0
+        P[i, r - 1] = 1 - P[i, : r - 1].sum()
+    # stationary law of the DTMC by a dense solve
+    M = np.vstack([(P.T - np.eye(r))[:-1], np.ones(r)])
+    b = np.zeros(r)
+    b[-1] = 1
+    pid = np.linalg.solve(M, b)
+    rho = lam * mean_s
+    p = np.empty(r + 1)
+    p[:r] = pid / (pid[0] + rho)
+    p[r] = 1 - 1 / (pid[0] + rho)
+    return p
+
+
+def poisson_mixing_quad(lam, dist, kmax):
+    """a_k = int pmf_k(lam t) g(t) dt over the support, by scipy.integrate.quad per k (test-only route)."""
+    lo, hi = dist.support()
+    return np.array([quad(lambda t: st.poisson.pmf(k, lam * t) * dist.pdf(t), lo, hi, limit=200,
+                          epsabs=1e-14)[0] for k in range(kmax)])
+
+
+def hand_built_mm1(L, H, R, l0, l1, mu):
+    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state."""
+    states = [(0, n) for n in range(H)] + [(1, n) for n in range(L + 1, R)] + \
+             [(2, n) for n in range(H + 1, R + 1)]
+    idx = {x: i for i, x in enumerate(states)}
+    Q = np.zeros((len(states), len(states)))
+
+    def add(x, y, rate):
+        Q[idx[x], idx[y]] += rate
+
+    for n in range(H):
+        add((0, n), (0, n + 1) if n + 1 < H else (1, H), l0)
+        if n >= 1:
+            add((0, n), (0, n - 1), mu)
+    for n in range(L + 1, R):
+        add((1, n), (1, n + 1) if n + 1 < R else (2, R), l1)
+        add((1, n), (1, n - 1) if n - 1 > L else (0, L), mu)
+    for n in range(H + 1, R + 1):
+        add((2, n), (2, n - 1) if n - 1 > H else (1, H), mu)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    return states, idx, Q
+
+
+def dense_stationary(Q):
+    n = Q.shape[0]
+    M = np.vstack([Q.T[:-1], np.ones(n)])
+    b = np.zeros(n)
+    b[-1] = 1
+    return np.linalg.solve(M, b)
+
+
+def dense_hitting(Q, target):
+    out = ~target
+    m = np.zeros(Q.shape[0])
+    m[out] = np.linalg.solve(-Q[np.ix_(out, out)], np.ones(out.sum()))
+    return m
+
+
+# ---------------------------------------------------------------------------
+# hysteresis disabled: classic queues
+# ---------------------------------------------------------------------------
+# The control is disabled with lam_overload = lam and H = R - 1: discard mode is
+# then the full state n = R only, where nothing could enter anyway.
+MM1_CASES = [  # (L, H, R, lam, mu)
+    (0, 1, 2, 0.7, 1.0),
+    (2, 7, 8, 1.3, 1.0),
+    (3, 19, 20, 0.9, 1.1),
+]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", MM1_CASES)
+def test_disabled_control_is_mm1r(case, route):
+    L, H, R, lam, mu = case
+    q = HysteresisQueue(L, H, R, lam, lam, mu=mu)
+    pn = q.distribution(route).sum(axis=0)
+    ref = mm1r(lam, mu, R)
+    np.testing.assert_allclose(pn, ref, rtol=1e-11, atol=0)
+    assert q.loss_probability(route) == pytest.approx(ref[-1], rel=1e-11)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+def test_line_solver_mm1k_example(route, policy):
+    # LINE solver, qsys_mm1k_loss example: lambda = 2, mu = 3, K = 5 -> loss 32/665
+    q = HysteresisQueue(1, 4, 5, 2.0, 2.0, mu=3.0, policy=policy)
+    assert q.loss_probability(route) == pytest.approx(32 / 665, rel=1e-12)
+
+
+def _det_a(lam, d, kmax):
+    return st.poisson.pmf(np.arange(kmax), lam * d)
+
+
+MG1_CASES = [  # (name, service, a_k by an independent route, mean)
+    ("D", deterministic(1.0), lambda lam, k: _det_a(lam, 1.0, k), 1.0),
+    ("D(0.5)", deterministic(0.5), lambda lam, k: _det_a(lam, 0.5, k), 0.5),
+    ("lognormal", general(st.lognorm(0.6, scale=0.8)),
+     lambda lam, k: poisson_mixing_quad(lam, st.lognorm(0.6, scale=0.8), k),
+     st.lognorm(0.6, scale=0.8).mean()),
+    ("uniform", general(st.uniform(0.2, 1.4)),
+     lambda lam, k: poisson_mixing_quad(lam, st.uniform(0.2, 1.4), k), 0.9),
+]
+
+
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("case", MG1_CASES, ids=[c[0] for c in MG1_CASES])
+@pytest.mark.parametrize("lam,r", [(0.8, 6), (1.3, 10)])
+def test_disabled_control_is_mg1r_classic(case, lam, r, policy):
+    _, service, a_of, mean_s = case
+    q = HysteresisQueue(1, r - 1, r, lam, lam, service=service, policy=policy)
+    ref = mg1r_classic(lam, r, a_of(lam, 80), mean_s)
+    pn = q.distribution("embedded").sum(axis=0)
+    np.testing.assert_allclose(pn, ref, rtol=1e-8, atol=1e-12)
+    assert q.loss_probability() == pytest.approx(ref[-1], rel=1e-8)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+def test_mx_m1k_partial_acceptance_values(route, policy):
+    # M^X/M/1/K values recorded in docs/literature/hysteresis.md (batch rate 0.8, mu = 3,
+    # K = 6, P(X = 1, 2, 3) = 0.5, 0.3, 0.2, partial acceptance): control disabled
+    q = HysteresisQueue(1, 5, 6, 0.8, 0.8, mu=3.0, batch={1: 0.5, 2: 0.3, 3: 0.2}, policy=policy)
+    ref = [0.56259415, 0.15002511, 0.11501925, 0.08068017, 0.04485195, 0.02885224, 0.01797713]
+    np.testing.assert_allclose(q.distribution(route).sum(axis=0), ref, atol=6e-9)
+    assert q.loss_probability(route) == pytest.approx(0.0351341647, abs=1e-10)
+    # mean waiting line from the same law
+    pn = np.array(ref)
+    assert q.mean_queue_length(route) == pytest.approx(pn @ np.maximum(np.arange(7) - 1, 0), abs=1e-7)
+
+
+# ---------------------------------------------------------------------------
+# M|M|1 with hysteresis against a hand-built generator
+# ---------------------------------------------------------------------------
+HYST_CASES = [  # (L, H, R, lam0, lam1, mu)
+    (2, 5, 8, 1.2, 0.6, 1.0),
+    (0, 3, 4, 2.0, 0.3, 1.0),
+    (4, 10, 15, 1.05, 0.9, 1.0),
+    (1, 2, 9, 0.5, 0.1, 0.8),
+]
+
+
+@pytest.mark.parametrize("case", HYST_CASES)
+def test_mm1_hysteresis_against_hand_built_generator(case):
+    L, H, R, l0, l1, mu = case
+    states, idx, Q = hand_built_mm1(L, H, R, l0, l1, mu)
+    pi = dense_stationary(Q)
+    q = HysteresisQueue(L, H, R, l0, l1, mu=mu)
+    assert q.chain().n_states == len(states)
+    p = q.distribution("ctmc")
+    for (s, n), v in zip(states, pi):
+        assert p[s, n] == pytest.approx(v, rel=1e-10)
+    mode = np.array([s for s, _ in states])
+    # return time: entrance into overload only at (1, H), from (0, H - 1)
+    m_ret = dense_hitting(Q, mode == 0)
+    assert q.mean_return_time() == pytest.approx(m_ret[idx[(1, H)]], rel=1e-10)
+    # normal period: entrance into normal only at (0, L), from (1, L + 1)
+    m_norm = dense_hitting(Q, mode != 0)
+    assert q.mean_normal_period() == pytest.approx(m_norm[idx[(0, L)]], rel=1e-10)
+    # discard period: R - H departures
+    assert q.mean_discard_time() == pytest.approx((R - H) / mu, rel=1e-10)
+    rt = q.return_times()
+    for s, n, v in zip(rt["mode"], rt["n"], rt["mean"]):
+        assert v == pytest.approx(m_ret[idx[(s, n)]], rel=1e-10)
+
+
+# ---------------------------------------------------------------------------
+# route (a) against route (b)
+# ---------------------------------------------------------------------------
+SERVICES = {
+    "M": exponential(1.3),
+    "E4": erlang(4, 0.9),
+    "H2": hyperexponential([0.3, 0.7], [0.5, 2.5]),
+    "Cox3": coxian([2.0, 1.5, 3.0], [0.6, 0.4]),
+    "PH": phase_type([0.6, 0.4, 0.0], [[-3.0, 1.0, 1.0], [0.5, -2.0, 0.5], [0.0, 1.0, -4.0]]),
+}
+BATCHES = {"single": None, "pmf": {1: 0.5, 2: 0.3, 3: 0.2}, "geom": geometric_batch(0.6),
+           "fixed2": fixed_batch(2)}
+
+
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("acceptance", ["partial", "whole"])
+@pytest.mark.parametrize("batch", list(BATCHES))
+@pytest.mark.parametrize("service", list(SERVICES))
+def test_routes_agree(service, batch, acceptance, policy):
+    q = HysteresisQueue(3, 6, 9, 1.4, 0.6, capacity=11, service=SERVICES[service], batch=BATCHES[batch],
+                        policy=policy, acceptance=acceptance)
+    a, b = q.stationary("ctmc"), q.stationary("embedded")
+    assert a.status == "success" and b.status == "success"
+    np.testing.assert_allclose(b.p, a.p, atol=1e-10, rtol=0)
+    assert q.loss_probability("embedded") == pytest.approx(q.loss_probability("ctmc"), abs=1e-10)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_general_route_matches_erlang_ctmc(k):
+    # a gamma law with integer shape k is Erlang-k: the quadrature route must match the CTMC
+    q_ph = HysteresisQueue(2, 5, 8, 1.3, 0.5, capacity=9, service=erlang(k, 1.0), batch={1: 0.7, 2: 0.3})
+    q_g = HysteresisQueue(2, 5, 8, 1.3, 0.5, capacity=9, service=st.gamma(k, scale=1.0 / k),
+                          batch={1: 0.7, 2: 0.3})
+    np.testing.assert_allclose(q_g.distribution(), q_ph.distribution(), atol=1e-9)
+
+
+def test_cdf_callable_service_matches_hyperexponential():
+    h = hyperexponential([0.4, 0.6], [0.7, 3.0])
+    q_ph = HysteresisQueue(1, 4, 7, 1.0, 0.4, service=h)
+    cdf = lambda t: 1 - 0.4 * math.exp(-0.7 * t) - 0.6 * math.exp(-3.0 * t)  # noqa: E731
+    q_g = HysteresisQueue(1, 4, 7, 1.0, 0.4, service=general(cdf=cdf))
+    assert q_g.service.mean == pytest.approx(h.mean, rel=1e-9)
+    np.testing.assert_allclose(q_g.distribution(), q_ph.distribution(), atol=1e-9)
+
+
+def test_erlang_converges_to_deterministic():
+    kw = dict(L=3, H=7, R=10, lam=1.1, lam_overload=0.6, batch={1: 0.6, 2: 0.4})
+    ref = HysteresisQueue(**kw, service=deterministic(1.0))
+    p_det = ref.distribution()
+    errs = [np.abs(HysteresisQueue(**kw, service=erlang(k, 1.0)).distribution("ctmc") - p_det).sum()
+            for k in (1, 2, 4, 8, 16, 32, 64)]
+    assert all(e2 < e1 for e1, e2 in zip(errs, errs[1:]))
+    assert errs[-1] < 0.03 * errs[0]
+    # first-order convergence in 1/k: the error halves when k doubles (roughly)
+    assert 1.6 < errs[-2] / errs[-1] < 2.4
+
+
+# ---------------------------------------------------------------------------
+# invariants
+# ---------------------------------------------------------------------------
+INV_CASES = [
+    dict(L=2, H=5, R=8, lam=1.2, lam_overload=0.6),
+    dict(L=3, H=6, R=9, lam=0.9, lam_overload=0.4, capacity=12, batch=geometric_batch(0.5),
+         service=erlang(3, 1.0)),
+    dict(L=1, H=4, R=7, lam=1.5, lam_overload=0.7, batch={1: 0.2, 3: 0.8}, acceptance="whole",
+         service=hyperexponential([0.5, 0.5], [0.8, 3.0])),
+    dict(L=2, H=6, R=8, lam=1.3, lam_overload=0.5, capacity=10, policy="departure-epoch",
+         batch={1: 0.5, 2: 0.5}, service=coxian([2.0, 2.5], [0.5])),
+]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_flow_balance_and_probabilities(kw, route):
+    q = HysteresisQueue(**kw)
+    law = q.stationary(route)
+    assert (law.p >= 0).all() and law.p.sum() == pytest.approx(1, abs=1e-13)
+    assert law.residual < 1e-12
+    assert q.accepted_rate(route) == pytest.approx(q.throughput(route), rel=1e-10)
+    br = q.loss_breakdown(route)
+    assert br["total"] == pytest.approx(q.loss_probability(route), abs=1e-12)
+    assert 0 <= q.loss_probability(route) <= 1 and 0 <= q.batch_loss_probability(route) <= 1
+    if q.batch.pmf.size == 1:
+        assert q.batch_loss_probability(route) == pytest.approx(q.loss_probability(route), rel=1e-12)
+
+
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_renewal_identities(kw):
+    q = HysteresisQueue(**kw)
+    pm = q.mode_probabilities("ctmc")
+    cycle = q.mean_cycle()
+    # P(normal) = E[normal period] / E[cycle] (renewal-reward, cycle from hitting times)
+    assert pm[0] == pytest.approx(q.mean_normal_period() / cycle, rel=1e-9)
+    assert pm[1] + pm[2] == pytest.approx(q.mean_return_time() / cycle, rel=1e-9)
+    if pm[2] > 0:
+        # discard entries per unit time times the mean discard time is P(discard)
+        f = q._entrance(q._mode_mask([2])).sum()
+        assert pm[2] == pytest.approx(f * q.mean_discard_time(), rel=1e-9)
+    assert q.mean_time_between_mode_changes() <= cycle / 2 + 1e-12
+
+
+PASSAGE = ["mean_return_time", "mean_normal_period", "mean_discard_time", "mean_cycle",
+           "mean_time_between_mode_changes"]
+
+
+@pytest.mark.parametrize("measure", PASSAGE)
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_passage_means_hitting_times_vs_embedded_renewal(kw, measure):
+    # route (a): ctmc hitting times from the entrance law; route (b): renewal-reward
+    # with exit rates from the embedded chain -- two different algorithms
+    q = HysteresisQueue(**kw)
+    a, b = getattr(q, measure)("ctmc"), getattr(q, measure)("embedded")
+    assert b == pytest.approx(a, rel=1e-9)
+
+
+def test_deterministic_passage_means_are_erlang_limits():
+    kw = dict(L=3, H=7, R=10, lam=1.1, lam_overload=0.6)
+    d = HysteresisQueue(**kw, service=deterministic(1.0))
+    ret_d, cyc_d = d.mean_return_time(), d.mean_cycle()
+    errs = [abs(HysteresisQueue(**kw, service=erlang(k, 1.0)).mean_return_time() - ret_d)
+            for k in (4, 16, 64)]
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 0.01 * ret_d
+    assert d.mode_probabilities()[0] == pytest.approx(d.mean_normal_period() / cyc_d, rel=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("batch", [{1: 0.5, 2: 0.3, 3: 0.2}, geometric_batch(0.4), None])
+def test_level_crossing_identity(batch, policy):
+    mu = 1.3
+    q = HysteresisQueue(2, 6, 9, 1.0, 0.45, mu=mu, capacity=11, batch=batch, policy=policy)
+    p = q.distribution("ctmc")
+    rates = q.rates
+    pn = p.sum(axis=0)
+    for n in range(q.capacity):
+        j = np.arange(n + 1)
+        up = sum(rates[s] * p[s, j] @ q.batch.tail(n - j) for s in range(3))
+        assert mu * pn[n + 1] == pytest.approx(up, rel=1e-10)
+
+
+def test_return_time_cdf_consistent_with_mean():
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.6, service=erlang(2, 1.0))
+    t = np.linspace(0, 200, 4001)
+    F = q.return_time_cdf(t)
+    assert F[0] == pytest.approx(0, abs=1e-14) and F[-1] == pytest.approx(1, abs=1e-9)
+    assert (np.diff(F) >= -1e-11).all()
+    mean = np.trapz(1 - F, t)
+    assert mean == pytest.approx(q.mean_return_time(), rel=1e-4)
+
+
+@pytest.mark.parametrize("kw", INV_CASES[:2])
+def test_return_time_laplace_transform(kw):
+    q = HysteresisQueue(**kw)
+    h = 1e-6
+    phi = q.return_time_laplace([0.0, h, 2 * h])
+    assert phi[0] == pytest.approx(1.0, abs=1e-12)
+    # -(d/ds) phi at 0 is the mean (second-order one-sided difference)
+    deriv = -(-3 * phi[0] + 4 * phi[1] - phi[2]) / (2 * h)
+    assert deriv == pytest.approx(q.mean_return_time(), rel=1e-5)
+    assert (np.diff(q.return_time_laplace(np.linspace(0, 2, 9))) < 0).all()
+
+
+def test_queue_counting_convention_shifts_thresholds():
+    a = HysteresisQueue(2, 5, 8, 1.2, 0.6, counting="queue")
+    b = HysteresisQueue(3, 6, 9, 1.2, 0.6)
+    np.testing.assert_allclose(a.distribution(), b.distribution(), rtol=1e-13)
+
+
+def test_departure_epoch_modes_change_only_at_departures():
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.6, capacity=10, service=erlang(2, 1.0), policy="departure-epoch")
+    c = q.chain()
+    Q = c.Q.tocoo()
+    mode, n = c.states["mode"], c.states["n"]
+    switch = mode[Q.row] != mode[Q.col]
+    assert switch.any()
+    assert (n[Q.col[switch]] == n[Q.row[switch]] - 1).all()
+
+
+def test_instant_policy_reachable_states():
+    L, H, R = 3, 7, 11
+    c = HysteresisQueue(L, H, R, 1.0, 0.5).chain()
+    got = set(zip(c.states["mode"].tolist(), c.states["n"].tolist()))
+    want = ({(0, n) for n in range(H)} | {(1, n) for n in range(L + 1, R)}
+            | {(2, n) for n in range(H + 1, R + 1)})
+    assert got == want
+
+
+# ---------------------------------------------------------------------------
+# invalid input
+# ---------------------------------------------------------------------------
+BAD = [
+    (dict(L=5, H=5, R=8), "H"),
+    (dict(L=2, H=8, R=8), "R"),
+    (dict(L=-1, H=3, R=8), "L"),
+    (dict(L=1, H=3, R=8, capacity=7), "capacity"),
+    (dict(L=1.5, H=3, R=8), "L"),
+    (dict(lam=0.0), "lam"),
+    (dict(lam=-1.0), "lam"),
+    (dict(lam_overload=-0.1), "lam_overload"),
+    (dict(lam_overload=5.0), "lam_overload"),
+    (dict(mu=0.0), "mu"),
+    (dict(batch={1: 0.5, 2: 0.4}), "batch"),
+    (dict(batch=[0.5, -0.1, 0.6]), "batch"),
+    (dict(batch={0: 1.0}), "batch"),
+    (dict(policy="sometimes"), "policy"),
+    (dict(acceptance="maybe"), "acceptance"),
+    (dict(counting="bytes"), "counting"),
+    (dict(service="exp"), "service"),
+]
+
+
+@pytest.mark.parametrize("kw,name", BAD)
+def test_invalid_parameters_raise(kw, name):
+    args = dict(L=2, H=5, R=8, lam=1.0, lam_overload=0.5)
+    args.update(kw)
+    with pytest.raises(ValueError, match=name):
+        HysteresisQueue(**args)
+
+
+@pytest.mark.parametrize("make,name", [
+    (lambda: phase_type([1.0, 0.0], [[-1.0, 1.0], [1.0, -1.0]]), "S"),   # never absorbs
+    (lambda: phase_type([0.5, 0.4], [[-1.0, 0.0], [0.0, -1.0]]), "alpha"),
+    (lambda: phase_type([1.0], [[1.0]]), "S"),
+    (lambda: phase_type([1.0, 0.0], [[-1.0, -0.5], [0.0, -1.0]]), "S"),
+    (lambda: erlang(0), "k"),
+    (lambda: hyperexponential([0.5, 0.5], [1.0, 0.0]), "rates"),
+    (lambda: coxian([1.0, 2.0], [1.5]), "continue_probs"),
+    (lambda: deterministic(-1.0), "d"),
+    (lambda: geometric_batch(0.0), "p"),
+    (lambda: fixed_batch(0), "k"),
+    (lambda: BatchSize([0.3, 0.3]), "batch"),
+    (lambda: general(st.norm(0, 1)), "dist"),
+])
+def test_invalid_laws_raise(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_route_errors_are_clear():
+    q = HysteresisQueue(2, 5, 8, 1.0, 0.5, service=deterministic(1.0))
+    with pytest.raises(ValueError, match="route"):
+        q.chain()
+    with pytest.raises(ValueError, match="route"):
+        q.mean_return_time("ctmc")
+    with pytest.raises(ValueError, match="route"):
+        q.return_times()
+    with pytest.raises(ValueError, match="route"):
+        q.stationary("magic")
+    big = HysteresisQueue(2, 5, 1500, 1.0, 0.5)
+    with pytest.raises(ValueError, match="capacity"):
+        big.stationary("embedded")
+
+
+# ---------------------------------------------------------------------------
+# examples
+# ---------------------------------------------------------------------------
+def test_literature_example_checks_hold(capsys):
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "examples"))
+    import hysteresis_literature as ex
+    worst = ex.main()
+    out = capsys.readouterr().out
+    assert worst < 1e-12
+    assert "matches (0, 0..H-1), (1, L+1..R-1), (2, H+1..R): True" in out
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("kw", INV_CASES)
+def test_two_flow_losses_average_to_total(kw, route):
+    q = HysteresisQueue(**kw)
+    f = q.loss_by_flow(route)
+    la, lb = q.lam_overload, q.lam - q.lam_overload
+    mixed = (la * f["priority"] + lb * f["other"]) / q.lam
+    assert mixed == pytest.approx(q.loss_probability(route), abs=1e-12)
+    assert 0 <= f["priority"] <= f["other"] <= 1
+
+
+def test_two_flow_single_arrivals_loss_is_discard_probability():
+    # single arrivals, instant policy, capacity R: the priority flow is lost only in discard
+    # mode (n = R is always discard), the other flow in overload and discard
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.7)
+    f = q.loss_by_flow()
+    pm = q.mode_probabilities()
+    assert f["priority"] == pytest.approx(pm[2], rel=1e-12)
+    assert f["other"] == pytest.approx(pm[1] + pm[2], rel=1e-12)
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+except ImportError:  # pragma: no cover
+    given = None
+
+if given is not None:
+    @settings(max_examples=25, deadline=None)
+    @given(L=hs.integers(0, 4), dH=hs.integers(1, 4), dR=hs.integers(1, 4), extra=hs.integers(0, 3),
+           lam=hs.floats(0.2, 3.0), frac=hs.one_of(hs.just(0.0), hs.floats(0.01, 1.0)), k=hs.integers(1, 3),
+           pmf=hs.lists(hs.floats(0.05, 1.0), min_size=1, max_size=4),
+           policy=hs.sampled_from(["instant", "departure-epoch"]),
+           acceptance=hs.sampled_from(["partial", "whole"]))
+    def test_random_queues_routes_agree(L, dH, dR, extra, lam, frac, k, pmf, policy, acceptance):
+        H = L + dH
+        R = H + dR
+        batch = np.array(pmf) / sum(pmf)
+        q = HysteresisQueue(L, H, R, lam, lam * frac, capacity=R + extra, batch=batch,
+                            service=erlang(k, 1.0), policy=policy, acceptance=acceptance)
+        a, b = q.stationary("ctmc"), q.stationary("embedded")
+        np.testing.assert_allclose(b.p, a.p, atol=1e-10)
+        assert q.accepted_rate() == pytest.approx(q.throughput(), rel=1e-9)
+        assert q.mode_probabilities()[0] == pytest.approx(q.mean_normal_period() / q.mean_cycle(), rel=1e-8)
