@@ -256,3 +256,21 @@ def test_missing_petsc4py_raises_import_error_with_install_help(monkeypatch):
     monkeypatch.setattr(_petsc_env, "_STATE", {})
     with pytest.raises(ImportError, match="apt-get install python3-petsc4py-real"):
         ref.two_state(1.0, 2.0).stationary(backend="petsc")
+
+
+@needs_petsc
+def test_per_call_options_reach_the_factorisation():
+    # MUMPS reads its options when it factorises, after KSPSetFromOptions
+    from ctmc.backends.petsc_backend import (DistributedChain, StationaryOptions, _ksp,
+                                             _transposed_generator)
+    dc = DistributedChain.from_chain(ref.mm1k(50, 0.7, 1.0))
+    A = _transposed_generator(dc)
+    A.zeroRowsColumns([0], 1.0)
+    info = {}
+    ksp = _ksp(dc, A, "lu", StationaryOptions(petsc_options={"mat_mumps_icntl_14": 57}), info)
+    assert ksp.getPC().getFactorMatrix().getMumpsIcntl(14) == 57 and info["factor_package"] == "mumps"
+    ksp.destroy(), A.destroy()
+    chain = ref.mm1k(1000, 0.5, 1.0)
+    res = chain.stationary("lu", backend="petsc", petsc_options={"pc_factor_mat_solver_type": "superlu_dist"})
+    assert res.info["factor_package"] == "superlu_dist"
+    assert relative_error(res.pi, CASES["mm1k_K1000"].exact_pi()) < 1e-9

@@ -592,6 +592,14 @@ def _ksp(dc, A, kind, opts, extra_info):
         extra_info["preconditioner"] = pctype
     with _options(opts.petsc_options):
         ksp.setFromOptions()
+        # factorisations (MUMPS) and block solvers (sub_ options) read their
+        # options at set-up: do it while the per-call options are in place
+        try:
+            ksp.setUp()
+        except PETSc.Error:
+            pass  # raised again, and mapped to a status, by the solve
+    if kind == "lu":
+        extra_info["factor_package"] = pc.getFactorSolverType()
     return ksp
 
 
