@@ -393,6 +393,7 @@ class DistributedChain:
         self.R.assemble()
         del indptr, indices, data
         self.qmax = self.allmax(self.exit_rates.max() if m else 0.0)
+        self.sweeps = 0  # reachability sweeps run so far (each: block BFS + one mat-vec)
 
     # construction ---------------------------------------------------------
     @classmethod
@@ -528,6 +529,7 @@ class DistributedChain:
         x, y = self.vec(), self.vec()
         try:
             while True:
+                self.sweeps += 1
                 marked = self._closure(G, marked)
                 x.getArray()[:] = marked
                 (self.R.multTranspose if forward else self.R.mult)(x, y)
@@ -760,13 +762,17 @@ def _stationary_dc(dc, method, opts):
         order = ["lu", "gmres"] if dc.n_states <= AUTO_DIRECT else ["gmres"]
     else:
         order = [method]
+    t0 = time.perf_counter()
     support, pin = _support(dc, opts)
+    t_support = time.perf_counter() - t0
     tried = []
     for k, m in enumerate(order):
         res = _stationary_once(dc, m, opts, pin, support)
         if res[2] in (Status.SUCCESS, Status.TAIL_INACCURATE) or k == len(order) - 1:
             if tried:
                 res[-1]["fallbacks"] = tried
+            res[-1]["closed_class_seconds"] = t_support
+            res[-1]["reachability_sweeps"] = dc.sweeps
             return res + (m,)
         tried.append(f"{m}: {res[2].value}")
 
