@@ -36,9 +36,9 @@ States outside the closed class are pinned to 0 the same way.
     else PETSc's own sequential LU on one process); ``info["factor_package"]``
     says which.
 ``gmres``, ``bicgstab``
-    Krylov solvers with right preconditioning (so PETSc monitors the true
-    residual) and block Jacobi with ILU(0) on each process's block
-    (``pc="asm"`` for an additive Schwarz overlap instead).
+    Krylov solvers with block Jacobi and ILU(0) on each process's block
+    (``pc="asm"`` for an additive Schwarz overlap instead); GMRES is
+    preconditioned on the right, so PETSc monitors the true residual.
 ``eps``
     SLEPc eigensolver (Krylov-Schur) for the eigenvalue 1 of the uniformised
     :math:`P^T = I + Q^T/\Lambda`, :math:`\Lambda = 1.02 \max_i q_i`: the left
