@@ -274,3 +274,15 @@ def test_per_call_options_reach_the_factorisation():
     res = chain.stationary("lu", backend="petsc", petsc_options={"pc_factor_mat_solver_type": "superlu_dist"})
     assert res.info["factor_package"] == "superlu_dist"
     assert relative_error(res.pi, CASES["mm1k_K1000"].exact_pi()) < 1e-9
+
+
+def test_example_without_petsc_says_how_to_install(monkeypatch, capsys):
+    import runpy
+    from pathlib import Path
+
+    import ctmc.backends.petsc_backend as pb
+    monkeypatch.setattr(pb, "available", lambda: False)
+    path = Path(__file__).resolve().parents[1] / "examples" / "petsc_jsq_blocking.py"
+    monkeypatch.setattr("sys.argv", [str(path)])
+    runpy.run_path(str(path), run_name="__main__")
+    assert "apt-get install python3-petsc4py-real" in capsys.readouterr().out

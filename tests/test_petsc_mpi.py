@@ -105,6 +105,15 @@ def _job(out_path):
     for meth in ("uniformization", "expm"):
         b = chain.transient({"s": 0, "l": 0}, [0.5, 3.0], backend="petsc", method=meth)
         P[f"transient_{meth}"] = [b.status.value, float(np.abs(b.p - a.p).max())]
+    # sets split across the two blocks: states that never reach the target, transient states
+    from test_petsc import _trap_chain
+    trap, x = _trap_chain()
+    a, b = trap.hitting_times(x == 0), trap.hitting_times(x == 0, backend="petsc")
+    fin = np.isfinite(a.mean)
+    P["trap_hitting"] = ["success" if np.array_equal(np.isfinite(b.mean), fin) else "different sets",
+                         relative_error(b.mean[fin], a.mean[fin])]
+    a, b = trap.stationary(), trap.stationary(backend="petsc")
+    P["trap_stationary"] = [b.status.value, float(np.abs(b.pi - a.pi).max())]
     # distributed assembly from the model: no rank holds the whole generator
     dc = DistributedChain.from_model(mdl, {"s": 0, "l": 0})
     r = dc.stationary("lu", gather="all")
@@ -194,7 +203,7 @@ def test_one_rank_builtin_models(name):
 
 @pytest.mark.parametrize("check", ["hitting_moments", "laplace_gmres", "first_passage_few_sources",
                                    "first_passage_many_sources", "transient_uniformization",
-                                   "transient_expm"])
+                                   "transient_expm", "trap_hitting", "trap_stationary"])
 def test_two_ranks_passage_and_transient(job, check):
     status, err = job["passage"][check]
     assert status == "success"
