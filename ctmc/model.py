@@ -436,6 +436,129 @@ class Model:
         rate = np.concatenate(rates) if rates else np.empty(0)
         return codes, src, dst, rate
 
+    # distributed assembly ---------------------------------------------------
+    def state_space(self, initial=None, *, max_states: Optional[int] = None, progress=None):
+        """Reachable states in the numbering of :meth:`build`, without the generator.
+
+        The global numbering needed for distributed assembly: every process
+        can call this (the state table is small next to the generator) and
+        then assemble only its own rows with :meth:`generator_rows`. The
+        exploration is a breadth-first search that keeps state codes only
+        (one bit per point of the bounding box when the box fits in memory),
+        so no process ever holds the transitions of the whole chain.
+
+        Parameters
+        ----------
+        initial, max_states, progress
+            As for :meth:`build`.
+
+        Returns
+        -------
+        StateTable
+            Sorted by state code: row ``i`` is state ``i`` of ``build(initial)``.
+
+        Examples
+        --------
+        >>> import ctmc
+        >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 4)
+        >>> m.event("arrival", guard=n < 4, rate=1.0, update={n: n + 1})
+        >>> m.event("departure", guard=n > 0, rate=2.0, update={n: n - 1})
+        >>> m.state_space(initial={"n": 0})["n"]
+        array([0, 1, 2, 3, 4])
+        """
+        from .chain import StateTable
+
+        if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
+            raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
+        if not self._events:
+            raise ModelError(f"model {self.name!r}: declare at least one event")
+        layout = self._layout()
+        init = self._initial_codes(initial, layout)
+        box = layout[4]
+        prog = Progress(f"exploring {self.name}", progress)
+        bitmap = box <= 8 * memory_limit(None) // 10
+        seen = np.zeros(box, dtype=bool) if bitmap else None
+        if bitmap:
+            seen[init] = True
+        else:
+            index = _CodeIndex()
+            index.add(init, np.arange(init.size))
+            found = [init]
+        n, frontier = init.size, init
+        while frontier.size:
+            nxt = []
+            for start in range(0, frontier.size, _CHUNK):
+                _, d, _, _ = self._expand(frontier[start:start + _CHUNK], layout, strict=True)
+                nxt.append(d)
+            cand = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
+            if bitmap:
+                frontier = cand[~seen[cand]]
+                seen[frontier] = True
+            else:
+                frontier = cand[index.lookup(cand) < 0]
+                index.add(frontier, np.arange(n, n + frontier.size))
+                found.append(frontier)
+            n += frontier.size
+            if max_states is not None and n > max_states:
+                raise ModelError(f"model {self.name!r}: more than max_states={max_states} reachable states")
+            prog.update(f"{n} states found")
+        codes = np.flatnonzero(seen).astype(np.int64) if bitmap else np.sort(np.concatenate(found))
+        prog.close(f"{codes.size} states")
+        return StateTable(self._decode(codes, layout), codes=codes, layout=layout)
+
+    def generator_rows(self, states, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop`` of the generator, from the events of those states only.
+
+        Parameters
+        ----------
+        states : StateTable
+            The global numbering, from :meth:`state_space` (or ``build().states``).
+        start, stop : int
+            The block of rows, ``0 <= start <= stop <= len(states)``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (stop - start, len(states))
+            Equal to ``build(initial).Q[start:stop]`` (global column numbers,
+            diagonal included).
+
+        Examples
+        --------
+        >>> import ctmc
+        >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 4)
+        >>> m.event("arrival", guard=n < 4, rate=1.0, update={n: n + 1})
+        >>> m.event("departure", guard=n > 0, rate=2.0, update={n: n - 1})
+        >>> m.generator_rows(m.state_space(initial={"n": 0}), 1, 2).toarray()
+        array([[ 2., -3.,  1.,  0.,  0.]])
+        """
+        codes, layout = getattr(states, "_codes", None), getattr(states, "_layout", None)
+        if codes is None or layout is None or list(layout[0]) != list(self._vars):
+            raise ValueError("states: expected the state table of this model (from state_space or build)")
+        n = codes.size
+        if not (isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer))
+                and 0 <= start <= stop <= n):
+            raise ValueError(f"start, stop: expected 0 <= start <= stop <= {n}, got {start!r}, {stop!r}")
+        srcs, dsts, rates = [], [], []
+        for a in range(start, stop, _CHUNK):
+            b = min(stop, a + _CHUNK)
+            s, d, r, _ = self._expand(codes[a:b], layout, strict=True)
+            col = np.searchsorted(codes, d)
+            if col.size and ((col >= n) | (codes[np.minimum(col, n - 1)] != d)).any():
+                raise ValueError("states: a transition leaves the given state table (not this model's "
+                                 "reachable set)")
+            srcs.append(s + (a - start))
+            dsts.append(col)
+            rates.append(r)
+        m = stop - start
+        cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
+        off = sp.csr_matrix((cat(rates, float), (cat(srcs, np.int64), cat(dsts, np.int64))), shape=(m, n))
+        off.sum_duplicates()
+        out = np.asarray(off.sum(axis=1)).ravel()
+        diag = sp.csr_matrix((-out, (np.arange(m), np.arange(start, stop))), shape=(m, n))
+        rows = (off + diag).tocsr()
+        rows.sort_indices()
+        return rows
+
     def event_rate(self, name: str, env) -> np.ndarray:
         """Rate of event ``name`` in each state of ``env`` (0 where disabled)."""
         for ev in self._events:

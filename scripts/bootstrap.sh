@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up ctmc in ./.venv on a fresh Debian machine.
 #   bash scripts/bootstrap.sh          runtime only (numpy, scipy, ctmc)
-#   bash scripts/bootstrap.sh --test   plus what the test suite and plots need
+#   bash scripts/bootstrap.sh --petsc  plus the PETSc/SLEPc backend over MPI (Debian packages)
+#   bash scripts/bootstrap.sh --test   plus what the test suite and plots need (PETSc included,
+#                                      so that its tests, some under mpirun -n 2, run too)
 # The virtual environment is made from Debian's own Python 3 with
 # --system-site-packages, so the Debian PETSc/SLEPc bindings (optional backend)
 # are visible to it; numpy stays below 2 because those bindings are built
@@ -10,13 +12,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-if [ "${1:-}" = "--test" ]; then extras="[test,plot]"; fi
+petsc=0
+case "${1:-}" in
+    --test) extras="[test,plot]"; petsc=1 ;;
+    --petsc) petsc=1 ;;
+esac
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=()
 [ -x /usr/bin/python3 ] || need+=(python3)
 /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
+if [ "$petsc" = 1 ]; then
+    # Debian's PETSc/SLEPc bindings and OpenMPI (about a minute; building PETSc
+    # from PyPI sources takes most of an hour). Skipped when already installed.
+    for pkg in python3-petsc4py-real python3-slepc4py-real openmpi-bin; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need+=("$pkg")
+    done
+fi
 if [ ${#need[@]} -gt 0 ]; then
     $SUDO apt-get update -q
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"

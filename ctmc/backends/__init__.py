@@ -17,6 +17,7 @@ __all__ = ["BACKENDS", "get_backend"]
 #: backend name -> module implementing it (imported on first use)
 BACKENDS = {
     "scipy": "ctmc.backends.scipy_backend",
+    "petsc": "ctmc.backends.petsc_backend",
 }
 
 

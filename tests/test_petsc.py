@@ -1,0 +1,288 @@
+"""The PETSc backend in one process: the same answers as exact laws and the scipy backend.
+
+Skipped, with the reason, where petsc4py is not installed; the two-process
+runs are in ``test_petsc_mpi.py``.
+"""
+import builtins
+import warnings
+
+import numpy as np
+import pytest
+import reference as ref
+from test_model import jsq, saturation_mean_closed_form
+
+import ctmc
+from ctmc.backends import _petsc_env
+from ctmc.backends.petsc_backend import INSTALL_HELP, available
+from ctmc.results import SolverError, Status
+
+needs_petsc = pytest.mark.skipif(not available(), reason=f"petsc4py not installed: {INSTALL_HELP}")
+pytestmark = pytest.mark.petsc
+
+METHODS = ["lu", "gmres", "bicgstab", "eps"]
+CASES = {c.name: c for c in ref.CASES}
+
+
+def relative_error(a, b, floor=1e-250):
+    """Largest relative error over the entries of ``b`` above ``floor``."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    big = np.abs(b) > floor
+    return float(np.max(np.abs(a[big] - b[big]) / np.abs(b[big]))) if big.any() else 0.0
+
+
+def stationary(chain, method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
+        return chain.stationary(method, backend="petsc", check=False, **kw)
+
+
+@needs_petsc
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_stationary_reference_chains(name, method):
+    case = CASES[name]
+    chain = case.build()
+    exact = case.exact_pi()
+    res = stationary(chain, method)
+    assert res.backend == "petsc" and res.method == method
+    assert res.status in (Status.SUCCESS, Status.TAIL_INACCURATE), res.message
+    assert np.abs(res.pi - exact).sum() < 1e-8
+    assert res.residual < 1e-8 and res.pi.min() >= 0
+    # the residual is recomputed, not PETSc's estimate
+    assert res.residual == pytest.approx(np.abs(res.pi @ chain.Q.toarray()).sum(), rel=1e-6, abs=1e-15)
+    if res.status is Status.SUCCESS:
+        # a success holds component-wise: small probabilities are not noise (the
+        # balance check bounds each state's imbalance by tail_tol = 1e-6; the
+        # error accumulates along the chain, hence the looser bound)
+        assert relative_error(res.pi, exact) < 1e-4
+    if method == "lu":
+        assert res.status is Status.SUCCESS
+        assert relative_error(res.pi, exact) < 1e-9
+        assert res.info["factor_package"] == "mumps"
+
+
+@needs_petsc
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_stationary_auto_matches_scipy(name):
+    chain = CASES[name].build()
+    a = chain.stationary()
+    b = stationary(chain, "auto")
+    assert b.status is Status.SUCCESS
+    assert relative_error(b.pi, a.pi) < 1e-9
+
+
+@needs_petsc
+@pytest.mark.parametrize("solver", ["lu", "gmres"])
+@pytest.mark.parametrize("K,rho,mu1,nu", [(8, 0.9, 0.5, 0.5), (12, 1.3, 0.3, 0.7)])
+def test_hitting_times_against_closed_form(K, rho, mu1, nu, solver):
+    m, s, l = jsq(K, rho, mu1, nu)
+    chain = m.build(initial={"s": 0, "l": 0})
+    target = (s == K) & (l == K)
+    h = chain.hitting_times(target, moments=2, backend="petsc", solver=solver)
+    exact = np.array([saturation_mean_closed_form(K, rho, mu1, nu, x, y)
+                      for x, y in zip(chain.states["s"], chain.states["l"])])
+    assert h.status is Status.SUCCESS and h.backend == "petsc"
+    assert np.allclose(h.mean, exact, rtol=1e-8, atol=0)
+    ref2 = chain.hitting_times(target, moments=2)
+    assert relative_error(h.moments[1], ref2.moments[1]) < 1e-8
+    assert h.residual < 1e-10 and h.info["balance_error"] < 1e-6
+
+
+@needs_petsc
+@pytest.mark.parametrize("solver", ["lu", "gmres"])
+def test_rare_target_is_flagged_not_silent(solver):
+    # means about 1e12 (rho = 0.5, K = 20): LU-type solves lose the digits;
+    # the scipy backend switches to its subtraction-free solver, PETSc must say so
+    m, s, l = jsq(20, 0.5, 0.8, 1.0)
+    chain = m.build(initial={"s": 0, "l": 0})
+    h = chain.hitting_times((s == 20) & (l == 20), backend="petsc", solver=solver, check=False)
+    assert h.status in (Status.INACCURATE, Status.BREAKDOWN, Status.MAX_ITERATIONS)
+    assert h.info["condition"] > 1e8 or h.status is not Status.INACCURATE
+
+
+@needs_petsc
+def test_hitting_times_birth_death_and_reward():
+    K, lam, mu = 30, 0.7, 1.0
+    chain = ref.mm1k(K, lam, mu)
+    n = chain.states["n"]
+    h = chain.hitting_times(n == K, backend="petsc")
+    exact = np.array([float(ref.hitting_mean_bd(K, lam, mu, i)) for i in range(K + 1)])
+    assert relative_error(h.mean, exact) < 1e-10
+    r = np.linspace(0.5, 2.0, K + 1)
+    a = chain.hitting_times(n == 0, moments=3, reward=r)
+    b = chain.hitting_times(n == 0, moments=3, reward=r, backend="petsc")
+    assert relative_error(b.moments, a.moments) < 1e-9
+
+
+def _trap_chain():
+    # state 3 jumps to 9 from where 0 is never reached: infinite means, LST 0
+    m = ctmc.Model("trap")
+    x = m.var("x", 0, 10)
+    m.event("up", guard=(x < 10) & (x != 3), rate=1.0, update={x: x + 1})
+    m.event("down", guard=(x > 0) & (x < 8), rate=2.0, update={x: x - 1})
+    m.event("trap", guard=x == 3, rate=0.5, update={x: 9})
+    return m.build(initial={"x": 0}), x
+
+
+@needs_petsc
+def test_hitting_sets_with_unreachable_target():
+    chain, x = _trap_chain()
+    a = chain.hitting_times(x == 0)
+    b = chain.hitting_times(x == 0, backend="petsc")
+    assert np.array_equal(np.isinf(a.mean), np.isinf(b.mean)) and np.isinf(b.mean).sum() > 0
+    assert np.array_equal(a.finite, b.finite)
+    fin = np.isfinite(a.mean)
+    assert relative_error(b.mean[fin], a.mean[fin]) < 1e-10
+    la = chain.hitting_laplace(x == 0, [0.0, 0.7])
+    lb = chain.hitting_laplace(x == 0, [0.0, 0.7], backend="petsc")
+    assert np.allclose(lb.values, la.values, rtol=1e-10, atol=1e-15)
+    # the closed class is the absorbing state x = 10; the others are transient
+    pa, pb = chain.stationary(), chain.stationary(backend="petsc")
+    assert np.allclose(pb.pi, pa.pi, rtol=1e-10, atol=1e-300) and pb.pi[chain.index(x=10)] == 1.0
+
+
+@needs_petsc
+@pytest.mark.parametrize("solver", ["lu", "gmres"])
+def test_laplace_and_first_passage_match_scipy(solver):
+    m, s, l = jsq(12, 0.9, 0.5, 0.5)
+    chain = m.build(initial={"s": 0, "l": 0})
+    a = chain.hitting_laplace(s == 0, [0.0, 0.5, 2.0])
+    b = chain.hitting_laplace(s == 0, [0.0, 0.5, 2.0], backend="petsc", solver=solver)
+    assert relative_error(b.values, a.values) < 1e-8
+    tgt = (l == 0) | (l == 12)
+    for src in ({"s": 3, "l": 5}, l <= 2):  # fewer sources than targets, then more
+        fa = chain.first_passage(tgt, s=[0.3], t=[1.0, 5.0], sources=src)
+        fb = chain.first_passage(tgt, s=[0.3], t=[1.0, 5.0], sources=src, backend="petsc", solver=solver)
+        assert np.array_equal(fa.targets, fb.targets) and np.array_equal(fa.sources, fb.sources)
+        assert np.allclose(fb.probabilities, fa.probabilities, rtol=1e-9, atol=1e-14)
+        assert np.allclose(fb.probabilities.sum(axis=1), 1.0, atol=1e-9)
+        assert np.allclose(fb.laplace, fa.laplace, rtol=1e-9, atol=1e-14)
+        assert np.allclose(fb.cdf, fa.cdf, rtol=1e-9, atol=1e-13)
+        assert fb.error_bound <= 1e-12
+
+
+@needs_petsc
+@pytest.mark.parametrize("method", ["uniformization", "expm"])
+def test_transient_two_state_closed_form(method):
+    a, b = 2.0, 3.0
+    chain = ref.two_state(a, b)
+    t = np.array([0.0, 0.1, 1.0, 4.0])
+    res = chain.transient(np.array([1.0, 0.0]), t, backend="petsc", method=method)
+    exact = b / (a + b) + a / (a + b) * np.exp(-(a + b) * t)
+    assert res.status is Status.SUCCESS
+    assert np.allclose(res.p[:, 0], exact, rtol=1e-10, atol=1e-14)
+
+
+@needs_petsc
+@pytest.mark.parametrize("method", ["uniformization", "expm"])
+def test_transient_matches_scipy(method):
+    m, s, l = jsq(12, 0.9, 0.5, 0.5)
+    chain = m.build(initial={"s": 0, "l": 0})
+    a = chain.transient({"s": 0, "l": 0}, [0.5, 3.0, 10.0])
+    b = chain.transient({"s": 0, "l": 0}, [0.5, 3.0, 10.0], backend="petsc", method=method)
+    assert np.abs(b.p - a.p).max() < 1e-10 and b.residual < 1e-10
+
+
+@needs_petsc
+def test_distributed_chain_from_model_equals_serial():
+    from ctmc.backends.petsc_backend import DistributedChain
+    m, s, l = jsq(15, 1.1, 0.5, 0.5)
+    chain = m.build(initial={"s": 0, "l": 0})
+    dc = DistributedChain.from_model(m, {"s": 0, "l": 0})
+    assert dc.n_states == chain.n_states and (dc.start, dc.stop) == (0, chain.n_states)
+    r = dc.stationary("lu", gather="all")
+    assert relative_error(r.pi, chain.stationary().pi) < 1e-10
+    thr = dc.allsum(float(r.pi @ dc.event_rate("blocked")))
+    assert thr == pytest.approx(chain.stationary().pi @ chain.event_rate("blocked"), rel=1e-10)
+    h = dc.hitting_times((s == 15) & (l == 15), gather="all")
+    assert relative_error(h.mean, chain.hitting_times((s == 15) & (l == 15)).mean) < 1e-9
+    fa = chain.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
+    fb = dc.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
+    assert np.allclose(fb.cdf, fa.cdf, rtol=1e-9, atol=1e-14) and np.array_equal(fb.sources, fa.sources)
+    ta = chain.transient(lambda env: env["s"] + env["l"] == 0, [1.0])
+    tb = dc.transient(lambda env: env["s"] + env["l"] == 0, [1.0], gather="all")
+    assert np.abs(tb.p - ta.p).max() < 1e-12
+    with pytest.raises(ValueError, match="target"):
+        dc.hitting_times(np.array([0.5]))
+    none = dc.stationary("gmres", gather="none")
+    assert none.info["rows"] == (0, chain.n_states) and none.pi.shape == (chain.n_states,)
+    root = dc.stationary("lu")  # default for a distributed chain: rank 0 (this one) gets it all
+    assert root.pi.shape == (chain.n_states,)
+    assert dc.memory()["local_nnz"] >= chain.Q.nnz
+
+
+@needs_petsc
+def test_status_mapping_and_options_database():
+    chain = ref.mmck(40, 3, 2.5, 1.0)
+    # a PETSc option (under the ctmc_ prefix) reaches the KSP: one iteration is not enough
+    res = chain.stationary("gmres", backend="petsc", check=False, petsc_options={"ksp_max_it": 1,
+                                                                                 "pc_type": "none"})
+    assert res.status is Status.MAX_ITERATIONS and res.info["reason"] == "DIVERGED_MAX_IT"
+    with pytest.raises(SolverError) as err:
+        chain.stationary("gmres", backend="petsc", maxiter=1, pc="none")
+    assert err.value.result.status is Status.MAX_ITERATIONS
+    # the options are removed afterwards
+    assert stationary(chain, "gmres").status is Status.SUCCESS
+
+
+@needs_petsc
+@pytest.mark.parametrize("kw,match", [({"tol": -1}, "tol"), ({"gather": "some"}, "gather"),
+                                      ({"pc": "amg"}, "pc"), ({"bogus": 1}, "options"),
+                                      ({"petsc_options": "ksp_type gmres"}, "petsc_options")])
+def test_bad_options_raise_before_work(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ref.two_state(1.0, 2.0).stationary("gmres", backend="petsc", **kw)
+
+
+@needs_petsc
+def test_bad_method_and_reducible_chain():
+    with pytest.raises(ValueError, match="method"):
+        ref.two_state(1.0, 2.0).stationary("gth", backend="petsc")
+    two = ctmc.CTMC([[-1.0, 1.0, 0, 0], [1.0, -1.0, 0, 0], [0, 0, -2.0, 2.0], [0, 0, 1.0, -1.0]])
+    with pytest.raises(ctmc.ReducibleChainError):
+        two.stationary(backend="petsc")
+    with pytest.raises(ValueError, match="solver"):
+        two.hitting_times([0], backend="petsc", solver="gth")
+
+
+def test_missing_petsc4py_raises_import_error_with_install_help(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kw):
+        if name.startswith(("petsc4py", "slepc4py")):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kw)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(_petsc_env, "_STATE", {})
+    with pytest.raises(ImportError, match="apt-get install python3-petsc4py-real"):
+        ref.two_state(1.0, 2.0).stationary(backend="petsc")
+
+
+@needs_petsc
+def test_per_call_options_reach_the_factorisation():
+    # MUMPS reads its options when it factorises, after KSPSetFromOptions
+    from ctmc.backends.petsc_backend import (DistributedChain, StationaryOptions, _ksp,
+                                             _transposed_generator)
+    dc = DistributedChain.from_chain(ref.mm1k(50, 0.7, 1.0))
+    A = _transposed_generator(dc)
+    A.zeroRowsColumns([0], 1.0)
+    info = {}
+    ksp = _ksp(dc, A, "lu", StationaryOptions(petsc_options={"mat_mumps_icntl_14": 57}), info)
+    assert ksp.getPC().getFactorMatrix().getMumpsIcntl(14) == 57 and info["factor_package"] == "mumps"
+    ksp.destroy(), A.destroy()
+    chain = ref.mm1k(1000, 0.5, 1.0)
+    res = chain.stationary("lu", backend="petsc", petsc_options={"pc_factor_mat_solver_type": "superlu_dist"})
+    assert res.info["factor_package"] == "superlu_dist"
+    assert relative_error(res.pi, CASES["mm1k_K1000"].exact_pi()) < 1e-9
+
+
+def test_example_without_petsc_says_how_to_install(monkeypatch, capsys):
+    import runpy
+    from pathlib import Path
+
+    import ctmc.backends.petsc_backend as pb
+    monkeypatch.setattr(pb, "available", lambda: False)
+    path = Path(__file__).resolve().parents[1] / "examples" / "petsc_jsq_blocking.py"
+    monkeypatch.setattr("sys.argv", [str(path)])
+    runpy.run_path(str(path), run_name="__main__")
+    assert "apt-get install python3-petsc4py-real" in capsys.readouterr().out
