@@ -117,7 +117,11 @@ def main(argv=None) -> int:
             print()
             print(mod.report(args.plots))
     else:
-        print(fams[args.command].run(args))
+        try:
+            out = fams[args.command].run(args)
+        except ValueError as exc:   # bad parameters: one line, exit status 2
+            parser.error(f"{args.command}: {exc}")
+        print(out)
     return 0
 
 

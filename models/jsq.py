@@ -75,6 +75,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -96,32 +97,44 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # parameter checks (before any heavy work)
 # ---------------------------------------------------------------------------
+def _real(name, v, allow_none=False):
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+        raise ValueError(f"{name}: must be a finite real number, got {v!r}")
+    return float(v)
+
+
 def _check(K, rho, mu2, idle_rate):
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
         raise ValueError(f"K: capacity must be an integer >= 1, got {K!r}")
-    for name, v in (("rho", rho), ("mu2", mu2)):
-        if not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v):
-            raise ValueError(f"{name}: must be a finite number, got {v!r}")
+    rho, mu2 = _real("rho", rho), _real("mu2", mu2)
     if not rho > 0:
         raise ValueError(f"rho: arrival rate must be > 0, got {rho!r}")
     if not 0 <= mu2 <= 1:
         raise ValueError(f"mu2: service rate of the longest queue must lie in [0, 1] (mu1 = 1 - mu2), got {mu2!r}")
-    nu = mu2 if idle_rate is None else idle_rate
-    if not isinstance(nu, (int, float, np.floating, np.integer)) or not 0 <= nu <= 1:
+    nu = _real("idle_rate", idle_rate, allow_none=True)
+    nu = mu2 if nu is None else nu
+    if not 0 <= nu <= 1:
         raise ValueError("idle_rate: rate of the lone busy server must lie in [0, 1] "
                          f"(1 = full pooling of both servers), got {idle_rate!r}")
-    return int(K), float(rho), float(mu2), float(nu)
+    return int(K), rho, mu2, nu
 
 
 # ---------------------------------------------------------------------------
 # closed forms, subtraction-free and scaled
 # ---------------------------------------------------------------------------
-def _one_minus_pow(mu1: float, i):
-    """``1 - mu1**i`` for integer ``i >= 0`` without cancellation."""
+def _log_mu1(mu2: float) -> float:
+    """``log(1 - mu2)`` without rounding ``1 - mu2`` first (``-inf`` for mu2 = 1)."""
+    return math.log1p(-mu2) if mu2 < 1 else -math.inf
+
+
+def _one_minus_pow(mu2: float, i):
+    """``1 - mu1**i`` (``mu1 = 1 - mu2``, integer ``i >= 0``) without cancellation."""
     i = np.asarray(i, dtype=float)
-    if mu1 == 0.0:
+    if mu2 == 1.0:
         return np.where(i > 0, 1.0, 0.0)
-    return -np.expm1(i * math.log(mu1))
+    return -np.expm1(i * math.log1p(-mu2))
 
 
 def log_blocking_probability(K: int, rho: float, mu2: float, idle_rate: float | None = None) -> float:
@@ -145,11 +158,10 @@ def log_blocking_probability(K: int, rho: float, mu2: float, idle_rate: float | 
     -3010.425
     """
     K, rho, mu2, nu = _check(K, rho, mu2, idle_rate)
-    mu1 = 1.0 - mu2
     lr = math.log(rho)
     j = np.arange(K, 2 * K + 1, dtype=float)
     m = np.arange(K, dtype=float)
-    coef = nu + (1.0 - nu) * _one_minus_pow(mu1, m)
+    coef = nu + (1.0 - nu) * _one_minus_pow(mu2, m)
     with np.errstate(divide="ignore"):
         logs = np.concatenate([j * lr, m * lr + np.log(coef)])
     logD = float(np.logaddexp.reduce(logs[np.isfinite(logs)]))
@@ -229,7 +241,7 @@ def _log_seg(a, b, lr: float):
     return np.where(ok, -a * lr + lg, -np.inf)
 
 
-def _log_anchor(K, mu1, nu, x, y, lr, PD):
+def _log_anchor(K, nu, x, y, lr, PD):
     r"""``log E_(x,y)[tau]`` for one state by the positive-term sum.
 
     :math:`E = \sum_{j=1}^{2K} \rho^{-j}\beta_j` with
@@ -309,17 +321,19 @@ def log_saturation_mean(K: int, rho: float, mu2: float, idle_rate: float | None 
     460.2416647
     """
     K, rho, mu2, nu = _check(K, rho, mu2, idle_rate)
-    mu1 = 1.0 - mu2
     lr = math.log(rho)
     if states is None:
         xs, ys = np.triu_indices(K + 1)
     else:
-        st = np.asarray(states, dtype=np.int64).reshape(-1, 2)
+        raw = np.asarray(states)
+        if raw.size % 2 or raw.dtype.kind not in "iuf" or (raw.dtype.kind == "f" and (raw != np.round(raw)).any()):
+            raise ValueError("states: expected integer pairs (x, y)")
+        st = raw.astype(np.int64).reshape(-1, 2)
         xs, ys = st[:, 0], st[:, 1]
         if ((xs < 0) | (xs > ys) | (ys > K)).any():
             raise ValueError(f"states: need 0 <= x <= y <= K = {K}")
-    PD = np.concatenate([[0.0], np.cumsum(_one_minus_pow(mu1, np.arange(K + 1)))])  # PD[u+1] = sum_{i<=u}
-    lmu1 = math.log(mu1) if mu1 > 0 else -np.inf
+    PD = np.concatenate([[0.0], np.cumsum(_one_minus_pow(mu2, np.arange(K + 1)))])  # PD[u+1] = sum_{i<=u}
+    lmu1 = _log_mu1(mu2)
     ns = xs + ys
     out = np.full(xs.shape, -np.inf)
     order = np.argsort(ns, kind="stable")
@@ -330,7 +344,7 @@ def log_saturation_mean(K: int, rho: float, mu2: float, idle_rate: float | None 
             continue
         x0, y0 = max(0, n - K), min(n, K)
         xm = int(xs[sel].max())
-        lv = [_log_anchor(K, mu1, nu, x0, y0, lr, PD)]
+        lv = [_log_anchor(K, nu, x0, y0, lr, PD)]
         if xm > x0 and nu < 1.0:
             t = np.arange(x0, xm)
             with np.errstate(invalid="ignore"):
@@ -574,6 +588,8 @@ class JSQ2:
         if source == "closed_form":
             if moments != 1:
                 raise ValueError("moments: the closed form gives the mean only (moments=1)")
+            if options:
+                raise ValueError(f"options: {sorted(options)} apply to source='chain' only")
             st = self.chain().states
             return saturation_mean(self.K, self.rho, self.mu2, self.nu,
                                    states=np.column_stack([st["s"], st["l"]]))
@@ -590,23 +606,47 @@ class JSQ2:
         r"""Laplace transform :math:`E_{(x,y)}[e^{-s\tau}]` from every state (a :class:`ctmc.LaplaceResult`)."""
         return self.chain().hitting_laplace(self._saturated(), s, **options)
 
-    def first_equality(self, s=None, t=None, **options):
+    def first_equality(self, s=None, t=None, sources=None, **options):
         r"""Joint law of (time, common length) at the first queue-length equality.
 
-        From every unequal state :math:`x < y`, the time
+        From unequal states :math:`x < y`, the time
         :math:`T = \inf\{t: x_t = y_t\}` and the common length :math:`x_T`:
         transform :math:`E_{(x,y)}[e^{-sT}; x_T = k]` at points ``s`` and/or
         the joint CDF :math:`P_{(x,y)}(T \le t, x_T = k)` at times ``t``.
 
+        Parameters
+        ----------
+        s, t : float or array_like, optional
+            Transform points and times.
+        sources : dict, list of dict, expression or callable, optional
+            Starting states (default: every unequal state). The answer is
+            dense, ``len(sources) x (K + 1)`` per point: with every unequal
+            state that is about :math:`K^3/2` numbers, fine for K of a few
+            hundred; pass the starting states you need beyond that.
+
         Returns
         -------
         ctmc.FirstPassageResult
-            Rows are the unequal states (``result.sources``), columns the
+            Rows are the starting states (``result.sources``), columns the
             equal states ``(k, k)`` (``result.targets``), in chain order.
+
+        Examples
+        --------
+        >>> q = JSQ2(K=30, rho=0.9, mu2=0.3)
+        >>> fp = q.first_equality(s=[0.0], sources={"s": 2, "l": 7})
+        >>> fp.probabilities.shape, round(float(fp.probabilities.sum()), 12)
+        ((1, 31), 1.0)
         """
         ch = self.chain()
-        return ch.first_passage(lambda e: e["s"] == e["l"], s=s, t=t,
-                                sources=lambda e: e["s"] < e["l"], **options)
+        if sources is None:
+            src = lambda e: e["s"] < e["l"]  # noqa: E731
+        elif isinstance(sources, dict):
+            src = [ch.index(**sources)]
+        elif isinstance(sources, (list, tuple)) and sources and isinstance(sources[0], dict):
+            src = [ch.index(**d) for d in sources]
+        else:
+            src = sources
+        return ch.first_passage(lambda e: e["s"] == e["l"], s=s, t=t, sources=src, **options)
 
 
 # ---------------------------------------------------------------------------
@@ -633,7 +673,7 @@ def run(args) -> str:
     m = q.measures()
     ts = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sat = q.saturation_analysis()
+    sat = q.saturation_analysis(check=False)    # status printed below
     th = time.perf_counter() - t0
     i00 = chain.index(s=0, l=0)
     pb_cf = q.blocking_probability("closed_form")
@@ -666,20 +706,20 @@ def report(plots_dir=None) -> str:
 
     rows = []
     for K, rho, mu2, nu in [(10, 0.9, 0.5, None), (200, 0.9, 0.3, None), (200, 1.3, 0.75, 1.0),
-                            (400, 0.5, 0.0, None), (400, 0.9, 1.0, 0.2)]:
+                            (300, 0.5, 0.0, None), (300, 0.9, 1.0, 0.2)]:
         q = JSQ2(K, rho, mu2, nu)
         t0 = time.perf_counter()
         pb = q.blocking_probability()
-        sat = q.saturation_analysis()
+        sat = q.saturation_analysis(check=False)    # status printed in the table
         dt = time.perf_counter() - t0
         i00 = q.chain().index(s=0, l=0)
         pb_cf = q.blocking_probability("closed_form")
         e_cf = float(saturation_mean(K, rho, mu2, q.nu, states=[(0, 0)])[0])
         rows.append([K, rho, mu2, q.nu, q.chain().n_states, f"{pb:.6e}", f"{_rel(pb, pb_cf):.1e}",
-                     f"{sat.mean[i00]:.6e}", f"{_rel(sat.mean[i00], e_cf):.1e}", f"{dt:.2f}"])
+                     f"{sat.mean[i00]:.6e}", f"{_rel(sat.mean[i00], e_cf):.1e}", sat.status.value, f"{dt:.2f}"])
     from ctmc.cli import _table
     out = "Two-queue JSQ (Tibi 2019): chain vs closed forms\n" + _table(
-        rows, ["K", "rho", "mu2", "nu", "states", "P_block", "rel.err", "E_(0,0)[tau]", "rel.err", "s"])
+        rows, ["K", "rho", "mu2", "nu", "states", "P_block", "rel.err", "E_(0,0)[tau]", "rel.err", "status", "s"])
     if plots_dir:
         from pathlib import Path
         import importlib.util
