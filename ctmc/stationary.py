@@ -342,6 +342,9 @@ def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
         info["pins"].append(pin)
         try:
             lu, info["ordering"] = splu(A, opts.ordering)
+        except (MemoryError, SystemError) as exc:
+            # SuperLU reports a failed allocation as SystemError
+            return None, 0, Status.BREAKDOWN, f"SuperLU ran out of memory ({type(exc).__name__}: {exc})", info
         except RuntimeError as exc:  # singular factor
             # a numerically singular pinned system: typical of a pin on a
             # state of negligible probability; retry at the slowest-exit state

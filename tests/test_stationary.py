@@ -222,3 +222,20 @@ def test_lu_recovers_from_an_improbable_first_pin(K, rho):
     assert np.allclose(res.pi, ref.pi, rtol=1e-10, atol=0)
     pb = res.pi[ch.index(s=K, l=K)]
     assert abs(pb / blocking_probability(K, rho, 0.5) - 1) < 1e-12
+
+
+def test_lu_out_of_memory_falls_back_instead_of_crashing(monkeypatch):
+    # SuperLU reports a failed allocation as SystemError; 'auto' must treat it
+    # as "lu could not run" and fall back to an iterative method
+    import ctmc.stationary as st
+
+    def no_memory(A, ordering="auto"):
+        raise SystemError("<built-in function gstrf> returned NULL without setting an exception")
+
+    monkeypatch.setattr(st, "splu", no_memory)
+    chain = ctmc.CTMC.from_rates(np.diag(np.ones(1499), 1) + 2 * np.diag(np.ones(1499), -1))
+    res = chain.stationary(check=False)
+    assert res.method == "gmres" and "lu: breakdown" in res.info["fallbacks"]
+    assert res.residual < 1e-8 and abs(res.pi.sum() - 1) < 1e-12
+    with pytest.raises(ctmc.SolverError, match="out of memory"):
+        chain.stationary("lu")
