@@ -11,6 +11,7 @@ References used here:
 * an independent hand-built generator of the M|M|1 hysteretic queue.
 """
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -62,12 +63,17 @@ def poisson_mixing_quad(lam, dist, kmax):
                           epsabs=1e-14)[0] for k in range(kmax)])
 
 
-def hand_built_mm1(L, H, R, l0, l1, mu):
-    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state."""
+def hand_built_mm1(L, H, R, l0, l1, mu, dtype=float):
+    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state.
+
+    ``dtype=object`` with :class:`fractions.Fraction` rates gives an exact generator.
+    """
     states = [(0, n) for n in range(H)] + [(1, n) for n in range(L + 1, R)] + \
              [(2, n) for n in range(H + 1, R + 1)]
     idx = {x: i for i, x in enumerate(states)}
-    Q = np.zeros((len(states), len(states)))
+    Q = np.zeros((len(states), len(states)), dtype=dtype)
+    if dtype is object:
+        Q[:] = Fraction(0)
 
     def add(x, y, rate):
         Q[idx[x], idx[y]] += rate
@@ -91,6 +97,20 @@ def dense_stationary(Q):
     b = np.zeros(n)
     b[-1] = 1
     return np.linalg.solve(M, b)
+
+
+def exact_stationary(Q):
+    """Stationary law of a generator with Fraction entries (Gaussian elimination in rationals)."""
+    n = Q.shape[0]
+    A = [list(Q[:, i]) + [Fraction(0)] for i in range(n - 1)] + [[Fraction(1)] * n + [Fraction(1)]]
+    for c in range(n):
+        piv = next(i for i in range(c, n) if A[i][c] != 0)
+        A[c], A[piv] = A[piv], A[c]
+        for i in range(n):
+            if i != c and A[i][c] != 0:
+                f = A[i][c] / A[c][c]
+                A[i] = [x - f * y for x, y in zip(A[i], A[c])]
+    return [A[i][n] / A[i][i] for i in range(n)]
 
 
 def dense_hitting(Q, target):
@@ -205,6 +225,44 @@ def test_mm1_hysteresis_against_hand_built_generator(case):
     rt = q.return_times()
     for s, n, v in zip(rt["mode"], rt["n"], rt["mean"]):
         assert v == pytest.approx(m_ret[idx[(s, n)]], rel=1e-10)
+
+
+# Small losses in relative terms against exact rational answers. The loss is
+# (P(overload) (l0 - l1) + P(discard) l0) / l0 here: single arrivals never
+# overflow (n = R is a discard state).
+# (pytest.approx adds abs=1e-12 to a bare rel=, hence abs=0 below)
+EXACT_CASES = [  # (L, H, R, l0, l1); losses from 3e-10 down to 3e-17
+    (3, 10, 20, Fraction(1, 10), Fraction(1, 20)),
+    (3, 10, 20, Fraction(1, 20), Fraction(1, 40)),
+    (3, 10, 20, Fraction(1, 50), Fraction(1, 100)),
+    (2, 6, 30, Fraction(1, 5), Fraction(1, 20)),
+]
+
+
+@pytest.fixture(scope="module")
+def exact_laws():
+    out = {}
+    for L, H, R, l0, l1 in EXACT_CASES:
+        states, _, Q = hand_built_mm1(L, H, R, l0, l1, Fraction(1), dtype=object)
+        pi = exact_stationary(Q)
+        pm = [sum((v for (s, _), v in zip(states, pi) if s == m), Fraction(0)) for m in range(3)]
+        out[(L, H, R, l0, l1)] = (states, pi, pm)
+    return out
+
+
+@pytest.mark.parametrize("route", ["ctmc"])
+@pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_small_losses_relative_to_exact_rationals(case, route, exact_laws):
+    L, H, R, l0, l1 = case
+    _, _, pm = exact_laws[case]
+    loss = float((pm[1] * (l0 - l1) + pm[2] * l0) / l0)
+    q = HysteresisQueue(L, H, R, float(l0), float(l1))
+    assert q.loss_probability(route) == pytest.approx(loss, rel=1e-11, abs=0)
+    assert q.loss_breakdown(route)["total"] == pytest.approx(loss, rel=1e-11, abs=0)
+    assert q.batch_loss_probability(route) == pytest.approx(loss, rel=1e-11, abs=0)
+    flows = q.loss_by_flow(route)
+    assert flows["priority"] == pytest.approx(float(pm[2]), rel=1e-11, abs=0)
+    assert flows["other"] == pytest.approx(float(pm[1] + pm[2]), rel=1e-11, abs=0)
 
 
 # ---------------------------------------------------------------------------

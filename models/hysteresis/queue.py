@@ -95,11 +95,16 @@ Measures
 From the time-stationary law :math:`p(s, n)` (Poisson arrivals see time
 averages):
 
-    * customer loss: :math:`1 - \text{accepted rate}/(\lambda_0 E[X])`: the
-      source offers :math:`\lambda_0 E[X]` customers per unit time in every
-      mode; a customer is lost if throttled (overload), discarded, or
-      rejected for lack of room (:meth:`HysteresisQueue.loss_breakdown`);
-    * batch loss: fraction of offered batches not admitted in full;
+    * customer loss: the source offers :math:`\lambda_0 E[X]` customers per
+      unit time in every mode; a customer is lost if throttled (overload),
+      discarded, or rejected for lack of room. The loss is summed from the
+      lost customers state by state, :math:`\sum_{s,n} p(s,n)(\lambda_0 E[X]
+      - \lambda_s E[\text{admitted} \mid n]) / (\lambda_0 E[X])` with the
+      bracket computed from the lost amounts themselves, never as :math:`1 -
+      \text{accepted}/\text{offered}`: losses of :math:`10^{-30}` keep their
+      relative accuracy (:meth:`HysteresisQueue.loss_breakdown`);
+    * batch loss: fraction of offered batches not admitted in full (summed
+      the same way);
     * mean number in system, mean sojourn time of accepted customers (Little);
     * return time: from entering the overload set :math:`\{s \ne 0\}` (the
       entrance law is the stationary flow across its boundary) until the
@@ -593,17 +598,25 @@ class HysteresisQueue:
 
     # -- customer measures ---------------------------------------------------------
     def _admission(self):
-        """Per level n: (mean customers admitted from one batch, P(batch admitted in full))."""
+        """Per level n, for one batch arriving in a mode that admits: mean customers
+        admitted, mean customers lost for lack of room, P(batch not admitted in full).
+
+        The last two are summed from the lost customers themselves (no ``1 - ...``),
+        so small losses keep their relative accuracy.
+        """
         r = self.capacity
         n = np.arange(r + 1)
         g = self._batch_pmf()
         mean_in = np.zeros(r + 1)
-        full = np.zeros(r + 1)
+        mean_lost = np.zeros(r + 1)
+        cut = np.zeros(r + 1)
         for k, gk in enumerate(g, start=1):
             n_new, ok = self.acceptance.admit(n, k, r)
-            mean_in += gk * np.where(ok, n_new - n, 0)
-            full += gk * (ok & (n_new - n == k))
-        return mean_in, full
+            enter = np.where(ok, n_new - n, 0)
+            mean_in += gk * enter
+            mean_lost += gk * (k - enter)
+            cut += gk * (enter < k)
+        return mean_in, mean_lost, cut
 
     def offered_rate(self) -> float:
         """Customers offered per unit time, ``lam * E[X]`` (the source's rate in every mode)."""
@@ -612,7 +625,7 @@ class HysteresisQueue:
     def accepted_rate(self, route: str = "auto") -> float:
         """Customers admitted per unit time (equals the throughput)."""
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        mean_in, _, _ = self._admission()
         return float(self.rates @ p @ mean_in)
 
     def throughput(self, route: str = "auto") -> float:
@@ -621,22 +634,28 @@ class HysteresisQueue:
         return float((1 - pn[0]) / self.service.mean)
 
     def loss_probability(self, route: str = "auto") -> float:
-        """Fraction of offered customers lost (throttled, discarded or rejected for room)."""
-        return 1.0 - self.accepted_rate(route) / self.offered_rate()
+        """Fraction of offered customers lost (throttled, discarded or rejected for room).
+
+        Summed from the lost customers state by state (:meth:`loss_breakdown`),
+        not as ``1 - accepted/offered``: small losses keep their relative accuracy.
+        """
+        return self.loss_breakdown(route)["total"]
 
     def loss_breakdown(self, route: str = "auto") -> dict:
-        """Loss probability split by cause (fractions of the offered customers).
+        r"""Loss probability split by cause (fractions of the offered customers).
 
         Keys: ``"throttled"`` (overload mode, rate ``lam - lam_overload``),
         ``"discarded"`` (discard mode), ``"overflow"`` (admitted batch without
-        room), ``"total"``.
+        room), ``"total"``. Every term is a sum of non-negative per-state lost
+        amounts, :math:`\sum_{s,n} p(s,n)\,(\lambda_0 E[X] - \lambda_s\,
+        E[\text{admitted} \mid n]) / (\lambda_0 E[X])`.
         """
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        _, mean_lost, _ = self._admission()
         pm = p.sum(axis=1)
         thr = pm[1] * (self.lam - self.lam_overload) / self.lam
         dis = pm[2]
-        over = float(self.rates @ p @ (self.batch.mean - mean_in)) / self.lam / self.batch.mean
+        over = float(self.rates @ p @ mean_lost) / self.lam / self.batch.mean
         return {"throttled": float(thr), "discarded": float(dis), "overflow": over,
                 "total": float(thr + dis + over)}
 
@@ -647,21 +666,25 @@ class HysteresisQueue:
         mode both are admitted, in overload only the priority flow, in discard
         neither. This is the same chain with ``lam_overload`` the priority
         flow's batch rate and ``lam - lam_overload`` the other flow's (same
-        batch law). Returns ``{"priority": ..., "other": ...}``; their average
-        weighted by the flow rates is :meth:`loss_probability`.
+        batch law). Returns ``{"priority": ..., "other": ...}``, each summed
+        from that flow's lost customers (modes that refuse it, plus batches cut
+        for lack of room).
         """
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        _, mean_lost, _ = self._admission()
         ex = self.batch.mean
-        kept0 = float(p[0] @ mean_in) / ex
-        kept1 = float(p[1] @ mean_in) / ex
-        return {"priority": 1.0 - kept0 - kept1, "other": 1.0 - kept0}
+        pm = p.sum(axis=1)
+        over0 = float(p[0] @ mean_lost) / ex
+        over1 = float(p[1] @ mean_lost) / ex
+        return {"priority": float(pm[2] + over0 + over1), "other": float(pm[1] + pm[2] + over0)}
 
     def batch_loss_probability(self, route: str = "auto") -> float:
-        """Fraction of offered batches not admitted in full."""
+        """Fraction of offered batches not admitted in full (summed from the refused ones)."""
         p = self.distribution(route)
-        _, full = self._admission()
-        return 1.0 - float(self.rates @ p @ full) / self.lam
+        _, _, cut = self._admission()
+        pm = p.sum(axis=1)
+        refused = pm[1] * (self.lam - self.lam_overload) / self.lam + pm[2]
+        return float(refused + self.rates @ p @ cut / self.lam)
 
     def mean_number_in_system(self, route: str = "auto") -> float:
         """``E[N]``, the mean number of customers in the system."""
