@@ -113,6 +113,20 @@ def exact_stationary(Q):
     return [A[i][n] / A[i][i] for i in range(n)]
 
 
+def gth_stationary(P):
+    """Stationary law of a stochastic matrix by GTH elimination (no subtractions: relative accuracy)."""
+    A = np.array(P, dtype=float)
+    n = A.shape[0]
+    for k in range(n - 1, 0, -1):
+        out = A[k, :k].sum()
+        A[:k, :k] += np.outer(A[:k, k], A[k, :k]) / out
+        A[:k, k] /= out
+    x = np.ones(n)
+    for k in range(1, n):
+        x[k] = x[:k] @ A[:k, k]
+    return x / x.sum()
+
+
 def dense_hitting(Q, target):
     out = ~target
     m = np.zeros(Q.shape[0])
@@ -250,7 +264,7 @@ def exact_laws():
     return out
 
 
-@pytest.mark.parametrize("route", ["ctmc"])
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}")
 def test_small_losses_relative_to_exact_rationals(case, route, exact_laws):
     L, H, R, l0, l1 = case
@@ -263,6 +277,55 @@ def test_small_losses_relative_to_exact_rationals(case, route, exact_laws):
     flows = q.loss_by_flow(route)
     assert flows["priority"] == pytest.approx(float(pm[2]), rel=1e-11, abs=0)
     assert flows["other"] == pytest.approx(float(pm[1] + pm[2]), rel=1e-11, abs=0)
+
+
+# Route (b) resolves small probabilities in relative terms, like route (a):
+# probabilities from 1e-11 down to 1e-36 (discard mode at light load).
+TAIL_CASES = [
+    dict(L=3, H=10, R=30, lam=0.2, lam_overload=0.05),
+    dict(L=5, H=20, R=45, lam=0.3, lam_overload=0.1),
+    dict(L=2, H=8, R=25, lam=0.15, lam_overload=0.05, capacity=27, service=erlang(3, 1.0),
+         batch={1: 0.7, 2: 0.3}, policy="departure-epoch"),
+    dict(L=2, H=8, R=25, lam=0.25, lam_overload=0.1, capacity=26, acceptance="whole",
+         service=hyperexponential([0.4, 0.6], [0.8, 3.0]), batch=geometric_batch(0.7)),
+]
+
+
+@pytest.mark.parametrize("kw", TAIL_CASES)
+def test_embedded_route_small_probabilities_are_relative(kw):
+    q = HysteresisQueue(**kw)
+    a, b = q.stationary("ctmc"), q.stationary("embedded")
+    assert b.status == "success" and b.info["accuracy"] == "relative"
+    assert 0 < a.p[a.p > 0].min() < 1e-10
+    np.testing.assert_array_equal(a.p > 0, b.p > 0)
+    np.testing.assert_allclose(b.p, a.p, rtol=1e-9, atol=0)
+    assert q.mode_probabilities("embedded")[2] == pytest.approx(a.modes[2], rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("d,lam,r", [(1.0, 0.05, 14), (0.5, 0.3, 20)])
+def test_deterministic_small_probabilities_against_classic_md1r(d, lam, r):
+    # control disabled: M/D/1/r; classic departure chain with a_k = Poisson(lam d) pmf,
+    # the last column from the Poisson survival function, solved by GTH: p_n, n < r,
+    # is pi_n / (pi_0 + rho) (no cancellation)
+    x = lam * d
+    P = np.zeros((r, r))
+    for i in range(r):
+        base = max(i - 1, 0)
+        k = np.arange(r - 1 - base)
+        P[i, base:r - 1] = st.poisson.pmf(k, x)
+        P[i, r - 1] = st.poisson.sf(r - 2 - base, x)
+    pid = gth_stationary(P)
+    ref = pid / (pid[0] + x)
+    q = HysteresisQueue(1, r - 1, r, lam, lam, service=deterministic(d))
+    law = q.stationary()
+    assert law.info["accuracy"] == "relative" and ref[-1] < 1e-20
+    np.testing.assert_allclose(law.p.sum(axis=0)[:r], ref, rtol=1e-9, atol=0)
+
+
+def test_general_service_reports_absolute_accuracy():
+    law = HysteresisQueue(2, 5, 8, 1.0, 0.5, service=st.lognorm(0.5)).stationary()
+    assert law.status == "success" and law.info["accuracy"] == "absolute"
+    assert "absolute" in law.message
 
 
 # ---------------------------------------------------------------------------

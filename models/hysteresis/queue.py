@@ -71,7 +71,14 @@ Routes
     with the Poisson mixing coefficients :math:`a_k, b_k` of :math:`G`. The
     first gives the transitions (then one departure, and the policy's
     decision), the second the expected time spent in each :math:`(s, n)`
-    during a service. By the Markov-renewal argument the time-stationary law
+    during a service. For phase-type service both integrals are computed
+    exactly instead, by a block back-substitution over the levels (see
+    :meth:`HysteresisQueue._ph_service_matrices`); for deterministic service
+    the series runs until its tail is below 1e-300. All terms being
+    non-negative, and the embedded chain being solved by GTH, probabilities
+    far below 1e-16 then keep their relative accuracy. For a general law
+    given by a CDF the :math:`b_k` come from quadrature and the accuracy is
+    absolute only (about 1e-13; :attr:`HysteresisLaw.message` says so). By the Markov-renewal argument the time-stationary law
     is
 
     .. math::
@@ -132,7 +139,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .service import BatchSize, PhaseType, as_batch, as_service
+from .service import BatchSize, Deterministic, PhaseType, as_batch, as_service
 
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
 
@@ -152,6 +159,36 @@ def _decide(where, s, n, L, H, R):
     up = where(n >= R, 2, where((s == 0) & (n >= H), 1, s))
     down = where((up == 2) & (n <= H), 1, up)
     return where((down == 1) & (n <= L), 0, down)
+
+
+def _mmatrix_inverse(B, slack):
+    """Inverse of a row-diagonally-dominant M-matrix without subtractions.
+
+    ``B`` has non-positive off-diagonal entries and row sums ``slack >= 0``
+    (given, not recomputed). Gaussian elimination without pivoting keeps the
+    sign pattern; each pivot is recomputed as the row's slack plus its
+    remaining off-diagonal magnitudes (the GTH trick), so every entry of the
+    inverse is a sum of non-negative terms, accurate in relative terms.
+    """
+    B = np.array(B, dtype=float)
+    m = B.shape[0]
+    slack = np.array(slack, dtype=float)
+    Linv = np.eye(m)                       # accumulates the row operations
+    for k in range(m):
+        off = -np.delete(B[k, k:], 0).sum() if k + 1 < m else 0.0
+        B[k, k] = slack[k] + off
+        for i in range(k + 1, m):
+            if B[i, k] != 0:
+                f = -B[i, k] / B[k, k]     # >= 0
+                B[i, k + 1:] += f * B[k, k + 1:]
+                B[i, k] = 0.0
+                slack[i] += f * slack[k]
+                Linv[i] += f * Linv[k]
+    # back substitution of U X = Linv, with U upper triangular (off-diagonal <= 0)
+    X = np.zeros((m, m))
+    for k in range(m - 1, -1, -1):
+        X[k] = (Linv[k] - B[k, k + 1:] @ X[k + 1:]) / B[k, k]
+    return X
 
 
 @dataclass(frozen=True)
@@ -240,7 +277,13 @@ class HysteresisLaw:
         embedded chain (route embedded).
     wall_time : float
     info : dict
-        ``n_states``, solver method, truncation mass of the Poisson mixing, ...
+        ``n_states``, solver method, truncation mass of the Poisson mixing,
+        ``accuracy`` (``"relative"`` or ``"absolute"``), ...
+    message : str
+        How the law was computed and how small probabilities can be trusted:
+        route "ctmc" and route "embedded" with phase-type or deterministic
+        service resolve probabilities far below 1e-16 in relative terms; a
+        general law given by a CDF (quadrature) only to about 1e-13 absolute.
     """
 
     p: np.ndarray
@@ -249,6 +292,7 @@ class HysteresisLaw:
     residual: float
     wall_time: float
     info: dict = field(default_factory=dict, repr=False)
+    message: str = ""
 
     @property
     def marginal_n(self) -> np.ndarray:
@@ -486,15 +530,52 @@ class HysteresisQueue:
         A = R - sp.diags(np.asarray(R.sum(axis=1)).ravel())
         return A.tocsr(), s, n
 
-    def _stationary_embedded(self):
-        import ctmc
-        from scipy.sparse.csgraph import breadth_first_order
+    def _ph_service_matrices(self, A, level):
+        r"""Exact :math:`\int e^{At} dG(t)` and :math:`\int e^{At}(1 - G(t)) dt` for PH service.
 
-        t0 = time.perf_counter()
-        r = self.capacity
-        N = 3 * (r + 1)
-        A, s, n = self._service_period()
-        Lam = float(max(self.lam, self.lam_overload))
+        With :math:`W_x = \int_0^\infty e^{St}c \otimes e_x e^{At}\,dt`
+        (:math:`c = s_0` or :math:`\mathbf 1`), the backward equation gives
+        :math:`(d_x I - S) W_x = c\, e_x^T + \sum_{y \ne x} A_{xy} W_y`
+        (:math:`d_x = -A_{xx}`), and the matrices have rows :math:`\alpha W_x`.
+        Every arrival raises the level, so the :math:`W_x` follow from the top
+        level down; :math:`(d_x I - S)^{-1} \ge 0` is formed without
+        subtractions (:func:`_mmatrix_inverse`) and every other step adds
+        non-negative terms, so even the smallest entries keep their relative
+        accuracy (a truncated Poisson series gives them only to about 1e-15
+        absolute). Columns are done in blocks to bound the memory.
+        """
+        ph = self.service
+        m, N = ph.n_phases, A.shape[0]
+        A = A.tocsr()
+        diag = -A.diagonal()
+        c = np.stack([ph.exit_rates, np.ones(m)], axis=1)          # (m, 2)
+        inverses = {}
+        order = np.argsort(-level, kind="stable")                    # top level first
+        Ma = np.empty((N, N))
+        Mb = np.empty((N, N))
+        width = max(1, min(N, int(2.5e7 // (N * m * 2))))           # about 200 MB of W
+        for c0 in range(0, N, width):
+            cols = np.arange(c0, min(N, c0 + width))
+            W = np.zeros((N, m, 2, cols.size))
+            for x in order:
+                lo, hi = A.indptr[x], A.indptr[x + 1]
+                nb, rates = A.indices[lo:hi], A.data[lo:hi]
+                off = nb != x
+                rhs = np.tensordot(rates[off], W[nb[off]], axes=1) if off.any() else np.zeros((m, 2, cols.size))
+                if c0 <= x < c0 + cols.size:
+                    rhs[:, :, x - c0] += c
+                key = float(diag[x])
+                if key not in inverses:
+                    inverses[key] = _mmatrix_inverse(key * np.eye(m) - ph.S, ph.exit_rates + key)
+                W[x] = np.tensordot(inverses[key], rhs, axes=1)
+            out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, 2, cols)
+            Ma[:, cols] = out[:, 0]
+            Mb[:, cols] = out[:, 1]
+        return Ma, Mb
+
+    def _mixed_service_matrices(self, A, Lam):
+        """The same matrices by uniformisation and the service law's Poisson mixing series."""
+        N = A.shape[0]
         P = (sp.identity(N, format="csr") + A / Lam).tocsr()
         mix = self.service.mixing(Lam)
         Ma = np.zeros((N, N))
@@ -505,6 +586,22 @@ class HysteresisQueue:
             Ma += ak * X
             Mb += bk * X
             X = (PT @ X.T).T
+        return Ma, Mb, mix
+
+    def _stationary_embedded(self):
+        import ctmc
+        from scipy.sparse.csgraph import breadth_first_order
+
+        t0 = time.perf_counter()
+        r = self.capacity
+        N = 3 * (r + 1)
+        A, s, n = self._service_period()
+        Lam = float(max(self.lam, self.lam_overload))
+        if self.is_phase_type:
+            Ma, Mb = self._ph_service_matrices(A, n)
+            mix = None
+        else:
+            Ma, Mb, mix = self._mixed_service_matrices(A, Lam)
         # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
         m_ = np.maximum(n - 1, 0)
         s_dep = _decide(np.where, s, m_, self.L, self.H, self.R)
@@ -538,7 +635,9 @@ class HysteresisQueue:
         pattern = sp.csr_matrix(Pd > 0)
         reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
         sub = Pd[np.ix_(reach, reach)]
-        emb = ctmc.CTMC.from_rates(sub).stationary()
+        # dense chain with entries down to 1e-300: GTH (no subtractions) keeps
+        # its small probabilities; LU may return negative ones there
+        emb = ctmc.CTMC.from_rates(sub).stationary(method="gth")
         pid = emb.pi
         occ = pid @ rows_b[reach]
         for e, pe in zip(reach, pid):
@@ -554,13 +653,26 @@ class HysteresisQueue:
         np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
         at_dep *= dep_rate
         p = (occ / occ.sum()).reshape(3, r + 1)
-        return HysteresisLaw(p, "embedded", emb.status.value if mix.status == "success" else mix.status,
-                             res, time.perf_counter() - t0,
-                             {"n_embedded": reach.size, "mixing_terms": mix.a.size,
-                              "mixing_tail": mix.tail, "embedded_method": emb.method,
+        if mix is None:
+            status, message = emb.status.value, "phase-type service: exact service matrices (relative accuracy)"
+            terms, tail = 0, 0.0
+        else:
+            status = emb.status.value if mix.status == "success" else mix.status
+            terms, tail = mix.a.size, mix.tail
+            if isinstance(self.service, Deterministic):
+                message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
+            else:
+                message = (f"general service by quadrature: accuracy is absolute only (about "
+                           f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
+        return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
+                             {"n_embedded": reach.size, "mixing_terms": terms,
+                              "mixing_tail": tail, "embedded_method": emb.method,
                               "departure_law": (reach, pid), "departure_rate": dep_rate,
                               "switches_at_departures": at_dep,
-                              "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max())})
+                              "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                              "accuracy": "absolute" if mix is not None and not isinstance(
+                                  self.service, Deterministic) else "relative"},
+                             message)
 
     # -- the law -------------------------------------------------------------------
     def stationary(self, route: str = "auto") -> HysteresisLaw:

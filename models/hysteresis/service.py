@@ -225,11 +225,20 @@ class Deterministic:
     def scv(self) -> float:
         return 0.0
 
-    def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
+    def mixing(self, rate: float, tol: float = 1e-300) -> MixingResult:
+        """Poisson probabilities ``a_k = p_k(rate d)`` up to where the tail falls below ``tol``.
+
+        The default keeps every term down to 1e-300: ``a_k`` and the powers
+        of the uniformised matrix are non-negative, so the embedded chain's
+        transition probabilities then have *relative* accuracy, however small.
+        """
         from scipy.stats import poisson
         lam = _positive("rate", rate)
         x = lam * self.d
-        kmax = int(poisson.isf(tol, x)) + 2 if x > 0 else 1
+        # first k with P(Poisson(x) > k) < tol (log scale: isf fails near 1e-300)
+        k = np.arange(int(x + 40 * np.sqrt(x) + 1000))
+        below = poisson.logsf(k, x) < np.log(tol)
+        kmax = int(np.argmax(below)) + 1 if below.any() else k.size
         k = np.arange(kmax + 1)
         a = poisson.pmf(k, x)
         b = poisson.sf(k, x) / lam
