@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 import scipy.stats as st
 from scipy.integrate import quad
 
@@ -326,6 +327,212 @@ def test_general_service_reports_absolute_accuracy():
     law = HysteresisQueue(2, 5, 8, 1.0, 0.5, service=st.lognorm(0.5)).stationary()
     assert law.status == "success" and law.info["accuracy"] == "absolute"
     assert "absolute" in law.message
+
+
+# ---------------------------------------------------------------------------
+# batches, both policies, both acceptance rules: independent dense references
+# ---------------------------------------------------------------------------
+# The threshold rules are written out again below, state by state, from the
+# model's definition (not through the module's rule functions), so an error in
+# the shared rule code shows up here and not only as a disagreement of routes.
+def admitted(n, k, r, acceptance):
+    """Customers entering when a batch of k meets n customers (capacity r)."""
+    if acceptance == "partial":
+        return min(k, r - n)
+    return k if n + k <= r else 0
+
+
+def mode_after_arrival(s, n_new, H, R, policy):
+    """Instant policy: an arrival raising n to H or R (or past them) switches up."""
+    if policy != "instant":
+        return s
+    if n_new >= R:
+        return 2
+    if s == 0 and n_new >= H:
+        return 1
+    return s
+
+
+def mode_after_departure(s, m, L, H, R, policy):
+    """Decision at a departure leaving m customers."""
+    if policy == "departure-epoch":
+        if m >= R:
+            s = 2
+        elif s == 0 and m >= H:
+            s = 1
+    if s == 2 and m <= H:
+        s = 1
+    if s == 1 and m <= L:
+        s = 0
+    return s
+
+
+def reachable(T, start=0):
+    seen, todo = {start}, [start]
+    while todo:
+        x = todo.pop()
+        for y in np.flatnonzero(T[x] > 0):
+            if y not in seen:
+                seen.add(y)
+                todo.append(int(y))
+    return np.array(sorted(seen))
+
+
+def dense_batch_generator(L, H, R, r, l0, l1, mu, g, policy, acceptance):
+    """Generator of (mode, n) with exponential service, on the states reachable from (0, 0)."""
+    rates = (l0, l1, 0.0)
+    code = lambda s, n: s * (r + 1) + n  # noqa: E731
+    Q = np.zeros((3 * (r + 1),) * 2)
+    for s in range(3):
+        for n in range(r + 1):
+            for k, gk in enumerate(g, start=1):
+                a = admitted(n, k, r, acceptance)
+                if a > 0 and rates[s] * gk > 0:
+                    Q[code(s, n), code(mode_after_arrival(s, n + a, H, R, policy), n + a)] += rates[s] * gk
+            if n >= 1:
+                Q[code(s, n), code(mode_after_departure(s, n - 1, L, H, R, policy), n - 1)] += mu
+    keep = reachable(Q)
+    Q = Q[np.ix_(keep, keep)]
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    return keep // (r + 1), keep % (r + 1), Q
+
+
+def reference_measures(mode, lev, pi, L, H, R, r, l0, l1, g, acceptance, Q=None):
+    """Measures from a stationary law of (mode, n), counting lost customers directly."""
+    ex = sum(k * gk for k, gk in enumerate(g, start=1))
+    lost = lost_batches = lost_pri = lost_oth = 0.0
+    for s, n, w in zip(mode, lev, pi):
+        for k, gk in enumerate(g, start=1):
+            a = admitted(n, k, r, acceptance)
+            pri = k if s == 2 else k - a          # priority flow: refused only in discard
+            oth = k if s != 0 else k - a          # other flow: admitted only in normal mode
+            lost_pri += w * gk * pri
+            lost_oth += w * gk * oth
+            lost += w * gk * (l1 * pri + (l0 - l1) * oth)
+            lost_batches += w * gk * (l1 * (pri > 0) + (l0 - l1) * (oth > 0))
+    out = {"modes": np.array([pi[mode == s].sum() for s in range(3)]), "loss": lost / (l0 * ex),
+           "batch loss": lost_batches / l0, "priority": lost_pri / ex, "other": lost_oth / ex,
+           "E[N]": pi @ lev}
+    if Q is not None:
+        def stay(inside):
+            flow = np.where(inside, (pi * ~inside) @ Q, 0.0)
+            if flow.sum() <= 0:
+                return np.nan
+            return flow @ dense_hitting(Q, ~inside) / flow.sum()
+        out["return"], out["normal"], out["discard"] = stay(mode != 0), stay(mode == 0), stay(mode == 2)
+        out["cycle"] = out["return"] + out["normal"]
+        change = mode[:, None] != mode[None, :]
+        out["between changes"] = 1.0 / (pi @ np.where(change, Q, 0.0)).sum()
+    return out
+
+
+def measures_of(q, route, passage=True):
+    out = {"modes": q.mode_probabilities(route), "loss": q.loss_probability(route),
+           "batch loss": q.batch_loss_probability(route), "E[N]": q.mean_number_in_system(route)}
+    out.update({("priority", "other")[i]: v for i, v in enumerate(q.loss_by_flow(route).values())})
+    if passage:
+        out.update({"return": q.mean_return_time(route), "normal": q.mean_normal_period(route),
+                    "discard": q.mean_discard_time(route), "cycle": q.mean_cycle(route),
+                    "between changes": q.mean_time_between_mode_changes(route)})
+    return out
+
+
+def assert_measures_match(got, ref, rel):
+    for key, want in ref.items():
+        want, have = np.atleast_1d(want), np.atleast_1d(got[key])
+        np.testing.assert_array_equal(np.isnan(have), np.isnan(want), err_msg=key)
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(have[ok], want[ok], rtol=rel, atol=0, err_msg=key)
+
+
+BATCH_CASES = [  # (L, H, R, capacity, lam0, lam1, mu, batch pmf)
+    (1, 3, 5, 7, 1.3, 0.6, 1.0, [0.5, 0.3, 0.2]),      # capacity > R; batches overshoot H and R
+    (0, 2, 4, 4, 1.8, 0.5, 1.2, [0.3, 0.7]),           # capacity = R
+    (2, 5, 7, 9, 1.0, 0.0, 0.9, [0.6, 0.0, 0.4]),      # nothing admitted in overload
+    (1, 2, 4, 8, 0.9, 0.5, 1.0, [0.2, 0.0, 0.0, 0.8]),  # one batch crosses H and R together
+    (0, 3, 6, 6, 0.7, 0.4, 1.0, [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.4]),  # batches larger than r
+]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("acceptance", ["partial", "whole"])
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("case", BATCH_CASES, ids=lambda c: "-".join(map(str, c[:4])))
+def test_batches_against_independent_generator(case, policy, acceptance, route):
+    L, H, R, r, l0, l1, mu, g = case
+    mode, lev, Q = dense_batch_generator(L, H, R, r, l0, l1, mu, g, policy, acceptance)
+    pi = dense_stationary(Q)
+    q = HysteresisQueue(L, H, R, l0, l1, mu=mu, capacity=r, batch=g, policy=policy, acceptance=acceptance)
+    p = np.zeros((3, r + 1))
+    p[mode, lev] = pi
+    np.testing.assert_allclose(q.distribution(route), p, rtol=1e-9, atol=1e-15)
+    if route == "ctmc":
+        assert q.chain().n_states == pi.size
+    ref = reference_measures(mode, lev, pi, L, H, R, r, l0, l1, g, acceptance, Q)
+    assert_measures_match(measures_of(q, route), ref, rel=1e-9)
+
+
+def expm_embedded_law(L, H, R, r, l0, l1, g, d, policy, acceptance):
+    """Time-stationary law of (mode, n) for deterministic service d, by matrix exponentials.
+
+    Departure-epoch chain: e^{A d} for the arrivals during a service, then the
+    departure and its decision; time in each state during a service from the
+    block exponential of [[A, I], [0, 0]] (Van Loan); an idle period of mean
+    1 / (l0 P(first batch admitted)) before a service started from empty.
+    """
+    rates = (l0, l1, 0.0)
+    N = 3 * (r + 1)
+    code = lambda s, n: s * (r + 1) + n  # noqa: E731
+    A = np.zeros((N, N))
+    for s in range(3):
+        for n in range(1, r + 1):
+            for k, gk in enumerate(g, start=1):
+                a = admitted(n, k, r, acceptance)
+                if a > 0 and rates[s] * gk > 0:
+                    A[code(s, n), code(mode_after_arrival(s, n + a, H, R, policy), n + a)] += rates[s] * gk
+    np.fill_diagonal(A, -A.sum(axis=1))
+    E = sla.expm(A * d)
+    big = np.zeros((2 * N, 2 * N))
+    big[:N, :N], big[:N, N:] = A, np.eye(N)
+    occupation = sla.expm(big * d)[:N, N:]
+    first = np.zeros(N)                  # state right after the first admitted batch (idle: normal)
+    for k, gk in enumerate(g, start=1):
+        a = admitted(0, k, r, acceptance)
+        if a > 0:
+            first[code(mode_after_arrival(0, a, H, R, policy), a)] += gk
+    p_start = first.sum()
+    first /= p_start
+    depart = np.zeros((N, N))
+    for s in range(3):
+        for n in range(1, r + 1):
+            depart[code(s, n), code(mode_after_departure(s, n - 1, L, H, R, policy), n - 1)] = 1.0
+    T = np.array([(first if x % (r + 1) == 0 else np.eye(N)[x]) @ E @ depart for x in range(N)])
+    occ = np.array([(first if x % (r + 1) == 0 else np.eye(N)[x]) @ occupation for x in range(N)])
+    occ[np.arange(0, N, r + 1), np.arange(0, N, r + 1)] += 1.0 / (l0 * p_start)
+    keep = reachable(T)
+    pid = dense_stationary(T[np.ix_(keep, keep)] - np.eye(keep.size))
+    time_in = pid @ occ[keep]
+    return (time_in / time_in.sum()).reshape(3, r + 1)
+
+
+@pytest.mark.parametrize("acceptance", ["partial", "whole"])
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("case", [(1, 3, 5, 5, 1.2, 0.5, [1.0], 1.0),
+                                  (2, 4, 7, 9, 1.1, 0.6, [0.5, 0.3, 0.2], 0.9),
+                                  (1, 2, 4, 8, 0.9, 0.5, [0.2, 0.0, 0.0, 0.8], 1.0),
+                                  (0, 2, 4, 6, 2.0, 0.4, [0.2, 0.8], 0.7)],
+                         ids=lambda c: "-".join(map(str, c[:4])))
+def test_deterministic_service_against_matrix_exponentials(case, policy, acceptance):
+    L, H, R, r, l0, l1, g, d = case
+    ref = expm_embedded_law(L, H, R, r, l0, l1, g, d, policy, acceptance)
+    q = HysteresisQueue(L, H, R, l0, l1, capacity=r, batch=g, service=deterministic(d), policy=policy,
+                        acceptance=acceptance)
+    np.testing.assert_allclose(q.distribution("embedded"), ref, rtol=1e-9, atol=1e-13)
+    mode = np.repeat(np.arange(3), r + 1)
+    lev = np.tile(np.arange(r + 1), 3)
+    want = reference_measures(mode, lev, ref.ravel(), L, H, R, r, l0, l1, g, acceptance)
+    assert_measures_match(measures_of(q, "embedded", passage=False), want, rel=1e-8)
 
 
 # ---------------------------------------------------------------------------
