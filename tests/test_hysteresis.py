@@ -766,6 +766,13 @@ def test_invalid_parameters_raise(kw, name):
     (lambda: fixed_batch(0), "k"),
     (lambda: BatchSize([0.3, 0.3]), "batch"),
     (lambda: general(st.norm(0, 1)), "dist"),
+    # a defective CDF (tends to 1/2), with and without a mean: used to run for minutes
+    (lambda: general(cdf=lambda t: 0.5 * (1 - math.exp(-t)), mean=1.0), "cdf"),
+    (lambda: general(cdf=lambda t: 0.5 * (1 - math.exp(-t))), "cdf"),
+    # a mean contradicting the CDF (exponential, mean 1): used to be taken as given
+    (lambda: general(cdf=lambda t: 1 - math.exp(-t), mean=3.0), "mean"),
+    (lambda: general(cdf=lambda t: 1.5 - math.exp(-t)), "cdf"),
+    (lambda: general(cdf=lambda t: math.exp(-t)), "cdf"),
 ])
 def test_invalid_laws_raise(make, name):
     with pytest.raises(ValueError, match=name):
