@@ -852,3 +852,64 @@ if given is not None:
         np.testing.assert_allclose(b.p, a.p, atol=1e-10)
         assert q.accepted_rate() == pytest.approx(q.throughput(), rel=1e-9)
         assert q.mode_probabilities()[0] == pytest.approx(q.mean_normal_period() / q.mean_cycle(), rel=1e-8)
+
+
+# ---------------------------------------------------------------------------
+# the ``ctmc hysteresis`` command
+# ---------------------------------------------------------------------------
+def run_cli(argv, capsys):
+    from ctmc.cli import main
+    assert main(["hysteresis", *argv]) == 0
+    out = capsys.readouterr().out.splitlines()
+    values = {}
+    for line in out[1:]:
+        key, _, val = line.strip().rpartition(" ")
+        values[key.strip()] = val
+    return out[0], values
+
+
+CLI_CASES = [  # (arguments, the same queue through the API, route)
+    (["--L", "2", "--H", "5", "--R", "8", "--lam", "1.2", "--lam-overload", "0.6"],
+     lambda: HysteresisQueue(2, 5, 8, 1.2, 0.6), "ctmc"),
+    (["--L", "3", "--H", "6", "--R", "9", "--capacity", "11", "--lam", "0.9", "--lam-overload", "0.4",
+      "--mu", "1.5", "--erlang", "3", "--batch-geometric", "0.6", "--policy", "departure-epoch",
+      "--acceptance", "whole"],
+     lambda: HysteresisQueue(3, 6, 9, 0.9, 0.4, capacity=11, service=erlang(3, 1 / 1.5),
+                             batch=geometric_batch(0.6), policy="departure-epoch", acceptance="whole"),
+     "ctmc"),
+    (["--L", "1", "--H", "4", "--R", "7", "--lam", "1.0", "--lam-overload", "0.5", "--deterministic",
+      "--batch-fixed", "2"],
+     lambda: HysteresisQueue(1, 4, 7, 1.0, 0.5, service=deterministic(1.0), batch=fixed_batch(2)),
+     "embedded"),
+]
+
+
+@pytest.mark.parametrize("argv,make,route", CLI_CASES)
+def test_cli_prints_the_api_measures(argv, make, route, capsys):
+    head, values = run_cli(argv, capsys)
+    q = make()
+    assert head == repr(q)
+    summary = q.summary()
+    assert values["route"] == route == summary["route"] and values["status"] == "success"
+    for key in ["P(normal)", "P(overload)", "P(discard)", "loss", "batch loss", "E[N]", "E[sojourn]",
+                "E[return time]", "E[normal period]", "E[cycle]"]:
+        assert float(values[key]) == pytest.approx(summary[key], rel=1e-9), key
+
+
+@pytest.mark.parametrize("argv,name", [
+    (["--L", "5", "--H", "3"], "H"),
+    (["--R", "8", "--capacity", "7"], "capacity"),
+    (["--lam", "0"], "lam"),
+    (["--mu", "0"], "mu"),
+    (["--deterministic", "--route", "ctmc"], "route"),
+    (["--deterministic", "--erlang", "5"], "not allowed"),
+    (["--batch-fixed", "2", "--batch-geometric", "0.5"], "not allowed"),
+])
+def test_cli_reports_bad_input_in_one_line(argv, name, capsys):
+    from ctmc.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["hysteresis", "--L", "2", "--H", "5", "--R", "8", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ctmc hysteresis: error:") and name in err[-1]
+    assert not any("Traceback" in line for line in err)
