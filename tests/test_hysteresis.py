@@ -619,6 +619,8 @@ def test_flow_balance_and_probabilities(kw, route):
     assert 0 <= q.loss_probability(route) <= 1 and 0 <= q.batch_loss_probability(route) <= 1
     if q.batch.pmf.size == 1:
         assert q.batch_loss_probability(route) == pytest.approx(q.loss_probability(route), rel=1e-12)
+    flows = q.loss_by_flow(route)
+    assert 0 <= flows["priority"] <= flows["other"] <= 1
 
 
 @pytest.mark.parametrize("kw", INV_CASES)
@@ -700,6 +702,19 @@ def test_queue_counting_convention_shifts_thresholds():
     a = HysteresisQueue(2, 5, 8, 1.2, 0.6, counting="queue")
     b = HysteresisQueue(3, 6, 9, 1.2, 0.6)
     np.testing.assert_allclose(a.distribution(), b.distribution(), rtol=1e-13)
+    assert (a.L, a.H, a.R, a.capacity) == (3, 6, 9, 9)
+    assert "L=2, H=5, R=8, capacity=8" in repr(a) and "counting='queue'" in repr(a)
+    assert "L=3, H=6, R=9, capacity=9" in repr(b) and "counting" not in repr(b)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_departure_epoch_discard_needs_capacity_above_R(route):
+    # decisions see n+ <= capacity - 1: with capacity = R discard is unreachable
+    kw = dict(L=2, H=5, R=8, lam=1.5, lam_overload=1.2, policy="departure-epoch")
+    q = HysteresisQueue(**kw)
+    assert q.mode_probabilities(route)[2] == 0 and math.isnan(q.mean_discard_time(route))
+    q = HysteresisQueue(**kw, capacity=9)
+    assert q.mode_probabilities(route)[2] > 1e-3 and q.mean_discard_time(route) > 0
 
 
 def test_departure_epoch_modes_change_only_at_departures():
@@ -808,15 +823,20 @@ def test_literature_example_checks_hold(capsys):
     assert "matches (0, 0..H-1), (1, L+1..R-1), (2, H+1..R): True" in out
 
 
-@pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("kw", INV_CASES)
-def test_two_flow_losses_average_to_total(kw, route):
-    q = HysteresisQueue(**kw)
-    f = q.loss_by_flow(route)
-    la, lb = q.lam_overload, q.lam - q.lam_overload
-    mixed = (la * f["priority"] + lb * f["other"]) / q.lam
-    assert mixed == pytest.approx(q.loss_probability(route), abs=1e-12)
-    assert 0 <= f["priority"] <= f["other"] <= 1
+def test_width_example_shows_the_trade_off(tmp_path, capsys):
+    # the example's claim: widening <L, H> (L down, H and R fixed) gives fewer mode
+    # switches and a longer cycle, but more loss
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "examples"))
+    import hysteresis_width as ex
+    rows = ex.main(["--plots", str(tmp_path)])   # (L, E[cycle], switches per 1000, loss), width growing
+    assert (np.diff(rows[:, 0]) < 0).all() and len(rows) >= 5
+    assert (np.diff(rows[:, 1]) > 0).all()
+    assert (np.diff(rows[:, 2]) < 0).all()
+    assert (np.diff(rows[:, 3]) > 0).all()
+    assert rows[0, 2] > 10 * rows[-1, 2]           # not a marginal effect
+    assert (tmp_path / "hysteresis_width.png").stat().st_size > 10000
 
 
 def test_two_flow_single_arrivals_loss_is_discard_probability():

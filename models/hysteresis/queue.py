@@ -356,6 +356,13 @@ class HysteresisQueue:
         system (default) or waiting places (the one in service excluded;
         internally each value is then increased by 1).
 
+    Attributes
+    ----------
+    L, H, R, capacity : int
+        The thresholds and capacity counted *in the system*, as the model
+        uses them: with ``counting="queue"`` each is the given value plus 1
+        (``repr`` shows the given values and the convention).
+
     Raises
     ------
     ValueError
@@ -426,10 +433,13 @@ class HysteresisQueue:
         return isinstance(self.service, PhaseType)
 
     def __repr__(self) -> str:
-        return (f"HysteresisQueue(L={self.L}, H={self.H}, R={self.R}, capacity={self.capacity}, "
-                f"lam={self.lam:g}, lam_overload={self.lam_overload:g}, batch={self.batch.name}, "
-                f"service={self.service.name}, policy={self.policy.name!r}, "
-                f"acceptance={self.acceptance.name!r})")
+        # the user's values: with counting="queue" the attributes are shifted by one
+        k = 1 if self.counting == "queue" else 0
+        extra = ", counting='queue'" if k else ""
+        return (f"HysteresisQueue(L={self.L - k}, H={self.H - k}, R={self.R - k}, "
+                f"capacity={self.capacity - k}, lam={self.lam:g}, lam_overload={self.lam_overload:g}, "
+                f"batch={self.batch.name}, service={self.service.name}, policy={self.policy.name!r}, "
+                f"acceptance={self.acceptance.name!r}{extra})")
 
     def _batch_pmf(self) -> np.ndarray:
         """Batch pmf over 1..r+1 (larger batches behave like r + 1 under both rules)."""
@@ -901,7 +911,13 @@ class HysteresisQueue:
         return self._stay([0], route)
 
     def mean_discard_time(self, route: str = "auto") -> float:
-        """Mean length of a discard period (NaN if discard mode is never entered)."""
+        """Mean length of a discard period (NaN if discard mode is never entered).
+
+        With ``policy="departure-epoch"`` and ``capacity == R`` the discard
+        mode is unreachable (a departure leaves at most ``R - 1`` customers,
+        below the discard threshold), so its probability is 0 and this is NaN;
+        give ``capacity > R`` for a reachable discard mode.
+        """
         return self._stay([2], route)
 
     def mean_cycle(self, route: str = "auto") -> float:
