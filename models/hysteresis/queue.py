@@ -78,8 +78,9 @@ Routes
     non-negative, and the embedded chain being solved by GTH, probabilities
     far below 1e-16 then keep their relative accuracy. For a general law
     given by a CDF the :math:`b_k` come from quadrature and the accuracy is
-    absolute only (about 1e-13; :attr:`HysteresisLaw.message` says so). By the Markov-renewal argument the time-stationary law
-    is
+    absolute only (about 1e-13; :attr:`HysteresisLaw.message` says so).
+
+    By the Markov-renewal argument the time-stationary law is
 
     .. math::
 
@@ -571,7 +572,8 @@ class HysteresisQueue:
                 lo, hi = A.indptr[x], A.indptr[x + 1]
                 nb, rates = A.indices[lo:hi], A.data[lo:hi]
                 off = nb != x
-                rhs = np.tensordot(rates[off], W[nb[off]], axes=1) if off.any() else np.zeros((m, 2, cols.size))
+                rhs = (np.tensordot(rates[off], W[nb[off]], axes=1) if off.any()
+                       else np.zeros((m, 2, cols.size)))
                 if c0 <= x < c0 + cols.size:
                     rhs[:, :, x - c0] += c
                 key = float(diag[x])
@@ -664,7 +666,8 @@ class HysteresisQueue:
         at_dep *= dep_rate
         p = (occ / occ.sum()).reshape(3, r + 1)
         if mix is None:
-            status, message = emb.status.value, "phase-type service: exact service matrices (relative accuracy)"
+            status = emb.status.value
+            message = "phase-type service: exact service matrices (relative accuracy)"
             terms, tail = 0, 0.0
         else:
             status = emb.status.value if mix.status == "success" else mix.status
