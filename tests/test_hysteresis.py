@@ -11,9 +11,11 @@ References used here:
 * an independent hand-built generator of the M|M|1 hysteretic queue.
 """
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 import scipy.stats as st
 from scipy.integrate import quad
 
@@ -62,12 +64,17 @@ def poisson_mixing_quad(lam, dist, kmax):
                           epsabs=1e-14)[0] for k in range(kmax)])
 
 
-def hand_built_mm1(L, H, R, l0, l1, mu):
-    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state."""
+def hand_built_mm1(L, H, R, l0, l1, mu, dtype=float):
+    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state.
+
+    ``dtype=object`` with :class:`fractions.Fraction` rates gives an exact generator.
+    """
     states = [(0, n) for n in range(H)] + [(1, n) for n in range(L + 1, R)] + \
              [(2, n) for n in range(H + 1, R + 1)]
     idx = {x: i for i, x in enumerate(states)}
-    Q = np.zeros((len(states), len(states)))
+    Q = np.zeros((len(states), len(states)), dtype=dtype)
+    if dtype is object:
+        Q[:] = Fraction(0)
 
     def add(x, y, rate):
         Q[idx[x], idx[y]] += rate
@@ -91,6 +98,34 @@ def dense_stationary(Q):
     b = np.zeros(n)
     b[-1] = 1
     return np.linalg.solve(M, b)
+
+
+def exact_stationary(Q):
+    """Stationary law of a generator with Fraction entries (Gaussian elimination in rationals)."""
+    n = Q.shape[0]
+    A = [list(Q[:, i]) + [Fraction(0)] for i in range(n - 1)] + [[Fraction(1)] * n + [Fraction(1)]]
+    for c in range(n):
+        piv = next(i for i in range(c, n) if A[i][c] != 0)
+        A[c], A[piv] = A[piv], A[c]
+        for i in range(n):
+            if i != c and A[i][c] != 0:
+                f = A[i][c] / A[c][c]
+                A[i] = [x - f * y for x, y in zip(A[i], A[c])]
+    return [A[i][n] / A[i][i] for i in range(n)]
+
+
+def gth_stationary(P):
+    """Stationary law of a stochastic matrix by GTH elimination (no subtractions: relative accuracy)."""
+    A = np.array(P, dtype=float)
+    n = A.shape[0]
+    for k in range(n - 1, 0, -1):
+        out = A[k, :k].sum()
+        A[:k, :k] += np.outer(A[:k, k], A[k, :k]) / out
+        A[:k, k] /= out
+    x = np.ones(n)
+    for k in range(1, n):
+        x[k] = x[:k] @ A[:k, k]
+    return x / x.sum()
 
 
 def dense_hitting(Q, target):
@@ -207,6 +242,299 @@ def test_mm1_hysteresis_against_hand_built_generator(case):
         assert v == pytest.approx(m_ret[idx[(s, n)]], rel=1e-10)
 
 
+# Small losses in relative terms against exact rational answers. The loss is
+# (P(overload) (l0 - l1) + P(discard) l0) / l0 here: single arrivals never
+# overflow (n = R is a discard state).
+# (pytest.approx adds abs=1e-12 to a bare rel=, hence abs=0 below)
+EXACT_CASES = [  # (L, H, R, l0, l1); losses from 3e-10 down to 3e-17
+    (3, 10, 20, Fraction(1, 10), Fraction(1, 20)),
+    (3, 10, 20, Fraction(1, 20), Fraction(1, 40)),
+    (3, 10, 20, Fraction(1, 50), Fraction(1, 100)),
+    (2, 6, 30, Fraction(1, 5), Fraction(1, 20)),
+]
+
+
+@pytest.fixture(scope="module")
+def exact_laws():
+    out = {}
+    for L, H, R, l0, l1 in EXACT_CASES:
+        states, _, Q = hand_built_mm1(L, H, R, l0, l1, Fraction(1), dtype=object)
+        pi = exact_stationary(Q)
+        pm = [sum((v for (s, _), v in zip(states, pi) if s == m), Fraction(0)) for m in range(3)]
+        out[(L, H, R, l0, l1)] = (states, pi, pm)
+    return out
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", EXACT_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_small_losses_relative_to_exact_rationals(case, route, exact_laws):
+    L, H, R, l0, l1 = case
+    _, _, pm = exact_laws[case]
+    loss = float((pm[1] * (l0 - l1) + pm[2] * l0) / l0)
+    q = HysteresisQueue(L, H, R, float(l0), float(l1))
+    assert q.loss_probability(route) == pytest.approx(loss, rel=1e-11, abs=0)
+    assert q.loss_breakdown(route)["total"] == pytest.approx(loss, rel=1e-11, abs=0)
+    assert q.batch_loss_probability(route) == pytest.approx(loss, rel=1e-11, abs=0)
+    flows = q.loss_by_flow(route)
+    assert flows["priority"] == pytest.approx(float(pm[2]), rel=1e-11, abs=0)
+    assert flows["other"] == pytest.approx(float(pm[1] + pm[2]), rel=1e-11, abs=0)
+
+
+# Route (b) resolves small probabilities in relative terms, like route (a):
+# probabilities from 1e-11 down to 1e-36 (discard mode at light load).
+TAIL_CASES = [
+    dict(L=3, H=10, R=30, lam=0.2, lam_overload=0.05),
+    dict(L=5, H=20, R=45, lam=0.3, lam_overload=0.1),
+    dict(L=2, H=8, R=25, lam=0.15, lam_overload=0.05, capacity=27, service=erlang(3, 1.0),
+         batch={1: 0.7, 2: 0.3}, policy="departure-epoch"),
+    dict(L=2, H=8, R=25, lam=0.25, lam_overload=0.1, capacity=26, acceptance="whole",
+         service=hyperexponential([0.4, 0.6], [0.8, 3.0]), batch=geometric_batch(0.7)),
+]
+
+
+@pytest.mark.parametrize("kw", TAIL_CASES)
+def test_embedded_route_small_probabilities_are_relative(kw):
+    q = HysteresisQueue(**kw)
+    a, b = q.stationary("ctmc"), q.stationary("embedded")
+    assert b.status == "success" and b.info["accuracy"] == "relative"
+    assert 0 < a.p[a.p > 0].min() < 1e-10
+    np.testing.assert_array_equal(a.p > 0, b.p > 0)
+    np.testing.assert_allclose(b.p, a.p, rtol=1e-9, atol=0)
+    assert q.mode_probabilities("embedded")[2] == pytest.approx(a.modes[2], rel=1e-9, abs=0)
+
+
+@pytest.mark.parametrize("d,lam,r", [(1.0, 0.05, 14), (0.5, 0.3, 20)])
+def test_deterministic_small_probabilities_against_classic_md1r(d, lam, r):
+    # control disabled: M/D/1/r; classic departure chain with a_k = Poisson(lam d) pmf,
+    # the last column from the Poisson survival function, solved by GTH: p_n, n < r,
+    # is pi_n / (pi_0 + rho) (no cancellation)
+    x = lam * d
+    P = np.zeros((r, r))
+    for i in range(r):
+        base = max(i - 1, 0)
+        k = np.arange(r - 1 - base)
+        P[i, base:r - 1] = st.poisson.pmf(k, x)
+        P[i, r - 1] = st.poisson.sf(r - 2 - base, x)
+    pid = gth_stationary(P)
+    ref = pid / (pid[0] + x)
+    q = HysteresisQueue(1, r - 1, r, lam, lam, service=deterministic(d))
+    law = q.stationary()
+    assert law.info["accuracy"] == "relative" and ref[-1] < 1e-20
+    np.testing.assert_allclose(law.p.sum(axis=0)[:r], ref, rtol=1e-9, atol=0)
+
+
+def test_general_service_reports_absolute_accuracy():
+    law = HysteresisQueue(2, 5, 8, 1.0, 0.5, service=st.lognorm(0.5)).stationary()
+    assert law.status == "success" and law.info["accuracy"] == "absolute"
+    assert "absolute" in law.message
+
+
+# ---------------------------------------------------------------------------
+# batches, both policies, both acceptance rules: independent dense references
+# ---------------------------------------------------------------------------
+# The threshold rules are written out again below, state by state, from the
+# model's definition (not through the module's rule functions), so an error in
+# the shared rule code shows up here and not only as a disagreement of routes.
+def admitted(n, k, r, acceptance):
+    """Customers entering when a batch of k meets n customers (capacity r)."""
+    if acceptance == "partial":
+        return min(k, r - n)
+    return k if n + k <= r else 0
+
+
+def mode_after_arrival(s, n_new, H, R, policy):
+    """Instant policy: an arrival raising n to H or R (or past them) switches up."""
+    if policy != "instant":
+        return s
+    if n_new >= R:
+        return 2
+    if s == 0 and n_new >= H:
+        return 1
+    return s
+
+
+def mode_after_departure(s, m, L, H, R, policy):
+    """Decision at a departure leaving m customers."""
+    if policy == "departure-epoch":
+        if m >= R:
+            s = 2
+        elif s == 0 and m >= H:
+            s = 1
+    if s == 2 and m <= H:
+        s = 1
+    if s == 1 and m <= L:
+        s = 0
+    return s
+
+
+def reachable(T, start=0):
+    seen, todo = {start}, [start]
+    while todo:
+        x = todo.pop()
+        for y in np.flatnonzero(T[x] > 0):
+            if y not in seen:
+                seen.add(y)
+                todo.append(int(y))
+    return np.array(sorted(seen))
+
+
+def dense_batch_generator(L, H, R, r, l0, l1, mu, g, policy, acceptance):
+    """Generator of (mode, n) with exponential service, on the states reachable from (0, 0)."""
+    rates = (l0, l1, 0.0)
+    code = lambda s, n: s * (r + 1) + n  # noqa: E731
+    Q = np.zeros((3 * (r + 1),) * 2)
+    for s in range(3):
+        for n in range(r + 1):
+            for k, gk in enumerate(g, start=1):
+                a = admitted(n, k, r, acceptance)
+                if a > 0 and rates[s] * gk > 0:
+                    Q[code(s, n), code(mode_after_arrival(s, n + a, H, R, policy), n + a)] += rates[s] * gk
+            if n >= 1:
+                Q[code(s, n), code(mode_after_departure(s, n - 1, L, H, R, policy), n - 1)] += mu
+    keep = reachable(Q)
+    Q = Q[np.ix_(keep, keep)]
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    return keep // (r + 1), keep % (r + 1), Q
+
+
+def reference_measures(mode, lev, pi, L, H, R, r, l0, l1, g, acceptance, Q=None):
+    """Measures from a stationary law of (mode, n), counting lost customers directly."""
+    ex = sum(k * gk for k, gk in enumerate(g, start=1))
+    lost = lost_batches = lost_pri = lost_oth = 0.0
+    for s, n, w in zip(mode, lev, pi):
+        for k, gk in enumerate(g, start=1):
+            a = admitted(n, k, r, acceptance)
+            pri = k if s == 2 else k - a          # priority flow: refused only in discard
+            oth = k if s != 0 else k - a          # other flow: admitted only in normal mode
+            lost_pri += w * gk * pri
+            lost_oth += w * gk * oth
+            lost += w * gk * (l1 * pri + (l0 - l1) * oth)
+            lost_batches += w * gk * (l1 * (pri > 0) + (l0 - l1) * (oth > 0))
+    out = {"modes": np.array([pi[mode == s].sum() for s in range(3)]), "loss": lost / (l0 * ex),
+           "batch loss": lost_batches / l0, "priority": lost_pri / ex, "other": lost_oth / ex,
+           "E[N]": pi @ lev}
+    if Q is not None:
+        def stay(inside):
+            flow = np.where(inside, (pi * ~inside) @ Q, 0.0)
+            if flow.sum() <= 0:
+                return np.nan
+            return flow @ dense_hitting(Q, ~inside) / flow.sum()
+        out["return"], out["normal"], out["discard"] = stay(mode != 0), stay(mode == 0), stay(mode == 2)
+        out["cycle"] = out["return"] + out["normal"]
+        change = mode[:, None] != mode[None, :]
+        out["between changes"] = 1.0 / (pi @ np.where(change, Q, 0.0)).sum()
+    return out
+
+
+def measures_of(q, route, passage=True):
+    out = {"modes": q.mode_probabilities(route), "loss": q.loss_probability(route),
+           "batch loss": q.batch_loss_probability(route), "E[N]": q.mean_number_in_system(route)}
+    out.update({("priority", "other")[i]: v for i, v in enumerate(q.loss_by_flow(route).values())})
+    if passage:
+        out.update({"return": q.mean_return_time(route), "normal": q.mean_normal_period(route),
+                    "discard": q.mean_discard_time(route), "cycle": q.mean_cycle(route),
+                    "between changes": q.mean_time_between_mode_changes(route)})
+    return out
+
+
+def assert_measures_match(got, ref, rel):
+    for key, want in ref.items():
+        want, have = np.atleast_1d(want), np.atleast_1d(got[key])
+        np.testing.assert_array_equal(np.isnan(have), np.isnan(want), err_msg=key)
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(have[ok], want[ok], rtol=rel, atol=0, err_msg=key)
+
+
+BATCH_CASES = [  # (L, H, R, capacity, lam0, lam1, mu, batch pmf)
+    (1, 3, 5, 7, 1.3, 0.6, 1.0, [0.5, 0.3, 0.2]),      # capacity > R; batches overshoot H and R
+    (0, 2, 4, 4, 1.8, 0.5, 1.2, [0.3, 0.7]),           # capacity = R
+    (2, 5, 7, 9, 1.0, 0.0, 0.9, [0.6, 0.0, 0.4]),      # nothing admitted in overload
+    (1, 2, 4, 8, 0.9, 0.5, 1.0, [0.2, 0.0, 0.0, 0.8]),  # one batch crosses H and R together
+    (0, 3, 6, 6, 0.7, 0.4, 1.0, [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.4]),  # batches larger than r
+]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("acceptance", ["partial", "whole"])
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("case", BATCH_CASES, ids=lambda c: "-".join(map(str, c[:4])))
+def test_batches_against_independent_generator(case, policy, acceptance, route):
+    L, H, R, r, l0, l1, mu, g = case
+    mode, lev, Q = dense_batch_generator(L, H, R, r, l0, l1, mu, g, policy, acceptance)
+    pi = dense_stationary(Q)
+    q = HysteresisQueue(L, H, R, l0, l1, mu=mu, capacity=r, batch=g, policy=policy, acceptance=acceptance)
+    p = np.zeros((3, r + 1))
+    p[mode, lev] = pi
+    np.testing.assert_allclose(q.distribution(route), p, rtol=1e-9, atol=1e-15)
+    if route == "ctmc":
+        assert q.chain().n_states == pi.size
+    ref = reference_measures(mode, lev, pi, L, H, R, r, l0, l1, g, acceptance, Q)
+    assert_measures_match(measures_of(q, route), ref, rel=1e-9)
+
+
+def expm_embedded_law(L, H, R, r, l0, l1, g, d, policy, acceptance):
+    """Time-stationary law of (mode, n) for deterministic service d, by matrix exponentials.
+
+    Departure-epoch chain: e^{A d} for the arrivals during a service, then the
+    departure and its decision; time in each state during a service from the
+    block exponential of [[A, I], [0, 0]] (Van Loan); an idle period of mean
+    1 / (l0 P(first batch admitted)) before a service started from empty.
+    """
+    rates = (l0, l1, 0.0)
+    N = 3 * (r + 1)
+    code = lambda s, n: s * (r + 1) + n  # noqa: E731
+    A = np.zeros((N, N))
+    for s in range(3):
+        for n in range(1, r + 1):
+            for k, gk in enumerate(g, start=1):
+                a = admitted(n, k, r, acceptance)
+                if a > 0 and rates[s] * gk > 0:
+                    A[code(s, n), code(mode_after_arrival(s, n + a, H, R, policy), n + a)] += rates[s] * gk
+    np.fill_diagonal(A, -A.sum(axis=1))
+    E = sla.expm(A * d)
+    big = np.zeros((2 * N, 2 * N))
+    big[:N, :N], big[:N, N:] = A, np.eye(N)
+    occupation = sla.expm(big * d)[:N, N:]
+    first = np.zeros(N)                  # state right after the first admitted batch (idle: normal)
+    for k, gk in enumerate(g, start=1):
+        a = admitted(0, k, r, acceptance)
+        if a > 0:
+            first[code(mode_after_arrival(0, a, H, R, policy), a)] += gk
+    p_start = first.sum()
+    first /= p_start
+    depart = np.zeros((N, N))
+    for s in range(3):
+        for n in range(1, r + 1):
+            depart[code(s, n), code(mode_after_departure(s, n - 1, L, H, R, policy), n - 1)] = 1.0
+    T = np.array([(first if x % (r + 1) == 0 else np.eye(N)[x]) @ E @ depart for x in range(N)])
+    occ = np.array([(first if x % (r + 1) == 0 else np.eye(N)[x]) @ occupation for x in range(N)])
+    occ[np.arange(0, N, r + 1), np.arange(0, N, r + 1)] += 1.0 / (l0 * p_start)
+    keep = reachable(T)
+    pid = dense_stationary(T[np.ix_(keep, keep)] - np.eye(keep.size))
+    time_in = pid @ occ[keep]
+    return (time_in / time_in.sum()).reshape(3, r + 1)
+
+
+@pytest.mark.parametrize("acceptance", ["partial", "whole"])
+@pytest.mark.parametrize("policy", ["instant", "departure-epoch"])
+@pytest.mark.parametrize("case", [(1, 3, 5, 5, 1.2, 0.5, [1.0], 1.0),
+                                  (2, 4, 7, 9, 1.1, 0.6, [0.5, 0.3, 0.2], 0.9),
+                                  (1, 2, 4, 8, 0.9, 0.5, [0.2, 0.0, 0.0, 0.8], 1.0),
+                                  (0, 2, 4, 6, 2.0, 0.4, [0.2, 0.8], 0.7)],
+                         ids=lambda c: "-".join(map(str, c[:4])))
+def test_deterministic_service_against_matrix_exponentials(case, policy, acceptance):
+    L, H, R, r, l0, l1, g, d = case
+    ref = expm_embedded_law(L, H, R, r, l0, l1, g, d, policy, acceptance)
+    q = HysteresisQueue(L, H, R, l0, l1, capacity=r, batch=g, service=deterministic(d), policy=policy,
+                        acceptance=acceptance)
+    np.testing.assert_allclose(q.distribution("embedded"), ref, rtol=1e-9, atol=1e-13)
+    mode = np.repeat(np.arange(3), r + 1)
+    lev = np.tile(np.arange(r + 1), 3)
+    want = reference_measures(mode, lev, ref.ravel(), L, H, R, r, l0, l1, g, acceptance)
+    assert_measures_match(measures_of(q, "embedded", passage=False), want, rel=1e-8)
+
+
 # ---------------------------------------------------------------------------
 # route (a) against route (b)
 # ---------------------------------------------------------------------------
@@ -291,6 +619,8 @@ def test_flow_balance_and_probabilities(kw, route):
     assert 0 <= q.loss_probability(route) <= 1 and 0 <= q.batch_loss_probability(route) <= 1
     if q.batch.pmf.size == 1:
         assert q.batch_loss_probability(route) == pytest.approx(q.loss_probability(route), rel=1e-12)
+    flows = q.loss_by_flow(route)
+    assert 0 <= flows["priority"] <= flows["other"] <= 1
 
 
 @pytest.mark.parametrize("kw", INV_CASES)
@@ -372,6 +702,19 @@ def test_queue_counting_convention_shifts_thresholds():
     a = HysteresisQueue(2, 5, 8, 1.2, 0.6, counting="queue")
     b = HysteresisQueue(3, 6, 9, 1.2, 0.6)
     np.testing.assert_allclose(a.distribution(), b.distribution(), rtol=1e-13)
+    assert (a.L, a.H, a.R, a.capacity) == (3, 6, 9, 9)
+    assert "L=2, H=5, R=8, capacity=8" in repr(a) and "counting='queue'" in repr(a)
+    assert "L=3, H=6, R=9, capacity=9" in repr(b) and "counting" not in repr(b)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_departure_epoch_discard_needs_capacity_above_R(route):
+    # decisions see n+ <= capacity - 1: with capacity = R discard is unreachable
+    kw = dict(L=2, H=5, R=8, lam=1.5, lam_overload=1.2, policy="departure-epoch")
+    q = HysteresisQueue(**kw)
+    assert q.mode_probabilities(route)[2] == 0 and math.isnan(q.mean_discard_time(route))
+    q = HysteresisQueue(**kw, capacity=9)
+    assert q.mode_probabilities(route)[2] > 1e-3 and q.mean_discard_time(route) > 0
 
 
 def test_departure_epoch_modes_change_only_at_departures():
@@ -438,6 +781,13 @@ def test_invalid_parameters_raise(kw, name):
     (lambda: fixed_batch(0), "k"),
     (lambda: BatchSize([0.3, 0.3]), "batch"),
     (lambda: general(st.norm(0, 1)), "dist"),
+    # a defective CDF (tends to 1/2), with and without a mean: used to run for minutes
+    (lambda: general(cdf=lambda t: 0.5 * (1 - math.exp(-t)), mean=1.0), "cdf"),
+    (lambda: general(cdf=lambda t: 0.5 * (1 - math.exp(-t))), "cdf"),
+    # a mean contradicting the CDF (exponential, mean 1): used to be taken as given
+    (lambda: general(cdf=lambda t: 1 - math.exp(-t), mean=3.0), "mean"),
+    (lambda: general(cdf=lambda t: 1.5 - math.exp(-t)), "cdf"),
+    (lambda: general(cdf=lambda t: math.exp(-t)), "cdf"),
 ])
 def test_invalid_laws_raise(make, name):
     with pytest.raises(ValueError, match=name):
@@ -473,15 +823,20 @@ def test_literature_example_checks_hold(capsys):
     assert "matches (0, 0..H-1), (1, L+1..R-1), (2, H+1..R): True" in out
 
 
-@pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("kw", INV_CASES)
-def test_two_flow_losses_average_to_total(kw, route):
-    q = HysteresisQueue(**kw)
-    f = q.loss_by_flow(route)
-    la, lb = q.lam_overload, q.lam - q.lam_overload
-    mixed = (la * f["priority"] + lb * f["other"]) / q.lam
-    assert mixed == pytest.approx(q.loss_probability(route), abs=1e-12)
-    assert 0 <= f["priority"] <= f["other"] <= 1
+def test_width_example_shows_the_trade_off(tmp_path, capsys):
+    # the example's claim: widening <L, H> (L down, H and R fixed) gives fewer mode
+    # switches and a longer cycle, but more loss
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "examples"))
+    import hysteresis_width as ex
+    rows = ex.main(["--plots", str(tmp_path)])   # (L, E[cycle], switches per 1000, loss), width growing
+    assert (np.diff(rows[:, 0]) < 0).all() and len(rows) >= 5
+    assert (np.diff(rows[:, 1]) > 0).all()
+    assert (np.diff(rows[:, 2]) < 0).all()
+    assert (np.diff(rows[:, 3]) > 0).all()
+    assert rows[0, 2] > 10 * rows[-1, 2]           # not a marginal effect
+    assert (tmp_path / "hysteresis_width.png").stat().st_size > 10000
 
 
 def test_two_flow_single_arrivals_loss_is_discard_probability():
@@ -517,3 +872,64 @@ if given is not None:
         np.testing.assert_allclose(b.p, a.p, atol=1e-10)
         assert q.accepted_rate() == pytest.approx(q.throughput(), rel=1e-9)
         assert q.mode_probabilities()[0] == pytest.approx(q.mean_normal_period() / q.mean_cycle(), rel=1e-8)
+
+
+# ---------------------------------------------------------------------------
+# the ``ctmc hysteresis`` command
+# ---------------------------------------------------------------------------
+def run_cli(argv, capsys):
+    from ctmc.cli import main
+    assert main(["hysteresis", *argv]) == 0
+    out = capsys.readouterr().out.splitlines()
+    values = {}
+    for line in out[1:]:
+        key, _, val = line.strip().rpartition(" ")
+        values[key.strip()] = val
+    return out[0], values
+
+
+CLI_CASES = [  # (arguments, the same queue through the API, route)
+    (["--L", "2", "--H", "5", "--R", "8", "--lam", "1.2", "--lam-overload", "0.6"],
+     lambda: HysteresisQueue(2, 5, 8, 1.2, 0.6), "ctmc"),
+    (["--L", "3", "--H", "6", "--R", "9", "--capacity", "11", "--lam", "0.9", "--lam-overload", "0.4",
+      "--mu", "1.5", "--erlang", "3", "--batch-geometric", "0.6", "--policy", "departure-epoch",
+      "--acceptance", "whole"],
+     lambda: HysteresisQueue(3, 6, 9, 0.9, 0.4, capacity=11, service=erlang(3, 1 / 1.5),
+                             batch=geometric_batch(0.6), policy="departure-epoch", acceptance="whole"),
+     "ctmc"),
+    (["--L", "1", "--H", "4", "--R", "7", "--lam", "1.0", "--lam-overload", "0.5", "--deterministic",
+      "--batch-fixed", "2"],
+     lambda: HysteresisQueue(1, 4, 7, 1.0, 0.5, service=deterministic(1.0), batch=fixed_batch(2)),
+     "embedded"),
+]
+
+
+@pytest.mark.parametrize("argv,make,route", CLI_CASES)
+def test_cli_prints_the_api_measures(argv, make, route, capsys):
+    head, values = run_cli(argv, capsys)
+    q = make()
+    assert head == repr(q)
+    summary = q.summary()
+    assert values["route"] == route == summary["route"] and values["status"] == "success"
+    for key in ["P(normal)", "P(overload)", "P(discard)", "loss", "batch loss", "E[N]", "E[sojourn]",
+                "E[return time]", "E[normal period]", "E[cycle]"]:
+        assert float(values[key]) == pytest.approx(summary[key], rel=1e-9), key
+
+
+@pytest.mark.parametrize("argv,name", [
+    (["--L", "5", "--H", "3"], "H"),
+    (["--R", "8", "--capacity", "7"], "capacity"),
+    (["--lam", "0"], "lam"),
+    (["--mu", "0"], "mu"),
+    (["--deterministic", "--route", "ctmc"], "route"),
+    (["--deterministic", "--erlang", "5"], "not allowed"),
+    (["--batch-fixed", "2", "--batch-geometric", "0.5"], "not allowed"),
+])
+def test_cli_reports_bad_input_in_one_line(argv, name, capsys):
+    from ctmc.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["hysteresis", "--L", "2", "--H", "5", "--R", "8", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ctmc hysteresis: error:") and name in err[-1]
+    assert not any("Traceback" in line for line in err)

@@ -15,16 +15,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lam", type=float, default=1.2, help="batch rate in normal mode")
     parser.add_argument("--lam-overload", type=float, default=0.6, help="batch rate in overload")
     parser.add_argument("--mu", type=float, default=1.0, help="service rate (exponential service)")
-    parser.add_argument("--erlang", type=int, default=None, metavar="K",
-                        help="Erlang-K service with mean 1/mu instead of exponential")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="deterministic service 1/mu (embedded-chain route)")
-    parser.add_argument("--batch-geometric", type=float, default=None, metavar="P",
-                        help="geometric batch sizes with success probability P (mean 1/P)")
-    parser.add_argument("--batch-fixed", type=int, default=None, metavar="K", help="batches of K customers")
+    service = parser.add_mutually_exclusive_group()
+    service.add_argument("--erlang", type=int, default=None, metavar="K",
+                         help="Erlang-K service with mean 1/mu instead of exponential")
+    service.add_argument("--deterministic", action="store_true",
+                         help="deterministic service 1/mu (embedded-chain route)")
+    batch = parser.add_mutually_exclusive_group()
+    batch.add_argument("--batch-geometric", type=float, default=None, metavar="P",
+                       help="geometric batch sizes with success probability P (mean 1/P)")
+    batch.add_argument("--batch-fixed", type=int, default=None, metavar="K", help="batches of K customers")
     parser.add_argument("--policy", default="instant", choices=["instant", "departure-epoch"])
     parser.add_argument("--acceptance", default="partial", choices=["partial", "whole"])
     parser.add_argument("--route", default="auto", choices=["auto", "ctmc", "embedded"])
+    # invalid values are reported by this parser (one line, exit status 2)
+    parser.set_defaults(hysteresis_parser=parser)
 
 
 def build_queue(args):
@@ -32,10 +36,12 @@ def build_queue(args):
     from .queue import HysteresisQueue
     from .service import deterministic, erlang, fixed_batch, geometric_batch
 
+    if args.mu <= 0:
+        raise ValueError(f"mu: must be finite and > 0, got {args.mu!r}")
     service = None
     if args.deterministic:
         service = deterministic(1.0 / args.mu)
-    elif args.erlang:
+    elif args.erlang is not None:
         service = erlang(args.erlang, mean=1.0 / args.mu)
     batch = None
     if args.batch_geometric is not None:
@@ -55,9 +61,19 @@ def _format(q, summary) -> str:
 
 
 def run(args) -> str:
-    """Solve the queue described by ``args`` and return the printable measures."""
-    q = build_queue(args)
-    return _format(q, q.summary(args.route))
+    """Solve the queue described by ``args`` and return the printable measures.
+
+    A ValueError from the model (a parameter out of range) goes to the
+    parser's ``error``: one line naming the parameter, exit status 2.
+    """
+    try:
+        q = build_queue(args)
+        return _format(q, q.summary(args.route))
+    except ValueError as exc:
+        parser = getattr(args, "hysteresis_parser", None)
+        if parser is None:
+            raise
+        parser.error(str(exc))
 
 
 def report(plots_dir=None) -> str:

@@ -71,8 +71,16 @@ Routes
     with the Poisson mixing coefficients :math:`a_k, b_k` of :math:`G`. The
     first gives the transitions (then one departure, and the policy's
     decision), the second the expected time spent in each :math:`(s, n)`
-    during a service. By the Markov-renewal argument the time-stationary law
-    is
+    during a service. For phase-type service both integrals are computed
+    exactly instead, by a block back-substitution over the levels (see
+    :meth:`HysteresisQueue._ph_service_matrices`); for deterministic service
+    the series runs until its tail is below 1e-300. All terms being
+    non-negative, and the embedded chain being solved by GTH, probabilities
+    far below 1e-16 then keep their relative accuracy. For a general law
+    given by a CDF the :math:`b_k` come from quadrature and the accuracy is
+    absolute only (about 1e-13; :attr:`HysteresisLaw.message` says so).
+
+    By the Markov-renewal argument the time-stationary law is
 
     .. math::
 
@@ -95,11 +103,16 @@ Measures
 From the time-stationary law :math:`p(s, n)` (Poisson arrivals see time
 averages):
 
-    * customer loss: :math:`1 - \text{accepted rate}/(\lambda_0 E[X])`: the
-      source offers :math:`\lambda_0 E[X]` customers per unit time in every
-      mode; a customer is lost if throttled (overload), discarded, or
-      rejected for lack of room (:meth:`HysteresisQueue.loss_breakdown`);
-    * batch loss: fraction of offered batches not admitted in full;
+    * customer loss: the source offers :math:`\lambda_0 E[X]` customers per
+      unit time in every mode; a customer is lost if throttled (overload),
+      discarded, or rejected for lack of room. The loss is summed from the
+      lost customers state by state, :math:`\sum_{s,n} p(s,n)(\lambda_0 E[X]
+      - \lambda_s E[\text{admitted} \mid n]) / (\lambda_0 E[X])` with the
+      bracket computed from the lost amounts themselves, never as :math:`1 -
+      \text{accepted}/\text{offered}`: losses of :math:`10^{-30}` keep their
+      relative accuracy (:meth:`HysteresisQueue.loss_breakdown`);
+    * batch loss: fraction of offered batches not admitted in full (summed
+      the same way);
     * mean number in system, mean sojourn time of accepted customers (Little);
     * return time: from entering the overload set :math:`\{s \ne 0\}` (the
       entrance law is the stationary flow across its boundary) until the
@@ -127,7 +140,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .service import BatchSize, PhaseType, as_batch, as_service
+from .service import BatchSize, Deterministic, PhaseType, as_batch, as_service
 
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
 
@@ -147,6 +160,36 @@ def _decide(where, s, n, L, H, R):
     up = where(n >= R, 2, where((s == 0) & (n >= H), 1, s))
     down = where((up == 2) & (n <= H), 1, up)
     return where((down == 1) & (n <= L), 0, down)
+
+
+def _mmatrix_inverse(B, slack):
+    """Inverse of a row-diagonally-dominant M-matrix without subtractions.
+
+    ``B`` has non-positive off-diagonal entries and row sums ``slack >= 0``
+    (given, not recomputed). Gaussian elimination without pivoting keeps the
+    sign pattern; each pivot is recomputed as the row's slack plus its
+    remaining off-diagonal magnitudes (the GTH trick), so every entry of the
+    inverse is a sum of non-negative terms, accurate in relative terms.
+    """
+    B = np.array(B, dtype=float)
+    m = B.shape[0]
+    slack = np.array(slack, dtype=float)
+    Linv = np.eye(m)                       # accumulates the row operations
+    for k in range(m):
+        off = -np.delete(B[k, k:], 0).sum() if k + 1 < m else 0.0
+        B[k, k] = slack[k] + off
+        for i in range(k + 1, m):
+            if B[i, k] != 0:
+                f = -B[i, k] / B[k, k]     # >= 0
+                B[i, k + 1:] += f * B[k, k + 1:]
+                B[i, k] = 0.0
+                slack[i] += f * slack[k]
+                Linv[i] += f * Linv[k]
+    # back substitution of U X = Linv, with U upper triangular (off-diagonal <= 0)
+    X = np.zeros((m, m))
+    for k in range(m - 1, -1, -1):
+        X[k] = (Linv[k] - B[k, k + 1:] @ X[k + 1:]) / B[k, k]
+    return X
 
 
 @dataclass(frozen=True)
@@ -235,7 +278,13 @@ class HysteresisLaw:
         embedded chain (route embedded).
     wall_time : float
     info : dict
-        ``n_states``, solver method, truncation mass of the Poisson mixing, ...
+        ``n_states``, solver method, truncation mass of the Poisson mixing,
+        ``accuracy`` (``"relative"`` or ``"absolute"``), ...
+    message : str
+        How the law was computed and how small probabilities can be trusted:
+        route "ctmc" and route "embedded" with phase-type or deterministic
+        service resolve probabilities far below 1e-16 in relative terms; a
+        general law given by a CDF (quadrature) only to about 1e-13 absolute.
     """
 
     p: np.ndarray
@@ -244,6 +293,7 @@ class HysteresisLaw:
     residual: float
     wall_time: float
     info: dict = field(default_factory=dict, repr=False)
+    message: str = ""
 
     @property
     def marginal_n(self) -> np.ndarray:
@@ -306,6 +356,13 @@ class HysteresisQueue:
         What ``L``, ``H``, ``R`` and ``capacity`` count: customers in the
         system (default) or waiting places (the one in service excluded;
         internally each value is then increased by 1).
+
+    Attributes
+    ----------
+    L, H, R, capacity : int
+        The thresholds and capacity counted *in the system*, as the model
+        uses them: with ``counting="queue"`` each is the given value plus 1
+        (``repr`` shows the given values and the convention).
 
     Raises
     ------
@@ -377,10 +434,13 @@ class HysteresisQueue:
         return isinstance(self.service, PhaseType)
 
     def __repr__(self) -> str:
-        return (f"HysteresisQueue(L={self.L}, H={self.H}, R={self.R}, capacity={self.capacity}, "
-                f"lam={self.lam:g}, lam_overload={self.lam_overload:g}, batch={self.batch.name}, "
-                f"service={self.service.name}, policy={self.policy.name!r}, "
-                f"acceptance={self.acceptance.name!r})")
+        # the user's values: with counting="queue" the attributes are shifted by one
+        k = 1 if self.counting == "queue" else 0
+        extra = ", counting='queue'" if k else ""
+        return (f"HysteresisQueue(L={self.L - k}, H={self.H - k}, R={self.R - k}, "
+                f"capacity={self.capacity - k}, lam={self.lam:g}, lam_overload={self.lam_overload:g}, "
+                f"batch={self.batch.name}, service={self.service.name}, policy={self.policy.name!r}, "
+                f"acceptance={self.acceptance.name!r}{extra})")
 
     def _batch_pmf(self) -> np.ndarray:
         """Batch pmf over 1..r+1 (larger batches behave like r + 1 under both rules)."""
@@ -481,15 +541,53 @@ class HysteresisQueue:
         A = R - sp.diags(np.asarray(R.sum(axis=1)).ravel())
         return A.tocsr(), s, n
 
-    def _stationary_embedded(self):
-        import ctmc
-        from scipy.sparse.csgraph import breadth_first_order
+    def _ph_service_matrices(self, A, level):
+        r"""Exact :math:`\int e^{At} dG(t)` and :math:`\int e^{At}(1 - G(t)) dt` for PH service.
 
-        t0 = time.perf_counter()
-        r = self.capacity
-        N = 3 * (r + 1)
-        A, s, n = self._service_period()
-        Lam = float(max(self.lam, self.lam_overload))
+        With :math:`W_x = \int_0^\infty e^{St}c \otimes e_x e^{At}\,dt`
+        (:math:`c = s_0` or :math:`\mathbf 1`), the backward equation gives
+        :math:`(d_x I - S) W_x = c\, e_x^T + \sum_{y \ne x} A_{xy} W_y`
+        (:math:`d_x = -A_{xx}`), and the matrices have rows :math:`\alpha W_x`.
+        Every arrival raises the level, so the :math:`W_x` follow from the top
+        level down; :math:`(d_x I - S)^{-1} \ge 0` is formed without
+        subtractions (:func:`_mmatrix_inverse`) and every other step adds
+        non-negative terms, so even the smallest entries keep their relative
+        accuracy (a truncated Poisson series gives them only to about 1e-15
+        absolute). Columns are done in blocks to bound the memory.
+        """
+        ph = self.service
+        m, N = ph.n_phases, A.shape[0]
+        A = A.tocsr()
+        diag = -A.diagonal()
+        c = np.stack([ph.exit_rates, np.ones(m)], axis=1)          # (m, 2)
+        inverses = {}
+        order = np.argsort(-level, kind="stable")                    # top level first
+        Ma = np.empty((N, N))
+        Mb = np.empty((N, N))
+        width = max(1, min(N, int(2.5e7 // (N * m * 2))))           # about 200 MB of W
+        for c0 in range(0, N, width):
+            cols = np.arange(c0, min(N, c0 + width))
+            W = np.zeros((N, m, 2, cols.size))
+            for x in order:
+                lo, hi = A.indptr[x], A.indptr[x + 1]
+                nb, rates = A.indices[lo:hi], A.data[lo:hi]
+                off = nb != x
+                rhs = (np.tensordot(rates[off], W[nb[off]], axes=1) if off.any()
+                       else np.zeros((m, 2, cols.size)))
+                if c0 <= x < c0 + cols.size:
+                    rhs[:, :, x - c0] += c
+                key = float(diag[x])
+                if key not in inverses:
+                    inverses[key] = _mmatrix_inverse(key * np.eye(m) - ph.S, ph.exit_rates + key)
+                W[x] = np.tensordot(inverses[key], rhs, axes=1)
+            out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, 2, cols)
+            Ma[:, cols] = out[:, 0]
+            Mb[:, cols] = out[:, 1]
+        return Ma, Mb
+
+    def _mixed_service_matrices(self, A, Lam):
+        """The same matrices by uniformisation and the service law's Poisson mixing series."""
+        N = A.shape[0]
         P = (sp.identity(N, format="csr") + A / Lam).tocsr()
         mix = self.service.mixing(Lam)
         Ma = np.zeros((N, N))
@@ -500,6 +598,22 @@ class HysteresisQueue:
             Ma += ak * X
             Mb += bk * X
             X = (PT @ X.T).T
+        return Ma, Mb, mix
+
+    def _stationary_embedded(self):
+        import ctmc
+        from scipy.sparse.csgraph import breadth_first_order
+
+        t0 = time.perf_counter()
+        r = self.capacity
+        N = 3 * (r + 1)
+        A, s, n = self._service_period()
+        Lam = float(max(self.lam, self.lam_overload))
+        if self.is_phase_type:
+            Ma, Mb = self._ph_service_matrices(A, n)
+            mix = None
+        else:
+            Ma, Mb, mix = self._mixed_service_matrices(A, Lam)
         # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
         m_ = np.maximum(n - 1, 0)
         s_dep = _decide(np.where, s, m_, self.L, self.H, self.R)
@@ -533,7 +647,9 @@ class HysteresisQueue:
         pattern = sp.csr_matrix(Pd > 0)
         reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
         sub = Pd[np.ix_(reach, reach)]
-        emb = ctmc.CTMC.from_rates(sub).stationary()
+        # dense chain with entries down to 1e-300: GTH (no subtractions) keeps
+        # its small probabilities; LU may return negative ones there
+        emb = ctmc.CTMC.from_rates(sub).stationary(method="gth")
         pid = emb.pi
         occ = pid @ rows_b[reach]
         for e, pe in zip(reach, pid):
@@ -549,13 +665,27 @@ class HysteresisQueue:
         np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
         at_dep *= dep_rate
         p = (occ / occ.sum()).reshape(3, r + 1)
-        return HysteresisLaw(p, "embedded", emb.status.value if mix.status == "success" else mix.status,
-                             res, time.perf_counter() - t0,
-                             {"n_embedded": reach.size, "mixing_terms": mix.a.size,
-                              "mixing_tail": mix.tail, "embedded_method": emb.method,
+        if mix is None:
+            status = emb.status.value
+            message = "phase-type service: exact service matrices (relative accuracy)"
+            terms, tail = 0, 0.0
+        else:
+            status = emb.status.value if mix.status == "success" else mix.status
+            terms, tail = mix.a.size, mix.tail
+            if isinstance(self.service, Deterministic):
+                message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
+            else:
+                message = (f"general service by quadrature: accuracy is absolute only (about "
+                           f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
+        return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
+                             {"n_embedded": reach.size, "mixing_terms": terms,
+                              "mixing_tail": tail, "embedded_method": emb.method,
                               "departure_law": (reach, pid), "departure_rate": dep_rate,
                               "switches_at_departures": at_dep,
-                              "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max())})
+                              "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                              "accuracy": "absolute" if mix is not None and not isinstance(
+                                  self.service, Deterministic) else "relative"},
+                             message)
 
     # -- the law -------------------------------------------------------------------
     def stationary(self, route: str = "auto") -> HysteresisLaw:
@@ -593,17 +723,25 @@ class HysteresisQueue:
 
     # -- customer measures ---------------------------------------------------------
     def _admission(self):
-        """Per level n: (mean customers admitted from one batch, P(batch admitted in full))."""
+        """Per level n, for one batch arriving in a mode that admits: mean customers
+        admitted, mean customers lost for lack of room, P(batch not admitted in full).
+
+        The last two are summed from the lost customers themselves (no ``1 - ...``),
+        so small losses keep their relative accuracy.
+        """
         r = self.capacity
         n = np.arange(r + 1)
         g = self._batch_pmf()
         mean_in = np.zeros(r + 1)
-        full = np.zeros(r + 1)
+        mean_lost = np.zeros(r + 1)
+        cut = np.zeros(r + 1)
         for k, gk in enumerate(g, start=1):
             n_new, ok = self.acceptance.admit(n, k, r)
-            mean_in += gk * np.where(ok, n_new - n, 0)
-            full += gk * (ok & (n_new - n == k))
-        return mean_in, full
+            enter = np.where(ok, n_new - n, 0)
+            mean_in += gk * enter
+            mean_lost += gk * (k - enter)
+            cut += gk * (enter < k)
+        return mean_in, mean_lost, cut
 
     def offered_rate(self) -> float:
         """Customers offered per unit time, ``lam * E[X]`` (the source's rate in every mode)."""
@@ -612,7 +750,7 @@ class HysteresisQueue:
     def accepted_rate(self, route: str = "auto") -> float:
         """Customers admitted per unit time (equals the throughput)."""
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        mean_in, _, _ = self._admission()
         return float(self.rates @ p @ mean_in)
 
     def throughput(self, route: str = "auto") -> float:
@@ -621,22 +759,28 @@ class HysteresisQueue:
         return float((1 - pn[0]) / self.service.mean)
 
     def loss_probability(self, route: str = "auto") -> float:
-        """Fraction of offered customers lost (throttled, discarded or rejected for room)."""
-        return 1.0 - self.accepted_rate(route) / self.offered_rate()
+        """Fraction of offered customers lost (throttled, discarded or rejected for room).
+
+        Summed from the lost customers state by state (:meth:`loss_breakdown`),
+        not as ``1 - accepted/offered``: small losses keep their relative accuracy.
+        """
+        return self.loss_breakdown(route)["total"]
 
     def loss_breakdown(self, route: str = "auto") -> dict:
-        """Loss probability split by cause (fractions of the offered customers).
+        r"""Loss probability split by cause (fractions of the offered customers).
 
         Keys: ``"throttled"`` (overload mode, rate ``lam - lam_overload``),
         ``"discarded"`` (discard mode), ``"overflow"`` (admitted batch without
-        room), ``"total"``.
+        room), ``"total"``. Every term is a sum of non-negative per-state lost
+        amounts, :math:`\sum_{s,n} p(s,n)\,(\lambda_0 E[X] - \lambda_s\,
+        E[\text{admitted} \mid n]) / (\lambda_0 E[X])`.
         """
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        _, mean_lost, _ = self._admission()
         pm = p.sum(axis=1)
         thr = pm[1] * (self.lam - self.lam_overload) / self.lam
         dis = pm[2]
-        over = float(self.rates @ p @ (self.batch.mean - mean_in)) / self.lam / self.batch.mean
+        over = float(self.rates @ p @ mean_lost) / self.lam / self.batch.mean
         return {"throttled": float(thr), "discarded": float(dis), "overflow": over,
                 "total": float(thr + dis + over)}
 
@@ -647,21 +791,25 @@ class HysteresisQueue:
         mode both are admitted, in overload only the priority flow, in discard
         neither. This is the same chain with ``lam_overload`` the priority
         flow's batch rate and ``lam - lam_overload`` the other flow's (same
-        batch law). Returns ``{"priority": ..., "other": ...}``; their average
-        weighted by the flow rates is :meth:`loss_probability`.
+        batch law). Returns ``{"priority": ..., "other": ...}``, each summed
+        from that flow's lost customers (modes that refuse it, plus batches cut
+        for lack of room).
         """
         p = self.distribution(route)
-        mean_in, _ = self._admission()
+        _, mean_lost, _ = self._admission()
         ex = self.batch.mean
-        kept0 = float(p[0] @ mean_in) / ex
-        kept1 = float(p[1] @ mean_in) / ex
-        return {"priority": 1.0 - kept0 - kept1, "other": 1.0 - kept0}
+        pm = p.sum(axis=1)
+        over0 = float(p[0] @ mean_lost) / ex
+        over1 = float(p[1] @ mean_lost) / ex
+        return {"priority": float(pm[2] + over0 + over1), "other": float(pm[1] + pm[2] + over0)}
 
     def batch_loss_probability(self, route: str = "auto") -> float:
-        """Fraction of offered batches not admitted in full."""
+        """Fraction of offered batches not admitted in full (summed from the refused ones)."""
         p = self.distribution(route)
-        _, full = self._admission()
-        return 1.0 - float(self.rates @ p @ full) / self.lam
+        _, _, cut = self._admission()
+        pm = p.sum(axis=1)
+        refused = pm[1] * (self.lam - self.lam_overload) / self.lam + pm[2]
+        return float(refused + self.rates @ p @ cut / self.lam)
 
     def mean_number_in_system(self, route: str = "auto") -> float:
         """``E[N]``, the mean number of customers in the system."""
@@ -766,7 +914,13 @@ class HysteresisQueue:
         return self._stay([0], route)
 
     def mean_discard_time(self, route: str = "auto") -> float:
-        """Mean length of a discard period (NaN if discard mode is never entered)."""
+        """Mean length of a discard period (NaN if discard mode is never entered).
+
+        With ``policy="departure-epoch"`` and ``capacity == R`` the discard
+        mode is unreachable (a departure leaves at most ``R - 1`` customers,
+        below the discard threshold), so its probability is 0 and this is NaN;
+        give ``capacity > R`` for a reachable discard mode.
+        """
         return self._stay([2], route)
 
     def mean_cycle(self, route: str = "auto") -> float:

@@ -225,11 +225,20 @@ class Deterministic:
     def scv(self) -> float:
         return 0.0
 
-    def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
+    def mixing(self, rate: float, tol: float = 1e-300) -> MixingResult:
+        """Poisson probabilities ``a_k = p_k(rate d)`` up to where the tail falls below ``tol``.
+
+        The default keeps every term down to 1e-300: ``a_k`` and the powers
+        of the uniformised matrix are non-negative, so the embedded chain's
+        transition probabilities then have *relative* accuracy, however small.
+        """
         from scipy.stats import poisson
         lam = _positive("rate", rate)
         x = lam * self.d
-        kmax = int(poisson.isf(tol, x)) + 2 if x > 0 else 1
+        # first k with P(Poisson(x) > k) < tol (log scale: isf fails near 1e-300)
+        k = np.arange(int(x + 40 * np.sqrt(x) + 1000))
+        below = poisson.logsf(k, x) < np.log(tol)
+        kmax = int(np.argmax(below)) + 1 if below.any() else k.size
         k = np.arange(kmax + 1)
         a = poisson.pmf(k, x)
         b = poisson.sf(k, x) / lam
@@ -261,6 +270,7 @@ class GeneralService:
         lam = _positive("rate", rate)
         x = lam * self.mean
         kmax = max(int(x + 12 * np.sqrt(x + 1) + 30), 40)
+        kcap = 16 * kmax  # a valid law's series is done long before: stop and report "truncated"
         while True:
             k = np.arange(kmax + 1)
 
@@ -276,7 +286,7 @@ class GeneralService:
                 b += val
                 nev += inf.neval
             tail = lam * b[-1]
-            if tail < tol or kmax >= _KMAX:
+            if tail < tol or kmax >= kcap:
                 break
             kmax *= 2
         a = np.empty_like(b)
@@ -364,8 +374,11 @@ def general(dist=None, *, cdf=None, mean=None, points=()) -> GeneralService:
         E.g. ``scipy.stats.lognorm(0.5, scale=1.0)``; support must be in [0, inf).
     cdf : callable, optional
         ``G(t)`` for ``t >= 0`` (instead of ``dist``); ``mean`` is then computed
-        by quadrature of ``1 - G`` unless given.
+        by quadrature of ``1 - G`` unless given. It is checked: values in
+        [0, 1], non-decreasing, tending to 1.
     mean : float, optional
+        With ``cdf``: must agree with the quadrature of ``1 - G`` to 1e-6
+        (relative), else ValueError.
     points : sequence of float
         Breakpoints (jumps or kinks of ``G``) to help the quadrature.
     """
@@ -385,11 +398,53 @@ def general(dist=None, *, cdf=None, mean=None, points=()) -> GeneralService:
                               sf=dist.sf, points=pts)
     if not callable(cdf):
         raise ValueError("cdf: expected a callable G(t)")
-    if mean is None:
-        from scipy.integrate import quad
-        mean = quad(lambda t: 1.0 - cdf(t), 0, np.inf, limit=500)[0]
-    m = _positive("mean", mean)
-    return GeneralService(cdf=cdf, mean=m, name="G", points=tuple(points))
+    pts = tuple(sorted(float(p) for p in points if np.isfinite(p) and p > 0))
+    _check_cdf(cdf, mean, pts)
+    m = _positive("mean", _cdf_mean(cdf, pts) if mean is None else mean)
+    if mean is not None:
+        mq = _cdf_mean(cdf, pts)
+        if not abs(mq - m) <= _MEAN_RTOL * m:
+            raise ValueError(f"mean: the given mean {m!r} contradicts the CDF, whose mean "
+                             f"(quadrature of 1 - G) is {mq!r}")
+    return GeneralService(cdf=cdf, mean=m, name="G", points=pts)
+
+
+_MEAN_RTOL = 1e-6
+
+
+def _cdf_mean(cdf, points):
+    """``int_0^inf (1 - G(t)) dt`` by quadrature, split at the breakpoints."""
+    from scipy.integrate import quad
+    edges = [0.0, *points, np.inf]
+    return float(sum(quad(lambda t: 1.0 - cdf(t), lo, hi, limit=500)[0]
+                     for lo, hi in zip(edges[:-1], edges[1:])))
+
+
+def _check_cdf(cdf, mean, points):
+    """A CDF must lie in [0, 1], not decrease, and tend to 1.
+
+    By Markov's inequality a law of mean ``m`` has ``1 - G(t) <= m / t``, so
+    ``G`` must exceed ``1 - 1e-9`` at ``t = 1e9 m`` (``t = 1e12`` when the
+    mean is not given).
+    """
+    try:
+        m = None if mean is None else float(mean)
+    except (TypeError, ValueError):
+        raise ValueError(f"mean: expected a positive number, got {mean!r}") from None
+    far = 1e12 if m is None or not np.isfinite(m) or m <= 0 else 1e9 * max(m, *points, 1e-300)
+    grid = np.concatenate([[0.0], np.geomspace(1e-6, far, 200), points])
+    grid.sort()
+    try:
+        vals = np.array([float(cdf(t)) for t in grid])
+    except Exception as exc:  # the user's callable failed
+        raise ValueError(f"cdf: could not evaluate G(t): {exc}") from None
+    if not (np.isfinite(vals).all() and (vals >= 0).all() and (vals <= 1).all()):
+        raise ValueError("cdf: G(t) must lie in [0, 1]")
+    if (np.diff(vals) < -1e-12).any():
+        raise ValueError("cdf: G(t) must be non-decreasing")
+    if vals[-1] < 1 - 1e-9:
+        raise ValueError(f"cdf: G(t) must tend to 1 (a defective law would leave some services "
+                         f"unfinished): G({far:.3g}) = {vals[-1]!r}")
 
 
 def as_service(service, mu: float):
