@@ -438,7 +438,7 @@ def level_stationary(Q, level, *, tol: float = 1e-12, maxiter: int = 1000, x0=No
     x = np.full(N, 1.0 / N) if x0 is None else np.asarray(x0, dtype=float)[order].copy()
     if x.shape != (N,) or not np.all(x > 0):
         raise ValueError("x0: expected a positive vector with one entry per state")
-    status, resid, it = Status.MAX_ITERATIONS, np.inf, 0
+    status, resid, it, norm_it, bal = Status.MAX_ITERATIONS, np.inf, 0, None, np.inf
     for it in range(1, maxiter + 1):
         # 1. aggregation-disaggregation on the level
         X = np.bincount(lv, weights=x, minlength=n_lev)
@@ -460,11 +460,16 @@ def level_stationary(Q, level, *, tol: float = 1e-12, maxiter: int = 1000, x0=No
             status = Status.BREAKDOWN
             break
         if resid <= tol:
-            # converged in norm: go on until the small probabilities balance too
+            # converged in norm: go on (at most as long again) until the small
+            # probabilities balance too
+            norm_it = it if norm_it is None else norm_it
             ok = x >= _TINY
             bal = float(np.max(np.abs(r[ok]) / (out[ok] * x[ok])))
             if bal <= tail_tol:
                 status = Status.SUCCESS
+                break
+            if it >= 2 * norm_it:
+                status = Status.SUCCESS   # re-graded to TAIL_INACCURATE below
                 break
     pi = x[inv]
     residual, bal, underflow = stationary_evidence(Q, pi)
@@ -709,6 +714,22 @@ class Supermarket:
             tried.append((B, boundary, chain.n_states, secs))
             decay = reach[B] / reach[B - 1] if reach[B - 1] > 0 else 0.0
             if boundary <= self.tol:
+                best = (B, chain, res, build, EM, loss, boundary, decay)
+                # the jump may have overshot: bisect down to the smallest capacity meeting tol
+                lo = max([b for b, bm, _, _ in tried if bm > self.tol], default=B - 1)
+                hi = B
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    chain, res, build, secs = self._solve(mid)
+                    EM, boundary, reach, loss = self._measures(chain, res, mid)
+                    tried.append((mid, boundary, chain.n_states, secs))
+                    if boundary <= self.tol:
+                        hi = mid
+                        decay = reach[mid] / reach[mid - 1] if reach[mid - 1] > 0 else 0.0
+                        best = (mid, chain, res, build, EM, loss, boundary, decay)
+                    else:
+                        lo = mid
+                B, chain, res, build, EM, loss, boundary, decay = best
                 trunc = Truncation(B, True, self.tol, boundary, loss, decay, tuple(tried), "ok")
                 return chain, res, build, EM, loss, trunc
             # predict the capacity meeting tol from the geometric decay of the boundary mass:
@@ -793,7 +814,7 @@ def _solve_ctmc(model, chain, B, method):
 
 def _solve_levels(model, chain, B, method):
     level = sum(k * chain.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
-    res = level_stationary(chain.Q, level, tol=model.level_tol)
+    res = level_stationary(chain.Q, level, tol=model.level_tol, tail_tol=1e-8)
     return res._raise_or_warn(True)
 
 
@@ -860,10 +881,10 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     B = capacity
 
     def shoot(t):
-        # u_B(t) - t along u_k = lam (u_{k-1}^d - t); decreasing in t while u_k >= t
+        # u_B(t) - t along u_k = lam (u_{k-1}^d - t^d); decreasing in t while u_k >= t
         u = 1.0
         for _ in range(B):
-            u = lam * (u ** d - t)
+            u = lam * (u ** d - t ** d)
             if u < t:
                 return u - t
         return u - t
@@ -875,7 +896,7 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     u = np.empty(B + 1)
     u[0] = 1.0
     for k in range(1, B + 1):
-        u[k] = lam * (u[k - 1] ** d - t)
+        u[k] = lam * (u[k - 1] ** d - t ** d)
     u[B] = t
     return u
 
