@@ -21,7 +21,9 @@ __all__ = ["main", "FAMILIES", "core_study"]
 
 #: family name -> module with ``add_arguments(parser)``, ``run(args)`` and
 #: ``report(plots_dir)``; modules that are not installed are skipped.
-FAMILIES: dict = {}
+FAMILIES: dict = {
+    "supermarket": "models.supermarket",
+}
 
 
 def _table(rows, headers):
