@@ -77,7 +77,7 @@ def table(rows, headers):
     return "\n".join(out + ["  ".join(str(c).rjust(x) for c, x in zip(r, w)) for r in rows])
 
 
-def main(full=False, plot_dir=None):
+def main(full=False, plot_dir=None, nmax=20, budget=None):
     head, rows, (f1, f2) = seed_table((2, 5, 10), tol=1e-5) if full else seed_table()
     print(f"f_k at lambda = {LAM}: the seed's mean-field table (d = 1, d = 2) with exact and refined values")
     print(table(rows, head))
@@ -86,8 +86,8 @@ def main(full=False, plot_dir=None):
     k = np.arange(9)
     assert np.allclose(f2[:9], LAM ** (2.0 ** k - 1) - LAM ** (2.0 ** (k + 1) - 1), rtol=1e-12)
 
-    ns = list(range(2, 21)) if full else [2, 3, 4]
-    budget = 3_200_000 if full else 20_000
+    ns = list(range(2, nmax + 1)) if full else [2, 3, 4]
+    budget = budget or (3_200_000 if full else 20_000)
     rmf = refined_mean_field(D, LAM)
     mf = rmf.mean_jobs_per_server()
     rows, err_mf, err_rmf, used = [], [], [], []
@@ -117,7 +117,9 @@ def main(full=False, plot_dir=None):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="n = 2..20 (about half an hour)")
+    ap.add_argument("--nmax", type=int, default=20, help="largest n of --full (default 20)")
+    ap.add_argument("--budget", type=int, default=None, help="states per chain (default 3.2e6 with --full)")
     ap.add_argument("--plot", metavar="DIR", help="write the error plot to DIR")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        main(full=a.full, plot_dir=a.plot or tmp)
+        main(full=a.full, plot_dir=a.plot or tmp, nmax=a.nmax, budget=a.budget)
