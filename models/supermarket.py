@@ -65,8 +65,12 @@ truncated and the infinite chains have the same rates outside these states,
 so :math:`\beta_B` measures the neglected mass; it is estimated in the
 truncated chain itself, and the loss probability (always smaller) is reported
 next to it (:class:`Truncation`). The search solves a few small capacities
-first and extrapolates the geometric decay of :math:`P(M_k \ge 1)` in
-:math:`k` to jump to the answer.
+first, extrapolates the geometric decay of the boundary mass to jump ahead
+(each jump at most multiplies the state count by 8), then bisects back to the
+smallest capacity meeting ``tol``. This is an estimate measured in the
+truncated chain, not a proven bound: blocking makes the truncated chain
+slightly lighter than the infinite one, and the tests check it against larger
+capacities.
 
 Mean field
 ----------
