@@ -642,8 +642,10 @@ class Supermarket:
             raise ValueError(f"tol: expected a boundary-mass tolerance in (0, 1), got {tol!r}")
         self.tol = float(tol)
         self.max_states = _int_param("max_states", max_states, 1)
-        if not isinstance(method, str):
-            raise ValueError(f"method: expected a stationary method name, got {method!r}")
+        from ctmc.stationary import METHODS
+        valid = ["auto", "ctmc-auto", *_SOLVERS, *sorted(METHODS)]
+        if method not in valid:
+            raise ValueError(f"method: expected one of {valid}, got {method!r}")
         self.method = method
         self.level_tol = 1e-12
         if capacity is not None and n_occupancy_states(self.n, capacity) > self.max_states:

@@ -366,6 +366,7 @@ def test_automatic_capacity_reports_unmet_tolerance():
     (dict(n=2.5, d=2, lam=0.5), "n"), (dict(n=3, d=2, lam=0.5, tol=0.0), "tol"),
     (dict(n=3, d=2, lam=0.5, replacement="yes"), "replacement"),
     (dict(n=1000, d=2, lam=0.9, capacity=50), "capacity"),   # refused before any heavy work
+    (dict(n=3, d=2, lam=0.5, method="cholesky"), "method"),
 ])
 def test_bad_parameters_raise_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
