@@ -1115,6 +1115,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tol", type=float, default=1e-8, help="boundary-mass target (default 1e-8)")
     parser.add_argument("--without-replacement", action="store_true",
                         help="sample the d queues without replacement")
+    parser.add_argument("--max-states", type=int, default=1_000_000,
+                        help="largest occupancy chain the capacity search may build (default 1e6)")
 
 
 def _fmt_table(rows, headers):
@@ -1125,14 +1127,15 @@ def _fmt_table(rows, headers):
     return "\n".join(out)
 
 
-def study(n, d, lam, capacity=None, replacement=True, tol=1e-8) -> str:
+def study(n, d, lam, capacity=None, replacement=True, tol=1e-8, max_states=MAX_STATES) -> str:
     """Printable comparison of the exact system with the mean field and its refinement."""
-    s = Supermarket(n, d, lam, capacity, replacement, tol=tol)
+    s = Supermarket(n, d, lam, capacity, replacement, tol=tol, max_states=max_states)
     res, tr, ch = s.stationary(), s.truncation, s.chain()
     mf = refined_mean_field(d, lam, None if capacity is None else capacity, replacement) \
         if (capacity is not None or lam < 1) else None
     how = f"automatic, tol {tr.tol:.0e}" if tr.automatic else "given"
     lines = [f"supermarket n={n} d={d} lam={lam} ({'with' if replacement else 'without'} replacement)",
+             f"truncation status: {tr.status}",
              f"capacity B={tr.capacity} ({how}): {ch.n_states} occupancy states, "
              f"{ch.n_transitions} transitions, build "
              f"{s.build_seconds:.2f} s; stationary {res.method} {res.wall_time:.2f} s, residual "
@@ -1164,7 +1167,8 @@ def study(n, d, lam, capacity=None, replacement=True, tol=1e-8) -> str:
 
 def run(args) -> str:
     """``ctmc supermarket``: one exact system against its mean-field approximations."""
-    return study(args.n, args.d, args.lam, args.capacity, not args.without_replacement, args.tol)
+    return study(args.n, args.d, args.lam, args.capacity, not args.without_replacement, args.tol,
+                 args.max_states)
 
 
 def report(plots_dir=None) -> str:
