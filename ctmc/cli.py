@@ -24,6 +24,7 @@ __all__ = ["main", "FAMILIES", "core_study"]
 FAMILIES: dict = {
     "jsq": "models.jsq",
     "hysteresis": "models.hysteresis",
+    "supermarket": "models.supermarket",
 }
 
 
