@@ -400,3 +400,21 @@ def test_cli_runs_and_reports_checks(capsys):
         main(["supermarket", "--n", "3", "--d", "2", "--lam", "0.9", "--tol", "1e-6"])
     out = capsys.readouterr().out
     assert "boundary mass" in out and "refined" in out and "check u_1" in out
+
+
+@pytest.mark.parametrize("K,rho", [(6, 0.7), (9, 1.2)])
+def test_n2_d2_without_replacement_is_the_jsq_chain_state_by_state(K, rho):
+    # the two builders are independent: models.jsq on (shortest, longest), the
+    # supermarket on occupancies. With time scaled by 2 (arrivals 2 rho, rate-1
+    # servers here; rho and rate-1/2 servers there) the stationary laws coincide.
+    from models.jsq import JSQ2
+    s = Supermarket(2, 2, rho, capacity=K, replacement=False)
+    ch = s.chain()
+    pi = s.stationary().pi
+    q = JSQ2(K, rho, 0.5)
+    ref = q.stationary().pi
+    m = np.column_stack([ch.states[f"m{k}"] for k in range(K + 1)])
+    for i in range(ch.n_states):
+        lengths = sorted(np.repeat(np.arange(K + 1), m[i]))
+        j = q.chain().index(s=int(lengths[0]), l=int(lengths[1]))
+        assert pi[i] == pytest.approx(ref[j], rel=1e-10)
