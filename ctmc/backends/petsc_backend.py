@@ -950,15 +950,27 @@ class _Passage:
         return err, dc.allmax(bal)
 
     def condition(self, s, on):
-        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix)."""
+        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix).
+
+        The estimate needs one more solve, ``M y = 1``; it is only a lower
+        bound if that solve is inaccurate, so its status and backward error
+        count: an unconverged or inaccurate solve gives ``inf`` (the answer
+        cannot be vouched for). Returns ``(cond, status, reason)``.
+        """
         dc = self.dc
         X = self.members(on)
         if dc.allsum(float(X.sum())) == 0:
-            return 1.0
-        ones, _, _, _ = self.solve(s, on, np.ones(X.size))
+            return 1.0, Status.SUCCESS, ""
+        b = np.ones(X.size)
+        ones, st, reason, _ = self.solve(s, on, b)
+        err, _ = self.errors(s, on, ones, b)
+        if st is not Status.SUCCESS or not err <= self.opts.tol:
+            return np.inf, st if st is not Status.SUCCESS else Status.INACCURATE, (
+                f"condition estimate: {reason}, backward error {err:.1e}")
         d = float(s) + dc.exit_rates
         norm_rows = np.where(X, d + self.rx(X.astype(float)), 0.0)
-        return dc.allmax(norm_rows.max(initial=0.0)) * dc.allmax(np.abs(ones).max(initial=0.0))
+        cond = dc.allmax(norm_rows.max(initial=0.0)) * dc.allmax(np.abs(ones).max(initial=0.0))
+        return cond, Status.SUCCESS, reason
 
     def close(self):
         for ksp, M in self._ksp.values():
@@ -969,10 +981,33 @@ class _Passage:
 _COND_RTOL = 1e-8
 
 
-def _passage_status(kind, err, bal, tol, tail_tol, cond, solve_status, reason):
+#: largest accepted defect of a probability invariant (mass of a first-passage
+#: row, E[exp(-0 T)] = P(reach)) before the answer is called inaccurate
+_MASS_TOL = 1e-6
+
+
+def _mass_defect(dc, values, sure):
+    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (all ranks)."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return dc.allmax(0.0)
+    out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
+    out = np.where(sure, np.abs(values - 1.0), out)
+    d = float(out.max())
+    return dc.allmax(d if np.isfinite(d) else np.inf)
+
+
+def _passage_status(kind, err, bal, tol, tail_tol, cond, solve_status, reason, cond_status=None,
+                    cond_reason="", defect=0.0, what="probabilities"):
     msg = f"{'direct LU' if kind == 'lu' else kind} ({reason})"
     if solve_status is not Status.SUCCESS:
         return solve_status, msg
+    if cond_status is not None and cond_status is not Status.SUCCESS:
+        return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
+                                   "the solves cannot be vouched for (a badly conditioned system)")
+    if not defect <= _MASS_TOL:
+        return Status.INACCURATE, (f"{msg}: {what} violate their invariant (0 <= p <= 1, total 1 where the "
+                                   f"target is reached almost surely) by {defect:.1e}")
     if _EPS * cond > _COND_RTOL:
         return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}: the solve may have lost "
                                    "all digits (the target is too rare); use the scipy backend's "
@@ -1033,8 +1068,10 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, **option
         err, bal = max(err, e), max(bal, bl)
         out[k - 1, F] = x[F]
         prev = x
-    cond = ps.condition(0.0, "finite")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason)
+    cond, cst, creason = ps.condition(0.0, "finite")
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason, cst, creason,
+                                  defect=dc.allmax(0.0 if (out[:, F] >= 0).all() else np.inf),
+                                  what="moments")
     n_doomed = int(dc.allsum(float((~F & ~tgt).sum())))
     if n_doomed:
         msg += f"; {n_doomed} states do not reach the target almost surely (infinite moments)"
@@ -1073,8 +1110,12 @@ def hitting_laplace(chain, target, s, *, check=True, **options):
         e, bl = ps.errors(sk, "reach", x, b)
         err, bal = max(err, e), max(bal, bl)
         vals[k, Rm] = x[Rm]
-    cond = ps.condition(float(svals.min()), "reach")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason)
+    cond, cst, creason = ps.condition(float(svals.min()), "reach")
+    # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
+    sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
+    defect = _mass_defect(dc, vals, sure)
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason, cst, creason,
+                                  defect=defect, what="transform values")
     info = dict(ps.info, balance_error=bal, condition=cond, reason=reason)
     ps.close()
     mode = opts.gather or dc.gather
@@ -1202,8 +1243,15 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, **
             part = np.zeros((tvals.size, r, m))
             part[:, own, :] = Pt[:, lrow[own], :]
             cdf = dc.allsum(part.ravel()).reshape(tvals.size, r, m)
-    cond = ps.condition(0.0, "reach")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason)
+    cond, cst, creason = ps.condition(0.0, "reach")
+    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s.
+    sure_own = np.zeros(r, dtype=bool)
+    sure_own[own] = (ps.finite | tgt)[lrow[own]]
+    sure = dc.allsum(sure_own.astype(float)) > 0.5 if r else sure_own
+    entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
+    defect = _mass_defect(dc, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason, cst, creason,
+                                  defect=defect)
     info = dict(ps.info, n_reach=int(dc.allsum(float(Rm.sum()))), balance_error=bal, condition=cond,
                 reason=reason)
     ps.close()
