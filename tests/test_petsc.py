@@ -225,6 +225,38 @@ def test_status_mapping_and_options_database():
     assert stationary(chain, "gmres").status is Status.SUCCESS
 
 
+@pytest.fixture
+def ambient_options():
+    """Options already in the database, as from the command line or PETSC_OPTIONS."""
+    from ctmc.backends.petsc_backend import load_petsc
+    db = load_petsc().Options()
+    names = ("ctmc_ksp_max_it", "ctmc_pc_type", "ctmc_ksp_gmres_modifiedgramschmidt")
+    assert not any(db.hasName(n) for n in names)
+    db.setValue("ctmc_ksp_max_it", "1")
+    db.setValue("ctmc_pc_type", "none")
+    db.setValue("ctmc_ksp_gmres_modifiedgramschmidt", "")
+    yield db
+    for n in names:
+        if db.hasName(n):
+            db.delValue(n)
+
+
+@needs_petsc
+def test_per_call_options_do_not_overwrite_ambient_options(ambient_options):
+    db = ambient_options
+    chain = ref.mmck(40, 3, 2.5, 1.0)
+    # the ambient options act: one unpreconditioned iteration is not enough
+    assert stationary(chain, "gmres").status is Status.MAX_ITERATIONS
+    # a per-call value wins for that call only ...
+    res = stationary(chain, "gmres", petsc_options={"ksp_max_it": 5000, "pc_type": "bjacobi",
+                                                    "ksp_gmres_modifiedgramschmidt": None})
+    assert res.status is Status.SUCCESS
+    # ... and the ambient values are back afterwards, flags included
+    assert db.getString("ctmc_ksp_max_it", None) == "1" and db.getString("ctmc_pc_type", None) == "none"
+    assert db.hasName("ctmc_ksp_gmres_modifiedgramschmidt")
+    assert stationary(chain, "gmres").status is Status.MAX_ITERATIONS
+
+
 @needs_petsc
 @pytest.mark.parametrize("kw,match", [({"tol": -1}, "tol"), ({"gather": "some"}, "gather"),
                                       ({"pc": "amg"}, "pc"), ({"bogus": 1}, "options"),

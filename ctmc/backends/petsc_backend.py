@@ -241,22 +241,32 @@ def _make(cls, options):
     return cls(**options)
 
 
+_ABSENT = object()
+
+
 @contextlib.contextmanager
 def _options(petsc_options):
-    """Insert ``petsc_options`` under the ctmc prefix for the duration of a setFromOptions."""
+    """Insert ``petsc_options`` under the ctmc prefix for the duration of a setFromOptions.
+
+    Options already in the database (command line, ``PETSC_OPTIONS``) are
+    overridden for this call only: their old values are put back afterwards.
+    """
     PETSc = load_petsc()
     db = PETSc.Options()
-    added = []
-    for k, v in (petsc_options or {}).items():
-        name = PREFIX + k.lstrip("-")
-        if not db.hasName(name):
-            added.append(name)
-        db.setValue(name, "" if v is None or v is True else str(v))
+    saved = {}
     try:
+        for k, v in (petsc_options or {}).items():
+            name = PREFIX + k.lstrip("-")
+            if name not in saved:
+                saved[name] = db.getString(name, None) if db.hasName(name) else _ABSENT
+            db.setValue(name, "" if v is None or v is True else str(v))
         yield
     finally:
-        for name in added:
-            db.delValue(name)
+        for name, old in saved.items():
+            if old is _ABSENT:
+                db.delValue(name)
+            else:
+                db.setValue(name, old)
 
 
 # --------------------------------------------------------------------------
