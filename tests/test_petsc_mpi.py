@@ -42,10 +42,7 @@ def _model_chain(name):
         mod = importlib.import_module(modname)
     except ImportError as exc:
         return None, f"{modname} not available ({exc})"
-    try:
-        return make(mod).chain(), None
-    except TypeError as exc:  # constructor signature differs from the one assumed here
-        return None, f"cannot make a small {modname} instance: {exc}"
+    return make(mod).chain(), None  # a changed constructor must fail here, not skip
 
 
 # --------------------------------------------------------------------------
@@ -133,8 +130,26 @@ def _job(out_path):
     bad["first_passage"] = {"status": b.status.value, "err": float(np.abs(b.probabilities - a.probabilities).max()),
                             "row_sums": b.probabilities.sum(axis=1).tolist()}
     out["ill_conditioned"] = bad
-    # distributed assembly from the model: no rank holds the whole generator
-    dc = DistributedChain.from_model(mdl, {"s": 0, "l": 0})
+    # distributed assembly from the model: no rank holds the whole generator; spies
+    # record which rows each rank asks the model for, and that nobody builds the chain
+    calls = {"build": 0, "rows": []}
+    real_build, real_rows = mdl.build, mdl.generator_rows
+
+    def build_spy(*args, **kw):
+        calls["build"] += 1
+        return real_build(*args, **kw)
+
+    def rows_spy(states, a, b):
+        calls["rows"].append((int(a), int(b)))
+        return real_rows(states, a, b)
+    mdl.build, mdl.generator_rows = build_spy, rows_spy
+    try:
+        dc = DistributedChain.from_model(mdl, {"s": 0, "l": 0})
+    finally:
+        del mdl.build, mdl.generator_rows
+    rows = np.array(calls["rows"] or [(-1, -1)])
+    spy = [calls["build"], len(calls["rows"]), int(rows[:, 0].min()), int(rows[:, 1].max()),
+           int((rows[:, 1] - rows[:, 0]).sum()), dc.start, dc.stop]
     r = dc.stationary("lu", gather="all")
     h = dc.hitting_times(tgt, gather="root")
     none = dc.stationary("gmres", gather="none")
@@ -145,7 +160,14 @@ def _job(out_path):
         "rel_scipy": relative_error(r.pi, serial.pi), "status": r.status.value,
         "hitting_rel": relative_error(h.mean, chain.hitting_times(tgt).mean) if comm.getRank() == 0 else None,
         "none_shape": none.pi.shape[0], "none_rows": list(none.info["rows"]),
-        "none_rel": relative_error(none.pi, serial.pi[dc.start:dc.stop])}
+        "none_rel": relative_error(none.pi, serial.pi[dc.start:dc.stop]),
+        "spy": dc.allgather(spy).astype(int).tolist()}
+    # gather="root": rank 0 gets every result, the other ranks get empty arrays
+    lap = dc.hitting_laplace(tgt, [0.5], gather="root")
+    tr = dc.transient({"s": 0, "l": 0}, [1.0], gather="root")
+    st = dc.stationary("lu")  # a DistributedChain gathers to the root by default
+    sizes = [r.pi.size, h.mean.size, h.moments.size, h.finite.size, lap.values.size, tr.p.size, st.pi.size]
+    out["distributed"]["root_sizes"] = dc.allgather(sizes).astype(int).tolist()
     if comm.getRank() == 0:
         Path(out_path).write_text(json.dumps(out))
 
@@ -238,6 +260,21 @@ def test_two_ranks_distributed_assembly(job):
     assert d["status"] == "success" and d["rel_scipy"] < 1e-9
     assert d["hitting_rel"] < 1e-8
     assert d["none_shape"] == d["none_rows"][1] - d["none_rows"][0] and d["none_rel"] < 1e-6
+
+
+def test_two_ranks_from_model_assembles_own_rows_only(job):
+    d = job["distributed"]
+    for rank, (builds, n_calls, lo, hi, rows, start, stop) in enumerate(d["spy"]):
+        assert builds == 0, f"rank {rank} built the whole chain"
+        assert n_calls >= 1 and lo == start and hi == stop and rows == stop - start, (rank, d["spy"])
+
+
+def test_two_ranks_gather_root(job):
+    root, other = job["distributed"]["root_sizes"]
+    n = job["distributed"]["rows"][1][1]
+    # pi (gather="all"), hitting mean/moments/finite, laplace, transient, default stationary
+    assert root == [n, n, n, n, n, n, n]
+    assert other == [n, 0, 0, 0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("case", ["laplace", "first_passage"])
