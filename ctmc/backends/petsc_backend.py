@@ -106,7 +106,7 @@ from ._petsc_env import INSTALL_HELP, load_petsc, load_slepc
 
 __all__ = ["DistributedChain", "STATIONARY_METHODS", "AUTO_DIRECT", "PREFIX", "stationary",
            "hitting_times", "hitting_laplace", "first_passage", "transient", "available",
-           "INSTALL_HELP"]
+           "slepc_available", "INSTALL_HELP"]
 
 #: options-database prefix of every PETSc/SLEPc object made by this backend
 PREFIX = "ctmc_"
@@ -121,6 +121,15 @@ def available() -> bool:
     """True when petsc4py can be imported (no exception, no side effect on failure)."""
     try:
         load_petsc()
+    except ImportError:
+        return False
+    return True
+
+
+def slepc_available() -> bool:
+    """True when slepc4py can be imported too (``method="eps"``, transient ``method="expm"``)."""
+    try:
+        load_slepc()
     except ImportError:
         return False
     return True
