@@ -234,8 +234,7 @@ def test_negligible_initial_pin_is_moved(method):
     # is useless (LU gives relative errors ~50); the solve is redone pinned at
     # the most probable state, and the answer matches the scipy backend
     K = 30
-    m, s, l = jsq(K, 0.5, 0.5, 0.5)
-    chain = m.build(initial={"s": K, "l": K})
+    chain = jsq(K, 0.5, 0.5, 0.5)[0].build(initial={"s": K, "l": K})
     exact = chain.stationary()
     res = stationary(chain, method)
     assert res.info["pins"] == [chain.index(s=K, l=K), int(np.argmax(exact.pi))]
