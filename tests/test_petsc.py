@@ -277,6 +277,34 @@ def test_expm_unconverged_mfn_is_not_success(opts):
     assert np.abs(b.p - a.p).max() > 1e-11  # scipy: error bound 2.5e-14
 
 
+@needs_slepc
+@pytest.mark.parametrize("name", ["mm1k_K1000", "bd_1e-200"])
+def test_eps_negative_entries_are_reported(name):
+    # tails far below the eigensolver's accuracy come back as noise of both signs;
+    # the zeros left by clipping the negative ones must be reported, not hidden
+    case = CASES[name]
+    exact = case.exact_pi()
+    res = stationary(case.build(), "eps")
+    lost = (res.pi == 0) & (exact > 1e-250)
+    assert lost.any()  # the instance does lose tail probabilities
+    assert res.info.get("clipped_negative") is True
+    assert res.status is Status.TAIL_INACCURATE
+
+
+@needs_petsc
+def test_index_overflow_raises_instead_of_wrapping(monkeypatch):
+    import ctmc.backends.petsc_backend as pb
+    chain = ref.mm1k(50, 0.7, 1.0)  # 51 states, 151 stored entries with the diagonal slots
+    monkeypatch.setattr(pb, "_INDEX_MAX", 100)
+    with pytest.raises(ValueError, match="stored entries.*64-bit-indices"):
+        pb.DistributedChain.from_chain(chain)
+    monkeypatch.setattr(pb, "_INDEX_MAX", 50)
+    with pytest.raises(ValueError, match="n_states: 51 exceeds"):
+        pb.DistributedChain.from_chain(chain)
+    monkeypatch.setattr(pb, "_INDEX_MAX", 151)
+    assert pb.DistributedChain.from_chain(chain).memory()["local_nnz"] == 151
+
+
 @pytest.fixture
 def ambient_options():
     """Options already in the database, as from the command line or PETSC_OPTIONS."""

@@ -46,8 +46,8 @@ def _run(tmp_path, args, with_sudo):
     script = tmp_path / "repo" / "scripts" / "bootstrap.sh"
     shutil.copy(SCRIPT, script)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "PIP_NO_INDEX": "1"}
-    proc = subprocess.run([shutil.which("bash"), str(script), *args], check=False, capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run([shutil.which("bash"), str(script), *args], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
     return proc, (log.read_text().splitlines() if log.exists() else [])
 
 
@@ -79,4 +79,5 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     command = "bash scripts/bootstrap.sh --test && .venv/bin/python -m pytest"
     assert command in (ROOT / "README.md").read_text()
-    assert [line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))] == [command]
+    steps = [line for line in ci.splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    assert steps == [command]

@@ -134,7 +134,8 @@ def _job(out_path):
     t2[[-1, c.n_states // 3]] = True
     a = c.first_passage(t2, sources=[0])
     b = c.first_passage(t2, sources=[0], backend="petsc", solver="gmres", check=False)
-    bad["first_passage"] = {"status": b.status.value, "err": float(np.abs(b.probabilities - a.probabilities).max()),
+    bad["first_passage"] = {"status": b.status.value,
+                            "err": float(np.abs(b.probabilities - a.probabilities).max()),
                             "row_sums": b.probabilities.sum(axis=1).tolist()}
     out["ill_conditioned"] = bad
     # distributed assembly from the model: no rank holds the whole generator; spies

@@ -38,7 +38,7 @@ States outside the closed class are pinned to 0 the same way.
 ``gmres``, ``bicgstab``
     Krylov solvers with block Jacobi and ILU(0) on each process's block
     (``pc="asm"`` for an additive Schwarz overlap instead); GMRES is
-    preconditioned on the right, so PETSc monitors the true residual.
+    preconditioned on the right, so PETSc monitors the unpreconditioned residual.
 ``eps``
     SLEPc eigensolver (Krylov-Schur) for the eigenvalue 1 of the uniformised
     :math:`P^T = I + Q^T/\Lambda`, :math:`\Lambda = 1.02 \max_i q_i`: the left
@@ -314,6 +314,20 @@ def _split(n, size, rank):
 
 
 _ROW_CHUNK = 1 << 18
+#: largest index of the PETSc build (None: that of PETSc.IntType; a smaller value in tests)
+_INDEX_MAX = None
+
+
+def _index_max(IT):
+    return int(np.iinfo(IT).max) if _INDEX_MAX is None else int(_INDEX_MAX)
+
+
+def _too_many(what, count, limit, IT):
+    return ValueError(f"{what}: {count} exceeds the largest index {limit} of this PETSc build "
+                      f"({np.dtype(IT).itemsize * 8}-bit PetscInt); use a PETSc configured with "
+                      "--with-64-bit-indices (Debian: python3-petsc4py-64-real with PETSC_DIR set to "
+                      "its /usr/lib/petscdir/petsc64-* build), or more processes "
+                      "when only one process's share is too large")
 
 
 def _r_block(blk, a):
@@ -396,10 +410,17 @@ class DistributedChain:
         self.states, self.initial, self.model = states, initial, model
         # assemble block by block: only the compact CSR of the owned rows is kept
         IT = PETSc.IntType
+        limit = _index_max(IT)
+        if n > limit:
+            raise _too_many("n_states", n, limit, IT)
         counts, cols, vals, exits = [], [], [], []
+        total = 0  # running number of stored entries (Python int: no wrap-around)
         for a in range(self.start, self.stop, _ROW_CHUNK):
             b = min(self.stop, a + _ROW_CHUNK)
             c, ind, dat, ex = _r_block(source(a, b), a)
+            total += int(np.sum(c, dtype=np.int64))
+            if total > limit:  # the row offsets would wrap around silently
+                raise _too_many(f"rows: stored entries of process {self.rank}", total, limit, IT)
             counts.append(c), cols.append(ind.astype(IT)), vals.append(dat), exits.append(ex)
         cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
         indptr = np.zeros(m + 1, dtype=IT)
@@ -471,6 +492,12 @@ class DistributedChain:
         return out
 
     def allsum(self, x):
+        """Sum over processes (element-wise for an array).
+
+        Implemented with :meth:`allgather`: every process holds ``size * len(x)``
+        numbers for a moment, so use it for short arrays (per-source results),
+        not for vectors of the chain's size.
+        """
         return self.allgather(x).sum(axis=0) if np.ndim(x) else float(self.allgather(x).sum())
 
     def allmax(self, x):
@@ -605,7 +632,9 @@ def _ksp(dc, A, kind, opts, extra_info):
         ksp.setType({"gmres": "gmres", "bicgstab": "bcgs"}[kind])
         pctype = getattr(opts, "pc", "bjacobi")
         pc.setType(pctype)
-        if kind == "gmres":  # monitor the true residual (BiCGStab breaks down more often on the right)
+        # right preconditioning: GMRES monitors the unpreconditioned residual
+        # (BiCGStab breaks down more often on the right)
+        if kind == "gmres":
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
         if kind == "gmres":
             ksp.setGMRESRestart(getattr(opts, "restart", 30))
@@ -719,8 +748,7 @@ def _stationary_eps(dc, opts, pin, support, info):
         info["eigenvalue"] = complex(val)
         out = vr.getArray().copy()
         sign = np.sign(dc.allsum(float(out.sum()))) or 1.0
-        out = out * sign
-        out[out < 0] = 0.0
+        out = out * sign  # negative entries are left to the common check (clipped_negative)
         vr.destroy()
     eps.destroy(), A.destroy(), v0.destroy()
     return out, status, reason, its
@@ -1269,7 +1297,8 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, **
     sure = dc.allsum(sure_own.astype(float)) > 0.5 if r else sure_own
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
     defect = _mass_defect(dc, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason, cst, creason,
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason,
+                                  cst, creason,
                                   defect=defect)
     info = dict(ps.info, n_reach=int(dc.allsum(float(Rm.sum()))), balance_error=bal, condition=cond,
                 reason=reason)
