@@ -61,8 +61,9 @@ The converged reason of KSP/EPS/MFN is mapped to a
 :class:`~ctmc.results.Status`, and the residual is always recomputed by ctmc
 from :math:`R` and :math:`q` with the same definitions as the scipy backend
 (``||pi Q||_1`` and the component-wise ``balance_error`` for stationary laws,
-normwise backward errors and balance checks for hitting problems, the mass
-defect for transient laws). ``info["reason"]`` keeps PETSc's own reason.
+normwise backward errors, balance checks, a condition estimate (itself a
+solve whose status counts) and probability invariants for hitting problems,
+the mass defect for transient laws). ``info["reason"]`` keeps PETSc's own reason.
 
 Results
 -------
@@ -1053,8 +1054,9 @@ def _passage_status(kind, err, bal, tol, tail_tol, cond, solve_status, reason, c
         return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
                                    "the solves cannot be vouched for (a badly conditioned system)")
     if not defect <= _MASS_TOL:
-        return Status.INACCURATE, (f"{msg}: {what} violate their invariant (0 <= p <= 1, total 1 where the "
-                                   f"target is reached almost surely) by {defect:.1e}")
+        rule = ("they must be >= 0" if what == "moments" else
+                "0 <= p <= 1, total 1 where the target is reached almost surely")
+        return Status.INACCURATE, f"{msg}: {what} violate their invariant ({rule}) by {defect:.1e}"
     if _EPS * cond > _COND_RTOL:
         return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}: the solve may have lost "
                                    "all digits (the target is too rare); use the scipy backend's "
