@@ -305,6 +305,47 @@ def test_index_overflow_raises_instead_of_wrapping(monkeypatch):
     assert pb.DistributedChain.from_chain(chain).memory()["local_nnz"] == 151
 
 
+def _far_first_passage():
+    """JSQ2(30) from the empty state to {the full state, the state n // 3}: badly conditioned."""
+    from models.jsq import JSQ2
+    chain = JSQ2(30, 0.6, 0.3).chain()
+    tgt = np.zeros(chain.n_states, bool)
+    tgt[[-1, chain.n_states // 3]] = True
+    return chain, tgt
+
+
+@needs_petsc
+def test_first_passage_invariant_alone_flags_a_wrong_answer(monkeypatch):
+    # with the condition estimate made useless, the row-sum invariant (the chain is
+    # irreducible: the targets are reached almost surely, rows sum to 1) must still
+    # catch GMRES's wrong answer
+    import ctmc.backends.petsc_backend as pb
+    chain, tgt = _far_first_passage()
+    exact = chain.first_passage(tgt, sources=[0])
+    monkeypatch.setattr(pb._Passage, "condition", lambda self, s, on: (1.0, Status.SUCCESS, ""))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = chain.first_passage(tgt, sources=[0], backend="petsc", solver="gmres", check=False)
+    assert exact.probabilities.sum() == pytest.approx(1.0, abs=1e-12)
+    if np.abs(res.probabilities - exact.probabilities).max() > 1e-6:
+        assert res.status is Status.INACCURATE and "invariant" in res.message, res.message
+
+
+@needs_petsc
+def test_unconverged_condition_solve_gives_no_estimate():
+    # the estimate ||M|| ||M^-1 1|| is a lower bound only if M y = 1 is solved:
+    # two GMRES iterations do not, so there is no estimate and no vouching
+    from ctmc.backends.petsc_backend import DistributedChain, PassageOptions, _Passage, _passage_status
+    chain, tgt = _far_first_passage()
+    ps = _Passage(DistributedChain.from_chain(chain), tgt, PassageOptions(solver="gmres", maxiter=2))
+    cond, st, why = ps.condition(0.0, "reach")
+    ps.close()
+    assert cond == np.inf and st is Status.MAX_ITERATIONS and "DIVERGED_MAX_IT" in why
+    status, msg = _passage_status("gmres", 0.0, 0.0, 1e-10, 1e-6, cond, Status.SUCCESS, "CONVERGED_RTOL",
+                                  st, why)
+    assert status is Status.INACCURATE and "could not be estimated" in msg
+
+
 @pytest.fixture
 def ambient_options():
     """Options already in the database, as from the command line or PETSC_OPTIONS."""
