@@ -444,7 +444,7 @@ class Model:
         can call this (the state table is small next to the generator) and
         then assemble only its own rows with :meth:`generator_rows`. The
         exploration is a breadth-first search that keeps state codes only
-        (one bit per point of the bounding box when the box fits in memory),
+        (a one-byte flag per point of the bounding box when the box fits in memory),
         so no process ever holds the transitions of the whole chain.
 
         Parameters

@@ -9,17 +9,22 @@
 # are visible to it; numpy stays below 2 because those bindings are built
 # against NumPy 1.x.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "$(dirname "$self")/.."
+
+usage() { sed -n '3,6p' "$self" | sed 's/^# \{0,1\}//'; }
 
 extras=""
 petsc=0
-case "${1:-}" in
-    --test) extras="[test,plot]"; petsc=1 ;;
-    --petsc) petsc=1 ;;
-esac
+for arg in "$@"; do
+    case "$arg" in
+        --test) extras="[test,plot]"; petsc=1 ;;
+        --petsc) petsc=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "bootstrap.sh: unknown argument '$arg'; expected:" >&2; usage >&2; exit 2 ;;
+    esac
+done
 
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=()
 [ -x /usr/bin/python3 ] || need+=(python3)
 /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
@@ -31,8 +36,22 @@ if [ "$petsc" = 1 ]; then
     done
 fi
 if [ ${#need[@]} -gt 0 ]; then
-    $SUDO apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${need[@]}"
+    if [ "$(id -u)" = 0 ]; then
+        SUDO=""
+    elif command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo"
+    else
+        {
+            echo "bootstrap.sh: these Debian packages are missing: ${need[*]}"
+            echo "You are not root and sudo is not available. Ask an administrator to run, as root:"
+            echo "    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${need[*]}"
+            echo "then run this script again."
+        } >&2
+        exit 1
+    fi
+    # through `env`: sudo resets the environment, so a plain VAR=value prefix would be lost
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
 fi
 
 if [ ! -x .venv/bin/python ]; then

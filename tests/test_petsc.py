@@ -13,13 +13,15 @@ from test_model import jsq, saturation_mean_closed_form
 
 import ctmc
 from ctmc.backends import _petsc_env
-from ctmc.backends.petsc_backend import INSTALL_HELP, available
+from ctmc.backends.petsc_backend import INSTALL_HELP, available, slepc_available
 from ctmc.results import SolverError, Status
 
 needs_petsc = pytest.mark.skipif(not available(), reason=f"petsc4py not installed: {INSTALL_HELP}")
+needs_slepc = pytest.mark.skipif(not slepc_available(), reason=f"slepc4py not installed: {INSTALL_HELP}")
 pytestmark = pytest.mark.petsc
 
-METHODS = ["lu", "gmres", "bicgstab", "eps"]
+METHODS = ["lu", "gmres", "bicgstab", pytest.param("eps", marks=needs_slepc)]
+TRANSIENT = ["uniformization", pytest.param("expm", marks=needs_slepc)]
 CASES = {c.name: c for c in ref.CASES}
 
 
@@ -162,7 +164,7 @@ def test_laplace_and_first_passage_match_scipy(solver):
 
 
 @needs_petsc
-@pytest.mark.parametrize("method", ["uniformization", "expm"])
+@pytest.mark.parametrize("method", TRANSIENT)
 def test_transient_two_state_closed_form(method):
     a, b = 2.0, 3.0
     chain = ref.two_state(a, b)
@@ -174,7 +176,7 @@ def test_transient_two_state_closed_form(method):
 
 
 @needs_petsc
-@pytest.mark.parametrize("method", ["uniformization", "expm"])
+@pytest.mark.parametrize("method", TRANSIENT)
 def test_transient_matches_scipy(method):
     m, s, l = jsq(12, 0.9, 0.5, 0.5)
     chain = m.build(initial={"s": 0, "l": 0})
@@ -223,6 +225,157 @@ def test_status_mapping_and_options_database():
     assert err.value.result.status is Status.MAX_ITERATIONS
     # the options are removed afterwards
     assert stationary(chain, "gmres").status is Status.SUCCESS
+
+
+@needs_petsc
+@pytest.mark.parametrize("method", ["lu", "bicgstab"])
+def test_negligible_initial_pin_is_moved(method):
+    # JSQ rho = 0.5 started at the full corner (K, K): pinned there, the system
+    # is useless (LU gives relative errors ~50); the solve is redone pinned at
+    # the most probable state, and the answer matches the scipy backend
+    K = 30
+    chain = jsq(K, 0.5, 0.5, 0.5)[0].build(initial={"s": K, "l": K})
+    exact = chain.stationary()
+    res = stationary(chain, method)
+    assert res.info["pins"] == [chain.index(s=K, l=K), int(np.argmax(exact.pi))]
+    assert res.status is Status.SUCCESS, res.message
+    assert relative_error(res.pi, exact.pi) < (1e-9 if method == "lu" else 1e-4)
+
+
+@needs_petsc
+@pytest.mark.parametrize("solver", ["gmres", "bicgstab"])
+def test_passage_tail_error_is_flagged(solver):
+    # E_(0,0)[exp(-s T)] for the far corner of JSQ(20) is ~1e-25 at s = 2, 5: norm-wise
+    # converged Krylov solves get such tails wrong; a success must hold component-wise
+    K = 20
+    m, s, l = jsq(K, 0.9, 0.5, 0.5)
+    chain = m.build(initial={"s": 0, "l": 0})
+    tgt = (s == K) & (l == K)
+    a = chain.hitting_laplace(tgt, [2.0, 5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
+        b = chain.hitting_laplace(tgt, [2.0, 5.0], backend="petsc", solver=solver, check=False)
+    assert b.status in (Status.SUCCESS, Status.TAIL_INACCURATE), b.message
+    assert np.abs(b.values - a.values).max() < 1e-8  # norm-wise accurate either way
+    rel = relative_error(b.values, a.values)
+    assert (b.status is Status.TAIL_INACCURATE) == (b.info["balance_error"] > 1e-6)
+    if b.status is Status.SUCCESS:
+        assert rel < 1e-5, rel
+    if solver == "gmres":  # this instance does lose the tail with GMRES (rel ~1e-4 at s = 2)
+        assert rel > 1e-5 and b.status is Status.TAIL_INACCURATE
+
+
+@needs_slepc
+@pytest.mark.parametrize("opts", [{"mfn_max_it": 1}, {"mfn_max_it": 1, "mfn_ncv": 3}])
+def test_expm_unconverged_mfn_is_not_success(opts):
+    chain = jsq(12, 0.9, 0.5, 0.5)[0].build(initial={"s": 0, "l": 0})
+    a = chain.transient({"s": 0, "l": 0}, [3.0, 20.0])
+    b = chain.transient({"s": 0, "l": 0}, [3.0, 20.0], backend="petsc", method="expm", check=False,
+                        petsc_options=opts)
+    assert b.info["reason"] == "DIVERGED_ITS" and b.status is Status.MAX_ITERATIONS, b.message
+    # the truncated Krylov answer is indeed not the transient law
+    assert np.abs(b.p - a.p).max() > 1e-11  # scipy: error bound 2.5e-14
+
+
+@needs_slepc
+@pytest.mark.parametrize("name", ["mm1k_K1000", "bd_1e-200"])
+def test_eps_negative_entries_are_reported(name):
+    # tails far below the eigensolver's accuracy come back as noise of both signs;
+    # the zeros left by clipping the negative ones must be reported, not hidden
+    case = CASES[name]
+    exact = case.exact_pi()
+    res = stationary(case.build(), "eps")
+    lost = (res.pi == 0) & (exact > 1e-250)
+    assert lost.any()  # the instance does lose tail probabilities
+    assert res.info.get("clipped_negative") is True
+    assert res.status is Status.TAIL_INACCURATE
+
+
+@needs_petsc
+def test_index_overflow_raises_instead_of_wrapping(monkeypatch):
+    import ctmc.backends.petsc_backend as pb
+    chain = ref.mm1k(50, 0.7, 1.0)  # 51 states, 151 stored entries with the diagonal slots
+    monkeypatch.setattr(pb, "_INDEX_MAX", 100)
+    with pytest.raises(ValueError, match="stored entries.*64-bit-indices"):
+        pb.DistributedChain.from_chain(chain)
+    monkeypatch.setattr(pb, "_INDEX_MAX", 50)
+    with pytest.raises(ValueError, match="n_states: 51 exceeds"):
+        pb.DistributedChain.from_chain(chain)
+    monkeypatch.setattr(pb, "_INDEX_MAX", 151)
+    assert pb.DistributedChain.from_chain(chain).memory()["local_nnz"] == 151
+
+
+def _far_first_passage():
+    """JSQ2(30) from the empty state to {the full state, the state n // 3}: badly conditioned."""
+    from models.jsq import JSQ2
+    chain = JSQ2(30, 0.6, 0.3).chain()
+    tgt = np.zeros(chain.n_states, bool)
+    tgt[[-1, chain.n_states // 3]] = True
+    return chain, tgt
+
+
+@needs_petsc
+def test_first_passage_invariant_alone_flags_a_wrong_answer(monkeypatch):
+    # with the condition estimate made useless, the row-sum invariant (the chain is
+    # irreducible: the targets are reached almost surely, rows sum to 1) must still
+    # catch GMRES's wrong answer
+    import ctmc.backends.petsc_backend as pb
+    chain, tgt = _far_first_passage()
+    exact = chain.first_passage(tgt, sources=[0])
+    monkeypatch.setattr(pb._Passage, "condition", lambda self, s, on: (1.0, Status.SUCCESS, ""))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = chain.first_passage(tgt, sources=[0], backend="petsc", solver="gmres", check=False)
+    assert exact.probabilities.sum() == pytest.approx(1.0, abs=1e-12)
+    if np.abs(res.probabilities - exact.probabilities).max() > 1e-6:
+        assert res.status is Status.INACCURATE and "invariant" in res.message, res.message
+
+
+@needs_petsc
+def test_unconverged_condition_solve_gives_no_estimate():
+    # the estimate ||M|| ||M^-1 1|| is a lower bound only if M y = 1 is solved:
+    # two GMRES iterations do not, so there is no estimate and no vouching
+    from ctmc.backends.petsc_backend import DistributedChain, PassageOptions, _Passage, _passage_status
+    chain, tgt = _far_first_passage()
+    ps = _Passage(DistributedChain.from_chain(chain), tgt, PassageOptions(solver="gmres", maxiter=2))
+    cond, st, why = ps.condition(0.0, "reach")
+    ps.close()
+    assert cond == np.inf and st is Status.MAX_ITERATIONS and "DIVERGED_MAX_IT" in why
+    status, msg = _passage_status("gmres", 0.0, 0.0, 1e-10, 1e-6, cond, Status.SUCCESS, "CONVERGED_RTOL",
+                                  st, why)
+    assert status is Status.INACCURATE and "could not be estimated" in msg
+
+
+@pytest.fixture
+def ambient_options():
+    """Options already in the database, as from the command line or PETSC_OPTIONS."""
+    from ctmc.backends.petsc_backend import load_petsc
+    db = load_petsc().Options()
+    names = ("ctmc_ksp_max_it", "ctmc_pc_type", "ctmc_ksp_gmres_modifiedgramschmidt")
+    assert not any(db.hasName(n) for n in names)
+    db.setValue("ctmc_ksp_max_it", "1")
+    db.setValue("ctmc_pc_type", "none")
+    db.setValue("ctmc_ksp_gmres_modifiedgramschmidt", "")
+    yield db
+    for n in names:
+        if db.hasName(n):
+            db.delValue(n)
+
+
+@needs_petsc
+def test_per_call_options_do_not_overwrite_ambient_options(ambient_options):
+    db = ambient_options
+    chain = ref.mmck(40, 3, 2.5, 1.0)
+    # the ambient options act: one unpreconditioned iteration is not enough
+    assert stationary(chain, "gmres").status is Status.MAX_ITERATIONS
+    # a per-call value wins for that call only ...
+    res = stationary(chain, "gmres", petsc_options={"ksp_max_it": 5000, "pc_type": "bjacobi",
+                                                    "ksp_gmres_modifiedgramschmidt": None})
+    assert res.status is Status.SUCCESS
+    # ... and the ambient values are back afterwards, flags included
+    assert db.getString("ctmc_ksp_max_it", None) == "1" and db.getString("ctmc_pc_type", None) == "none"
+    assert db.hasName("ctmc_ksp_gmres_modifiedgramschmidt")
+    assert stationary(chain, "gmres").status is Status.MAX_ITERATIONS
 
 
 @needs_petsc

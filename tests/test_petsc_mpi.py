@@ -42,10 +42,7 @@ def _model_chain(name):
         mod = importlib.import_module(modname)
     except ImportError as exc:
         return None, f"{modname} not available ({exc})"
-    try:
-        return make(mod).chain(), None
-    except TypeError as exc:  # constructor signature differs from the one assumed here
-        return None, f"cannot make a small {modname} instance: {exc}"
+    return make(mod).chain(), None  # a changed constructor must fail here, not skip
 
 
 # --------------------------------------------------------------------------
@@ -57,9 +54,10 @@ def _job(out_path):
     from test_model import jsq
 
     import ctmc
-    from ctmc.backends.petsc_backend import DistributedChain, load_petsc
+    from ctmc.backends.petsc_backend import DistributedChain, load_petsc, slepc_available
 
     comm = load_petsc().COMM_WORLD
+    slepc = slepc_available()
     warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
     out = {"size": comm.getSize(), "stationary": {}, "models": {}, "passage": {}}
     for case in ref.CASES:
@@ -67,6 +65,9 @@ def _job(out_path):
         exact = case.exact_pi()
         serial = chain.stationary()
         for m in METHODS:
+            if m == "eps" and not slepc:
+                out["stationary"][f"{case.name}/{m}"] = {"skip": "slepc4py not installed"}
+                continue
             r = chain.stationary(m, backend="petsc", check=False)
             out["stationary"][f"{case.name}/{m}"] = {
                 "status": r.status.value, "l1_exact": float(np.abs(r.pi - exact).sum()),
@@ -103,6 +104,9 @@ def _job(out_path):
         P[f"first_passage_{label}"] = [b.status.value, err]
     a = chain.transient({"s": 0, "l": 0}, [0.5, 3.0])
     for meth in ("uniformization", "expm"):
+        if meth == "expm" and not slepc:
+            P[f"transient_{meth}"] = "slepc4py not installed"
+            continue
         b = chain.transient({"s": 0, "l": 0}, [0.5, 3.0], backend="petsc", method=meth)
         P[f"transient_{meth}"] = [b.status.value, float(np.abs(b.p - a.p).max())]
     # sets split across the two blocks: states that never reach the target, transient states
@@ -114,8 +118,46 @@ def _job(out_path):
                          relative_error(b.mean[fin], a.mean[fin])]
     a, b = trap.stationary(), trap.stationary(backend="petsc")
     P["trap_stationary"] = [b.status.value, float(np.abs(b.pi - a.pi).max())]
-    # distributed assembly from the model: no rank holds the whole generator
-    dc = DistributedChain.from_model(mdl, {"s": 0, "l": 0})
+    # badly conditioned passage problems where GMRES converges on two blocks but the
+    # condition-estimate solve does not: the answer must not be vouched for
+    from models.jsq import JSQ2
+    bad = {}
+    c = JSQ2(25, 0.7, 0.3).chain()
+    t1 = np.zeros(c.n_states, bool)
+    t1[-1] = True
+    a = c.hitting_laplace(t1, 0.0)
+    b = c.hitting_laplace(t1, 0.0, backend="petsc", solver="gmres", check=False)
+    bad["laplace"] = {"status": b.status.value, "err": float(np.abs(b.values - a.values).max()),
+                      "range": [float(b.values.min()), float(b.values.max())]}
+    c = JSQ2(30, 0.6, 0.3).chain()
+    t2 = np.zeros(c.n_states, bool)
+    t2[[-1, c.n_states // 3]] = True
+    a = c.first_passage(t2, sources=[0])
+    b = c.first_passage(t2, sources=[0], backend="petsc", solver="gmres", check=False)
+    bad["first_passage"] = {"status": b.status.value,
+                            "err": float(np.abs(b.probabilities - a.probabilities).max()),
+                            "row_sums": b.probabilities.sum(axis=1).tolist()}
+    out["ill_conditioned"] = bad
+    # distributed assembly from the model: no rank holds the whole generator; spies
+    # record which rows each rank asks the model for, and that nobody builds the chain
+    calls = {"build": 0, "rows": []}
+    real_build, real_rows = mdl.build, mdl.generator_rows
+
+    def build_spy(*args, **kw):
+        calls["build"] += 1
+        return real_build(*args, **kw)
+
+    def rows_spy(states, a, b):
+        calls["rows"].append((int(a), int(b)))
+        return real_rows(states, a, b)
+    mdl.build, mdl.generator_rows = build_spy, rows_spy
+    try:
+        dc = DistributedChain.from_model(mdl, {"s": 0, "l": 0})
+    finally:
+        del mdl.build, mdl.generator_rows
+    rows = np.array(calls["rows"] or [(-1, -1)])
+    spy = [calls["build"], len(calls["rows"]), int(rows[:, 0].min()), int(rows[:, 1].max()),
+           int((rows[:, 1] - rows[:, 0]).sum()), dc.start, dc.stop]
     r = dc.stationary("lu", gather="all")
     h = dc.hitting_times(tgt, gather="root")
     none = dc.stationary("gmres", gather="none")
@@ -126,7 +168,14 @@ def _job(out_path):
         "rel_scipy": relative_error(r.pi, serial.pi), "status": r.status.value,
         "hitting_rel": relative_error(h.mean, chain.hitting_times(tgt).mean) if comm.getRank() == 0 else None,
         "none_shape": none.pi.shape[0], "none_rows": list(none.info["rows"]),
-        "none_rel": relative_error(none.pi, serial.pi[dc.start:dc.stop])}
+        "none_rel": relative_error(none.pi, serial.pi[dc.start:dc.stop]),
+        "spy": dc.allgather(spy).astype(int).tolist()}
+    # gather="root": rank 0 gets every result, the other ranks get empty arrays
+    lap = dc.hitting_laplace(tgt, [0.5], gather="root")
+    tr = dc.transient({"s": 0, "l": 0}, [1.0], gather="root")
+    st = dc.stationary("lu")  # a DistributedChain gathers to the root by default
+    sizes = [r.pi.size, h.mean.size, h.moments.size, h.finite.size, lap.values.size, tr.p.size, st.pi.size]
+    out["distributed"]["root_sizes"] = dc.allgather(sizes).astype(int).tolist()
     if comm.getRank() == 0:
         Path(out_path).write_text(json.dumps(out))
 
@@ -168,6 +217,8 @@ def job(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(c.name for c in ref.CASES))
 def test_two_ranks_reference_chains(job, name, method):
     r = job["stationary"][f"{name}/{method}"]
+    if "skip" in r:
+        pytest.skip(r["skip"])
     assert r["l1_exact"] < 1e-8, r
     assert r["residual"] < 1e-8 and r["residual"] == pytest.approx(r["recomputed"], rel=1e-6, abs=1e-15)
     if method == "lu":
@@ -205,6 +256,8 @@ def test_one_rank_builtin_models(name):
                                    "first_passage_many_sources", "transient_uniformization",
                                    "transient_expm", "trap_hitting", "trap_stationary"])
 def test_two_ranks_passage_and_transient(job, check):
+    if isinstance(job["passage"][check], str):
+        pytest.skip(job["passage"][check])
     status, err = job["passage"][check]
     assert status == "success"
     assert err < 1e-8
@@ -219,3 +272,37 @@ def test_two_ranks_distributed_assembly(job):
     assert d["status"] == "success" and d["rel_scipy"] < 1e-9
     assert d["hitting_rel"] < 1e-8
     assert d["none_shape"] == d["none_rows"][1] - d["none_rows"][0] and d["none_rel"] < 1e-6
+
+
+def test_two_ranks_from_model_assembles_own_rows_only(job):
+    d = job["distributed"]
+    for rank, (builds, n_calls, lo, hi, rows, start, stop) in enumerate(d["spy"]):
+        assert builds == 0, f"rank {rank} built the whole chain"
+        assert n_calls >= 1 and lo == start and hi == stop and rows == stop - start, (rank, d["spy"])
+
+
+def test_two_ranks_gather_root(job):
+    root, other = job["distributed"]["root_sizes"]
+    n = job["distributed"]["rows"][1][1]
+    # pi (gather="all"), hitting mean/moments/finite, laplace, transient, default stationary
+    assert root == [n, n, n, n, n, n, n]
+    assert other == [n, 0, 0, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("case", ["laplace", "first_passage"])
+def test_two_ranks_ill_conditioned_passage_not_vouched_for(job, case):
+    """JSQ2 targets at the far corner: GMRES converges, the condition solve does not.
+
+    The chain is irreducible, so the target is reached almost surely: E[exp(-0 T)] = 1
+    and each first-passage row sums to 1 (independent invariants). A result sold as
+    accurate (success or tail_inaccurate: norm-wise accurate) must agree with scipy.
+    """
+    r = job["ill_conditioned"][case]
+    if r["status"] in ("success", "tail_inaccurate"):
+        assert r["err"] < 1e-8, r
+        if case == "laplace":
+            assert r["range"][0] > 1 - 1e-8 and r["range"][1] < 1 + 1e-8, r
+        else:
+            assert r["row_sums"] == pytest.approx([1.0], abs=1e-8), r
+    else:
+        assert r["status"] in ("inaccurate", "max_iterations", "breakdown"), r

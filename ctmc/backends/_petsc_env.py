@@ -91,7 +91,8 @@ def load_slepc():
         try:
             import slepc4py
         except ImportError as exc:
-            raise ImportError(INSTALL_HELP) from exc
+            raise ImportError("slepc4py not found: the PETSc backend's method='eps' (stationary) and "
+                              f"method='expm' (transient) need it; {INSTALL_HELP}") from exc
     slepc4py.init(sys.argv)
     from slepc4py import SLEPc
     _STATE["SLEPc"] = SLEPc

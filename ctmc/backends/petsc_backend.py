@@ -38,7 +38,7 @@ States outside the closed class are pinned to 0 the same way.
 ``gmres``, ``bicgstab``
     Krylov solvers with block Jacobi and ILU(0) on each process's block
     (``pc="asm"`` for an additive Schwarz overlap instead); GMRES is
-    preconditioned on the right, so PETSc monitors the true residual.
+    preconditioned on the right, so PETSc monitors the unpreconditioned residual.
 ``eps``
     SLEPc eigensolver (Krylov-Schur) for the eigenvalue 1 of the uniformised
     :math:`P^T = I + Q^T/\Lambda`, :math:`\Lambda = 1.02 \max_i q_i`: the left
@@ -61,8 +61,9 @@ The converged reason of KSP/EPS/MFN is mapped to a
 :class:`~ctmc.results.Status`, and the residual is always recomputed by ctmc
 from :math:`R` and :math:`q` with the same definitions as the scipy backend
 (``||pi Q||_1`` and the component-wise ``balance_error`` for stationary laws,
-normwise backward errors and balance checks for hitting problems, the mass
-defect for transient laws). ``info["reason"]`` keeps PETSc's own reason.
+normwise backward errors, balance checks, a condition estimate (itself a
+solve whose status counts) and probability invariants for hitting problems,
+the mass defect for transient laws). ``info["reason"]`` keeps PETSc's own reason.
 
 Results
 -------
@@ -106,7 +107,7 @@ from ._petsc_env import INSTALL_HELP, load_petsc, load_slepc
 
 __all__ = ["DistributedChain", "STATIONARY_METHODS", "AUTO_DIRECT", "PREFIX", "stationary",
            "hitting_times", "hitting_laplace", "first_passage", "transient", "available",
-           "INSTALL_HELP"]
+           "slepc_available", "INSTALL_HELP"]
 
 #: options-database prefix of every PETSc/SLEPc object made by this backend
 PREFIX = "ctmc_"
@@ -121,6 +122,15 @@ def available() -> bool:
     """True when petsc4py can be imported (no exception, no side effect on failure)."""
     try:
         load_petsc()
+    except ImportError:
+        return False
+    return True
+
+
+def slepc_available() -> bool:
+    """True when slepc4py can be imported too (``method="eps"``, transient ``method="expm"``)."""
+    try:
+        load_slepc()
     except ImportError:
         return False
     return True
@@ -241,22 +251,32 @@ def _make(cls, options):
     return cls(**options)
 
 
+_ABSENT = object()
+
+
 @contextlib.contextmanager
 def _options(petsc_options):
-    """Insert ``petsc_options`` under the ctmc prefix for the duration of a setFromOptions."""
+    """Insert ``petsc_options`` under the ctmc prefix for the duration of a setFromOptions.
+
+    Options already in the database (command line, ``PETSC_OPTIONS``) are
+    overridden for this call only: their old values are put back afterwards.
+    """
     PETSc = load_petsc()
     db = PETSc.Options()
-    added = []
-    for k, v in (petsc_options or {}).items():
-        name = PREFIX + k.lstrip("-")
-        if not db.hasName(name):
-            added.append(name)
-        db.setValue(name, "" if v is None or v is True else str(v))
+    saved = {}
     try:
+        for k, v in (petsc_options or {}).items():
+            name = PREFIX + k.lstrip("-")
+            if name not in saved:
+                saved[name] = db.getString(name, None) if db.hasName(name) else _ABSENT
+            db.setValue(name, "" if v is None or v is True else str(v))
         yield
     finally:
-        for name in added:
-            db.delValue(name)
+        for name, old in saved.items():
+            if old is _ABSENT:
+                db.delValue(name)
+            else:
+                db.setValue(name, old)
 
 
 # --------------------------------------------------------------------------
@@ -295,6 +315,20 @@ def _split(n, size, rank):
 
 
 _ROW_CHUNK = 1 << 18
+#: largest index of the PETSc build (None: that of PETSc.IntType; a smaller value in tests)
+_INDEX_MAX = None
+
+
+def _index_max(IT):
+    return int(np.iinfo(IT).max) if _INDEX_MAX is None else int(_INDEX_MAX)
+
+
+def _too_many(what, count, limit, IT):
+    return ValueError(f"{what}: {count} exceeds the largest index {limit} of this PETSc build "
+                      f"({np.dtype(IT).itemsize * 8}-bit PetscInt); use a PETSc configured with "
+                      "--with-64-bit-indices (Debian: python3-petsc4py-64-real with PETSC_DIR set to "
+                      "its /usr/lib/petscdir/petsc64-* build), or more processes "
+                      "when only one process's share is too large")
 
 
 def _r_block(blk, a):
@@ -377,10 +411,17 @@ class DistributedChain:
         self.states, self.initial, self.model = states, initial, model
         # assemble block by block: only the compact CSR of the owned rows is kept
         IT = PETSc.IntType
+        limit = _index_max(IT)
+        if n > limit:
+            raise _too_many("n_states", n, limit, IT)
         counts, cols, vals, exits = [], [], [], []
+        total = 0  # running number of stored entries (Python int: no wrap-around)
         for a in range(self.start, self.stop, _ROW_CHUNK):
             b = min(self.stop, a + _ROW_CHUNK)
             c, ind, dat, ex = _r_block(source(a, b), a)
+            total += int(np.sum(c, dtype=np.int64))
+            if total > limit:  # the row offsets would wrap around silently
+                raise _too_many(f"rows: stored entries of process {self.rank}", total, limit, IT)
             counts.append(c), cols.append(ind.astype(IT)), vals.append(dat), exits.append(ex)
         cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
         indptr = np.zeros(m + 1, dtype=IT)
@@ -452,6 +493,12 @@ class DistributedChain:
         return out
 
     def allsum(self, x):
+        """Sum over processes (element-wise for an array).
+
+        Implemented with :meth:`allgather`: every process holds ``size * len(x)``
+        numbers for a moment, so use it for short arrays (per-source results),
+        not for vectors of the chain's size.
+        """
         return self.allgather(x).sum(axis=0) if np.ndim(x) else float(self.allgather(x).sum())
 
     def allmax(self, x):
@@ -586,7 +633,9 @@ def _ksp(dc, A, kind, opts, extra_info):
         ksp.setType({"gmres": "gmres", "bicgstab": "bcgs"}[kind])
         pctype = getattr(opts, "pc", "bjacobi")
         pc.setType(pctype)
-        if kind == "gmres":  # monitor the true residual (BiCGStab breaks down more often on the right)
+        # right preconditioning: GMRES monitors the unpreconditioned residual
+        # (BiCGStab breaks down more often on the right)
+        if kind == "gmres":
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
         if kind == "gmres":
             ksp.setGMRESRestart(getattr(opts, "restart", 30))
@@ -700,8 +749,7 @@ def _stationary_eps(dc, opts, pin, support, info):
         info["eigenvalue"] = complex(val)
         out = vr.getArray().copy()
         sign = np.sign(dc.allsum(float(out.sum()))) or 1.0
-        out = out * sign
-        out[out < 0] = 0.0
+        out = out * sign  # negative entries are left to the common check (clipped_negative)
         vr.destroy()
     eps.destroy(), A.destroy(), v0.destroy()
     return out, status, reason, its
@@ -950,15 +998,27 @@ class _Passage:
         return err, dc.allmax(bal)
 
     def condition(self, s, on):
-        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix)."""
+        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix).
+
+        The estimate needs one more solve, ``M y = 1``; it is only a lower
+        bound if that solve is inaccurate, so its status and backward error
+        count: an unconverged or inaccurate solve gives ``inf`` (the answer
+        cannot be vouched for). Returns ``(cond, status, reason)``.
+        """
         dc = self.dc
         X = self.members(on)
         if dc.allsum(float(X.sum())) == 0:
-            return 1.0
-        ones, _, _, _ = self.solve(s, on, np.ones(X.size))
+            return 1.0, Status.SUCCESS, ""
+        b = np.ones(X.size)
+        ones, st, reason, _ = self.solve(s, on, b)
+        err, _ = self.errors(s, on, ones, b)
+        if st is not Status.SUCCESS or not err <= self.opts.tol:
+            return np.inf, st if st is not Status.SUCCESS else Status.INACCURATE, (
+                f"condition estimate: {reason}, backward error {err:.1e}")
         d = float(s) + dc.exit_rates
         norm_rows = np.where(X, d + self.rx(X.astype(float)), 0.0)
-        return dc.allmax(norm_rows.max(initial=0.0)) * dc.allmax(np.abs(ones).max(initial=0.0))
+        cond = dc.allmax(norm_rows.max(initial=0.0)) * dc.allmax(np.abs(ones).max(initial=0.0))
+        return cond, Status.SUCCESS, reason
 
     def close(self):
         for ksp, M in self._ksp.values():
@@ -969,10 +1029,34 @@ class _Passage:
 _COND_RTOL = 1e-8
 
 
-def _passage_status(kind, err, bal, tol, tail_tol, cond, solve_status, reason):
+#: largest accepted defect of a probability invariant (mass of a first-passage
+#: row, E[exp(-0 T)] = P(reach)) before the answer is called inaccurate
+_MASS_TOL = 1e-6
+
+
+def _mass_defect(dc, values, sure):
+    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (all ranks)."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return dc.allmax(0.0)
+    out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
+    out = np.where(sure, np.abs(values - 1.0), out)
+    d = float(out.max())
+    return dc.allmax(d if np.isfinite(d) else np.inf)
+
+
+def _passage_status(kind, err, bal, tol, tail_tol, cond, solve_status, reason, cond_status=None,
+                    cond_reason="", defect=0.0, what="probabilities"):
     msg = f"{'direct LU' if kind == 'lu' else kind} ({reason})"
     if solve_status is not Status.SUCCESS:
         return solve_status, msg
+    if cond_status is not None and cond_status is not Status.SUCCESS:
+        return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
+                                   "the solves cannot be vouched for (a badly conditioned system)")
+    if not defect <= _MASS_TOL:
+        rule = ("they must be >= 0" if what == "moments" else
+                "0 <= p <= 1, total 1 where the target is reached almost surely")
+        return Status.INACCURATE, f"{msg}: {what} violate their invariant ({rule}) by {defect:.1e}"
     if _EPS * cond > _COND_RTOL:
         return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}: the solve may have lost "
                                    "all digits (the target is too rare); use the scipy backend's "
@@ -1033,8 +1117,10 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, **option
         err, bal = max(err, e), max(bal, bl)
         out[k - 1, F] = x[F]
         prev = x
-    cond = ps.condition(0.0, "finite")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason)
+    cond, cst, creason = ps.condition(0.0, "finite")
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason, cst, creason,
+                                  defect=dc.allmax(0.0 if (out[:, F] >= 0).all() else np.inf),
+                                  what="moments")
     n_doomed = int(dc.allsum(float((~F & ~tgt).sum())))
     if n_doomed:
         msg += f"; {n_doomed} states do not reach the target almost surely (infinite moments)"
@@ -1073,8 +1159,12 @@ def hitting_laplace(chain, target, s, *, check=True, **options):
         e, bl = ps.errors(sk, "reach", x, b)
         err, bal = max(err, e), max(bal, bl)
         vals[k, Rm] = x[Rm]
-    cond = ps.condition(float(svals.min()), "reach")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason)
+    cond, cst, creason = ps.condition(float(svals.min()), "reach")
+    # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
+    sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
+    defect = _mass_defect(dc, vals, sure)
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st, reason, cst, creason,
+                                  defect=defect, what="transform values")
     info = dict(ps.info, balance_error=bal, condition=cond, reason=reason)
     ps.close()
     mode = opts.gather or dc.gather
@@ -1202,8 +1292,16 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, **
             part = np.zeros((tvals.size, r, m))
             part[:, own, :] = Pt[:, lrow[own], :]
             cdf = dc.allsum(part.ravel()).reshape(tvals.size, r, m)
-    cond = ps.condition(0.0, "reach")
-    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason)
+    cond, cst, creason = ps.condition(0.0, "reach")
+    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s.
+    sure_own = np.zeros(r, dtype=bool)
+    sure_own[own] = (ps.finite | tgt)[lrow[own]]
+    sure = dc.allsum(sure_own.astype(float)) > 0.5 if r else sure_own
+    entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
+    defect = _mass_defect(dc, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
+    status, msg = _passage_status(ps.kind, err, bal, opts.tol, opts.tail_tol, cond, st_all, reason,
+                                  cst, creason,
+                                  defect=defect)
     info = dict(ps.info, n_reach=int(dc.allsum(float(Rm.sum()))), balance_error=bal, condition=cond,
                 reason=reason)
     ps.close()
@@ -1302,7 +1400,10 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
         P = np.maximum(P, 0.0)
         bound = float(np.abs(dc.allsum(P.sum(axis=1)) - 1).max())
     resid = float(np.abs(dc.allsum(P.sum(axis=1)) - 1).max())
-    if status is Status.SUCCESS and resid > max(10 * eps, 1e-10) + bound:
+    # uniformisation drops at most `bound` of the mass by construction; MFN has no
+    # a priori bound (its `bound` is the defect itself), so its defect is judged alone
+    allowed = max(10 * eps, 1e-10) + (bound if method == "uniformization" else 0.0)
+    if status is Status.SUCCESS and resid > allowed:
         status = Status.INACCURATE
     msg = f"{method}: mass defect {resid:.1e}"
     mode = gather or dc.gather
