@@ -56,6 +56,38 @@ def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: floa
         Neglected Poisson mass (bounds the error for probability vectors).
     """
     lam = 1.02 * float(np.abs(A.diagonal()).max()) if A.shape[0] else 0.0
+    Ps = (A / lam).tocsr() if lam > 0 else A
+    return uniformize_operator(lambda V: Ps @ V, V0, times, lam, eps=eps, scaled=True)
+
+
+def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = 1e-13,
+                        scaled: bool = False):
+    r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
+
+    :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
+    for a rate :math:`\Lambda \ge \max_i |a_{ii}|`; the sum is truncated left
+    and right where the Poisson weights fall below ``eps``. Backends that keep
+    ``A`` distributed (PETSc) pass ``apply``; :func:`uniformize` passes a
+    scipy product.
+
+    Parameters
+    ----------
+    apply : callable
+        ``apply(V)`` returns ``A @ V`` for a block ``V`` (``A / lam @ V`` when
+        ``scaled``).
+    V0 : ndarray, shape (n,) or (n, c)
+    times : ndarray of float >= 0
+    lam : float
+        Uniformisation rate (0 for ``A = 0``).
+    eps : float
+        Poisson tail neglected per time point.
+
+    Returns
+    -------
+    out : ndarray, shape (len(times),) + V0.shape
+    bound : float
+        Neglected Poisson mass.
+    """
     out = np.zeros((times.size,) + V0.shape)
     if lam == 0.0:
         out[:] = V0
@@ -66,7 +98,6 @@ def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: floa
     kmin = np.where(lt > 0, np.maximum(poisson.ppf(eps, lt), 0), 0).astype(np.int64)
     kmin = np.minimum(kmin, kmax)
     V = np.array(V0, dtype=float)
-    Ps = (A / lam).tocsr()
     total = np.zeros(times.size)
     chunk = 1 << 14
     for c0 in range(0, kmax + 1, chunk):
@@ -81,7 +112,7 @@ def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: floa
             if nz.size:
                 out[nz] += np.multiply.outer(w[nz], V)
             if k < kmax:
-                V = V + Ps @ V
+                V = V + (apply(V) if scaled else apply(V) / lam)
     bound = float(max(0.0, 1.0 - total.min()))
     return out, bound
 

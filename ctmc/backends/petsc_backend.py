@@ -98,9 +98,9 @@ from typing import Optional
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
-from scipy.stats import poisson
 
 from ..passage import _as_points
+from ..transient import uniformize_operator
 from ..results import (FirstPassageResult, HittingResult, LaplaceResult, ReducibleChainError,
                        StationaryResult, Status, TransientResult)
 from ._petsc_env import INSTALL_HELP, load_petsc, load_slepc
@@ -1181,32 +1181,12 @@ def _uniformize(apply, V0, times, lam, eps):
     """``exp(A t) V0`` for each t by uniformisation; ``apply(v)`` = ``A v`` on owned parts.
 
     ``V0`` has shape (local rows, c); returns (out (n_t, local rows, c), bound).
+    The Poisson truncation is :func:`ctmc.transient.uniformize_operator`'s.
     """
-    out = np.zeros((times.size,) + V0.shape)
-    if lam == 0.0:
-        out[:] = V0
-        return out, 0.0
-    lt = lam * times
-    kmax = int(max(poisson.isf(eps, lt.max()), 0)) + 1 if lt.max() > 0 else 0
-    kmin = np.where(lt > 0, np.maximum(poisson.ppf(eps, lt), 0), 0).astype(np.int64)
-    kmin = np.minimum(kmin, kmax)
-    V = np.array(V0, dtype=float)
-    total = np.zeros(times.size)
-    chunk = 1 << 14
-    for c0 in range(0, kmax + 1, chunk):
-        ks = np.arange(c0, min(kmax + 1, c0 + chunk))
-        W = poisson.pmf(ks[None, :], lt[:, None])
-        W[lt == 0] = (ks == 0)[None, :].astype(float)
-        W[ks[None, :] < kmin[:, None]] = 0.0
-        total += W.sum(axis=1)
-        for j, k in enumerate(ks):
-            w = W[:, j]
-            nz = np.flatnonzero(w)
-            if nz.size:
-                out[nz] += np.multiply.outer(w[nz], V)
-            if k < kmax:
-                V = V + np.column_stack([apply(V[:, c]) for c in range(V.shape[1])]) / lam
-    return out, float(max(0.0, 1.0 - total.min()))
+    def block(V):
+        return np.column_stack([apply(V[:, c]) for c in range(V.shape[1])])
+
+    return uniformize_operator(block, V0, times, lam, eps=eps)
 
 
 def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, **options):
