@@ -688,7 +688,11 @@ def _pin_choice(dc, opts, support):
         ok = dc.allsum(float(own and support[cand - dc.start]))
         if ok > 0:
             return cand
-    # slowest exit among the supported states
+    return _slowest_exit(dc, support)
+
+
+def _slowest_exit(dc, support):
+    """Global index of the supported state with the smallest exit rate."""
     q = np.where(support, dc.exit_rates, np.inf)
     k = int(np.argmin(q)) if q.size else 0
     best = q[k] if q.size else np.inf
@@ -828,20 +832,34 @@ def _stationary_dc(dc, method, opts):
 def _stationary_once(dc, method, opts, pin, support):
     info = {"pins": [], "processes": dc.size, "prefix": PREFIX}
     fn = STATIONARY_METHODS[method]
-    for attempt in range(2):
+    slowest = _slowest_exit(dc, support)
+    if opts.pin is None and method in ("gmres", "bicgstab"):
+        # a Krylov solve pinned on a negligible-probability state (a user's
+        # initial state often is one) stalls for its whole iteration budget
+        # before any re-pin can help; the slowest-exit state is a cheap guess
+        # at a probable one
+        pin = slowest
+    for attempt in range(3):
         info["pins"].append(pin)
         try:
             x, status, reason, its = fn(dc, opts, pin, support, info)
         except RuntimeError as exc:
             x, status, reason, its = None, Status.BREAKDOWN, str(exc), 0
         info["reason"] = reason
-        if x is None or method == "eps" or opts.pin is not None or attempt == 1:
+        if x is None or method == "eps" or opts.pin is not None or attempt == 2:
             break
-        # re-pin at the most probable state when the pin carries little mass
-        xp = dc.allmax(x[pin - dc.start] if dc.start <= pin < dc.stop else -np.inf)
         top = dc.allgather([x.max() if x.size else -np.inf, dc.start + (int(np.argmax(x)) if x.size else 0)])
         j = int(np.argmax(top[:, 0]))
-        if xp < opts.repin * top[j, 0]:
+        xmin = -dc.allmax(-(x.min() if x.size else np.inf))
+        if xmin < -1e-8 * top[j, 0] and slowest not in info["pins"]:
+            # significant negatives: the pin carries negligible probability and
+            # the solution is round-off of size 1/pi_pin with a meaningless
+            # argmax; move to the slowest-exit state
+            pin = slowest
+            continue
+        # re-pin at the most probable state when the pin carries little mass
+        xp = dc.allmax(x[pin - dc.start] if dc.start <= pin < dc.stop else -np.inf)
+        if xp < opts.repin * top[j, 0] and int(top[j, 1]) not in info["pins"]:
             pin = int(top[j, 1])
             continue
         break
