@@ -120,3 +120,21 @@ def hitting_mean_bd(K, lam, mu, start):
 
 
 assert math.isclose(erlang_b(1, 1.0), 0.5)
+
+
+def fraction_solve(A, b):
+    """Solve ``A x = b`` exactly: Gauss-Jordan elimination on lists of Fractions.
+
+    The reference for tests that compare float results with exact rational
+    answers (A square and nonsingular; entries Fractions or ints).
+    """
+    n = len(A)
+    M = [list(row) + [bi] for row, bi in zip(A, b)]
+    for c in range(n):
+        p = next(r for r in range(c, n) if M[r][c] != 0)
+        M[c], M[p] = M[p], M[c]
+        for r in range(n):
+            if r != c and M[r][c] != 0:
+                f = M[r][c] / M[c][c]
+                M[r] = [a - f * bb for a, bb in zip(M[r], M[c])]
+    return [M[i][n] / M[i][i] for i in range(n)]

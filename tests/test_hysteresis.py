@@ -19,6 +19,8 @@ import scipy.linalg as sla
 import scipy.stats as st
 from scipy.integrate import quad
 
+from reference import fraction_solve
+
 from models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
                                fixed_batch, general, geometric_batch, hyperexponential, phase_type)
 from models.hysteresis.service import BatchSize
@@ -103,15 +105,8 @@ def dense_stationary(Q):
 def exact_stationary(Q):
     """Stationary law of a generator with Fraction entries (Gaussian elimination in rationals)."""
     n = Q.shape[0]
-    A = [list(Q[:, i]) + [Fraction(0)] for i in range(n - 1)] + [[Fraction(1)] * n + [Fraction(1)]]
-    for c in range(n):
-        piv = next(i for i in range(c, n) if A[i][c] != 0)
-        A[c], A[piv] = A[piv], A[c]
-        for i in range(n):
-            if i != c and A[i][c] != 0:
-                f = A[i][c] / A[c][c]
-                A[i] = [x - f * y for x, y in zip(A[i], A[c])]
-    return [A[i][n] / A[i][i] for i in range(n)]
+    A = [list(Q[:, i]) for i in range(n - 1)] + [[Fraction(1)] * n]
+    return fraction_solve(A, [Fraction(0)] * (n - 1) + [Fraction(1)])
 
 
 def gth_stationary(P):

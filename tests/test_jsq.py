@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pytest
 
+from reference import fraction_solve as fr_solve
+
 from models.jsq import (JSQ2, blocking_probability, log_blocking_probability, log_saturation_mean,
                         saturation_mean, total_number_law)
 
@@ -78,20 +80,6 @@ def rational_generator(K, rho, mu1, nu):
         if x == 0 and y >= 1:
             add((x, y), (x, y - 1), nu)
     return states, Q
-
-
-def fr_solve(A, b):
-    """Exact Gaussian elimination (A square, list of lists of Fractions)."""
-    n = len(A)
-    M = [row[:] + [bi] for row, bi in zip(A, b)]
-    for c in range(n):
-        p = next(r for r in range(c, n) if M[r][c] != 0)
-        M[c], M[p] = M[p], M[c]
-        for r in range(n):
-            if r != c and M[r][c] != 0:
-                f = M[r][c] / M[c][c]
-                M[r] = [a - f * bb for a, bb in zip(M[r], M[c])]
-    return [M[i][n] / M[i][i] for i in range(n)]
 
 
 def rational_hitting(Q, states, target, s=Fr(0), reward=None):
