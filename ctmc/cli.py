@@ -118,8 +118,11 @@ def main(argv=None) -> int:
             print()
             print(mod.report(args.plots))
     else:
+        from .results import ModelError, ReducibleChainError
         try:
             out = fams[args.command].run(args)
+        except (ModelError, ReducibleChainError):
+            raise       # ValueError subclasses, but not a usage error: keep the traceback
         except ValueError as exc:   # bad parameters: one line, exit status 2
             parser.error(f"{args.command}: {exc}")
         print(out)

@@ -189,3 +189,17 @@ def test_core_study_and_cli_run(capsys):
     assert len(errs) == 3 and max(errs) < 1e-9
     assert main(["demo"]) == 0
     assert "closed form" in capsys.readouterr().out
+
+
+def test_cli_keeps_model_errors_as_errors(monkeypatch):
+    # a ModelError from a family is a bug in a model, not a usage error: it must
+    # surface with its traceback, not become "exit 2" like a bad parameter
+    import models.jsq as fam
+    from ctmc.results import ModelError
+
+    def broken(args):
+        raise ModelError("event 'x': update leaves the bounds")
+
+    monkeypatch.setattr(fam, "run", broken)
+    with pytest.raises(ModelError):
+        main(["jsq"])
