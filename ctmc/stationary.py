@@ -323,6 +323,39 @@ def _embed(x_sub, keep, pin):
     return x
 
 
+#: a solution entry below -NEGATIVE_TOL * max is a failed solve, not round-off
+NEGATIVE_TOL = 1e-8
+
+
+def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowest: int,
+             repin: float) -> Optional[int]:
+    """Where a pinned stationary solve should be repeated, or ``None`` to keep it.
+
+    Shared by the backends. A pin on a state of negligible probability gives a
+    solution of size ``1/pi_pin`` that is round-off with mixed signs and a
+    meaningless argmax: significant negatives move the pin to the
+    slowest-exit state (then to the argmax). A pin carrying less than
+    ``repin`` of the largest entry moves to the argmax. A state already tried
+    is never tried again.
+
+    Examples
+    --------
+    >>> next_pin(1.0, 7, -0.5, 1e-3, [0], slowest=3, repin=1e-3)   # garbage: slowest exit
+    3
+    >>> next_pin(1.0, 7, 0.0, 1e-9, [0], slowest=3, repin=1e-3)    # improbable pin: argmax
+    7
+    >>> next_pin(1.0, 7, 0.0, 0.5, [0], slowest=3, repin=1e-3) is None
+    True
+    """
+    if x_min < -NEGATIVE_TOL * x_max:
+        nxt = slowest if slowest not in pins else argmax
+    elif x_pin < repin * x_max:
+        nxt = argmax
+    else:
+        return None
+    return None if nxt in pins else int(nxt)
+
+
 def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
     """Pinned sparse LU; with ``keep_factor`` the SuperLU object of the last
     pin is returned in ``info["factor"]`` (its matrix is ``(Q^T)`` without
@@ -359,19 +392,12 @@ def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
         if keep_factor:
             info["factor"] = lu
         if not np.all(np.isfinite(x)):
-            nxt = slowest
+            nxt = slowest if slowest not in info["pins"] else None
         else:
             top = int(np.argmax(x))
-            if np.min(x) < -1e-8 * x[top]:
-                # a pin on a state of negligible probability gives a solution
-                # of size 1/pi_pin dominated by round-off (mixed signs, a
-                # meaningless argmax): move to the slowest-exit state
-                nxt = slowest if slowest not in info["pins"] else top
-            elif x[pin] < opts.repin * x[top]:
-                nxt = top
-            else:
-                break
-        if attempt == 2 or nxt in info["pins"]:
+            nxt = next_pin(float(x[top]), top, float(np.min(x)), float(x[pin]), info["pins"], slowest,
+                           opts.repin)
+        if attempt == 2 or nxt is None:
             break
         pin = nxt
     if not np.all(np.isfinite(x)):
@@ -381,7 +407,7 @@ def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
     if neg.any():
         worst = -float(np.min(x)) / x.max()
         info["negative_states"] = int(neg.sum())
-        if worst > 1e-8:
+        if worst > NEGATIVE_TOL:
             return x, 0, Status.INACCURATE, f"negative probabilities (down to {-worst:.1e} of the max)", info
         x[neg] = 0.0
         if worst > 1e-13:

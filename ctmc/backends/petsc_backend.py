@@ -100,6 +100,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from ..passage import _as_points
+from ..stationary import NEGATIVE_TOL, next_pin
 from ..transient import uniformize_operator
 from ..results import (FirstPassageResult, HittingResult, LaplaceResult, ReducibleChainError,
                        StationaryResult, Status, TransientResult)
@@ -820,7 +821,9 @@ def _stationary_dc(dc, method, opts):
     tried = []
     for k, m in enumerate(order):
         res = _stationary_once(dc, m, opts, pin, support)
-        if res[2] in (Status.SUCCESS, Status.TAIL_INACCURATE) or k == len(order) - 1:
+        # fall back only when a method could not run (as the scipy backend):
+        # an inaccurate direct solve is not improved by an iterative one
+        if res[2] is not Status.BREAKDOWN or k == len(order) - 1:
             if tried:
                 res[-1]["fallbacks"] = tried
             res[-1]["closed_class_seconds"] = t_support
@@ -851,28 +854,26 @@ def _stationary_once(dc, method, opts, pin, support):
         top = dc.allgather([x.max() if x.size else -np.inf, dc.start + (int(np.argmax(x)) if x.size else 0)])
         j = int(np.argmax(top[:, 0]))
         xmin = -dc.allmax(-(x.min() if x.size else np.inf))
-        if xmin < -1e-8 * top[j, 0] and slowest not in info["pins"]:
-            # significant negatives: the pin carries negligible probability and
-            # the solution is round-off of size 1/pi_pin with a meaningless
-            # argmax; move to the slowest-exit state
-            pin = slowest
-            continue
-        # re-pin at the most probable state when the pin carries little mass
         xp = dc.allmax(x[pin - dc.start] if dc.start <= pin < dc.stop else -np.inf)
-        if xp < opts.repin * top[j, 0] and int(top[j, 1]) not in info["pins"]:
-            pin = int(top[j, 1])
-            continue
-        break
+        nxt = next_pin(float(top[j, 0]), int(top[j, 1]), xmin, xp, info["pins"], slowest, opts.repin)
+        if nxt is None:
+            break
+        pin = nxt
     if x is None:
         return None, its, status, f"{method}: {reason}", info
     tot = dc.allsum(float(x.sum()))
     if not np.isfinite(tot) or tot <= 0:
         return None, its, Status.BREAKDOWN, f"{method}: {reason}; non-finite or zero solution", info
-    neg = dc.allsum(float(np.minimum(x, 0).min() if x.size else 0.0))
+    xmin = -dc.allmax(-(x.min() if x.size else np.inf))
     pi = x / tot
-    if neg < 0:
+    if xmin < 0:
         pi[pi < 0] = 0.0
         info["clipped_negative"] = True
+        worst = -xmin / dc.allmax(x.max() if x.size else -np.inf)
+        if worst > NEGATIVE_TOL and status in (Status.SUCCESS, Status.TAIL_INACCURATE):
+            # beyond round-off: a failed solve (same rule as the scipy backend)
+            status = Status.INACCURATE
+            reason = f"{reason}; negative probabilities (down to {-worst:.1e} of the max)"
     return pi, its, status, f"{method}: {reason}", info
 
 
