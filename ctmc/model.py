@@ -50,6 +50,7 @@ __all__ = ["Model", "Event"]
 
 _CHUNK = 1 << 18
 _BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
+_BITMAP_SHARE = 0.1  # state_space: a box bitmap when the box is at most this share of the memory limit
 
 
 @dataclass(frozen=True)
@@ -359,6 +360,11 @@ class Model:
         return chain
 
     def _build_box(self, init, layout, prog, max_states):
+        codes = self._reachable_box(init, layout, prog, max_states)
+        return self._assemble_edges(codes, layout, prog)
+
+    def _reachable_box(self, init, layout, prog, max_states):
+        """Sorted codes of the reachable states: the whole box expanded, then a compiled BFS."""
         box = layout[4]
         srcs, dsts, oob_src = [], [], []
         for start in range(0, box, _CHUNK):
@@ -385,7 +391,7 @@ class Model:
             # re-expand the offending reachable states strictly for the message
             bad = oob[np.isin(oob, codes)]
             self._expand(bad[:1], layout, strict=True)
-        return self._assemble_edges(codes, layout, prog)
+        return codes
 
     def _assemble_edges(self, codes, layout, prog):
         srcs, dsts, rates = [], [], []
@@ -437,19 +443,22 @@ class Model:
         return codes, src, dst, rate
 
     # distributed assembly ---------------------------------------------------
-    def state_space(self, initial=None, *, max_states: Optional[int] = None, progress=None):
+    def state_space(self, initial=None, *, max_states: Optional[int] = None, max_memory=None,
+                    progress=None):
         """Reachable states in the numbering of :meth:`build`, without the generator.
 
         The global numbering needed for distributed assembly: every process
         can call this (the state table is small next to the generator) and
-        then assemble only its own rows with :meth:`generator_rows`. The
-        exploration is a breadth-first search that keeps state codes only
-        (a one-byte flag per point of the bounding box when the box fits in memory),
-        so no process ever holds the transitions of the whole chain.
+        then assemble only its own rows with :meth:`generator_rows`. No
+        generator is built: a small bounding box (points x events at most
+        1/8 of the ``box`` strategy's limit) is explored as by ``build``'s
+        compiled box strategy; a larger one by a breadth-first search that
+        keeps state codes only (a one-byte flag per point of the box when the
+        box is below a tenth of the memory limit, a sorted index otherwise).
 
         Parameters
         ----------
-        initial, max_states, progress
+        initial, max_states, max_memory, progress
             As for :meth:`build`.
 
         Returns
@@ -473,10 +482,21 @@ class Model:
         if not self._events:
             raise ModelError(f"model {self.name!r}: declare at least one event")
         layout = self._layout()
+        limit = memory_limit(max_memory)
         init = self._initial_codes(initial, layout)
         box = layout[4]
+        n_ev = len(self._events)
         prog = Progress(f"exploring {self.name}", progress)
-        bitmap = box <= 8 * memory_limit(None) // 10
+        if box * n_ev <= _BOX_LIMIT // 8:
+            # small box: the compiled exploration of build's box strategy
+            # (its edge list is at most a few hundred MB on every process)
+            check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
+            codes = self._reachable_box(init, layout, prog, max_states)
+            prog.close(f"{codes.size} states")
+            return StateTable(self._decode(codes, layout), codes=codes, layout=layout)
+        # frontier by frontier; a one-byte-per-point bitmap when the box is
+        # small next to the memory limit (every process of a node holds one)
+        bitmap = box <= _BITMAP_SHARE * limit
         seen = np.zeros(box, dtype=bool) if bitmap else None
         if bitmap:
             seen[init] = True
@@ -501,6 +521,8 @@ class Model:
             n += frontier.size
             if max_states is not None and n > max_states:
                 raise ModelError(f"model {self.name!r}: more than max_states={max_states} reachable states")
+            if not bitmap:
+                check_memory(n * 64, limit, f"exploring {self.name!r} ({n} states so far)")
             prog.update(f"{n} states found")
         codes = np.flatnonzero(seen).astype(np.int64) if bitmap else np.sort(np.concatenate(found))
         prog.close(f"{codes.size} states")

@@ -99,13 +99,26 @@ def test_state_space_checks_like_build():
         m2.state_space(initial=None)
 
 
+@pytest.mark.parametrize("path", ["box", "bitmap", "index"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_state_space_without_the_box_bitmap(name, monkeypatch):
-    # a bounding box too large for a bitmap: the sorted-run index path
+def test_state_space_every_exploration_path(name, path, monkeypatch):
+    # small boxes: build's compiled box exploration; larger ones: a frontier
+    # search with a one-byte bitmap, or with the sorted-run index when even
+    # the bitmap is too big. Each must give build's numbering.
     import ctmc.model as cm
     m, init = MODELS[name]()
     chain = m.build(initial=init)
-    monkeypatch.setattr(cm, "memory_limit", lambda _: 1)
+    if path != "box":
+        monkeypatch.setattr(cm, "_BOX_LIMIT", 0)
+    if path == "index":
+        monkeypatch.setattr(cm, "_BITMAP_SHARE", 0.0)
     table = m.state_space(initial=init)
     for v in chain.states.names:
         assert np.array_equal(table[v], chain.states[v])
+
+
+def test_state_space_memory_guard():
+    from ctmc.results import StateSpaceTooLarge
+    m, init = _mm1k()
+    with pytest.raises(StateSpaceTooLarge):
+        m.state_space(initial=init, max_memory=1)
