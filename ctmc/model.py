@@ -329,15 +329,7 @@ class Model:
         strategies = {"auto", "box", "bfs"}
         if strategy not in strategies:
             raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
-        if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
-            raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
-        if not self._events:
-            raise ModelError(f"model {self.name!r}: declare at least one event")
-        layout = self._layout()
-        limit = memory_limit(max_memory)
-        init = self._initial_codes(initial, layout)
-        box = layout[4]
-        n_ev = len(self._events)
+        layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         if strategy == "auto":
             strategy = "box" if box * n_ev <= _BOX_LIMIT else "bfs"
         with Timer() as timer:
@@ -358,6 +350,20 @@ class Model:
         chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
                             "seconds": timer.elapsed, "box": box}
         return chain
+
+    def _prepare(self, initial, max_states, max_memory):
+        """Checks and layout shared by :meth:`build` and :meth:`state_space`.
+
+        Returns ``(layout, memory limit, initial codes, box size, number of events)``.
+        """
+        if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
+            raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
+        if not self._events:
+            raise ModelError(f"model {self.name!r}: declare at least one event")
+        layout = self._layout()
+        limit = memory_limit(max_memory)
+        init = self._initial_codes(initial, layout)
+        return layout, limit, init, layout[4], len(self._events)
 
     def _build_box(self, init, layout, prog, max_states):
         codes = self._reachable_box(init, layout, prog, max_states)
@@ -477,15 +483,7 @@ class Model:
         """
         from .chain import StateTable
 
-        if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
-            raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
-        if not self._events:
-            raise ModelError(f"model {self.name!r}: declare at least one event")
-        layout = self._layout()
-        limit = memory_limit(max_memory)
-        init = self._initial_codes(initial, layout)
-        box = layout[4]
-        n_ev = len(self._events)
+        layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         prog = Progress(f"exploring {self.name}", progress)
         if box * n_ev <= _BOX_LIMIT // 8:
             # small box: the compiled exploration of build's box strategy

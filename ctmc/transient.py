@@ -117,6 +117,19 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     return out, bound
 
 
+def check_transient_args(method, t, eps) -> np.ndarray:
+    """Validate the arguments every backend's ``transient`` takes; return the times as a 1-D array."""
+    methods = ("uniformization", "expm")
+    if method not in methods:
+        raise ValueError(f"method: expected one of {methods}, got {method!r}")
+    tv = np.atleast_1d(np.asarray(t, dtype=float))
+    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
+        raise ValueError("t: times must be finite and >= 0")
+    if not (isinstance(eps, float) and 0 < eps < 1):
+        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    return tv
+
+
 def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, max_terms=10_000_000):
     """Transient distribution ``p0 exp(Q t)``; see :meth:`ctmc.CTMC.transient`.
 
@@ -130,14 +143,7 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
     >>> [round(float(x), 10) for x in r.p[:, 0]]
     [1.0, 0.5676676416]
     """
-    methods = ("uniformization", "expm")
-    if method not in methods:
-        raise ValueError(f"method: expected one of {methods}, got {method!r}")
-    tv = np.atleast_1d(np.asarray(t, dtype=float))
-    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
-        raise ValueError("t: times must be finite and >= 0")
-    if not (isinstance(eps, float) and 0 < eps < 1):
-        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    tv = check_transient_args(method, t, eps)
     Q = chain.Q
     t0 = time.perf_counter()
     QT = Q.T.tocsr()

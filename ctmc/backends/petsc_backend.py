@@ -101,7 +101,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from ..passage import _as_points
 from ..stationary import NEGATIVE_TOL, next_pin
-from ..transient import uniformize_operator
+from ..transient import check_transient_args, uniformize_operator
 from ..results import (FirstPassageResult, HittingResult, LaplaceResult, ReducibleChainError,
                        StationaryResult, Status, TransientResult)
 from ._petsc_env import INSTALL_HELP, load_petsc, load_slepc
@@ -1338,14 +1338,7 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
     ``method="uniformization"`` runs on PETSc vectors; ``method="expm"``
     uses SLEPc's MFN (Krylov, tolerance ``tol``), stepping between sorted times.
     """
-    methods = ("uniformization", "expm")
-    if method not in methods:
-        raise ValueError(f"method: expected one of {methods}, got {method!r}")
-    tv = np.atleast_1d(np.asarray(t, dtype=float))
-    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
-        raise ValueError("t: times must be finite and >= 0")
-    if not (isinstance(eps, float) and 0 < eps < 1):
-        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    tv = check_transient_args(method, t, eps)
     _positive("tol", tol)
     _check_petsc_options(petsc_options)
     if gather is not None and gather not in _GATHER:
