@@ -59,7 +59,7 @@ import scipy.sparse as sp
 
 from .results import SolverError, FirstPassageResult, HittingResult, LaplaceResult, Status
 from ._sparse_lu import splu
-from ._triplet import TripletLU
+from .linalg import TripletLU
 from .structure import can_reach
 
 __all__ = ["PassageSetup", "hitting_times", "hitting_laplace", "first_passage"]
@@ -89,7 +89,7 @@ class PassageSetup:
     target : ndarray of bool
         The set ``A`` (non-empty).
     solver : {"auto", "lu", "gth"}
-        ``"gth"``: dense subtraction-free elimination (:mod:`ctmc._triplet`),
+        ``"gth"``: dense subtraction-free elimination (:mod:`ctmc.linalg`),
         relative accuracy for every component, O(n^3); ``"lu"``: SuperLU;
         ``"auto"``: ``"gth"`` up to 1000 unknowns, else ``"lu"``.
 
@@ -334,7 +334,7 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="
     res = HittingResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0, info,
                         mean=out[0], moments=out, finite=setup.finite | setup.target,
                         target=setup.target)
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def _regenerative_mean(chain, setup, r, idx):
@@ -433,7 +433,7 @@ def hitting_laplace(chain, target, s, *, check=True, solver="auto", tol=1e-10, t
     res = LaplaceResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
                         {"balance_error": bal, "fallback": setup._fallback, "condition": cond},
                         s=svals, values=vals[0] if np.ndim(s) == 0 else vals, target=setup.target)
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, solver="auto",
@@ -544,4 +544,4 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, so
                               "condition": cond}, targets=targets, sources=src,
                              probabilities=probs, s=svals, laplace=lap, t=tvals, cdf=cdf,
                              error_bound=bound)
-    return res._raise_or_warn(check)
+    return res.check(check)

@@ -112,11 +112,16 @@ class AnalysisResult:
     wall_time: float
     info: dict = field(default_factory=dict, repr=False)
 
-    def _raise_or_warn(self, check: bool):
+    def check(self, strict: bool = True):
+        """Raise :class:`SolverError` unless the status is a success; return ``self``.
+
+        :attr:`Status.TAIL_INACCURATE` only warns (:class:`TailAccuracyWarning`).
+        With ``strict=False`` nothing is raised (the warning still is).
+        """
         if self.status is Status.TAIL_INACCURATE:
             warnings.warn(f"{type(self).__name__} ({self.method}): {self.message}",
                           TailAccuracyWarning, stacklevel=4)
-        elif not self.status.ok and check:
+        elif not self.status.ok and strict:
             raise SolverError(f"{self.method} on backend {self.backend!r}: "
                               f"{self.status.value}: {self.message}", self)
         return self

@@ -78,6 +78,7 @@ import scipy.sparse.linalg as sla
 
 from ._sparse_lu import ORDERINGS, splu
 from ._util import Progress
+from .linalg import gth_solve
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
 __all__ = ["METHODS", "GTHOptions", "LUOptions", "IterativeOptions", "KrylovOptions",
@@ -245,50 +246,6 @@ def stationary_evidence(Q: sp.csr_matrix, pi: np.ndarray):
 # methods: each takes (Q, opts, hint) on an irreducible Q and returns
 # (x, iterations, status, message, info); x need not be normalised
 # --------------------------------------------------------------------------
-def gth_solve(A: np.ndarray) -> np.ndarray:
-    """Stationary vector of a dense irreducible generator (or stochastic matrix) by GTH.
-
-    Only off-diagonal entries are used, so no subtraction occurs and every
-    component keeps high relative accuracy.
-
-    Parameters
-    ----------
-    A : ndarray, shape (n, n)
-        Generator or transition matrix; not modified.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ctmc.stationary import gth_solve
-    >>> gth_solve(np.array([[-1.0, 1.0], [1e-200, -1e-200]]))
-    array([1.e-200, 1.e+000])
-
-    Probabilities spanning more than the double range underflow to 0
-    instead of overflowing the back-substitution:
-
-    >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
-    array([5.e-001, 5.e-201, 5.e-001])
-    """
-    A = np.array(A, dtype=float)
-    n = A.shape[0]
-    for k in range(n - 1):
-        scale = A[k, k + 1:].sum()
-        if scale <= 0:
-            raise ValueError("A: the chain is not irreducible (GTH met a zero pivot)")
-        A[k + 1:, k] /= scale
-        A[k + 1:, k + 1:] += np.outer(A[k + 1:, k], A[k, k + 1:])
-    x = np.zeros(n)
-    x[n - 1] = 1.0
-    for k in range(n - 2, -1, -1):
-        x[k] = x[k + 1:] @ A[k + 1:, k]
-        if x[k] > 1.0:
-            # keep max(x) = 1 so the next product cannot overflow; entries
-            # that underflow here are below 1e-308 relative to state k and
-            # would underflow after the final normalisation anyway
-            x[k:] /= x[k]
-    return x / x.sum()
-
-
 def _gth(Q, opts: GTHOptions, hint):
     n = Q.shape[0]
     if n > opts.max_states:
@@ -665,5 +622,5 @@ def solve_stationary(chain, method="auto", *, check=True, per_class=False, **opt
             pi[c] = r.pi
             info = dict(r.info, closed_class_size=int(c.size), transient_states=int(n - c.size))
             res = dataclasses.replace(r, pi=pi, info=info, wall_time=time.perf_counter() - t0)
-        results.append(res._raise_or_warn(check))
+        results.append(res.check(check))
     return results if per_class else results[0]

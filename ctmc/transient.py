@@ -171,4 +171,4 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
     msg = f"{method}: mass defect {resid:.1e}"
     res = TransientResult(method, "scipy", status, msg, 0, resid, time.perf_counter() - t0, {},
                           t=tv, p=P, error_bound=bound)
-    return res._raise_or_warn(check)
+    return res.check(check)

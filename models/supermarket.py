@@ -821,7 +821,7 @@ def _solve_ctmc(model, chain, B, method):
 def _solve_levels(model, chain, B, method):
     level = sum(k * chain.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
     res = level_stationary(chain.Q, level, tol=model.level_tol, tail_tol=1e-8)
-    return res._raise_or_warn(True)
+    return res.check(True)
 
 
 #: stationary solvers of :class:`Supermarket` besides ctmc's own methods

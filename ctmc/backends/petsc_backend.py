@@ -900,7 +900,7 @@ def stationary(chain, method="auto", *, check=True, per_class=False, **options):
         res = StationaryResult(used, "petsc", status, msg, its, float("nan"), time.perf_counter() - t0, info,
                                pi=dc.gather_vector(np.full(dc.stop - dc.start, np.nan), mode),
                                balance_error=float("inf"))
-        return res._raise_or_warn(check)
+        return res.check(check)
     residual, bal, under, lost = _stationary_evidence(dc, pi)
     rel = residual / max(dc.qmax, _TINY)
     if status is Status.SUCCESS and rel > opts.tol:
@@ -925,7 +925,7 @@ def stationary(chain, method="auto", *, check=True, per_class=False, **options):
         info["rows"] = (dc.start, dc.stop)
     res = StationaryResult(used, "petsc", status, msg, its, residual, time.perf_counter() - t0, info,
                            pi=dc.gather_vector(pi, mode), balance_error=bal, underflow=under)
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def _as_dc(chain):
@@ -1154,7 +1154,7 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, **option
                         mean=mom[0], moments=mom,
                         finite=dc.gather_vector(F | tgt, mode).astype(bool),
                         target=dc.gather_vector(tgt, mode).astype(bool))
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def hitting_laplace(chain, target, s, *, check=True, **options):
@@ -1193,7 +1193,7 @@ def hitting_laplace(chain, target, s, *, check=True, **options):
     res = LaplaceResult(ps.kind, "petsc", status, msg, iters, err, time.perf_counter() - t0, info,
                         s=svals, values=full[0] if np.ndim(s) == 0 else full,
                         target=dc.gather_vector(tgt, mode).astype(bool))
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def _uniformize(apply, V0, times, lam, eps):
@@ -1307,7 +1307,7 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, **
     res = FirstPassageResult(ps.kind, "petsc", status, msg, iters, err, time.perf_counter() - t0, info,
                              targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound)
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 # --------------------------------------------------------------------------
@@ -1404,7 +1404,7 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
     full = np.array([dc.gather_vector(row, mode) for row in P])
     res = TransientResult(method, "petsc", status, msg, 0, resid, time.perf_counter() - t0, info,
                           t=tv, p=full, error_bound=bound)
-    return res._raise_or_warn(check)
+    return res.check(check)
 
 
 def _bind_methods():

@@ -14,10 +14,16 @@ the Grassmann-Taksar-Heyman algorithm.
 
 Reference: A. S. Alfa, J. Xue, Q. Ye, "Accurate computation of the smallest
 eigenvalue of a diagonally dominant M-matrix", Math. Comp. 71 (2002).
+
+This module is public: model families use it for their own dense M-matrix
+systems (``ctmc.linalg.TripletLU``), and :func:`gth_solve` for dense
+stationary vectors.
 """
 from __future__ import annotations
 
 import numpy as np
+
+__all__ = ["TripletLU", "gth_solve"]
 
 
 class TripletLU:
@@ -33,7 +39,7 @@ class TripletLU:
     Examples
     --------
     >>> import numpy as np
-    >>> from ctmc._triplet import TripletLU
+    >>> from ctmc.linalg import TripletLU
     >>> R = np.array([[0.0, 1.0], [2.0, 0.0]]); v = np.array([0.0, 1.0])
     >>> TripletLU(R, v).solve(np.ones(2))  # M = [[1, -1], [-2, 3]]
     array([4., 3.])
@@ -69,3 +75,47 @@ class TripletLU:
         for k in range(n - 1, -1, -1):
             x[k] = (x[k] + A[k, k + 1:] @ x[k + 1:]) / piv[k]
         return x
+
+
+def gth_solve(A: np.ndarray) -> np.ndarray:
+    """Stationary vector of a dense irreducible generator (or stochastic matrix) by GTH.
+
+    Only off-diagonal entries are used, so no subtraction occurs and every
+    component keeps high relative accuracy.
+
+    Parameters
+    ----------
+    A : ndarray, shape (n, n)
+        Generator or transition matrix; not modified.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc.linalg import gth_solve
+    >>> gth_solve(np.array([[-1.0, 1.0], [1e-200, -1e-200]]))
+    array([1.e-200, 1.e+000])
+
+    Probabilities spanning more than the double range underflow to 0
+    instead of overflowing the back-substitution:
+
+    >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
+    array([5.e-001, 5.e-201, 5.e-001])
+    """
+    A = np.array(A, dtype=float)
+    n = A.shape[0]
+    for k in range(n - 1):
+        scale = A[k, k + 1:].sum()
+        if scale <= 0:
+            raise ValueError("A: the chain is not irreducible (GTH met a zero pivot)")
+        A[k + 1:, k] /= scale
+        A[k + 1:, k + 1:] += np.outer(A[k + 1:, k], A[k, k + 1:])
+    x = np.zeros(n)
+    x[n - 1] = 1.0
+    for k in range(n - 2, -1, -1):
+        x[k] = x[k + 1:] @ A[k + 1:, k]
+        if x[k] > 1.0:
+            # keep max(x) = 1 so the next product cannot overflow; entries
+            # that underflow here are below 1e-308 relative to state k and
+            # would underflow after the final normalisation anyway
+            x[k:] /= x[k]
+    return x / x.sum()
