@@ -1,0 +1,285 @@
+r"""The reduced chain of the two-queue JSQ model (:class:`JSQ2`) and its measures.
+
+The chain and the model are described in :mod:`models.jsq`; the closed forms
+the measures are checked against are in :mod:`models.jsq.closed_forms`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+import ctmc
+
+from .closed_forms import _check, blocking_probability, saturation_mean
+
+__all__ = ["JSQ2", "JSQMeasures"]
+
+
+@dataclass(frozen=True)
+class JSQMeasures:
+    """Main stationary measures of :class:`JSQ2` (see :meth:`JSQ2.measures`).
+
+    Attributes
+    ----------
+    blocking_probability : float
+        :math:`P(x = y = K)`, by PASTA the fraction of arrivals lost.
+    mean_shortest, mean_longest, mean_total : float
+        :math:`E[x]`, :math:`E[y]`, :math:`E[N]`.
+    throughput : float
+        :math:`\\rho(1 - P_{\\mathrm{block}})`.
+    mean_sojourn_time : float
+        Of accepted customers, by Little's law :math:`E[N]/\\text{throughput}`.
+    residual : float
+        :math:`\\|\\pi Q\\|_1` of the stationary solve.
+    status : str
+        Status of the stationary solve.
+    """
+
+    blocking_probability: float
+    mean_shortest: float
+    mean_longest: float
+    mean_total: float
+    throughput: float
+    mean_sojourn_time: float
+    residual: float
+    status: str
+
+
+class JSQ2:
+    r"""Two-queue join-the-shortest-queue system with capacity ``K`` per queue.
+
+    Parameters
+    ----------
+    K : int
+        Capacity of each queue, :math:`K \ge 1` (thousands are fine: the
+        reduced chain has :math:`(K+1)(K+2)/2` states).
+    rho : float
+        Total Poisson arrival rate :math:`\rho > 0`.
+    mu2 : float
+        :math:`\mu_2 \in [0, 1]`, service rate of the longest queue while the
+        queues differ; the shortest is served at :math:`\mu_1 = 1 - \mu_2`,
+        equal queues at 1/2 each.
+    idle_rate : float, optional
+        :math:`\nu \in [0, 1]`, service rate of the longest queue while the
+        shortest is empty. ``None`` (default) means :math:`\nu = \mu_2`, the
+        standard model; larger values mean the idle server helps, smaller
+        that it disturbs.
+
+    Notes
+    -----
+    All stationary measures share one stationary solve, and the saturation
+    analyses one factorisation, cached on the instance. ``solver`` options of
+    the ctmc analyses are passed through ``**options``.
+
+    Examples
+    --------
+    >>> q = JSQ2(K=4, rho=1.3, mu2=0.25, idle_rate=0.6)
+    >>> chain = q.chain()
+    >>> chain.n_states, chain.states.names
+    (15, ('s', 'l'))
+    >>> m = q.measures()
+    >>> abs(m.blocking_probability / blocking_probability(4, 1.3, 0.25, 0.6) - 1) < 1e-12
+    True
+    >>> abs(m.mean_sojourn_time * m.throughput - m.mean_total) < 1e-12
+    True
+    """
+
+    def __init__(self, K: int, rho: float, mu2: float, idle_rate: float | None = None):
+        self.K, self.rho, self.mu2, self.nu = _check(K, rho, mu2, idle_rate)
+        self.mu1 = 1.0 - self.mu2
+        self.idle_rate = idle_rate
+
+    def __repr__(self) -> str:
+        return f"JSQ2(K={self.K}, rho={self.rho}, mu2={self.mu2}, idle_rate={self.nu})"
+
+    # -- chains --------------------------------------------------------------
+    def model(self) -> ctmc.Model:
+        """The declarative :class:`ctmc.Model` of the reduced chain (variables ``s``, ``l``)."""
+        K, rho, mu1, mu2, nu = self.K, self.rho, self.mu1, self.mu2, self.nu
+        m = ctmc.Model(f"jsq2(K={K})")
+        s = m.var("s", 0, K)
+        l = m.var("l", 0, K)
+        m.event("arrive_short", guard=s < l, rate=rho, update={s: s + 1})
+        m.event("arrive_equal", guard=(s == l) & (l < K), rate=rho, update={l: l + 1})
+        m.event("blocked", guard=(s == K) & (l == K), rate=rho, update={})
+        m.event("serve_short", guard=(s >= 1) & (s < l), rate=mu1, update={s: s - 1})
+        m.event("serve_long", guard=(s >= 1) & (s < l), rate=mu2, update={l: l - 1})
+        m.event("serve_equal", guard=(s == l) & (s >= 1), rate=1.0, update={s: s - 1})
+        m.event("serve_alone", guard=(s == 0) & (l >= 1), rate=nu, update={l: l - 1})
+        return m
+
+    @cached_property
+    def _chain(self) -> ctmc.CTMC:
+        # every (x, y) is reachable from some (0, y) by arrivals (also when
+        # mu1 = 0, where (0, 0) alone reaches only |x - y| <= 1)
+        return self.model().build(initial=[{"s": 0, "l": y} for y in range(self.K + 1)])
+
+    def chain(self) -> ctmc.CTMC:
+        """The reduced chain on ``(s, l)`` = (shortest, longest), built once and cached.
+
+        All :math:`(K+1)(K+2)/2` states :math:`0 \\le s \\le l \\le K`, ordered
+        by ``s`` then ``l``. With :math:`\\mu_2 = 1` the states with
+        :math:`l - s \\ge 2` are transient (left, never re-entered).
+        """
+        return self._chain
+
+    def full_model(self) -> ctmc.Model:
+        """The unreduced model on ``(q1, q2)``; ties send an arrival to each queue with probability 1/2.
+
+        Lumping ``(q1, q2) -> (min, max)`` gives :meth:`chain`; the tests
+        check this reduction.
+        """
+        K, rho, mu1, mu2, nu = self.K, self.rho, self.mu1, self.mu2, self.nu
+        m = ctmc.Model(f"jsq2-full(K={K})")
+        q1 = m.var("q1", 0, K)
+        q2 = m.var("q2", 0, K)
+        m.event("arrive_1", guard=(q1 < q2) | ((q1 == q2) & (q1 < K)),
+                rate=ctmc.where(q1 == q2, rho / 2, rho), update={q1: q1 + 1})
+        m.event("arrive_2", guard=(q2 < q1) | ((q1 == q2) & (q2 < K)),
+                rate=ctmc.where(q1 == q2, rho / 2, rho), update={q2: q2 + 1})
+        # queue 1 is served at mu1 when shorter, mu2 (nu if q2 empty) when longer, 1/2 on ties
+        rate1 = ctmc.where(q1 == q2, 0.5, ctmc.where(q1 < q2, mu1, ctmc.where(q2 == 0, nu, mu2)))
+        rate2 = ctmc.where(q1 == q2, 0.5, ctmc.where(q2 < q1, mu1, ctmc.where(q1 == 0, nu, mu2)))
+        m.event("serve_1", guard=q1 >= 1, rate=rate1, update={q1: q1 - 1})
+        m.event("serve_2", guard=q2 >= 1, rate=rate2, update={q2: q2 - 1})
+        return m
+
+    def full_chain(self) -> ctmc.CTMC:
+        """The unreduced chain on ``(q1, q2)`` (``(K+1)**2`` states)."""
+        init = [{"q1": 0, "q2": y} for y in range(self.K + 1)] + [{"q1": y, "q2": 0} for y in range(1, self.K + 1)]
+        return self.full_model().build(initial=init)
+
+    # -- stationary measures ---------------------------------------------------
+    def stationary(self, method: str = "auto", **options):
+        """Stationary law of the reduced chain (a :class:`ctmc.StationaryResult`, cached per method)."""
+        key = (method, tuple(sorted(options.items())))
+        cache = self.__dict__.setdefault("_stationary_cache", {})
+        if key not in cache:
+            cache[key] = self.chain().stationary(method, **options)
+        return cache[key]
+
+    def blocking_probability(self, source: str = "chain") -> float:
+        """Stationary probability that both queues are full (= fraction of arrivals lost, PASTA).
+
+        Parameters
+        ----------
+        source : {"chain", "closed_form"}
+            ``"chain"`` solves the chain with ctmc (relative accuracy down to
+            the double range); ``"closed_form"`` evaluates
+            :func:`blocking_probability`.
+        """
+        if source == "closed_form":
+            return blocking_probability(self.K, self.rho, self.mu2, self.nu)
+        if source != "chain":
+            raise ValueError(f"source: expected 'chain' or 'closed_form', got {source!r}")
+        res = self.stationary()
+        return float(res.pi[self.chain().index(s=self.K, l=self.K)])
+
+    def measures(self) -> JSQMeasures:
+        """Blocking, mean queue lengths, throughput and mean sojourn time (Little)."""
+        res = self.stationary()
+        st = self.chain().states
+        x, y = st["s"].astype(float), st["l"].astype(float)
+        pb = float(res.pi[self.chain().index(s=self.K, l=self.K)])
+        ex, ey = res.expect(x), res.expect(y)
+        thr = self.rho * (1.0 - pb)
+        return JSQMeasures(blocking_probability=pb, mean_shortest=ex, mean_longest=ey,
+                           mean_total=ex + ey, throughput=thr, mean_sojourn_time=(ex + ey) / thr,
+                           residual=res.residual, status=str(res.status.value))
+
+    def total_number_law(self) -> np.ndarray:
+        """Stationary law of :math:`N = x + y` on ``0..2K`` from the chain."""
+        res = self.stationary()
+        st = self.chain().states
+        return np.bincount(st["s"] + st["l"], weights=res.pi, minlength=2 * self.K + 1)
+
+    def longest_queue_law(self) -> np.ndarray:
+        """Stationary law of the longest queue on ``0..K`` from the chain."""
+        res = self.stationary()
+        return np.bincount(self.chain().states["l"], weights=res.pi, minlength=self.K + 1)
+
+    # -- saturation ----------------------------------------------------------
+    def _saturated(self):
+        K = self.K
+        return lambda env: (env["s"] == K) & (env["l"] == K)
+
+    def saturation_times(self, moments: int = 1, source: str = "chain", **options) -> np.ndarray:
+        """Mean hitting time of saturation ``(K, K)`` from every state.
+
+        Parameters
+        ----------
+        moments : int
+            1 returns the means, shape ``(n_states,)``; ``k > 1`` returns the
+            first ``k`` moments, shape ``(k, n_states)`` (chain only).
+        source : {"chain", "closed_form"}
+            ``"chain"``: ctmc's hitting-time analysis; ``"closed_form"``:
+            :func:`saturation_mean`.
+
+        Returns
+        -------
+        ndarray aligned with ``chain().states``.
+        """
+        if source == "closed_form":
+            if moments != 1:
+                raise ValueError("moments: the closed form gives the mean only (moments=1)")
+            if options:
+                raise ValueError(f"options: {sorted(options)} apply to source='chain' only")
+            st = self.chain().states
+            return saturation_mean(self.K, self.rho, self.mu2, self.nu,
+                                   states=np.column_stack([st["s"], st["l"]]))
+        if source != "chain":
+            raise ValueError(f"source: expected 'chain' or 'closed_form', got {source!r}")
+        res = self.saturation_analysis(moments, **options)
+        return res.mean if moments == 1 else res.moments
+
+    def saturation_analysis(self, moments: int = 1, **options):
+        """The full :class:`ctmc.HittingResult` (status, residual, method) for saturation."""
+        return self.chain().hitting_times(self._saturated(), moments=moments, **options)
+
+    def saturation_laplace(self, s, **options):
+        r"""Laplace transform :math:`E_{(x,y)}[e^{-s\tau}]` from every state (a :class:`ctmc.LaplaceResult`)."""
+        return self.chain().hitting_laplace(self._saturated(), s, **options)
+
+    def first_equality(self, s=None, t=None, sources=None, **options):
+        r"""Joint law of (time, common length) at the first queue-length equality.
+
+        From unequal states :math:`x < y`, the time
+        :math:`T = \inf\{t: x_t = y_t\}` and the common length :math:`x_T`:
+        transform :math:`E_{(x,y)}[e^{-sT}; x_T = k]` at points ``s`` and/or
+        the joint CDF :math:`P_{(x,y)}(T \le t, x_T = k)` at times ``t``.
+
+        Parameters
+        ----------
+        s, t : float or array_like, optional
+            Transform points and times.
+        sources : dict, list of dict, expression or callable, optional
+            Starting states (default: every unequal state). The answer is
+            dense, ``len(sources) x (K + 1)`` per point: with every unequal
+            state that is about :math:`K^3/2` numbers, fine for K of a few
+            hundred; pass the starting states you need beyond that.
+
+        Returns
+        -------
+        ctmc.FirstPassageResult
+            Rows are the starting states (``result.sources``), columns the
+            equal states ``(k, k)`` (``result.targets``), in chain order.
+
+        Examples
+        --------
+        >>> q = JSQ2(K=30, rho=0.9, mu2=0.3)
+        >>> fp = q.first_equality(s=[0.0], sources={"s": 2, "l": 7})
+        >>> fp.probabilities.shape, round(float(fp.probabilities.sum()), 12)
+        ((1, 31), 1.0)
+        """
+        ch = self.chain()
+        if sources is None:
+            src = lambda e: e["s"] < e["l"]  # noqa: E731
+        elif isinstance(sources, dict):
+            src = [ch.index(**sources)]
+        elif isinstance(sources, (list, tuple)) and sources and isinstance(sources[0], dict):
+            src = [ch.index(**d) for d in sources]
+        else:
+            src = sources
+        return ch.first_passage(lambda e: e["s"] == e["l"], s=s, t=t, sources=src, **options)
