@@ -7,44 +7,44 @@
     The core study: reference chains built with :class:`ctmc.Model`, solved,
     compared with closed forms, with residuals and timings.
 ``ctmc <family> ...``
-    Study of one model family, registered in :data:`FAMILIES` (each model
-    issue adds its own).
+    Study of one model family. Families register themselves as entry points
+    of the group ``ctmc.families`` (:data:`ENTRY_POINT_GROUP`; the families
+    shipped with ctmc-exact are declared in its ``pyproject.toml``), each a
+    module with ``add_arguments(parser)``, ``run(args) -> str`` and
+    ``report(plots_dir) -> str``, whose docstring's first line is the help
+    text. The core never imports a family by name.
+``ctmc --version``
+    The installed version (:data:`ctmc.__version__`).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 
-__all__ = ["main", "FAMILIES", "core_study"]
+__all__ = ["main", "core_study", "load_families", "ENTRY_POINT_GROUP"]
 
-#: family name -> module with ``add_arguments(parser)``, ``run(args)`` and
-#: ``report(plots_dir)``; modules that are not installed are skipped.
-FAMILIES: dict = {
-    "jsq": "models.jsq",
-    "hysteresis": "models.hysteresis",
-    "supermarket": "models.supermarket",
-}
+#: entry-point group of model families: name -> module with ``add_arguments``,
+#: ``run`` and ``report``.
+ENTRY_POINT_GROUP = "ctmc.families"
 
 
-def _table(rows, headers):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    line = "  ".join(str(h).ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(out)
-
-
-def core_study(K_mm1: int = 1000, K_jsq: int = 150) -> str:
+def core_study(K_mm1: int = 1000, N_cyclic: int = 150) -> str:
     """Build, solve and check three reference chains; return a printable table.
 
     Rows compare ctmc's answers with closed forms: the M/M/1/K tail
     probability (ratio 1/2, K = 1000, about 1e-301), the mean hitting time of a
-    birth-death chain (about 1e100), and the blocking probability of a
-    two-queue join-the-shortest-queue chain against its closed form.
+    birth-death chain (about 1e100), and, on a two-dimensional chain, the
+    probability that all ``N_cyclic`` customers of a closed cyclic network of
+    three exponential queues (rates 1, 2, 4) wait at the fastest queue, against
+    the product form (about 1e-91 for N = 150).
     """
     import ctmc
+    from ctmc.report import format_table
+
+    def row(quantity, n_states, res, value, exact):
+        return [quantity, n_states, res.method, f"{value:.10e}", f"{exact:.10e}",
+                f"{abs(value / exact - 1):.1e}", f"{res.residual:.1e}", f"{res.wall_time:.3f}"]
 
     rows = []
     # 1. M/M/1/K tail
@@ -55,8 +55,7 @@ def core_study(K_mm1: int = 1000, K_jsq: int = 150) -> str:
     chain = m.build(initial={"n": 0})
     res = chain.stationary()
     exact = 0.5 ** K_mm1 * 0.5 / (1 - 0.5 ** (K_mm1 + 1))
-    rows.append(["M/M/1/K pi_K", f"{chain.n_states}", res.method, f"{res.pi[-1]:.10e}", f"{exact:.10e}",
-                 f"{abs(res.pi[-1] / exact - 1):.1e}", f"{res.residual:.1e}", f"{res.wall_time:.3f}"])
+    rows.append(row("M/M/1/K pi_K", chain.n_states, res, res.pi[-1], exact))
     # 2. birth-death mean hitting time ~ 1e100
     Kb = 330
     m = ctmc.Model("birth-death")
@@ -67,47 +66,69 @@ def core_study(K_mm1: int = 1000, K_jsq: int = 150) -> str:
     h = bd.hitting_times(n == Kb)
     # E_0[T_K] = sum_{k<K} sum_{j<=k} 2^(k-j) (rates 1 up, 2 down)
     ex = float(sum(sum(2 ** (k - j) for j in range(k + 1)) for k in range(Kb)))
-    rows.append(["birth-death E_0[T_K]", f"{bd.n_states}", h.method, f"{h.mean[0]:.10e}", f"{ex:.10e}",
-                 f"{abs(h.mean[0] / ex - 1):.1e}", f"{h.residual:.1e}", f"{h.wall_time:.3f}"])
-    # 3. two-queue JSQ (shortest s, longest l), symmetric rates 1/2: the
-    #    model family of models.jsq, against its closed form
-    from models.jsq import JSQ2, blocking_probability
-    K, rho = K_jsq, 0.9
-    q = JSQ2(K, rho, 0.5)
+    rows.append(row("birth-death E_0[T_K]", bd.n_states, h, h.mean[0], ex))
+    # 3. closed cyclic network 1 -> 2 -> 3 -> 1 of exponential queues with
+    #    rates mu = (1, 2, 4) and N customers; state (n1, n2), n3 = N - n1 - n2.
+    #    Product form: pi(n) = prod_i (1/mu_i)^(n_i) / G(N) on n1 + n2 + n3 = N.
+    N, (mu1, mu2, mu3) = N_cyclic, (1.0, 2.0, 4.0)
     t0 = time.perf_counter()
-    jsq = q.chain()
+    m = ctmc.Model("cyclic network")
+    n1, n2 = m.var("n1", 0, N), m.var("n2", 0, N)
+    m.event("service 1", guard=n1 > 0, rate=mu1, update={n1: n1 - 1, n2: n2 + 1})
+    m.event("service 2", guard=n2 > 0, rate=mu2, update={n2: n2 - 1})
+    m.event("service 3", guard=n1 + n2 < N, rate=mu3, update={n1: n1 + 1})
+    cyc = m.build(initial={"n1": N, "n2": 0})
     tb = time.perf_counter() - t0
-    res = q.stationary()
-    pb = res.pi[jsq.index(s=K, l=K)]
-    exact = blocking_probability(K, rho, 0.5)
-    rows.append([f"JSQ K={K} P_block", f"{jsq.n_states}", res.method, f"{pb:.10e}", f"{exact:.10e}",
-                 f"{abs(pb / exact - 1):.1e}", f"{res.residual:.1e}", f"{res.wall_time:.3f}"])
-    head = (f"ctmc core study (build of the {jsq.n_states}-state JSQ chain: {tb:.3f} s, "
-            f"{jsq.n_transitions / max(tb, 1e-9):.3g} transitions/s)")
-    return head + "\n" + _table(rows, ["quantity", "states", "method", "ctmc", "closed form",
-                                       "rel. error", "residual", "seconds"])
+    res = cyc.stationary()
+    value = res.pi[cyc.index(n1=0, n2=0)]
+    # G(N) = sum over n2 + n3 <= N of (mu1/mu2)^n2 (mu1/mu3)^n3 (mu1 = 1), geometric in n2
+    a, b = mu1 / mu2, mu1 / mu3
+    G = sum(b ** k * (1 - a ** (N - k + 1)) / (1 - a) for k in range(N + 1))
+    rows.append(row(f"cyclic N={N} P(all at 3)", cyc.n_states, res, value, b ** N / G))
+    title = (f"ctmc core study (build of the {cyc.n_states}-state cyclic-network chain: {tb:.3f} s, "
+             f"{cyc.n_transitions / max(tb, 1e-9):.3g} transitions/s)")
+    return format_table(rows, ["quantity", "states", "method", "ctmc", "closed form",
+                               "rel. error", "residual", "seconds"], title=title)
 
 
-def _load_families():
+def load_families() -> dict:
+    """The model families registered under :data:`ENTRY_POINT_GROUP`, by name.
+
+    A registered family whose module cannot be imported is skipped with a
+    one-line note on standard error (the other families and ``ctmc demo``
+    keep working).
+    """
+    from importlib.metadata import entry_points
+
     out = {}
-    for name, modname in FAMILIES.items():
-        try:
-            out[name] = importlib.import_module(modname)
-        except ImportError:  # pragma: no cover - family not installed
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in out:      # the same distribution seen twice on sys.path
             continue
+        try:
+            out[ep.name] = ep.load()
+        except ImportError as exc:
+            print(f"ctmc: family {ep.name!r} ({ep.value}) not loaded: {exc}", file=sys.stderr)
     return out
+
+
+def _help(mod, name: str) -> str:
+    doc = (mod.__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else name
 
 
 def main(argv=None) -> int:
     """Entry point of the ``ctmc`` command."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="ctmc", description="Exact numerical analysis of CTMCs.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="core study: reference chains against closed forms")
     rep = sub.add_parser("report", help="studies of every model family (the main job)")
     rep.add_argument("--plots", metavar="DIR", help="also write figures to DIR (needs matplotlib)")
-    fams = _load_families()
+    fams = load_families()
     for name, mod in fams.items():
-        p = sub.add_parser(name, help=mod.__doc__.strip().splitlines()[0] if mod.__doc__ else name)
+        p = sub.add_parser(name, help=_help(mod, name))
         mod.add_arguments(p)
     args = parser.parse_args(argv)
     if args.command == "demo":

@@ -4,11 +4,23 @@ The API reference is generated from the numpydoc docstrings of the installed
 (or, failing that, the in-tree) ``ctmc`` package. The build needs no network
 access: there is no intersphinx mapping, and the theme ships with Sphinx.
 """
+import importlib.util
 import os
 import sys
 
-# Document the in-tree package even when it is not installed.
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+try:
+    import ctmc.models  # installed (pip install [-e] .): ctmc with its families as ctmc.models
+except ImportError:
+    # Not installed: document the in-tree package, with the folder models/
+    # mounted as ctmc.models as the installation does (no top-level `models`).
+    _root = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+    sys.path.insert(0, _root)
+    import ctmc
+    _models = os.path.join(_root, "models")
+    _spec = importlib.util.spec_from_file_location("ctmc.models", os.path.join(_models, "__init__.py"),
+                                                   submodule_search_locations=[_models])
+    sys.modules["ctmc.models"] = ctmc.models = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(ctmc.models)
 
 import ctmc  # noqa: E402
 

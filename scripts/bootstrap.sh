@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up ctmc in ./.venv on a fresh Debian machine.
-#   bash scripts/bootstrap.sh          runtime only (numpy, scipy, ctmc)
+#   bash scripts/bootstrap.sh          runtime only (numpy, scipy, tabulate, ctmc)
 #   bash scripts/bootstrap.sh --petsc  plus the PETSc/SLEPc backend over MPI (Debian packages)
 #   bash scripts/bootstrap.sh --test   plus what the test suite and plots need (PETSc included,
 #                                      so that its tests, some under mpirun -n 2, run too)
@@ -58,4 +58,10 @@ if [ ! -x .venv/bin/python ]; then
     /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+# This project was installed under the distribution name "ctmc" before it became
+# "ctmc-exact" (the name ctmc on PyPI is another project): drop that old install of
+# this checkout, whose leftover import hook would still provide a top-level `models`.
+if .venv/bin/python -m pip show -f ctmc 2>/dev/null | grep -q "__editable__.ctmc-"; then
+    .venv/bin/python -m pip uninstall -q -y ctmc
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "numpy<2" -e ".${extras}"

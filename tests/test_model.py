@@ -5,11 +5,11 @@ import scipy.sparse as sp
 
 import ctmc
 from ctmc.cli import core_study, main
-from models.jsq import JSQ2, saturation_mean
+from ctmc.models.jsq import JSQ2, saturation_mean
 
 
 def jsq(K, rho=0.9, mu1=0.5, nu=0.5):
-    """Two-queue JSQ in (shortest, longest) coordinates: the model of :mod:`models.jsq`."""
+    """Two-queue JSQ in (shortest, longest) coordinates: the model of :mod:`ctmc.models.jsq`."""
     m = JSQ2(K, rho, 1 - mu1, nu).model()
     s, l = m.variables
     return m, s, l
@@ -183,7 +183,7 @@ def test_transient_against_dense_expm_and_stationary_limit():
 
 
 def test_core_study_and_cli_run(capsys):
-    table = core_study(K_mm1=200, K_jsq=20)
+    table = core_study(K_mm1=200, N_cyclic=20)
     # every row reports a relative error against its closed form: all tiny
     errs = [float(line.split()[-3]) for line in table.splitlines()[3:]]
     assert len(errs) == 3 and max(errs) < 1e-9
@@ -191,15 +191,61 @@ def test_core_study_and_cli_run(capsys):
     assert "closed form" in capsys.readouterr().out
 
 
+def _fake_family(run):
+    import types
+    fam = types.ModuleType("fake_family", "A family that only fails (tests of the CLI's error handling).")
+    fam.add_arguments = lambda parser: None
+    fam.run = run
+    fam.report = lambda plots_dir: "fake report"
+    return fam
+
+
 def test_cli_keeps_model_errors_as_errors(monkeypatch):
     # a ModelError from a family is a bug in a model, not a usage error: it must
     # surface with its traceback, not become "exit 2" like a bad parameter
-    import models.jsq as fam
+    import ctmc.cli
     from ctmc.results import ModelError
 
     def broken(args):
         raise ModelError("event 'x': update leaves the bounds")
 
-    monkeypatch.setattr(fam, "run", broken)
+    monkeypatch.setattr(ctmc.cli, "load_families", lambda: {"fake": _fake_family(broken)})
     with pytest.raises(ModelError):
-        main(["jsq"])
+        main(["fake"])
+
+
+def test_cli_bad_parameters_are_one_line_usage_errors(monkeypatch, capsys):
+    import ctmc.cli
+
+    def bad(args):
+        raise ValueError("K: must be >= 1, got 0")
+
+    monkeypatch.setattr(ctmc.cli, "load_families", lambda: {"fake": _fake_family(bad)})
+    with pytest.raises(SystemExit) as exc:
+        main(["fake"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "fake: K: must be >= 1, got 0" in err and "Traceback" not in err
+
+
+def test_cli_families_come_from_entry_points(capsys):
+    # the families shipped with ctmc-exact, found through the entry-point group
+    # (the core never imports them by name); the help text is the docstring's first line
+    from ctmc.cli import load_families
+    fams = load_families()
+    assert {"jsq", "hysteresis", "supermarket"} <= set(fams)
+    for name, mod in fams.items():
+        assert mod.__name__.startswith("ctmc.models."), name
+        assert callable(mod.add_arguments) and callable(mod.run) and callable(mod.report)
+        assert (mod.__doc__ or "").strip(), f"family {name}: no docstring for the help text"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in fams)
+
+
+def test_cli_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ctmc {ctmc.__version__}"

@@ -17,8 +17,8 @@ import pytest
 import scipy.sparse as sp
 
 import ctmc
-from models import supermarket as smk
-from models.supermarket import (Supermarket, join_probabilities, lump_per_queue, mean_field_derivatives,
+from ctmc.models import supermarket as smk
+from ctmc.models.supermarket import (Supermarket, join_probabilities, lump_per_queue, mean_field_derivatives,
                                 mean_field_drift, mean_field_fixed_point, mean_field_ode,
                                 n_occupancy_states, occupancy_generator, occupancy_rank,
                                 occupancy_states, per_queue_model, refined_correction, refined_mean_field)
@@ -185,8 +185,8 @@ def test_level_solver_rejects_chains_without_level_structure():
 
 def test_without_replacement_d_equals_n_is_jsq():
     # d = n without replacement samples every queue: join the shortest queue. For n = 2 the
-    # (shortest, longest) chain of the core study has a closed-form blocking probability
-    # (ctmc.cli.core_study): rho^(2K) / (sum_{j<=2K} rho^j - 0.5 sum_{m<K} (rho/2)^m) with
+    # (shortest, longest) chain has a closed-form blocking probability
+    # (ctmc.models.jsq.blocking_probability): rho^(2K) / (sum_{j<=2K} rho^j - 0.5 sum_{m<K} (rho/2)^m) with
     # total rate rho and two servers of rate 1/2, i.e. lam = rho (time scaled by 2).
     K, rho = 8, 0.9
     s = Supermarket(2, 2, rho, capacity=K, replacement=False)
@@ -393,8 +393,8 @@ def test_mean_field_bad_parameters():
 
 
 def test_cli_runs_and_reports_checks(capsys):
-    from ctmc.cli import FAMILIES, main
-    assert FAMILIES.get("supermarket") == "models.supermarket"
+    from ctmc.cli import load_families, main
+    assert load_families()["supermarket"].__name__ == "ctmc.models.supermarket.cli"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         main(["supermarket", "--n", "3", "--d", "2", "--lam", "0.9", "--tol", "1e-6"])
@@ -404,10 +404,10 @@ def test_cli_runs_and_reports_checks(capsys):
 
 @pytest.mark.parametrize("K,rho", [(6, 0.7), (9, 1.2)])
 def test_n2_d2_without_replacement_is_the_jsq_chain_state_by_state(K, rho):
-    # the two builders are independent: models.jsq on (shortest, longest), the
+    # the two builders are independent: ctmc.models.jsq on (shortest, longest), the
     # supermarket on occupancies. With time scaled by 2 (arrivals 2 rho, rate-1
     # servers here; rho and rate-1/2 servers there) the stationary laws coincide.
-    from models.jsq import JSQ2
+    from ctmc.models.jsq import JSQ2
     s = Supermarket(2, 2, rho, capacity=K, replacement=False)
     ch = s.chain()
     pi = s.stationary().pi

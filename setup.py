@@ -1,0 +1,16 @@
+"""Package list of ctmc-exact (all other metadata is in pyproject.toml).
+
+pyproject.toml maps the package ``ctmc.models`` to the folder ``models/``
+(``package-dir``); setuptools' ``find`` cannot put the prefix ``ctmc.models.``
+on the packages it finds in that folder, so both lists are found here, afresh
+at every build: a new subpackage of ``ctmc/`` or ``models/`` needs no edit.
+No top-level ``models`` package is installed.
+"""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).resolve().parent
+core = find_packages(where=str(HERE), include=["ctmc", "ctmc.*"])
+families = ["ctmc.models"] + [f"ctmc.models.{p}" for p in find_packages(where=str(HERE / "models"))]
+setup(packages=core + families)
