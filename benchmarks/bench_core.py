@@ -39,7 +39,7 @@ import scipy.sparse.linalg as sla
 
 import ctmc
 from ctmc.results import TailAccuracyWarning
-from models.jsq import JSQ2, blocking_probability
+from ctmc.models.jsq import JSQ2, blocking_probability
 
 RHO = 0.9
 TARGET_RATE = 1.0e7  # project target: transitions/s on a 2-D queueing chain
@@ -49,7 +49,7 @@ TARGET_RATE = 1.0e7  # project target: transitions/s on a 2-D queueing chain
 # the chain
 # ---------------------------------------------------------------------------
 def jsq_model(K: int, rho: float = RHO) -> ctmc.Model:
-    """The two-queue JSQ model of :mod:`models.jsq` (symmetric rates 1/2)."""
+    """The two-queue JSQ model of :mod:`ctmc.models.jsq` (symmetric rates 1/2)."""
     return JSQ2(K, rho, 0.5).model()
 
 
@@ -62,7 +62,7 @@ def n_states_of(K: int) -> int:
 
 
 def blocking_exact(K: int, rho: float = RHO) -> float:
-    """Closed form of pi(K, K) (:func:`models.jsq.blocking_probability`)."""
+    """Closed form of pi(K, K) (:func:`ctmc.models.jsq.blocking_probability`)."""
     return blocking_probability(K, rho, 0.5)
 
 

@@ -1,4 +1,4 @@
-"""Speed of models.hysteresis at scale: r in the thousands with Erlang-20 service.
+"""Speed of ctmc.models.hysteresis at scale: r in the thousands with Erlang-20 service.
 
 Run from the repository root::
 
@@ -37,7 +37,7 @@ import scipy
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from models.hysteresis import HysteresisQueue, deterministic, erlang
+from ctmc.models.hysteresis import HysteresisQueue, deterministic, erlang
 
 LAM, LAM1, K_PHASES = 1.05, 0.8, 20
 

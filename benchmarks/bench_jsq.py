@@ -1,9 +1,9 @@
-"""models.jsq at scale: K up to 2000 (about 2e6 states) on the default backend.
+"""ctmc.models.jsq at scale: K up to 2000 (about 2e6 states) on the default backend.
 
-For each K, times the public calls of :class:`models.jsq.JSQ2` (build,
+For each K, times the public calls of :class:`ctmc.models.jsq.JSQ2` (build,
 stationary law, blocking probability, mean time to saturation from every
 state) and checks their answers against the closed forms of
-:mod:`models.jsq`. Baseline in the same run: the naive stationary solve
+:mod:`ctmc.models.jsq`. Baseline in the same run: the naive stationary solve
 (``spsolve`` with one balance equation replaced by the normalisation), run
 while it fits its time budget, and the closed forms themselves.
 
@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import git_state, naive_stationary, table, warm_up  # noqa: E402
 
-from models.jsq import JSQ2  # noqa: E402
+from ctmc.models.jsq import JSQ2  # noqa: E402
 
 RHO, MU2 = 0.9, 0.5
 

@@ -1,6 +1,6 @@
 """PETSc backend at 1e7 states: stationary JSQ chain on 1 and 2 MPI processes, next to scipy.
 
-The chain is the reduced two-queue JSQ of :mod:`models.jsq` (``(K+1)(K+2)/2``
+The chain is the reduced two-queue JSQ of :mod:`ctmc.models.jsq` (``(K+1)(K+2)/2``
 states; ``K = 4500`` gives 10.1 million). Each PETSc run is a separate
 ``mpirun -n P`` job that explores the state codes, assembles only its own
 rows (:meth:`ctmc.backends.petsc_backend.DistributedChain.from_model`) and
@@ -9,7 +9,7 @@ solves with GMRES + block Jacobi/ILU(0). The baseline is the scipy backend
 handles here. Every row reports wall times, the peak resident memory of
 each process, the residual ``||pi Q||_1`` recomputed by ctmc and the relative
 error of the blocking probability against the closed form of
-:func:`models.jsq.blocking_probability`.
+:func:`ctmc.models.jsq.blocking_probability`.
 
 With ``rho > 1`` the full state ``(K, K)`` is the most probable one, so the
 pinned system is pinned there (``pin="last"``; the default pin, the initial
@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def worker(args):
     import numpy as np
 
-    from models.jsq import JSQ2, blocking_probability
+    from ctmc.models.jsq import JSQ2, blocking_probability
     q = JSQ2(args.K, args.rho, args.mu2)
     init = [{"s": 0, "l": y} for y in range(args.K + 1)]
     out = {"K": args.K}

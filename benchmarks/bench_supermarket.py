@@ -8,7 +8,7 @@ Run from the repository root::
 Tables (each baseline measured in the same run):
 
 1. build of the occupancy chain: combinatorial ranking
-   (:func:`models.supermarket.occupancy_generator`) against the same chain
+   (:func:`ctmc.models.supermarket.occupancy_generator`) against the same chain
    declared as a :class:`ctmc.Model` over the tail counts ``M_1..M_B`` and
    explored by ``strategy="bfs"`` (the generators are compared entry by entry);
 2. stationary solve: ``level-iad`` (aggregation on the total number of jobs +
@@ -34,7 +34,7 @@ import numpy as np
 import scipy
 
 import ctmc
-from models.supermarket import (Supermarket, n_occupancy_states, occupancy_generator, occupancy_states,
+from ctmc.models.supermarket import (Supermarket, n_occupancy_states, occupancy_generator, occupancy_states,
                                 sample_all_at_least)
 
 N, D, LAM = 20, 2, 0.9
@@ -89,7 +89,7 @@ def bench_build(caps):
                                           progress=False)
         t_bfs = time.perf_counter() - t0
         # same chain? map the model's states to ranks and compare the generators
-        from models.supermarket import occupancy_rank
+        from ctmc.models.supermarket import occupancy_rank
         r = occupancy_rank(np.column_stack([ch.states[f"M{k}"] for k in range(1, B + 1)]), N)
         P = Q[r][:, r]
         diff = abs(P - ch.Q).max()

@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.stats as st
 
-from models.hysteresis import HysteresisQueue, deterministic, erlang
+from ctmc.models.hysteresis import HysteresisQueue, deterministic, erlang
 
 
 def niu_cooper_md1k(lam, d, K):

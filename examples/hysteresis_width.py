@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from models.hysteresis import HysteresisQueue, erlang, geometric_batch
+from ctmc.models.hysteresis import HysteresisQueue, erlang, geometric_batch
 
 H, R = 24, 40
 PARAMS = dict(lam=0.8, lam_overload=0.4, batch=geometric_batch(1 / 1.5), service=erlang(4, 1.0))

@@ -15,7 +15,7 @@ Run: python examples/jsq_first_equality.py
 """
 import numpy as np
 
-from models.jsq import JSQ2
+from ctmc.models.jsq import JSQ2
 
 
 def main(K=40, rho=0.9, mu1=0.3):

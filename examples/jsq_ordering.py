@@ -20,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from models.jsq import JSQ2
+from ctmc.models.jsq import JSQ2
 
 
 def ccdf(p):

@@ -1,13 +1,13 @@
 """Blocking probability of a large two-queue JSQ system, solved with PETSc over MPI.
 
 Arrivals at total rate rho join the shorter of two queues of capacity K
-(:class:`models.jsq.JSQ2`); an arrival finding both queues full is lost, so by
+(:class:`ctmc.models.jsq.JSQ2`); an arrival finding both queues full is lost, so by
 PASTA the blocking probability is the stationary probability of the state
 (K, K). The chain has (K+1)(K+2)/2 states. Each MPI process explores the
 state codes, assembles only its own block of rows of the generator and PETSc
 solves the pinned stationary system (MUMPS by default, ``--method gmres`` for
 the largest sizes). The answer is checked against the closed form of
-:func:`models.jsq.blocking_probability`.
+:func:`ctmc.models.jsq.blocking_probability`.
 
 Run (as root, mpirun also needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)::
 
@@ -33,7 +33,7 @@ def main(argv=None):
     if not available():
         print(f"This example needs the PETSc backend: {INSTALL_HELP}")
         return
-    from models.jsq import JSQ2, blocking_probability
+    from ctmc.models.jsq import JSQ2, blocking_probability
 
     q = JSQ2(args.K, args.rho, args.mu2)
     t0 = time.perf_counter()

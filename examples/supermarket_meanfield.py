@@ -27,7 +27,7 @@ import tempfile
 
 import numpy as np
 
-from models.supermarket import (Supermarket, _plot_errors, mean_field_fixed_point, n_occupancy_states,
+from ctmc.models.supermarket import (Supermarket, _plot_errors, mean_field_fixed_point, n_occupancy_states,
                                 refined_mean_field)
 
 LAM, D = 0.9, 2

@@ -1,4 +1,4 @@
-"""Tests of models.hysteresis against independent answers.
+"""Tests of ctmc.models.hysteresis against independent answers.
 
 References used here:
 * M/M/1/r closed form p_n = (1 - rho) rho^n / (1 - rho^(r+1)); the example
@@ -21,9 +21,9 @@ from scipy.integrate import quad
 
 from reference import fraction_solve
 
-from models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
+from ctmc.models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
                                fixed_batch, general, geometric_batch, hyperexponential, phase_type)
-from models.hysteresis.service import BatchSize
+from ctmc.models.hysteresis.service import BatchSize
 
 ROUTES = ["ctmc", "embedded"]
 

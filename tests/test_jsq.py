@@ -1,4 +1,4 @@
-"""models.jsq: the two-queue JSQ chain against closed forms, exact rational
+"""ctmc.models.jsq: the two-queue JSQ chain against closed forms, exact rational
 arithmetic, the unreduced chain, and the ordering results of Tibi (2019).
 
 Independent answers used here:
@@ -18,7 +18,7 @@ import pytest
 
 from reference import fraction_solve as fr_solve
 
-from models.jsq import (JSQ2, blocking_probability, log_blocking_probability, log_saturation_mean,
+from ctmc.models.jsq import (JSQ2, blocking_probability, log_blocking_probability, log_saturation_mean,
                         saturation_mean, total_number_law)
 
 MU2 = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -426,7 +426,7 @@ def test_first_equality_from_chosen_sources_matches_all_sources():
 
 
 def test_report_rows_agree_with_closed_forms():
-    from models.jsq import report
+    from ctmc.models.jsq import report
     out = report()
     rows = [line.split() for line in out.splitlines()[3:]]
     assert len(rows) == 5

@@ -253,7 +253,7 @@ def test_krylov_does_not_stall_on_a_negligible_initial_pin(method):
     # 0.7 s at K = 80; 10 000 iterations and minutes on larger chains). The
     # Krylov methods now start at the slowest-exit state, LU moves off a pin
     # whose solution has significant negatives.
-    from models.jsq import JSQ2, blocking_probability
+    from ctmc.models.jsq import JSQ2, blocking_probability
     K, rho = 80, 1.3
     chain = JSQ2(K, rho, 0.5).chain()
     res = stationary(chain, method)
@@ -328,7 +328,7 @@ def test_index_overflow_raises_instead_of_wrapping(monkeypatch):
 
 def _far_first_passage():
     """JSQ2(30) from the empty state to {the full state, the state n // 3}: badly conditioned."""
-    from models.jsq import JSQ2
+    from ctmc.models.jsq import JSQ2
     chain = JSQ2(30, 0.6, 0.3).chain()
     tgt = np.zeros(chain.n_states, bool)
     tgt[[-1, chain.n_states // 3]] = True

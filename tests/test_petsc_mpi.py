@@ -23,10 +23,10 @@ METHODS = ["lu", "gmres", "bicgstab", "eps"]
 
 #: built-in model families: (module, small instance); the test uses those that exist
 MODELS = {
-    "jsq": ("models.jsq", lambda mod: mod.JSQ2(10, 0.9, 0.5)),
-    "jsq_overloaded": ("models.jsq", lambda mod: mod.JSQ2(12, 1.3, 0.25, 0.6)),
-    "hysteresis": ("models.hysteresis", lambda mod: mod.HysteresisQueue(5, 20, 40, lam=1.1, lam_overload=0.5)),
-    "supermarket": ("models.supermarket", lambda mod: mod.Supermarket(4, 2, 0.7, capacity=6)),
+    "jsq": ("ctmc.models.jsq", lambda mod: mod.JSQ2(10, 0.9, 0.5)),
+    "jsq_overloaded": ("ctmc.models.jsq", lambda mod: mod.JSQ2(12, 1.3, 0.25, 0.6)),
+    "hysteresis": ("ctmc.models.hysteresis", lambda mod: mod.HysteresisQueue(5, 20, 40, lam=1.1, lam_overload=0.5)),
+    "supermarket": ("ctmc.models.supermarket", lambda mod: mod.Supermarket(4, 2, 0.7, capacity=6)),
 }
 
 
@@ -120,7 +120,7 @@ def _job(out_path):
     P["trap_stationary"] = [b.status.value, float(np.abs(b.pi - a.pi).max())]
     # badly conditioned passage problems where GMRES converges on two blocks but the
     # condition-estimate solve does not: the answer must not be vouched for
-    from models.jsq import JSQ2
+    from ctmc.models.jsq import JSQ2
     bad = {}
     c = JSQ2(25, 0.7, 0.3).chain()
     t1 = np.zeros(c.n_states, bool)

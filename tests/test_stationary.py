@@ -193,7 +193,7 @@ def test_gth_probabilities_beyond_the_double_range_underflow_not_nan(eps):
 
 def test_auto_ordering_natural_for_banded_minimum_degree_for_grids():
     from ctmc._sparse_lu import choose_ordering, envelope
-    from models.jsq import JSQ2
+    from ctmc.models.jsq import JSQ2
     bd = ctmc.CTMC.from_rates(np.diag(np.ones(199), 1) + 2 * np.diag(np.ones(199), -1))
     assert envelope(bd.Q) == 199 and choose_ordering(bd.Q) == "NATURAL"
     grid = JSQ2(150, 0.9, 0.5).chain()
@@ -213,7 +213,7 @@ def test_lu_recovers_from_an_improbable_first_pin(K, rho):
     # meaningless argmax (K = 80 raised SolverError before the pin moved to
     # the slowest-exit state). The result must then agree, tails included,
     # with a solve pinned at (K, K) from the start and with the closed form.
-    from models.jsq import JSQ2, blocking_probability
+    from ctmc.models.jsq import JSQ2, blocking_probability
     ch = JSQ2(K, rho, 0.5).chain()
     res = ch.stationary("lu")
     ref = ch.stationary("lu", pin=ch.index(s=K, l=K))
