@@ -1,4 +1,9 @@
-"""``ctmc jsq``: the JSQ chain against its closed forms (command line and report)."""
+"""Two queues under join-the-shortest-queue with asymmetric service (Tibi 2019).
+
+The ``ctmc jsq`` command (:func:`add_arguments`, :func:`run`) and the JSQ part
+of ``ctmc report`` (:func:`report`): the chain against its closed forms. The
+first line above is the command's help text.
+"""
 from __future__ import annotations
 
 from ctmc.report import format_table

@@ -1,0 +1,67 @@
+r"""Supermarket model: exact finite-n power-of-d systems versus mean-field limits.
+
+The model
+---------
+:math:`n` single-server queues, each served at rate 1 (exponential). Jobs
+arrive in a Poisson stream of rate :math:`\lambda n`; each arrival samples
+:math:`d` queues uniformly (with replacement, the default, or without) and
+joins a shortest sampled one (ties broken uniformly). With a per-queue
+capacity :math:`B`, an arrival whose chosen queue already holds :math:`B` jobs
+is lost. :math:`d = 1` is random routing (independent M/M/1 queues),
+:math:`d = n` without replacement is join-the-shortest-queue.
+
+Layout
+------
+:mod:`.occupancy`
+    The occupancy (lumped) chain: state enumeration, colex ranking, generator,
+    sampling probabilities.
+:mod:`.levels`
+    :func:`level_stationary`, the stationary solver that aggregates on the
+    total number of jobs.
+:mod:`.crosscheck`
+    The unlumped per-queue chain for tiny ``n``, which checks the lumping.
+:mod:`.model`
+    :class:`Supermarket`: the exact finite-n system, its measures and the
+    automatic choice of the capacity.
+:mod:`.meanfield`
+    The mean-field limit and its refined :math:`1/n` correction.
+:mod:`.cli`
+    The ``ctmc supermarket`` command and the ``ctmc report`` study.
+
+References
+----------
+M. Mitzenmacher, "The power of two choices in randomized load balancing",
+IEEE TPDS 12(10), 2001. N. D. Vvedenskaya, R. L. Dobrushin, F. I. Karpelevich,
+Problems of Information Transmission 32(1), 1996. N. Gast, B. Van Houdt,
+"A refined mean field approximation", POMACS 1(2), 2017. N. Gast,
+L. Bortolussi, M. Tribastone, "Size expansions of mean field approximation:
+transient and steady-state analysis", Performance Evaluation 2018.
+
+Examples
+--------
+>>> from models.supermarket import Supermarket, mean_field_fixed_point
+>>> s = Supermarket(4, 2, 0.9, capacity=10)
+>>> s.chain().n_states                       # C(14, 10)
+1001
+>>> round(s.mean_jobs_per_server(), 4) > round(float(mean_field_fixed_point(2, 0.9)[1:].sum()), 4)
+True
+"""
+from __future__ import annotations
+
+from .occupancy import (join_probabilities, n_occupancy_states, occupancy_generator, occupancy_rank,
+                        occupancy_states, sample_all_at_least)
+from .levels import level_stationary
+from .crosscheck import lump_per_queue, per_queue_model
+from .model import MAX_STATES, Supermarket, Truncation, TruncationWarning
+from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
+                        mean_field_ode, refined_correction, refined_mean_field)
+from .cli import _plot_errors, add_arguments, report, run, study
+
+__all__ = [
+    "Supermarket", "Truncation", "TruncationWarning", "level_stationary", "n_occupancy_states",
+    "occupancy_states", "occupancy_rank",
+    "occupancy_generator", "join_probabilities", "sample_all_at_least", "per_queue_model",
+    "lump_per_queue", "mean_field_drift", "mean_field_fixed_point", "mean_field_ode",
+    "mean_field_derivatives", "refined_correction", "refined_mean_field", "RefinedMeanField",
+    "add_arguments", "run", "report",
+]
