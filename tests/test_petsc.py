@@ -12,7 +12,7 @@ import reference as ref
 from test_model import jsq, saturation_mean_closed_form
 
 import ctmc
-from ctmc.backends import _petsc_env
+from ctmc.backends.petsc import _env as _petsc_env
 from ctmc.backends.petsc_backend import INSTALL_HELP, available, slepc_available
 from ctmc.results import SolverError, Status
 
@@ -314,7 +314,7 @@ def test_eps_negative_entries_are_reported(name):
 
 @needs_petsc
 def test_index_overflow_raises_instead_of_wrapping(monkeypatch):
-    import ctmc.backends.petsc_backend as pb
+    import ctmc.backends.petsc.distributed as pb
     chain = ref.mm1k(50, 0.7, 1.0)  # 51 states, 151 stored entries with the diagonal slots
     monkeypatch.setattr(pb, "_INDEX_MAX", 100)
     with pytest.raises(ValueError, match="stored entries.*64-bit-indices"):
@@ -435,15 +435,15 @@ def test_missing_petsc4py_raises_import_error_with_install_help(monkeypatch):
 @needs_petsc
 def test_per_call_options_reach_the_factorisation():
     # MUMPS reads its options when it factorises, after KSPSetFromOptions
-    from ctmc.backends.petsc_backend import (DistributedChain, StationaryOptions, _ksp,
-                                             _transposed_generator)
+    from ctmc.backends.base import LinearSpec
+    from ctmc.backends.petsc import DistributedChain
     dc = DistributedChain.from_chain(ref.mm1k(50, 0.7, 1.0))
-    A = _transposed_generator(dc)
-    A.zeroRowsColumns([0], 1.0)
-    info = {}
-    ksp = _ksp(dc, A, "lu", StationaryOptions(petsc_options={"mat_mumps_icntl_14": 57}), info)
+    members = np.ones(dc.stop - dc.start, dtype=bool)
+    members[0] = False
+    system = dc.system(members, 0.0, LinearSpec("lu"), {"petsc_options": {"mat_mumps_icntl_14": 57}})
+    ksp, info = system.ksp, system.info
     assert ksp.getPC().getFactorMatrix().getMumpsIcntl(14) == 57 and info["factor_package"] == "mumps"
-    ksp.destroy(), A.destroy()
+    system.close()
     chain = ref.mm1k(1000, 0.5, 1.0)
     res = chain.stationary("lu", backend="petsc", petsc_options={"pc_factor_mat_solver_type": "superlu_dist"})
     assert res.info["factor_package"] == "superlu_dist"

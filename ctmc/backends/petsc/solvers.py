@@ -1,0 +1,266 @@
+r"""The PETSc backend's heavy linear algebra: KSP systems, SLEPc eigen and exponential solvers.
+
+* :class:`PetscSystem`: :math:`M = sI - Q_{XX}` in the full numbering, rows
+  and columns outside :math:`X` replaced by the identity (``MatZeroRowsColumns``,
+  same numbering on every process), solved by a KSP configured from a
+  :class:`~ctmc.backends.base.LinearSpec`;
+* :func:`null_vector`: SLEPc Krylov-Schur for the eigenvalue 1 of the
+  uniformised :math:`P^T = I + Q^T/\Lambda` on a closed class;
+* :func:`expm_action`: SLEPc MFN, :math:`e^{Q^T t} p`.
+
+Every object gets the options prefix ``ctmc_``; per-call ``petsc_options``
+are applied after ctmc's defaults, so any PETSc option wins.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...results import Status
+from ..base import SolveReport, System, worst
+from ._env import load_petsc, load_slepc
+from .options import PREFIX, ksp_status, scoped_options, slepc_status
+
+__all__ = ["PetscSystem", "null_vector", "expm_action", "factor_package"]
+
+#: PETSC_ERR_MEM: a failed allocation
+_ERR_MEM = 55
+#: PETSc's own ordering names, accepted in LinearSpec.ordering (others leave the package's default)
+_PETSC_ORDERINGS = {"natural": "natural", "NATURAL": "natural", "nd": "nd", "1wd": "1wd", "rcm": "rcm",
+                    "qmd": "qmd", "rowlength": "rowlength", "amd": "amd"}
+
+
+def _petsc_options(backend_options):
+    return (backend_options or {}).get("petsc_options") or {}
+
+
+def _raise_if_memory(PETSc, exc):
+    if getattr(exc, "ierr", None) == _ERR_MEM:
+        raise MemoryError(f"PETSc could not allocate memory ({exc})") from exc
+
+
+def factor_package(PETSc, size):
+    """The direct solver package: MUMPS, else SuperLU_dist, else PETSc's own on one process."""
+    for pkg in ("mumps", "superlu_dist"):
+        if PETSc.Sys.hasExternalPackage(pkg):
+            return pkg
+    if size == 1:
+        return "petsc"
+    raise RuntimeError("no parallel direct solver (MUMPS or SuperLU_dist) in this PETSc build; "
+                       "use a Krylov method (gmres or bicgstab)")
+
+
+def _ksp(dc, A, spec, petsc_options, info):
+    """A KSP on ``A`` configured from ``spec``; set up inside the per-call options."""
+    PETSc = load_petsc()
+    ksp = PETSc.KSP().create(comm=dc.comm)
+    ksp.setOperators(A)
+    ksp.setOptionsPrefix(PREFIX)
+    pc = ksp.getPC()
+    if spec.kind == "lu":
+        pkg = factor_package(PETSc, dc.size)
+        ksp.setType("preonly")
+        pc.setType("lu")
+        pc.setFactorSolverType(pkg)
+        order = _PETSC_ORDERINGS.get(spec.ordering)
+        if order is not None:
+            pc.setFactorOrderingType(order)
+        info["ordering"] = order or f"{pkg} default"
+    else:
+        ksp.setType({"gmres": "gmres", "bicgstab": "bcgs"}[spec.kind])
+        pctype = {"ilu": "bjacobi", "jacobi": "jacobi", "none": "none"}[spec.preconditioner]
+        pc.setType(pctype)
+        if spec.kind == "gmres":
+            # right preconditioning: GMRES monitors the unpreconditioned residual
+            # (BiCGStab breaks down more often on the right)
+            ksp.setPCSide(PETSc.PC.Side.RIGHT)
+            ksp.setGMRESRestart(int(spec.restart))
+        ksp.setTolerances(rtol=float(spec.rtol), atol=0.0, max_it=int(spec.maxiter))
+        info["preconditioner"] = {"ilu": "bjacobi+ilu(0)"}.get(spec.preconditioner, spec.preconditioner)
+    with scoped_options(petsc_options):
+        ksp.setFromOptions()
+        # factorisations (MUMPS) and block solvers (sub_ options) read their
+        # options at set-up: do it while the per-call options are in place
+        try:
+            ksp.setUp()
+        except PETSc.Error as exc:
+            _raise_if_memory(PETSc, exc)
+            # a numerical failure is raised again, and mapped to a status, by the solve
+    if spec.kind == "lu":
+        info["factor_package"] = pc.getFactorSolverType()
+    info["ksp_type"] = ksp.getType()
+    info["pc_type"] = pc.getType()
+    return ksp
+
+
+class PetscSystem(System):
+    """``M = shift * I - Q_XX`` on ``X = members`` (owned mask) of a DistributedChain.
+
+    Transposed solves: ``KSPSolveTranspose`` with the LU factors; a second
+    KSP on ``M^T`` (built on first use) for Krylov methods.
+    """
+
+    def __init__(self, dc, members, shift, spec, backend_options=None):
+        PETSc = load_petsc()
+        if spec.kind not in ("lu", "gmres", "bicgstab"):
+            raise ValueError(f"kind: expected 'lu', 'gmres' or 'bicgstab', got {spec.kind!r}")
+        if spec.kind != "lu" and spec.preconditioner not in ("ilu", "jacobi", "none"):
+            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {spec.preconditioner!r}")
+        self.dc, self.spec = dc, spec
+        self.members = np.asarray(members, dtype=bool).copy()
+        self.shift = float(shift)
+        self._opts = _petsc_options(backend_options)
+        self.info = {"kind": spec.kind, "processes": dc.size, "prefix": PREFIX}
+        self._ksp_t = self._MT = None
+        try:
+            M = dc.R.copy()
+            M.scale(-1.0)
+            d = dc.vec(self.shift + dc.exit_rates)
+            M.setDiagonal(d)
+            d.destroy()
+            out = (np.flatnonzero(~self.members) + dc.start).astype(PETSc.IntType)
+            M.zeroRowsColumns(out, 1.0)
+        except PETSc.Error as exc:
+            _raise_if_memory(PETSc, exc)
+            raise
+        self.M = M
+        self.ksp = _ksp(dc, M, spec, self._opts, self.info)
+
+    def _transposed_ksp(self):
+        if self.spec.kind == "lu":
+            return self.ksp, True
+        if self._ksp_t is None:
+            self._MT = self.M.transpose(load_petsc().Mat())
+            self._ksp_t = _ksp(self.dc, self._MT, self.spec, self._opts, {})
+        return self._ksp_t, False
+
+    def solve(self, b, transpose=False):
+        """Solve ``M x = b`` (``M^T x = b``) for an owned vector or block ``b``."""
+        PETSc = load_petsc()
+        b = np.asarray(b, dtype=float)
+        cols = b[:, None] if b.ndim == 1 else b
+        out = np.zeros_like(cols)
+        ksp, use_transpose = self._transposed_ksp() if transpose else (self.ksp, False)
+        bv, xv = self.dc.vec(), self.dc.vec()
+        status, reason, its = Status.SUCCESS, "", 0
+        try:
+            for j in range(cols.shape[1]):
+                bv.getArray()[:] = np.where(self.members, cols[:, j], 0.0)
+                xv.set(0.0)
+                try:
+                    (ksp.solveTranspose if use_transpose else ksp.solve)(bv, xv)
+                except PETSc.Error as exc:
+                    _raise_if_memory(PETSc, exc)
+                    st, name, k = Status.BREAKDOWN, f"PETSc error {exc}", 0
+                else:
+                    st, name = ksp_status(ksp.getConvergedReason())
+                    k = int(ksp.getIterationNumber())
+                its += k
+                if worst(status, st) is not status or not reason:
+                    reason = name
+                status = worst(status, st)
+                out[:, j] = np.where(self.members, xv.getArray(), 0.0)
+        finally:
+            bv.destroy(), xv.destroy()
+        return (out[:, 0] if b.ndim == 1 else out), SolveReport(status, reason, its)
+
+    def close(self):
+        for obj in (self.ksp, self.M, self._ksp_t, self._MT):
+            if obj is not None:
+                obj.destroy()
+        self.ksp = self.M = self._ksp_t = self._MT = None
+
+
+def _generator_T(dc):
+    """``Q^T`` as a new PETSc matrix (a copy of the cached ``R^T`` with ``-q`` on the diagonal)."""
+    A = dc.transposed_rates().duplicate(copy=True)
+    d = dc.vec(-dc.exit_rates)
+    A.setDiagonal(d)
+    d.destroy()
+    return A
+
+
+def null_vector(dc, support, *, tol, maxiter=None, ncv=None, backend_options=None):
+    """Eigenvector of ``P^T = I + Q^T / L`` (``L = 1.02 qmax``) for its largest real eigenvalue.
+
+    Rows and columns outside ``support`` (owned mask) are zeroed; SLEPc's
+    Krylov-Schur starts from the uniform vector on the support. Returns
+    ``(owned x or None, SolveReport)``; ``x`` is signed to a non-negative sum
+    (negative entries are left for the caller to judge).
+    """
+    SLEPc = load_slepc()
+    PETSc = load_petsc()
+    support = np.asarray(support, dtype=bool)
+    lam = 1.02 * dc.qmax
+    A = _generator_T(dc)
+    A.scale(1.0 / lam)
+    A.shift(1.0)
+    zero = (np.flatnonzero(~support) + dc.start).astype(PETSc.IntType)
+    if dc.allsum(float(zero.size)) > 0:
+        A.zeroRowsColumns(zero, 0.0)
+    eps = SLEPc.EPS().create(comm=dc.comm)
+    eps.setOperators(A)
+    eps.setProblemType(SLEPc.EPS.ProblemType.NHEP)
+    eps.setWhichEigenpairs(SLEPc.EPS.Which.LARGEST_REAL)
+    if ncv is not None:
+        eps.setDimensions(nev=1, ncv=int(ncv))
+    else:
+        eps.setDimensions(nev=1)
+    eps.setTolerances(tol=float(tol), max_it=None if maxiter is None else int(maxiter))
+    eps.setOptionsPrefix(PREFIX)
+    v0 = dc.vec(support / max(dc.allsum(float(support.sum())), 1.0))
+    eps.setInitialSpace([v0])
+    info = {"uniformization_rate": lam}
+    try:
+        with scoped_options(_petsc_options(backend_options)):
+            eps.setFromOptions()
+        info["eps_type"] = eps.getType()
+        try:
+            eps.solve()
+        except PETSc.Error as exc:
+            _raise_if_memory(PETSc, exc)
+            return None, SolveReport(Status.BREAKDOWN, f"PETSc error {exc}", 0, info)
+        status, reason = slepc_status(SLEPc.EPS, eps.getConvergedReason())
+        its = int(eps.getIterationNumber())
+        if eps.getConverged() < 1:
+            return None, SolveReport(Status.BREAKDOWN if status is Status.SUCCESS else status, reason, its, info)
+        vr = dc.vec()
+        info["eigenvalue"] = complex(eps.getEigenpair(0, vr))
+        out = vr.getArray().copy()
+        vr.destroy()
+        sign = np.sign(dc.allsum(float(out.sum()))) or 1.0
+        return out * sign, SolveReport(status, reason, its, info)
+    finally:
+        eps.destroy(), A.destroy(), v0.destroy()
+
+
+def expm_action(dc, p, dt, *, tol, backend_options=None):
+    """``p exp(Q dt)`` for an owned row vector ``p`` by SLEPc's MFN on ``Q^T`` (FN exp scaled by dt).
+
+    Returns ``(owned result, SolveReport)``; nothing is clipped or normalised.
+    """
+    p = np.asarray(p, dtype=float)
+    if dt == 0:
+        return p.copy(), SolveReport(Status.SUCCESS, "no step", 0)
+    SLEPc = load_slepc()
+    PETSc = load_petsc()
+    A = _generator_T(dc)
+    mfn = SLEPc.MFN().create(comm=dc.comm)
+    mfn.setOperator(A)
+    fn = mfn.getFN()
+    fn.setType(SLEPc.FN.Type.EXP)
+    fn.setScale(float(dt))
+    mfn.setTolerances(tol=float(tol))
+    mfn.setOptionsPrefix(PREFIX)
+    src, dst = dc.vec(p), dc.vec()
+    try:
+        with scoped_options(_petsc_options(backend_options)):
+            mfn.setFromOptions()
+        try:
+            mfn.solve(src, dst)
+        except PETSc.Error as exc:
+            _raise_if_memory(PETSc, exc)
+            return np.full_like(p, np.nan), SolveReport(Status.BREAKDOWN, f"PETSc error {exc}", 0)
+        status, reason = slepc_status(SLEPc.MFN, mfn.getConvergedReason())
+        return dst.getArray().copy(), SolveReport(status, reason, int(mfn.getIterationNumber()))
+    finally:
+        mfn.destroy(), A.destroy(), src.destroy(), dst.destroy()
