@@ -213,6 +213,38 @@ def job(tmp_path_factory):
     return data
 
 
+def _mpirun_env():
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                OMPI_MCA_rmaps_base_oversubscribe="1",
+                PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.fixture(scope="module")
+def contract_job(tmp_path_factory):
+    """tests/test_backend_contract.py's PETSc checks on two ranks: {rank: {case/check: failures}}."""
+    out = tmp_path_factory.mktemp("mpi_contract") / "contract"
+    script = HERE / "test_backend_contract.py"
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(script), str(out)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun_env(), timeout=120,
+                              cwd=str(ROOT))
+    except subprocess.TimeoutExpired as exc:  # a collective left unmatched by one rank hangs
+        pytest.fail(f"contract job timed out (unmatched collectives?):\n{exc.stdout}\n{exc.stderr}")
+    files = [Path(f"{out}.{r}.json") for r in (0, 1)]
+    assert proc.returncode == 0 and all(f.exists() for f in files), (
+        f"mpirun contract job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    data = [json.loads(f.read_text()) for f in files]
+    assert [d["size"] for d in data] == [2, 2] and [d["rank"] for d in data] == [0, 1]
+    return {d["rank"]: d["results"] for d in data}
+
+
+def test_two_ranks_backend_contract(contract_job):
+    """Every primitive of the PETSc operator, on two blocks of rows, against dense references."""
+    assert contract_job[0].keys() == contract_job[1].keys() and len(contract_job[0]) >= 40
+    bad = {f"rank {r}: {k}": v for r, res in contract_job.items() for k, v in res.items() if v}
+    assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(c.name for c in ref.CASES))
 def test_two_ranks_reference_chains(job, name, method):
