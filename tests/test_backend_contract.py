@@ -255,7 +255,8 @@ def check_max_iterations(op, case, ck):
         try:
             b = np.where(X, 1.0 + np.arange(case.n) % 3, 0.0)
             _, rep = system.solve(_own(op, b))
-            ck.true(rep.status is Status.MAX_ITERATIONS, f"{kind} maxiter=1: status {rep.status} ({rep.reason})")
+            ck.true(rep.status is Status.MAX_ITERATIONS,
+                    f"{kind} maxiter=1: status {rep.status} ({rep.reason})")
         finally:
             system.close()
 

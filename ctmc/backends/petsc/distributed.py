@@ -311,7 +311,8 @@ class DistributedChain(Analyses, Operator):
             if a.dtype == bool:
                 raise ValueError(f"{name}: boolean mask must have shape ({n},), got {a.shape}")
             if a.dtype.kind not in "iu":
-                raise ValueError(f"{name}: expected a mask, expression, callable, dict or indices, got {a.dtype}")
+                raise ValueError(f"{name}: expected a mask, expression, callable, dict or indices, "
+                                 f"got {a.dtype}")
             a = a.ravel().astype(np.int64)
             if a.size and (a.min() < 0 or a.max() >= n):
                 raise ValueError(f"{name}: state indices must lie in [0, {n - 1}]")

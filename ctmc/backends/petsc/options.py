@@ -43,8 +43,8 @@ def check_backend_options(opts) -> None:
     po = opts.get("petsc_options")
     if po is not None and (not isinstance(po, dict) or not all(isinstance(k, str) and k for k in po)
                            or not all(v is None or isinstance(v, _SCALARS) for v in po.values())):
-        raise ValueError("petsc_options: expected a dict {option name: value} with str names and str, number, "
-                         f"bool or None values, e.g. {{'ksp_type': 'bcgs'}}; got {po!r}")
+        raise ValueError("petsc_options: expected a dict {option name: value} with str names and str, "
+                         f"number, bool or None values, e.g. {{'ksp_type': 'bcgs'}}; got {po!r}")
     g = opts.get("gather")
     if g is not None and g not in GATHER:
         raise ValueError(f"gather: expected one of {GATHER}, got {g!r}")

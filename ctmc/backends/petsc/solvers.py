@@ -104,7 +104,8 @@ class PetscSystem(System):
         if spec.kind not in ("lu", "gmres", "bicgstab"):
             raise ValueError(f"kind: expected 'lu', 'gmres' or 'bicgstab', got {spec.kind!r}")
         if spec.kind != "lu" and spec.preconditioner not in ("ilu", "jacobi", "none"):
-            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {spec.preconditioner!r}")
+            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', "
+                             f"got {spec.preconditioner!r}")
         self.dc, self.spec = dc, spec
         self.members = np.asarray(members, dtype=bool).copy()
         self.shift = float(shift)
@@ -154,6 +155,11 @@ class PetscSystem(System):
                 else:
                     st, name = ksp_status(ksp.getConvergedReason())
                     k = int(ksp.getIterationNumber())
+                    # a numerically singular factorisation can "succeed" with overflowed values
+                    # (a global test: every process must report the same status)
+                    bad = float(np.count_nonzero(~np.isfinite(xv.getArray()[self.members])))
+                    if st is Status.SUCCESS and self.dc.allsum(bad) > 0:
+                        st, name = Status.BREAKDOWN, f"{name}; non-finite solution"
                 its += k
                 if worst(status, st) is not status or not reason:
                     reason = name
@@ -222,7 +228,8 @@ def null_vector(dc, support, *, tol, maxiter=None, ncv=None, backend_options=Non
         status, reason = slepc_status(SLEPc.EPS, eps.getConvergedReason())
         its = int(eps.getIterationNumber())
         if eps.getConverged() < 1:
-            return None, SolveReport(Status.BREAKDOWN if status is Status.SUCCESS else status, reason, its, info)
+            status = Status.BREAKDOWN if status is Status.SUCCESS else status
+            return None, SolveReport(status, reason, its, info)
         vr = dc.vec()
         info["eigenvalue"] = complex(eps.getEigenpair(0, vr))
         out = vr.getArray().copy()
