@@ -165,6 +165,12 @@ def check_gather(op, case, ck):
     else:
         ck.true(root.size == 0, f"gather root: rank {op.rank} got {root.size} values")
     ck.close(op.gather(own, "none"), own, 0.0, "gather none")
+    ck.close(op.gather(_own(op, case.X), "all"), case.X, 0.0, "gather all, 2-D")
+    # pieces of any length are concatenated in process order (the analyses gather small tables)
+    table = op.gather(np.array([op.rank, op.start], dtype=float), "all").reshape(-1, 2)
+    ck.true(table.shape == (op.size, 2) and np.array_equal(table[:, 0], np.arange(op.size))
+            and np.array_equal(table[op.rank], [op.rank, op.start]) and table[0, 1] == 0,
+            f"gather of per-process pieces: {table.tolist()}")
     mask = op.gather(_own(op, case.x > 0), "all")
     ck.true(mask.dtype == bool and np.array_equal(mask, case.x > 0), "gather keeps a boolean mask")
 

@@ -224,13 +224,14 @@ class DistributedChain(Analyses, Operator):
             v.set(0.0)
         return v
 
-    def _allgatherv(self, local) -> np.ndarray:
-        """Concatenation, in process order, of a float array of any length from every process."""
+    def _allgatherv(self, local, root_only=False) -> np.ndarray:
+        """Concatenation, in process order, of a float array of any length from every process
+        (on process 0 only, others get an empty array, with ``root_only``)."""
         PETSc = load_petsc()
         a = np.asarray(local, dtype=float).ravel()
         v = PETSc.Vec().createMPI((a.size, PETSc.DECIDE), comm=self.comm)
         v.getArray()[:] = a
-        sc, full = PETSc.Scatter.toAll(v)
+        sc, full = (PETSc.Scatter.toZero if root_only else PETSc.Scatter.toAll)(v)
         sc.scatter(v, full, PETSc.InsertMode.INSERT, PETSc.ScatterMode.FORWARD)
         out = full.getArray().copy()
         sc.destroy(), full.destroy(), v.destroy()
@@ -257,23 +258,22 @@ class DistributedChain(Analyses, Operator):
 
     def gather(self, local: np.ndarray, mode: str = "all") -> np.ndarray:
         """Full vector on every process (``all``), on rank 0 (``root``; others get an
-        empty array) or the own block (``none``). A 2-D ``local`` is gathered by columns."""
-        PETSc = load_petsc()
+        empty array) or the own block (``none``).
+
+        The pieces are concatenated in process order, whatever their lengths
+        (owned parts give the full vector); a 2-D ``local`` is stacked by rows.
+        The dtype of ``local`` is kept (values travel as doubles: integers
+        beyond 2**53 do not survive).
+        """
         local = np.asarray(local)
         if mode not in GATHER:
             raise ValueError(f"gather: expected one of {GATHER}, got {mode!r}")
         if mode == "none":
             return local
+        out = self._allgatherv(local, root_only=(mode == "root")).astype(local.dtype)
         if local.ndim == 2:
-            cols = [self.gather(local[:, j], mode) for j in range(local.shape[1])]
-            size = self.n_states if mode == "all" or self.rank == 0 else 0
-            return np.column_stack(cols) if cols else np.empty((size, 0), local.dtype)
-        v = self.vec(local.astype(float))
-        sc, full = (PETSc.Scatter.toAll if mode == "all" else PETSc.Scatter.toZero)(v)
-        sc.scatter(v, full, PETSc.InsertMode.INSERT, PETSc.ScatterMode.FORWARD)
-        out = full.getArray().copy()
-        sc.destroy(), full.destroy(), v.destroy()
-        return out.astype(local.dtype)
+            out = out.reshape(-1, local.shape[1])
+        return out
 
     def gather_rows(self, members: np.ndarray):
         """Rows of ``R`` for the members (owned mask), stacked in global order, on every process.
