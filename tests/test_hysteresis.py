@@ -22,7 +22,7 @@ from scipy.integrate import quad
 from reference import fraction_solve
 
 from ctmc.models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
-                               fixed_batch, general, geometric_batch, hyperexponential, phase_type)
+                                    fixed_batch, general, geometric_batch, hyperexponential, phase_type)
 from ctmc.models.hysteresis.service import BatchSize
 
 ROUTES = ["ctmc", "embedded"]

@@ -19,7 +19,7 @@ import pytest
 from reference import fraction_solve as fr_solve
 
 from ctmc.models.jsq import (JSQ2, blocking_probability, log_blocking_probability, log_saturation_mean,
-                        saturation_mean, total_number_law)
+                             saturation_mean, total_number_law)
 
 MU2 = [0.0, 0.25, 0.5, 0.75, 1.0]
 RHO = [0.5, 0.9, 1.0, 1.3]

@@ -18,10 +18,11 @@ import scipy.sparse as sp
 
 import ctmc
 from ctmc.models import supermarket as smk
-from ctmc.models.supermarket import (Supermarket, join_probabilities, lump_per_queue, mean_field_derivatives,
-                                mean_field_drift, mean_field_fixed_point, mean_field_ode,
-                                n_occupancy_states, occupancy_generator, occupancy_rank,
-                                occupancy_states, per_queue_model, refined_correction, refined_mean_field)
+from ctmc.models.supermarket import (Supermarket, join_probabilities, lump_per_queue,
+                                     mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
+                                     mean_field_ode, n_occupancy_states, occupancy_generator,
+                                     occupancy_rank, occupancy_states, per_queue_model, refined_correction,
+                                     refined_mean_field)
 
 
 # ---------------------------------------------------------------------------
