@@ -38,6 +38,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import ctmc
+from ctmc.report import format_table
 from ctmc.results import TailAccuracyWarning
 from ctmc.models.jsq import JSQ2, blocking_probability
 
@@ -141,20 +142,6 @@ def naive_stationary(Q: sp.csr_matrix) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def table(rows, headers, right=None) -> str:
-    """Plain-text table; columns listed in ``right`` (indices) are right-aligned."""
-    right = set(range(len(headers))) if right is None else set(right)
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-
-    def fmt(r):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-    out = [fmt(headers), "  ".join("-" * w for w in widths)]
-    out += [fmt(r) for r in cells]
-    return "\n".join(out)
-
-
 def timed(fn, *args, **kw):
     t0 = time.perf_counter()
     out = fn(*args, **kw)
@@ -241,8 +228,8 @@ def bench_build(sizes, repeats, baseline_budget):
         diff = naive_matches(jsq_chain(K), states, Qn)
         check_lines.append(f"K={K}: naive generator vs ctmc generator, max |difference| = {diff:.1e}")
         del states, Qn
-    out = table(rows, ["K", "states", "transitions", "strategy", "first s", "best s",
-                       "trans/s (first)", "trans/s (best)"], right={0, 1, 2, 4, 5, 6, 7})
+    out = format_table(rows, ["K", "states", "transitions", "strategy", "first s", "best s",
+                              "trans/s (first)", "trans/s (best)"])
     lines = [out, "", *check_lines, ""]
     for strategy, (K, rate, rate_first) in best_rate.items():
         verdict = "MET" if rate >= TARGET_RATE else "NOT MET"
@@ -320,8 +307,8 @@ def bench_stationary(sizes):
         rows.append([""] * 8)
         del chain
     rows.pop()
-    return table(rows, ["states", "method", "seconds", "status", "residual", "balance_error",
-                        "pi(K,K)", "rel.err pi(K,K)"], right={0, 2, 4, 5, 6, 7})
+    return format_table(rows, ["states", "method", "seconds", "status", "residual", "balance_error",
+                               "pi(K,K)", "rel.err pi(K,K)"])
 
 
 # ---------------------------------------------------------------------------
@@ -353,9 +340,8 @@ def bench_hitting(sizes, gth_check_max=2000):
             rows.append([K, chain.n_states, "-", "-", f"error: {type(exc).__name__}: {str(exc)[:60]}",
                          "-", "-", "-", "-", "-"])
         del chain
-    return table(rows, ["K", "states", "solver", "seconds", "status", "backward err", "balance_error",
-                        "E_(0,0)[T]", "max_i E_i[T]", "max rel.diff vs other solver"],
-                 right={0, 1, 3, 5, 6, 7, 8})
+    return format_table(rows, ["K", "states", "solver", "seconds", "status", "backward err", "balance_error",
+                               "E_(0,0)[T]", "max_i E_i[T]", "max rel.diff vs other solver"])
 
 
 # ---------------------------------------------------------------------------

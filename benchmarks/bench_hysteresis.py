@@ -38,6 +38,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 from ctmc.models.hysteresis import HysteresisQueue, deterministic, erlang
+from ctmc.report import format_table
 
 LAM, LAM1, K_PHASES = 1.05, 0.8, 20
 
@@ -58,14 +59,6 @@ def timed(fn, *a, **k):
     t0 = time.perf_counter()
     out = fn(*a, **k)
     return out, time.perf_counter() - t0
-
-
-def table(rows, headers):
-    cells = [[str(c) for c in r] for r in rows]
-    w = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    out = ["  ".join(h.rjust(x) for h, x in zip(headers, w)), "  ".join("-" * x for x in w)]
-    out += ["  ".join(c.rjust(x) for c, x in zip(r, w)) for r in cells]
-    return "\n".join(out)
 
 
 def main(argv=None):
@@ -98,8 +91,8 @@ def main(argv=None):
                      f"{tb + ts + th:.2f}", tn_s, diff,
                      f"{law.residual:.1e}", f"{q.loss_probability():.6f}", f"{ret:.2f}"])
     print("\nTable 1: route (a), exact CTMC, Erlang-20 service")
-    print(table(rows, ["r", "states", "transitions", "build s", "stationary s", "return s", "total s",
-                       "baseline spsolve s", "max |diff|", "residual", "loss", "E[return]"]))
+    print(format_table(rows, ["r", "states", "transitions", "build s", "stationary s", "return s",
+                              "total s", "baseline spsolve s", "max |diff|", "residual", "loss", "E[return]"]))
 
     rows = []
     for r in emb_sizes:
@@ -111,8 +104,8 @@ def main(argv=None):
                      f"{np.abs(lawd.p - lawe.p).sum():.2e}", f"{qd.loss_probability():.6f}",
                      f"{qe.loss_probability():.6f}"])
     print("\nTable 2: route (b), embedded chain, deterministic service (vs route (a) with Erlang-20)")
-    print(table(rows, ["r", "embedded states", "mixing terms", "embedded s", "ctmc E20 s",
-                       "sum |p_D - p_E20|", "loss D", "loss E20"]))
+    print(format_table(rows, ["r", "embedded states", "mixing terms", "embedded s", "ctmc E20 s",
+                              "sum |p_D - p_E20|", "loss D", "loss E20"]))
     return 0
 
 

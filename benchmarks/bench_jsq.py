@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import git_state, naive_stationary, table, warm_up  # noqa: E402
+from bench_core import git_state, naive_stationary, warm_up  # noqa: E402
 
 from ctmc.models.jsq import JSQ2  # noqa: E402
+from ctmc.report import format_table  # noqa: E402
 
 RHO, MU2 = 0.9, 0.5
 
@@ -79,9 +80,9 @@ def main(argv=None):
         row, _ = run(K, 1 if n <= a.naive_max_states else 0)
         rows.append(row)
         print(f"  done K={K}", flush=True)
-    print(table(rows, ["K", "states", "build s", "stationary wall/cpu s", "residual", "P_block", "rel.err",
-                       "P_block s", "saturation (chain) wall/cpu s", "max rel.err", "closed form s",
-                       "baseline naive spsolve", "peak RSS GiB"]))
+    print(format_table(rows, ["K", "states", "build s", "stationary wall/cpu s", "residual", "P_block",
+                              "rel.err", "P_block s", "saturation (chain) wall/cpu s", "max rel.err",
+                              "closed form s", "baseline naive spsolve", "peak RSS GiB"]))
     return 0
 
 

@@ -122,16 +122,15 @@ def main(argv=None):
     if args.K != args.K_scipy:
         rows.append(run("petsc", args.K_scipy, 1, args))
     rows += [run("petsc", args.K, P, args) for P in args.ranks]
-    print(f"JSQ2 stationary, rho={args.rho}, mu2={args.mu2}, petsc method={args.method}, tol={args.tol}")
-    head = (f"{'backend':7s} {'ranks':>5s} {'K':>5s} {'states':>10s} {'nnz':>10s} {'build s':>8s} {'solve s':>8s} "
-            f"{'job s':>7s} {'its':>5s} {'peak MiB/rank':>16s} {'||piQ||_1':>9s} {'block. rel err':>14s} status")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        mem = "/".join(str(m) for m in r["peak_mib"])
-        print(f"{r['backend']:7s} {r['ranks']:5d} {r['K']:5d} {r['states']:10d} {r['nnz']:10d} {r['build_s']:8.1f} "
-              f"{r['solve_s']:8.1f} {r['job_s']:7.1f} {r['iterations']:5d} {mem:>16s} {r['residual']:9.1e} "
-              f"{r['blocking_rel_err']:14.1e} {r['status']}")
+    from ctmc.report import format_table
+    table = [[r["backend"], r["ranks"], r["K"], r["states"], r["nnz"], f"{r['build_s']:.1f}",
+              f"{r['solve_s']:.1f}", f"{r['job_s']:.1f}", r["iterations"],
+              "/".join(str(m) for m in r["peak_mib"]), f"{r['residual']:.1e}", f"{r['blocking_rel_err']:.1e}",
+              r["status"]] for r in rows]
+    print(format_table(table, ["backend", "ranks", "K", "states", "nnz", "build s", "solve s", "job s", "its",
+                               "peak MiB/rank", "||piQ||_1", "block. rel err", "status"],
+                       title=f"JSQ2 stationary, rho={args.rho}, mu2={args.mu2}, petsc method={args.method}, "
+                             f"tol={args.tol}"))
     return 0
 
 

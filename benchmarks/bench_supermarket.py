@@ -35,16 +35,10 @@ import scipy
 
 import ctmc
 from ctmc.models.supermarket import (Supermarket, n_occupancy_states, occupancy_generator, occupancy_states,
-                                sample_all_at_least)
+                                     sample_all_at_least)
+from ctmc.report import format_table
 
 N, D, LAM = 20, 2, 0.9
-
-
-def table(rows, headers):
-    cells = [[str(c) for c in r] for r in rows]
-    w = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    out = ["  ".join(h.rjust(x) for h, x in zip(headers, w)), "  ".join("-" * x for x in w)]
-    return "\n".join(out + ["  ".join(c.rjust(x) for c, x in zip(r, w)) for r in cells])
 
 
 def rss_gb():
@@ -96,8 +90,8 @@ def bench_build(caps):
         rows.append([B, Q.shape[0], nt, f"{t_rank:.2f}", f"{nt / t_rank:.2e}", f"{t_bfs:.2f}",
                      f"{nt / t_bfs:.2e}", f"{t_bfs / t_rank:.1f}x", f"{diff:.1e}"])
         del Q, ch, P, Ms
-    return table(rows, ["B", "states", "transitions", "ranking s", "trans/s", "Model bfs s", "trans/s",
-                        "speedup", "max |Q diff|"])
+    return format_table(rows, ["B", "states", "transitions", "ranking s", "trans/s", "Model bfs s",
+                               "trans/s", "speedup", "max |Q diff|"])
 
 
 # (method, options, largest chain tried): sparse LU fills in catastrophically on these chains,
@@ -146,7 +140,7 @@ def bench_solve(caps, baseline_limit):
         del s, ch, res
     head = ["B", "states", "build s", "method", "solve s", "iter", "residual", "balance", "P(some full)",
             "loss", "mean jobs/server", "peak RSS GB"]
-    return table(rows, head), found
+    return format_table(rows, head), found
 
 
 def truncation_target(found, tol=1e-8):

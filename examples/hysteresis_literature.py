@@ -23,12 +23,14 @@ their tables is reproduced. This script reproduces what can be cited:
 
 Run: python examples/hysteresis_literature.py
 """
+import textwrap
 from fractions import Fraction
 
 import numpy as np
 import scipy.stats as st
 
 from ctmc.models.hysteresis import HysteresisQueue, deterministic, erlang
+from ctmc.report import format_table
 
 
 def niu_cooper_md1k(lam, d, K):
@@ -99,10 +101,9 @@ def main():
     rt = q.return_times()
     ours = {(int(s), int(n)): v for s, n, v in zip(rt["mode"], rt["n"], rt["mean"])}
     worst = max(abs(ours[x] / t - 1) for x, t in zip(states, T))
-    print(f"   {'state':<9}{'first-step system':>20}{'ctmc hitting times':>20}")
-    for x, t in zip(states, T):
-        if x[0] == 2 or x[1] in (L + 1, H, R - 1):
-            print(f"   {str(x):<9}{t:>20.12f}{ours[x]:>20.12f}")
+    shown = [[str(x), f"{t:.12f}", f"{ours[x]:.12f}"] for x, t in zip(states, T)
+             if x[0] == 2 or x[1] in (L + 1, H, R - 1)]
+    print(textwrap.indent(format_table(shown, ["state", "first-step system", "ctmc hitting times"]), "   "))
     print(f"   largest relative difference over all {len(states)} states: {worst:.1e}")
     print(f"   mean return time from the entrance (1, H): {q.mean_return_time():.12f}")
     print(f"   mean discard period {q.mean_discard_time():.12f}  ((R - H)/mu = {(R - H) / mu})")

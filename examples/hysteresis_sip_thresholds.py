@@ -22,6 +22,7 @@ import tempfile
 import numpy as np
 
 from ctmc.models.hysteresis import HysteresisQueue, erlang, geometric_batch
+from ctmc.report import format_table
 
 R = 40
 PARAMS = dict(lam=0.8, lam_overload=0.4, batch=geometric_batch(1 / 1.5), service=erlang(4, 1.0))
@@ -62,19 +63,20 @@ def plot(Ls, Hs, loss, ret, out):
     return path
 
 
+def grid_table(Ls, Hs, values, fmt, title):
+    """A table of ``values[i, j]`` at (L = Ls[i], H = Hs[j]); "-" where undefined (L >= H)."""
+    rows = [[L, *("-" if np.isnan(v) else format(v, fmt) for v in row)] for L, row in zip(Ls, values)]
+    return format_table(rows, ["L\\H", *map(str, Hs)], title=title)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="every integer pair (L, H)")
     ap.add_argument("--plots", help="directory for the figure (default: a temporary one)")
     args = ap.parse_args(argv)
     Ls, Hs, loss, ret = grid(1 if args.full else 6)
-    print(f"loss probability (rows L, columns H), R = {R}")
-    print("   L\\H " + "".join(f"{H:>9}" for H in Hs))
-    for L, row in zip(Ls, loss):
-        print(f"{L:>6} " + "".join("        -" if np.isnan(v) else f"{v:>9.4f}" for v in row))
-    print("mean overload period (rows L, columns H)")
-    for L, row in zip(Ls, ret):
-        print(f"{L:>6} " + "".join("        -" if np.isnan(v) else f"{v:>9.2f}" for v in row))
+    print(grid_table(Ls, Hs, loss, ".4f", f"loss probability (rows L, columns H), R = {R}"))
+    print(grid_table(Ls, Hs, ret, ".2f", "mean overload period (rows L, columns H)"))
     i, j = np.unravel_index(np.nanargmin(loss), loss.shape)
     print(f"smallest loss {loss[i, j]:.5f} at L = {Ls[i]}, H = {Hs[j]} "
           f"(mean overload period {ret[i, j]:.2f})")

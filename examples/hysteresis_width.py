@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 
 from ctmc.models.hysteresis import HysteresisQueue, erlang, geometric_batch
+from ctmc.report import format_table
 
 H, R = 24, 40
 PARAMS = dict(lam=0.8, lam_overload=0.4, batch=geometric_batch(1 / 1.5), service=erlang(4, 1.0))
@@ -27,10 +28,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--plots", help="directory for the figure (default: a temporary one)")
     args = ap.parse_args(argv)
-    rows = []
-    print(f"H = {H}, R = {R}; width = H - L")
-    print(f"{'L':>3} {'width':>5} {'E[cycle]':>10} {'switches/1000':>14} {'E[overload]':>12} "
-          f"{'loss':>8} {'throttled':>10} {'discarded':>10} {'overflow':>9} {'renewal err':>12}")
+    rows, table = [], []
     worst = 0.0
     for L in range(H - 1, -1, -3):
         q = HysteresisQueue(L, H, R, **PARAMS)
@@ -40,8 +38,12 @@ def main(argv=None):
         err = abs(q.mode_probabilities()[0] - norm / cyc)
         worst = max(worst, err)
         rows.append((L, cyc, sw, br["total"]))
-        print(f"{L:>3} {H - L:>5} {cyc:>10.2f} {sw:>14.3f} {ret:>12.2f} {br['total']:>8.4f} "
-              f"{br['throttled']:>10.4f} {br['discarded']:>10.4f} {br['overflow']:>9.2e} {err:>12.1e}")
+        table.append([L, H - L, f"{cyc:.2f}", f"{sw:.3f}", f"{ret:.2f}", f"{br['total']:.4f}",
+                      f"{br['throttled']:.4f}", f"{br['discarded']:.4f}", f"{br['overflow']:.2e}",
+                      f"{err:.1e}"])
+    print(format_table(table, ["L", "width", "E[cycle]", "switches/1000", "E[overload]", "loss", "throttled",
+                               "discarded", "overflow", "renewal err"],
+                       title=f"H = {H}, R = {R}; width = H - L"))
     print(f"largest renewal-identity error: {worst:.1e}")
     out = pathlib.Path(args.plots or tempfile.mkdtemp(prefix="hysteresis_"))
     out.mkdir(parents=True, exist_ok=True)

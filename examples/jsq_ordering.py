@@ -21,6 +21,7 @@ import argparse
 import numpy as np
 
 from ctmc.models.jsq import JSQ2
+from ctmc.report import format_table
 
 
 def ccdf(p):
@@ -80,8 +81,9 @@ def main(argv=None):
     p.add_argument("--plots", metavar="DIR", default=None, help="write jsq_ordering.png to DIR")
     a = p.parse_args(argv)
     mus, N, L, ext, viol = study(a.K, a.rho)
-    lines = [f"JSQ ordering in mu2 (K = {a.K}, rho = {a.rho}): largest violations of each claim"]
-    lines += [f"  {k:40s} {v:.1e}" for k, v in viol.items()]
+    title = f"JSQ ordering in mu2 (K = {a.K}, rho = {a.rho}): largest violations of each claim"
+    lines = [format_table([[k, f"{v:.1e}"] for k, v in viol.items()], ["claim", "largest violation"],
+                          title=title)]
     i = a.K  # P(N >= K) as a summary, decreasing in mu2
     lines.append("  P(N >= K) for mu2 = " + ", ".join(f"{m:.1f}: {N[k, i]:.3e}" for k, m in enumerate(mus)))
     if a.plots:

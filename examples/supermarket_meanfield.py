@@ -28,7 +28,8 @@ import tempfile
 import numpy as np
 
 from ctmc.models.supermarket import (Supermarket, _plot_errors, mean_field_fixed_point, n_occupancy_states,
-                                refined_mean_field)
+                                     refined_mean_field)
+from ctmc.report import format_table
 
 LAM, D = 0.9, 2
 
@@ -71,16 +72,10 @@ def exact_mean(n, budget):
     return caps[-1], n_occupancy_states(n, caps[-1]), vals[-1], masses[-1], est, err
 
 
-def table(rows, headers):
-    w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    out = ["  ".join(str(h).rjust(x) for h, x in zip(headers, w)), "  ".join("-" * x for x in w)]
-    return "\n".join(out + ["  ".join(str(c).rjust(x) for c, x in zip(r, w)) for r in rows])
-
-
 def main(full=False, plot_dir=None, nmax=20, budget=None):
     head, rows, (f1, f2) = seed_table((2, 5, 10), tol=1e-5) if full else seed_table()
     print(f"f_k at lambda = {LAM}: the seed's mean-field table (d = 1, d = 2) with exact and refined values")
-    print(table(rows, head))
+    print(format_table(rows, head))
     # cross-checks of the seed's closed forms
     assert np.allclose(f1[:9], (1 - LAM) * LAM ** np.arange(9), rtol=1e-14)
     k = np.arange(9)
@@ -101,8 +96,8 @@ def main(full=False, plot_dir=None, nmax=20, budget=None):
             err_mf.append(abs(est - mf))
             err_rmf.append(abs(est - ref))
     print(f"\nmean jobs per server, d = {D}, lambda = {LAM} (sampling with replacement)")
-    print(table(rows, ["n", "B", "states", "exact at B", "P(full)", "extrapolated", "+-", "mean field",
-                       "refined", "|err MF|", "|err refined|"]))
+    print(format_table(rows, ["n", "B", "states", "exact at B", "P(full)", "extrapolated", "+-",
+                              "mean field", "refined", "|err MF|", "|err refined|"]))
     if len(used) >= 3:
         s1 = np.polyfit(np.log(used), np.log(err_mf), 1)[0]
         s2 = np.polyfit(np.log(used), np.log(err_rmf), 1)[0]

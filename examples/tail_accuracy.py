@@ -18,6 +18,7 @@ import warnings
 from fractions import Fraction
 
 import ctmc
+from ctmc.report import format_table
 
 
 def mm1k(K, lam, mu):
@@ -33,13 +34,15 @@ def main():
     chain, n = mm1k(K, 0.5, 1.0)
     exact = 0.5 ** K * 0.5 / (1 - 0.5 ** (K + 1))
     print(f"M/M/1/K, K = {K}, load 1/2: exact pi_K = {exact:.10e}")
-    print(f"{'method':<14}{'pi_K':>18}{'rel. error':>12}  {'status':<16}{'balance':>10}")
+    rows = []
     for method in ["gth", "lu", "gmres", "bicgstab", "power", "gauss_seidel", "arpack"]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
             res = chain.stationary(method, check=False)
         err = abs(res.pi[-1] / exact - 1)
-        print(f"{method:<14}{res.pi[-1]:>18.10e}{err:>12.1e}  {res.status.value:<16}{res.balance_error:>10.1e}")
+        rows.append([method, f"{res.pi[-1]:.10e}", f"{err:.1e}", res.status.value,
+                     f"{res.balance_error:.1e}"])
+    print(format_table(rows, ["method", "pi_K", "rel. error", "status", "balance"]))
 
     Kb = 330
     chain, n = mm1k(Kb, 1.0, 2.0)
@@ -47,13 +50,16 @@ def main():
     for k in range(Kb):  # E_k[T_{k+1}] = 1 + 2 E_{k-1}[T_k]
         e = 1 + 2 * e
         exact += e
-    print(f"\nbirth-death 0 -> {Kb}: exact mean {float(exact):.10e}")
+    rows = []
     for solver in ["gth", "lu"]:
         try:
             h = chain.hitting_times(n == Kb, solver=solver)
-            print(f"  {solver:<4} {h.mean[0]:.10e}  rel. error {abs(h.mean[0] / float(exact) - 1):.1e}  {h.status.value}")
+            err = abs(h.mean[0] / float(exact) - 1)
+            rows.append([solver, f"{h.mean[0]:.10e}", f"{err:.1e}", h.status.value])
         except ctmc.SolverError as exc:
-            print(f"  {solver:<4} refused: {exc}")
+            rows.append([solver, "-", "-", f"refused: {exc}"])
+    print(format_table(rows, ["solver", "E_0[T_K]", "rel. error", "status"],
+                       title=f"\nbirth-death 0 -> {Kb}: exact mean {float(exact):.10e}"))
 
 
 if __name__ == "__main__":
