@@ -386,3 +386,12 @@ def test_petsc_backend_options_are_checked(opts, match):
     with pytest.raises(ValueError, match=match):
         check_backend_options("petsc", opts)
     assert check_backend_options("petsc", {"gather": "root", "petsc_options": {"ksp_monitor": None}})
+
+
+def test_petsc_factorisation_without_memory_raises_memory_error():
+    case = Case("mm1k20")
+    op = _operator("petsc", case)
+    # ICNTL(23) = 1 MB per process with 1e6 % workspace growth: MUMPS cannot allocate
+    tiny = {"petsc_options": {"mat_mumps_icntl_23": 1, "mat_mumps_icntl_14": 1000000}}
+    with pytest.raises(MemoryError, match="INFOG"):
+        op.system(_own(op, passage_members(case)), 0.0, LinearSpec("lu"), tiny)

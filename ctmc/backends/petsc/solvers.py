@@ -87,9 +87,31 @@ def _ksp(dc, A, spec, petsc_options, info):
             # a numerical failure is raised again, and mapped to a status, by the solve
     if spec.kind == "lu":
         info["factor_package"] = pc.getFactorSolverType()
+        _check_mumps_memory(PETSc, pc, info)
     info["ksp_type"] = ksp.getType()
     info["pc_type"] = pc.getType()
     return ksp
+
+
+#: MUMPS INFOG(1) of failed allocations (-13: allocate failed, -19: above ICNTL(23) MB per process)
+_MUMPS_NO_MEMORY = (-13, -19)
+
+
+def _check_mumps_memory(PETSc, pc, info):
+    """Raise MemoryError when MUMPS could not allocate its factors.
+
+    PETSc records such a failure as a PC set-up failure (the solve would only
+    say DIVERGED_PC_FAILED); INFOG(1) is the same on every process.
+    """
+    if info.get("factor_package") != "mumps":
+        return
+    try:
+        code = int(pc.getFactorMatrix().getMumpsInfog(1))
+    except PETSc.Error:
+        return
+    if code in _MUMPS_NO_MEMORY:
+        raise MemoryError(f"MUMPS could not allocate the LU factors (INFOG(1) = {code}); use a Krylov "
+                          "method or more processes")
 
 
 class PetscSystem(System):
