@@ -1,7 +1,15 @@
-"""``ctmc hysteresis``: main measures of the hysteretic overload-control queue."""
+r"""M^X|G|1|r queue with hysteretic overload control (SIP-server load control).
+
+The ``ctmc hysteresis`` command (:func:`add_arguments`, :func:`run`) and the
+hysteresis part of ``ctmc report`` (:func:`report`): main measures of the
+hysteretic overload-control queue. The first line above is the command's
+help text.
+"""
 from __future__ import annotations
 
 import argparse
+
+from ctmc.report import format_table
 
 __all__ = ["add_arguments", "run", "report", "build_queue"]
 
@@ -54,10 +62,8 @@ def build_queue(args):
 
 
 def _format(q, summary) -> str:
-    lines = [repr(q)]
-    for k, v in summary.items():
-        lines.append(f"  {k:<18} {v:.10g}" if isinstance(v, float) else f"  {k:<18} {v}")
-    return "\n".join(lines)
+    rows = [[k, f"{v:.10g}" if isinstance(v, float) else str(v)] for k, v in summary.items()]
+    return format_table(rows, ["measure", "value"], title=repr(q))
 
 
 def run(args) -> str:

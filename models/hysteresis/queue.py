@@ -51,52 +51,25 @@ Both policies apply the two loops in sequence, so a single decision may move
 
 Routes
 ------
-``"ctmc"`` (route (a))
+``"ctmc"`` (route (a), :mod:`models.hysteresis.ctmc_route`)
     For phase-type service :math:`PH(\alpha, S)` the process
     :math:`(s, n, j)` (:math:`j` the service phase) is a CTMC, built with
     :class:`ctmc.Model` and solved exactly; passage-time measures come from
     :meth:`ctmc.CTMC.hitting_times` and :meth:`ctmc.CTMC.first_passage`.
-``"embedded"`` (route (b))
+``"embedded"`` (route (b), :mod:`models.hysteresis.embedded`)
     For any service law, the chain :math:`(s, n^+)` embedded at departure
-    epochs. During a service the process moves only up (arrivals, and for the
-    instant policy upward mode switches) with generator :math:`A`; by
-    uniformisation at rate :math:`\Lambda = \max(\lambda_0, \lambda_1)`,
-    :math:`P = I + A/\Lambda`,
-
-    .. math::
-
-        \int_0^\infty e^{At} dG(t) = \sum_k a_k P^k, \qquad
-        \int_0^\infty e^{At} (1 - G(t))\, dt = \sum_k b_k P^k
-
-    with the Poisson mixing coefficients :math:`a_k, b_k` of :math:`G`. The
-    first gives the transitions (then one departure, and the policy's
-    decision), the second the expected time spent in each :math:`(s, n)`
-    during a service. For phase-type service both integrals are computed
-    exactly instead, by a block back-substitution over the levels (see
-    :meth:`HysteresisQueue._ph_service_matrices`); for deterministic service
-    the series runs until its tail is below 1e-300. All terms being
-    non-negative, and the embedded chain being solved by GTH, probabilities
-    far below 1e-16 then keep their relative accuracy. For a general law
-    given by a CDF the :math:`b_k` come from quadrature and the accuracy is
-    absolute only (about 1e-13; :attr:`HysteresisLaw.message` says so).
-
-    By the Markov-renewal argument the time-stationary law is
-
-    .. math::
-
-        p(y) = \frac{\sum_x \pi^d(x)\, E_x[\text{time in } y \text{ before the next departure}]}
-                    {\sum_x \pi^d(x)\, E_x[\text{time to the next departure}]},
-
-    where from :math:`n^+ = 0` the interval holds an idle period of mean
-    :math:`1/(\lambda_0 P(\text{batch admitted}))` followed by a service. It
-    supports both policies and both acceptance rules. Mean periods come from
-    renewal-reward: the overload and discard periods end only at departures,
-    so :math:`E[\text{period}] = P(\text{set}) / \nu`, with :math:`\nu`
-    the rate of departures that take the mode out of the set. State-wise
-    return times, their distribution (:meth:`HysteresisQueue.return_times`,
+    epochs, with the time-stationary law by the Markov-renewal argument and
+    mean periods by renewal-reward (see that module for the maths and the
+    accuracy of each service law). State-wise return times, their
+    distribution (:meth:`HysteresisQueue.return_times`,
     :meth:`HysteresisQueue.return_time_cdf`) and the CTMC itself are route (a)
     only; for deterministic service use
     :func:`~models.hysteresis.service.erlang` with many phases there.
+
+Both routes take their mode changes from one decision rule (:func:`_decide`),
+written once for arrays and for :mod:`ctmc.expr` expressions. This module
+holds the contract: validation, the public measures, and the dispatch to the
+routes.
 
 Measures
 --------
@@ -133,14 +106,12 @@ could and could not be checked against them.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-import scipy.sparse as sp
 
-from .service import BatchSize, Deterministic, PhaseType, as_batch, as_service
+from .service import BatchSize, PhaseType, as_batch, as_service
 
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
 
@@ -160,36 +131,6 @@ def _decide(where, s, n, L, H, R):
     up = where(n >= R, 2, where((s == 0) & (n >= H), 1, s))
     down = where((up == 2) & (n <= H), 1, up)
     return where((down == 1) & (n <= L), 0, down)
-
-
-def _mmatrix_inverse(B, slack):
-    """Inverse of a row-diagonally-dominant M-matrix without subtractions.
-
-    ``B`` has non-positive off-diagonal entries and row sums ``slack >= 0``
-    (given, not recomputed). Gaussian elimination without pivoting keeps the
-    sign pattern; each pivot is recomputed as the row's slack plus its
-    remaining off-diagonal magnitudes (the GTH trick), so every entry of the
-    inverse is a sum of non-negative terms, accurate in relative terms.
-    """
-    B = np.array(B, dtype=float)
-    m = B.shape[0]
-    slack = np.array(slack, dtype=float)
-    Linv = np.eye(m)                       # accumulates the row operations
-    for k in range(m):
-        off = -np.delete(B[k, k:], 0).sum() if k + 1 < m else 0.0
-        B[k, k] = slack[k] + off
-        for i in range(k + 1, m):
-            if B[i, k] != 0:
-                f = -B[i, k] / B[k, k]     # >= 0
-                B[i, k + 1:] += f * B[k, k + 1:]
-                B[i, k] = 0.0
-                slack[i] += f * slack[k]
-                Linv[i] += f * Linv[k]
-    # back substitution of U X = Linv, with U upper triangular (off-diagonal <= 0)
-    X = np.zeros((m, m))
-    for k in range(m - 1, -1, -1):
-        X[k] = (Linv[k] - B[k, k + 1:] @ X[k + 1:]) / B[k, k]
-    return X
 
 
 @dataclass(frozen=True)
@@ -459,45 +400,11 @@ class HysteresisQueue:
                              f"<= {_EMBEDDED_MAX_CAPACITY}, got {self.capacity} (use route='ctmc')")
         return route
 
-    # -- route (a): the CTMC ---------------------------------------------------
+    # -- route (a): the CTMC (models.hysteresis.ctmc_route) ----------------------
     def model(self):
         """The :class:`ctmc.Model` on ``(mode, n, phase)`` (phase-type service only)."""
-        import ctmc
-        from ctmc.expr import minimum, where
-
         self._route("ctmc")
-        ph = self.service
-        L, H, R, r = self.L, self.H, self.R, self.capacity
-        m = ctmc.Model("hysteresis")
-        # level first: states of neighbouring levels get neighbouring numbers (a
-        # banded generator, which keeps the sparse LU fill small)
-        n = m.var("n", 0, r)
-        s = m.var("mode", 0, 2)
-        j = m.var("phase", 0, ph.n_phases - 1)
-        lam_s = where(s == 0, self.lam, where(s == 1, self.lam_overload, 0.0))
-        alpha, S0 = ph.alpha, ph.exit_rates
-        starts = np.flatnonzero(alpha > 0)
-        for k, gk in enumerate(self._batch_pmf(), start=1):
-            if gk == 0:
-                continue
-            n_new, ok = self.acceptance.admit(n, k, r, minimum)
-            s_new = _decide(where, s, n_new, L, H, R) if self.policy.on_arrival else s
-            m.event(f"arrival_{k}", guard=ok & (n >= 1), rate=lam_s * gk, update={s: s_new, n: n_new})
-            for jj in starts:
-                m.event(f"arrival_{k}_start_{jj}", guard=ok & (n == 0), rate=lam_s * (gk * alpha[jj]),
-                        update={s: s_new, n: n_new, j: int(jj)})
-        off = ph.S - np.diag(np.diag(ph.S))
-        for jj in np.flatnonzero(off.any(axis=0)):
-            col = off[:, jj].copy()
-            m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)),
-                    rate=lambda env, c=col: c[env["phase"]], update={j: int(jj)})
-        m.event("departure_last", guard=n == 1, rate=lambda env: S0[env["phase"]],
-                update={n: 0, j: 0, s: _decide(where, s, 0, L, H, R)})
-        for jj in starts:
-            m.event(f"departure_start_{jj}", guard=n >= 2,
-                    rate=lambda env, a=alpha[jj]: S0[env["phase"]] * a,
-                    update={n: n - 1, j: int(jj), s: _decide(where, s, n - 1, L, H, R)})
-        return m
+        return _ctmc_route.build_model(self)
 
     def chain(self):
         """The exact CTMC of route (a) (built once, cached).
@@ -510,182 +417,13 @@ class HysteresisQueue:
         ctmc.CTMC
         """
         if self._chain is None:
-            self._chain = self.model().build(initial={"mode": 0, "n": 0, "phase": 0}, progress=False)
+            self._chain = _ctmc_route.build_chain(self)
         return self._chain
 
     def _stationary_ctmc(self):
         if self._pi is None:
             self._pi = self.chain().stationary()
         return self._pi
-
-    # -- route (b): the embedded chain -----------------------------------------
-    def _service_period(self):
-        """Generator ``A`` of the level/mode process during one service, on index s*(r+1)+n."""
-        r = self.capacity
-        N = 3 * (r + 1)
-        s = np.repeat(np.arange(3), r + 1)
-        n = np.tile(np.arange(r + 1), 3)
-        lam_s = self.rates[s]
-        rows, cols, vals = [], [], []
-        for k, gk in enumerate(self._batch_pmf(), start=1):
-            if gk == 0:
-                continue
-            n_new, ok = self.acceptance.admit(n, k, r)
-            s_new = _decide(np.where, s, n_new, self.L, self.H, self.R) if self.policy.on_arrival else s
-            dst = s_new * (r + 1) + n_new
-            sel = ok & (lam_s > 0) & (n >= 1) & (dst != np.arange(N))
-            rows.append(np.flatnonzero(sel))
-            cols.append(dst[sel])
-            vals.append(lam_s[sel] * gk)
-        R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(N, N))
-        A = R - sp.diags(np.asarray(R.sum(axis=1)).ravel())
-        return A.tocsr(), s, n
-
-    def _ph_service_matrices(self, A, level):
-        r"""Exact :math:`\int e^{At} dG(t)` and :math:`\int e^{At}(1 - G(t)) dt` for PH service.
-
-        With :math:`W_x = \int_0^\infty e^{St}c \otimes e_x e^{At}\,dt`
-        (:math:`c = s_0` or :math:`\mathbf 1`), the backward equation gives
-        :math:`(d_x I - S) W_x = c\, e_x^T + \sum_{y \ne x} A_{xy} W_y`
-        (:math:`d_x = -A_{xx}`), and the matrices have rows :math:`\alpha W_x`.
-        Every arrival raises the level, so the :math:`W_x` follow from the top
-        level down; :math:`(d_x I - S)^{-1} \ge 0` is formed without
-        subtractions (:func:`_mmatrix_inverse`) and every other step adds
-        non-negative terms, so even the smallest entries keep their relative
-        accuracy (a truncated Poisson series gives them only to about 1e-15
-        absolute). Columns are done in blocks to bound the memory.
-        """
-        ph = self.service
-        m, N = ph.n_phases, A.shape[0]
-        A = A.tocsr()
-        diag = -A.diagonal()
-        c = np.stack([ph.exit_rates, np.ones(m)], axis=1)          # (m, 2)
-        inverses = {}
-        order = np.argsort(-level, kind="stable")                    # top level first
-        Ma = np.empty((N, N))
-        Mb = np.empty((N, N))
-        width = max(1, min(N, int(2.5e7 // (N * m * 2))))           # about 200 MB of W
-        for c0 in range(0, N, width):
-            cols = np.arange(c0, min(N, c0 + width))
-            W = np.zeros((N, m, 2, cols.size))
-            for x in order:
-                lo, hi = A.indptr[x], A.indptr[x + 1]
-                nb, rates = A.indices[lo:hi], A.data[lo:hi]
-                off = nb != x
-                rhs = (np.tensordot(rates[off], W[nb[off]], axes=1) if off.any()
-                       else np.zeros((m, 2, cols.size)))
-                if c0 <= x < c0 + cols.size:
-                    rhs[:, :, x - c0] += c
-                key = float(diag[x])
-                if key not in inverses:
-                    inverses[key] = _mmatrix_inverse(key * np.eye(m) - ph.S, ph.exit_rates + key)
-                W[x] = np.tensordot(inverses[key], rhs, axes=1)
-            out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, 2, cols)
-            Ma[:, cols] = out[:, 0]
-            Mb[:, cols] = out[:, 1]
-        return Ma, Mb
-
-    def _mixed_service_matrices(self, A, Lam):
-        """The same matrices by uniformisation and the service law's Poisson mixing series."""
-        N = A.shape[0]
-        P = (sp.identity(N, format="csr") + A / Lam).tocsr()
-        mix = self.service.mixing(Lam)
-        Ma = np.zeros((N, N))
-        Mb = np.zeros((N, N))
-        X = np.eye(N)
-        PT = P.T.tocsr()
-        for ak, bk in zip(mix.a, mix.b):
-            Ma += ak * X
-            Mb += bk * X
-            X = (PT @ X.T).T
-        return Ma, Mb, mix
-
-    def _stationary_embedded(self):
-        import ctmc
-        from scipy.sparse.csgraph import breadth_first_order
-
-        t0 = time.perf_counter()
-        r = self.capacity
-        N = 3 * (r + 1)
-        A, s, n = self._service_period()
-        Lam = float(max(self.lam, self.lam_overload))
-        if self.is_phase_type:
-            Ma, Mb = self._ph_service_matrices(A, n)
-            mix = None
-        else:
-            Ma, Mb, mix = self._mixed_service_matrices(A, Lam)
-        # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
-        m_ = np.maximum(n - 1, 0)
-        s_dep = _decide(np.where, s, m_, self.L, self.H, self.R)
-        dep = np.where(n >= 1, s_dep * (r + 1) + m_, np.arange(N))
-        Dm = sp.csr_matrix((np.ones(N), (np.arange(N), dep)), shape=(N, N))
-        # start of a busy period from (s, 0): first admitted batch
-        g = self._batch_pmf()
-        start = np.zeros((3, N))
-        idle_rate = np.zeros(3)
-        for k, gk in enumerate(g, start=1):
-            n_new, ok = self.acceptance.admit(0, k, r)
-            if not ok or gk == 0:
-                continue
-            for sm in range(3):
-                s_new = (int(_decide(np.where, sm, n_new, self.L, self.H, self.R))
-                         if self.policy.on_arrival else sm)
-                start[sm, s_new * (r + 1) + n_new] += gk
-        for sm in range(3):
-            acc = start[sm].sum()
-            idle_rate[sm] = self.rates[sm] * acc
-            if acc > 0:
-                start[sm] /= acc
-        rows_a = Ma.copy()
-        rows_b = Mb.copy()
-        for sm in range(3):
-            i0 = sm * (r + 1)
-            rows_a[i0] = start[sm] @ Ma
-            rows_b[i0] = start[sm] @ Mb
-        Pd = np.asarray((Dm.T @ rows_a.T).T)
-        # embedded states reachable from the empty system
-        pattern = sp.csr_matrix(Pd > 0)
-        reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
-        sub = Pd[np.ix_(reach, reach)]
-        # dense chain with entries down to 1e-300: GTH (no subtractions) keeps
-        # its small probabilities; LU may return negative ones there
-        emb = ctmc.CTMC.from_rates(sub).stationary(method="gth")
-        pid = emb.pi
-        occ = pid @ rows_b[reach]
-        for e, pe in zip(reach, pid):
-            if n[e] == 0:
-                occ[e] += pe / idle_rate[s[e]]
-        res = float(np.abs(pid @ sub - pid).sum())
-        dep_rate = 1.0 / occ.sum()  # departures per unit time (Markov-renewal)
-        # mode changes decided at departures: rate of (mode at the end of a
-        # service) -> (mode after the decision), per pair of modes
-        end = pid @ rows_a[reach]
-        at_dep = np.zeros((3, 3))
-        busy = n >= 1
-        np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
-        at_dep *= dep_rate
-        p = (occ / occ.sum()).reshape(3, r + 1)
-        if mix is None:
-            status = emb.status.value
-            message = "phase-type service: exact service matrices (relative accuracy)"
-            terms, tail = 0, 0.0
-        else:
-            status = emb.status.value if mix.status == "success" else mix.status
-            terms, tail = mix.a.size, mix.tail
-            if isinstance(self.service, Deterministic):
-                message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
-            else:
-                message = (f"general service by quadrature: accuracy is absolute only (about "
-                           f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
-        return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
-                             {"n_embedded": reach.size, "mixing_terms": terms,
-                              "mixing_tail": tail, "embedded_method": emb.method,
-                              "departure_law": (reach, pid), "departure_rate": dep_rate,
-                              "switches_at_departures": at_dep,
-                              "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
-                              "accuracy": "absolute" if mix is not None and not isinstance(
-                                  self.service, Deterministic) else "relative"},
-                             message)
 
     # -- the law -------------------------------------------------------------------
     def stationary(self, route: str = "auto") -> HysteresisLaw:
@@ -698,19 +436,8 @@ class HysteresisQueue:
         """
         route = self._route(route)
         if route not in self._laws:
-            if route == "ctmc":
-                t0 = time.perf_counter()
-                chain = self.chain()
-                res = self._stationary_ctmc()
-                st = chain.states
-                p = np.zeros((3, self.capacity + 1))
-                np.add.at(p, (st["mode"], st["n"]), res.pi)
-                self._laws[route] = HysteresisLaw(p, "ctmc", res.status.value, res.residual,
-                                                  time.perf_counter() - t0,
-                                                  {"n_states": chain.n_states, "method": res.method,
-                                                   "balance_error": res.balance_error})
-            else:
-                self._laws[route] = self._stationary_embedded()
+            solver = _ctmc_route if route == "ctmc" else _embedded
+            self._laws[route] = solver.stationary_law(self)
         return self._laws[route]
 
     def distribution(self, route: str = "auto") -> np.ndarray:
@@ -831,23 +558,11 @@ class HysteresisQueue:
     # exits from the set); exits from the overload and discard sets happen only
     # at departures, whose rates the embedded chain gives.
     def _mode_mask(self, modes):
-        chain = self.chain()
-        return np.isin(chain.states["mode"], modes)
+        return _ctmc_route.mode_mask(self, modes)
 
     def _entrance(self, inside):
         """Stationary flow into the set ``inside`` from outside, per state of ``inside``."""
-        chain = self.chain()
-        pi = self._stationary_ctmc().pi
-        flow = (pi * ~inside) @ chain.Q
-        return np.where(inside, flow, 0.0)
-
-    def _mean_stay(self, inside):
-        """Mean time from entering ``inside`` (stationary entrance law) until leaving it."""
-        f = self._entrance(inside)
-        if f.sum() <= 0:
-            return float("nan")
-        h = self.chain().hitting_times(~inside)
-        return float(f @ h.mean / f.sum())
+        return _ctmc_route.entrance(self, inside)
 
     def switch_rates(self, route: str = "auto") -> np.ndarray:
         """Stationary rates of mode changes: ``[a, b]`` = changes from mode a to mode b per unit time.
@@ -858,42 +573,14 @@ class HysteresisQueue:
         """
         route = self._route(route)
         if route == "ctmc":
-            chain = self.chain()
-            pi = self._stationary_ctmc().pi
-            Q = chain.Q.tocoo()
-            mode = chain.states["mode"]
-            out = np.zeros((3, 3))
-            sw = mode[Q.row] != mode[Q.col]
-            np.add.at(out, (mode[Q.row[sw]], mode[Q.col[sw]]), pi[Q.row[sw]] * Q.data[sw])
-            return out
-        law = self.stationary("embedded")
-        out = law.info["switches_at_departures"].copy()
-        np.fill_diagonal(out, 0.0)
-        if self.policy.on_arrival:
-            r = self.capacity
-            lev = np.arange(r + 1)
-            for k, gk in enumerate(self._batch_pmf(), start=1):
-                n_new, ok = self.acceptance.admit(lev, k, r)
-                for a in range(3):
-                    b = _decide(np.where, a, n_new, self.L, self.H, self.R)
-                    hit = ok & (b != a)
-                    np.add.at(out[a], b[hit], law.p[a, hit] * self.rates[a] * gk)
-        return out
-
-    def _renewal_stay(self, modes, route):
-        """``P(modes) / (rate of leaving modes)`` from :meth:`switch_rates`."""
-        S = self.switch_rates(route)
-        inside = np.zeros(3, dtype=bool)
-        inside[modes] = True
-        rate = S[np.ix_(inside, ~inside)].sum()
-        pm = self.mode_probabilities(route)[inside].sum()
-        return float(pm / rate) if rate > 0 else float("nan")
+            return _ctmc_route.switch_rates(self)
+        return _embedded.switch_rates(self)
 
     def _stay(self, modes, route):
         route = self._route(route)
         if route == "ctmc":
-            return self._mean_stay(self._mode_mask(modes))
-        return self._renewal_stay(modes, route)
+            return _ctmc_route.mean_stay(self, self._mode_mask(modes))
+        return _embedded.mean_stay(self, modes)
 
     def mean_return_time(self, route: str = "auto") -> float:
         """Mean time from entering overload until the normal mode again (discard excursions included).
@@ -940,24 +627,14 @@ class HysteresisQueue:
             ``mode``, ``n``, ``phase`` and ``mean`` arrays over the states with
             mode 1 or 2 (from :meth:`ctmc.CTMC.hitting_times`).
         """
-        chain = self.chain()
-        out = self._mode_mask([1, 2])
-        h = chain.hitting_times(~out)
-        st = chain.states
-        return {"mode": st["mode"][out], "n": st["n"][out], "phase": st["phase"][out], "mean": h.mean[out]}
+        return _ctmc_route.return_times(self)
 
     def return_time_cdf(self, t) -> np.ndarray:
         """``P(T_return <= t)`` from the stationary entrance law into overload.
 
         Uses :meth:`ctmc.CTMC.first_passage` (uniformisation).
         """
-        chain = self.chain()
-        inside = self._mode_mask([1, 2])
-        f = self._entrance(inside)
-        src = np.flatnonzero(f > 0)
-        fp = chain.first_passage(~inside, t=t, sources=src)
-        w = f[fp.sources] / f[fp.sources].sum()
-        return np.einsum("r,trm->t", w, fp.cdf)
+        return _ctmc_route.return_time_cdf(self, t)
 
     def return_time_laplace(self, s) -> np.ndarray:
         """Laplace-Stieltjes transform ``E[exp(-s T_return)]`` from the entrance law into overload.
@@ -965,12 +642,7 @@ class HysteresisQueue:
         Uses :meth:`ctmc.CTMC.hitting_laplace` (route "ctmc"); ``s`` is a
         number or an array of numbers >= 0.
         """
-        chain = self.chain()
-        inside = self._mode_mask([1, 2])
-        f = self._entrance(inside)
-        res = chain.hitting_laplace(~inside, s)
-        vals = np.atleast_2d(res.values)
-        return vals @ f / f.sum()
+        return _ctmc_route.return_time_laplace(self, s)
 
     def summary(self, route: str = "auto") -> dict:
         """The main measures as a dict."""
@@ -986,3 +658,8 @@ class HysteresisQueue:
                     "E[cycle]": self.mean_cycle(route),
                     "E[discard time]": self.mean_discard_time(route)})
         return out
+
+
+# The routes use _decide and HysteresisLaw from this module: imported last.
+from . import ctmc_route as _ctmc_route  # noqa: E402
+from . import embedded as _embedded  # noqa: E402

@@ -1,0 +1,274 @@
+r"""Route (b) of :class:`~models.hysteresis.queue.HysteresisQueue`: the chain embedded at departure epochs.
+
+For any service law, the chain :math:`(s, n^+)` embedded at departure
+epochs. During a service the process moves only up (arrivals, and for the
+instant policy upward mode switches) with generator :math:`A`; by
+uniformisation at rate :math:`\Lambda = \max(\lambda_0, \lambda_1)`,
+:math:`P = I + A/\Lambda`,
+
+.. math::
+
+    \int_0^\infty e^{At} dG(t) = \sum_k a_k P^k, \qquad
+    \int_0^\infty e^{At} (1 - G(t))\, dt = \sum_k b_k P^k
+
+with the Poisson mixing coefficients :math:`a_k, b_k` of :math:`G`. The
+first gives the transitions (then one departure, and the policy's
+decision), the second the expected time spent in each :math:`(s, n)`
+during a service. For phase-type service both integrals are computed
+exactly instead, by a block back-substitution over the levels (see
+:func:`ph_service_matrices`); for deterministic service
+the series runs until its tail is below 1e-300. All terms being
+non-negative, and the embedded chain being solved by GTH, probabilities
+far below 1e-16 then keep their relative accuracy. For a general law
+given by a CDF the :math:`b_k` come from quadrature and the accuracy is
+absolute only (about 1e-13; :attr:`~models.hysteresis.queue.HysteresisLaw.message` says so).
+
+By the Markov-renewal argument the time-stationary law is
+
+.. math::
+
+    p(y) = \frac{\sum_x \pi^d(x)\, E_x[\text{time in } y \text{ before the next departure}]}
+                {\sum_x \pi^d(x)\, E_x[\text{time to the next departure}]},
+
+where from :math:`n^+ = 0` the interval holds an idle period of mean
+:math:`1/(\lambda_0 P(\text{batch admitted}))` followed by a service. It
+supports both policies and both acceptance rules. Mean periods come from
+renewal-reward: the overload and discard periods end only at departures,
+so :math:`E[\text{period}] = P(\text{set}) / \nu`, with :math:`\nu`
+the rate of departures that take the mode out of the set. State-wise
+return times, their distribution (:meth:`~models.hysteresis.queue.HysteresisQueue.return_times`,
+:meth:`~models.hysteresis.queue.HysteresisQueue.return_time_cdf`) and the CTMC itself are route (a)
+only; for deterministic service use
+:func:`~models.hysteresis.service.erlang` with many phases there.
+
+Mode changes follow the single decision rule
+:func:`models.hysteresis.queue._decide`, applied here to arrays (the CTMC
+route applies it to :mod:`ctmc.expr` expressions).
+
+Every function takes the :class:`~models.hysteresis.queue.HysteresisQueue`
+``q`` (or only its service law).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+import ctmc
+from ctmc.linalg import TripletLU
+
+from .queue import HysteresisLaw, _decide
+from .service import Deterministic
+
+__all__ = ["service_period", "ph_service_matrices", "mixed_service_matrices", "stationary_law",
+           "switch_rates", "mean_stay"]
+
+
+# ---------------------------------------------------------------------------
+# one service period: the matrices of the embedded chain
+# ---------------------------------------------------------------------------
+def service_period(q):
+    """Generator ``A`` of the level/mode process during one service, on index s*(r+1)+n."""
+    r = q.capacity
+    N = 3 * (r + 1)
+    s = np.repeat(np.arange(3), r + 1)
+    n = np.tile(np.arange(r + 1), 3)
+    lam_s = q.rates[s]
+    rows, cols, vals = [], [], []
+    for k, gk in enumerate(q._batch_pmf(), start=1):
+        if gk == 0:
+            continue
+        n_new, ok = q.acceptance.admit(n, k, r)
+        s_new = _decide(np.where, s, n_new, q.L, q.H, q.R) if q.policy.on_arrival else s
+        dst = s_new * (r + 1) + n_new
+        sel = ok & (lam_s > 0) & (n >= 1) & (dst != np.arange(N))
+        rows.append(np.flatnonzero(sel))
+        cols.append(dst[sel])
+        vals.append(lam_s[sel] * gk)
+    R = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(N, N))
+    A = R - sp.diags(np.asarray(R.sum(axis=1)).ravel())
+    return A.tocsr(), s, n
+
+def ph_service_matrices(ph, A, level):
+    r"""Exact :math:`\int e^{At} dG(t)` and :math:`\int e^{At}(1 - G(t)) dt` for PH service.
+
+    With :math:`W_x = \int_0^\infty e^{St}c \otimes e_x e^{At}\,dt`
+    (:math:`c = s_0` or :math:`\mathbf 1`), the backward equation gives
+    :math:`(d_x I - S) W_x = c\, e_x^T + \sum_{y \ne x} A_{xy} W_y`
+    (:math:`d_x = -A_{xx}`), and the matrices have rows :math:`\alpha W_x`.
+    Every arrival raises the level, so the :math:`W_x` follow from the top
+    level down; :math:`(d_x I - S)^{-1} \ge 0` is formed without
+    subtractions (:class:`ctmc.linalg.TripletLU`) and every other step adds
+    non-negative terms, so even the smallest entries keep their relative
+    accuracy (a truncated Poisson series gives them only to about 1e-15
+    absolute). Columns are done in blocks to bound the memory.
+    """
+    m, N = ph.n_phases, A.shape[0]
+    A = A.tocsr()
+    diag = -A.diagonal()
+    c = np.stack([ph.exit_rates, np.ones(m)], axis=1)          # (m, 2)
+    inverses = {}
+    order = np.argsort(-level, kind="stable")                    # top level first
+    Ma = np.empty((N, N))
+    Mb = np.empty((N, N))
+    width = max(1, min(N, int(2.5e7 // (N * m * 2))))           # about 200 MB of W
+    for c0 in range(0, N, width):
+        cols = np.arange(c0, min(N, c0 + width))
+        W = np.zeros((N, m, 2, cols.size))
+        for x in order:
+            lo, hi = A.indptr[x], A.indptr[x + 1]
+            nb, rates = A.indices[lo:hi], A.data[lo:hi]
+            off = nb != x
+            rhs = (np.tensordot(rates[off], W[nb[off]], axes=1) if off.any()
+                   else np.zeros((m, 2, cols.size)))
+            if c0 <= x < c0 + cols.size:
+                rhs[:, :, x - c0] += c
+            key = float(diag[x])
+            if key not in inverses:
+                # (d_x I - S)^{-1}: the M-matrix with off-diagonal rates S and row sums
+                # s_0 + d_x, inverted column by column without subtractions
+                inverses[key] = TripletLU(ph.S, ph.exit_rates + key).solve(np.eye(m))
+            W[x] = np.tensordot(inverses[key], rhs, axes=1)
+        out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, 2, cols)
+        Ma[:, cols] = out[:, 0]
+        Mb[:, cols] = out[:, 1]
+    return Ma, Mb
+
+def mixed_service_matrices(service, A, Lam):
+    """The same matrices by uniformisation and the service law's Poisson mixing series."""
+    N = A.shape[0]
+    P = (sp.identity(N, format="csr") + A / Lam).tocsr()
+    mix = service.mixing(Lam)
+    Ma = np.zeros((N, N))
+    Mb = np.zeros((N, N))
+    X = np.eye(N)
+    PT = P.T.tocsr()
+    for ak, bk in zip(mix.a, mix.b):
+        Ma += ak * X
+        Mb += bk * X
+        X = (PT @ X.T).T
+    return Ma, Mb, mix
+
+# ---------------------------------------------------------------------------
+# the embedded chain and the time-stationary law (Markov renewal)
+# ---------------------------------------------------------------------------
+def stationary_law(q) -> HysteresisLaw:
+    t0 = time.perf_counter()
+    r = q.capacity
+    N = 3 * (r + 1)
+    A, s, n = service_period(q)
+    Lam = float(max(q.lam, q.lam_overload))
+    if q.is_phase_type:
+        Ma, Mb = ph_service_matrices(q.service, A, n)
+        mix = None
+    else:
+        Ma, Mb, mix = mixed_service_matrices(q.service, A, Lam)
+    # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
+    m_ = np.maximum(n - 1, 0)
+    s_dep = _decide(np.where, s, m_, q.L, q.H, q.R)
+    dep = np.where(n >= 1, s_dep * (r + 1) + m_, np.arange(N))
+    Dm = sp.csr_matrix((np.ones(N), (np.arange(N), dep)), shape=(N, N))
+    # start of a busy period from (s, 0): first admitted batch
+    g = q._batch_pmf()
+    start = np.zeros((3, N))
+    idle_rate = np.zeros(3)
+    for k, gk in enumerate(g, start=1):
+        n_new, ok = q.acceptance.admit(0, k, r)
+        if not ok or gk == 0:
+            continue
+        for sm in range(3):
+            s_new = (int(_decide(np.where, sm, n_new, q.L, q.H, q.R))
+                     if q.policy.on_arrival else sm)
+            start[sm, s_new * (r + 1) + n_new] += gk
+    for sm in range(3):
+        acc = start[sm].sum()
+        idle_rate[sm] = q.rates[sm] * acc
+        if acc > 0:
+            start[sm] /= acc
+    rows_a = Ma.copy()
+    rows_b = Mb.copy()
+    for sm in range(3):
+        i0 = sm * (r + 1)
+        rows_a[i0] = start[sm] @ Ma
+        rows_b[i0] = start[sm] @ Mb
+    Pd = np.asarray((Dm.T @ rows_a.T).T)
+    # embedded states reachable from the empty system
+    pattern = sp.csr_matrix(Pd > 0)
+    reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
+    sub = Pd[np.ix_(reach, reach)]
+    # dense chain with entries down to 1e-300: GTH (no subtractions) keeps
+    # its small probabilities; LU may return negative ones there
+    emb = ctmc.CTMC.from_rates(sub).stationary(method="gth")
+    pid = emb.pi
+    occ = pid @ rows_b[reach]
+    for e, pe in zip(reach, pid):
+        if n[e] == 0:
+            occ[e] += pe / idle_rate[s[e]]
+    res = float(np.abs(pid @ sub - pid).sum())
+    dep_rate = 1.0 / occ.sum()  # departures per unit time (Markov-renewal)
+    # mode changes decided at departures: rate of (mode at the end of a
+    # service) -> (mode after the decision), per pair of modes
+    end = pid @ rows_a[reach]
+    at_dep = np.zeros((3, 3))
+    busy = n >= 1
+    np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
+    at_dep *= dep_rate
+    p = (occ / occ.sum()).reshape(3, r + 1)
+    if mix is None:
+        status = emb.status.value
+        message = "phase-type service: exact service matrices (relative accuracy)"
+        terms, tail = 0, 0.0
+    else:
+        status = emb.status.value if mix.status == "success" else mix.status
+        terms, tail = mix.a.size, mix.tail
+        if isinstance(q.service, Deterministic):
+            message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
+        else:
+            message = (f"general service by quadrature: accuracy is absolute only (about "
+                       f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
+    return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
+                         {"n_embedded": reach.size, "mixing_terms": terms,
+                          "mixing_tail": tail, "embedded_method": emb.method,
+                          "departure_law": (reach, pid), "departure_rate": dep_rate,
+                          "switches_at_departures": at_dep,
+                          "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                          "accuracy": "absolute" if mix is not None and not isinstance(
+                              q.service, Deterministic) else "relative"},
+                         message)
+
+
+# ---------------------------------------------------------------------------
+# passage-time measures: renewal-reward
+# ---------------------------------------------------------------------------
+# E[period in a set] = P(set) / (rate of exits from the set); exits from the
+# overload and discard sets happen only at departures, whose rates the
+# embedded chain gives.
+def switch_rates(q) -> np.ndarray:
+    """Stationary rates of mode changes ``[a, b]``: changes at departures from the embedded
+    chain, plus (instant policy) the upward changes at arrivals from the time-stationary law."""
+    law = q.stationary("embedded")
+    out = law.info["switches_at_departures"].copy()
+    np.fill_diagonal(out, 0.0)
+    if q.policy.on_arrival:
+        r = q.capacity
+        lev = np.arange(r + 1)
+        for k, gk in enumerate(q._batch_pmf(), start=1):
+            n_new, ok = q.acceptance.admit(lev, k, r)
+            for a in range(3):
+                b = _decide(np.where, a, n_new, q.L, q.H, q.R)
+                hit = ok & (b != a)
+                np.add.at(out[a], b[hit], law.p[a, hit] * q.rates[a] * gk)
+    return out
+
+
+def mean_stay(q, modes) -> float:
+    """``P(modes) / (rate of leaving modes)`` from :meth:`HysteresisQueue.switch_rates
+    <models.hysteresis.queue.HysteresisQueue.switch_rates>`."""
+    S = q.switch_rates("embedded")
+    inside = np.zeros(3, dtype=bool)
+    inside[modes] = True
+    rate = S[np.ix_(inside, ~inside)].sum()
+    pm = q.mode_probabilities("embedded")[inside].sum()
+    return float(pm / rate) if rate > 0 else float("nan")
