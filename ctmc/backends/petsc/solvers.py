@@ -87,7 +87,11 @@ def _ksp(dc, A, spec, petsc_options, info):
             # a numerical failure is raised again, and mapped to a status, by the solve
     if spec.kind == "lu":
         info["factor_package"] = pc.getFactorSolverType()
-        _check_mumps_memory(PETSc, pc, info)
+        try:
+            _check_mumps_memory(PETSc, pc, info)
+        except MemoryError:
+            ksp.destroy()
+            raise
     info["ksp_type"] = ksp.getType()
     info["pc_type"] = pc.getType()
     return ksp
@@ -146,7 +150,11 @@ class PetscSystem(System):
             _raise_if_memory(PETSc, exc)
             raise
         self.M = M
-        self.ksp = _ksp(dc, M, spec, self._opts, self.info)
+        try:
+            self.ksp = _ksp(dc, M, spec, self._opts, self.info)
+        except BaseException:
+            M.destroy()
+            raise
 
     def _transposed_ksp(self):
         if self.spec.kind == "lu":
