@@ -94,7 +94,7 @@ def _job(out_path):
     a, b = chain.hitting_times(tgt, moments=2), chain.hitting_times(tgt, moments=2, backend="petsc")
     P["hitting_moments"] = [b.status.value, relative_error(b.moments, a.moments)]
     a = chain.hitting_laplace(s == 0, [0.0, 0.5])
-    b = chain.hitting_laplace(s == 0, [0.0, 0.5], backend="petsc", method="gmres")
+    b = chain.hitting_laplace(s == 0, [0.0, 0.5], backend="petsc", solver="gmres")
     P["laplace_gmres"] = [b.status.value, relative_error(b.values, a.values)]
     kw = dict(s=[0.3], t=[1.0, 5.0])
     for label, src in (("few_sources", {"s": 3, "l": 5}), ("many_sources", l <= 2)):
@@ -127,14 +127,14 @@ def _job(out_path):
     t1 = np.zeros(c.n_states, bool)
     t1[-1] = True
     a = c.hitting_laplace(t1, 0.0)
-    b = c.hitting_laplace(t1, 0.0, backend="petsc", method="gmres", check=False)
+    b = c.hitting_laplace(t1, 0.0, backend="petsc", solver="gmres", check=False)
     bad["laplace"] = {"status": b.status.value, "err": float(np.abs(b.values - a.values).max()),
                       "range": [float(b.values.min()), float(b.values.max())]}
     c = JSQ2(30, 0.6, 0.3).chain()
     t2 = np.zeros(c.n_states, bool)
     t2[[-1, c.n_states // 3]] = True
     a = c.first_passage(t2, sources=[0])
-    b = c.first_passage(t2, sources=[0], backend="petsc", method="gmres", check=False)
+    b = c.first_passage(t2, sources=[0], backend="petsc", solver="gmres", check=False)
     bad["first_passage"] = {"status": b.status.value,
                             "err": float(np.abs(b.probabilities - a.probabilities).max()),
                             "row_sums": b.probabilities.sum(axis=1).tolist()}
