@@ -2,10 +2,10 @@ r"""The :class:`CTMC` object: a generator, its states, and every analysis.
 
 A chain is a sparse generator :math:`Q` (CSR, :math:`Q_{ij} \ge 0` for
 :math:`i \ne j`, rows summing to zero) with an optional table of state
-variables. All analyses are methods of the chain and dispatch to a backend
-(``"scipy"`` by default), so the same call works on a chain built from a
-:class:`~ctmc.Model` or from a user's matrix, on a laptop or (with the PETSc
-backend) under MPI.
+variables. All analyses are methods of the chain (:class:`ctmc.analyses.Analyses`), with
+one call shape on every backend (``"scipy"`` by default), so the same call
+works on a chain built from a :class:`~ctmc.Model` or from a user's matrix, on
+a laptop or (with the PETSc backend) under MPI.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Mapping, Optional
 import numpy as np
 import scipy.sparse as sp
 
-from .expr import Expr
+from .analyses import Analyses
+from .sets import owned_mask
 from .structure import ClassStructure, class_structure
 
 __all__ = ["CTMC", "StateTable"]
@@ -131,7 +132,7 @@ def validate_generator(Q: sp.csr_matrix, rtol: float = 1e-10) -> None:
                          "(use CTMC.from_rates for a matrix of rates)")
 
 
-class CTMC:
+class CTMC(Analyses):
     """A finite continuous-time Markov chain.
 
     Parameters
@@ -233,29 +234,7 @@ class CTMC:
         return self._mask(expr, "expr", allow_empty=True)
 
     def _mask(self, target, name="target", allow_empty=False) -> np.ndarray:
-        n = self.n_states
-        if isinstance(target, Mapping):
-            mask = np.zeros(n, dtype=bool)
-            mask[self.index(**target)] = True
-        elif isinstance(target, Expr):
-            with np.errstate(all="ignore"):
-                mask = np.broadcast_to(np.asarray(target.evaluate(self.states.as_dict()), dtype=bool), (n,)).copy()
-        elif callable(target):
-            mask = np.broadcast_to(np.asarray(target(self.states.as_dict()), dtype=bool), (n,)).copy()
-        else:
-            a = np.asarray(target)
-            if a.dtype == bool:
-                if a.shape != (n,):
-                    raise ValueError(f"{name}: boolean mask must have shape ({n},), got {a.shape}")
-                mask = a.copy()
-            elif a.dtype.kind in "iu":
-                a = a.ravel()
-                if a.size and (a.min() < 0 or a.max() >= n):
-                    raise ValueError(f"{name}: state indices must lie in [0, {n - 1}]")
-                mask = np.zeros(n, dtype=bool)
-                mask[a] = True
-            else:
-                raise ValueError(f"{name}: expected a mask, expression, callable or indices, got {a.dtype}")
+        mask = owned_mask(target, self.states, self.n_states, name=name)
         if not allow_empty and not mask.any():
             raise ValueError(f"{name}: the set of states is empty")
         return mask
@@ -286,136 +265,3 @@ class CTMC:
     def closed_classes(self) -> list:
         """State indices of each closed class."""
         return self.structure.closed_classes
-
-    # analyses ---------------------------------------------------------------
-    def stationary(self, method: str = "auto", backend: str = "scipy", *, check: bool = True,
-                   per_class: bool = False, **options):
-        """Stationary distribution: solve ``pi Q = 0``, ``sum(pi) = 1``.
-
-        Parameters
-        ----------
-        method : str
-            ``"auto"``, ``"gth"``, ``"lu"``, ``"power"``, ``"gauss_seidel"``,
-            ``"sor"``, ``"gmres"``, ``"bicgstab"``, ``"arpack"``; see
-            :mod:`ctmc.stationary` for what each does and its options.
-        backend : str
-            ``"scipy"`` (default).
-        check : bool
-            Raise :class:`~ctmc.results.SolverError` if the result is not a
-            success (the result is attached); False returns it with its status.
-        per_class : bool
-            For a chain with several closed classes, return a list with the
-            stationary law of each class instead of raising.
-        **options
-            Method options (e.g. ``tol``, ``maxiter``), validated up front.
-
-        Returns
-        -------
-        StationaryResult (or a list of them with ``per_class``)
-
-        Raises
-        ------
-        ReducibleChainError
-            Several closed classes (the message lists them).
-        """
-        from .backends import get_backend
-        return get_backend(backend).stationary(self, method, check=check, per_class=per_class, **options)
-
-    def hitting_times(self, target, moments: int = 1, backend: str = "scipy", *,
-                      reward=None, check: bool = True, **options):
-        """Moments of the hitting time of ``target`` from every state.
-
-        ``T_A = inf{t >= 0 : X_t in A}``; with ``reward`` r, the moments are
-        those of the accumulated reward ``int_0^T r(X_s) ds`` instead.
-
-        Parameters
-        ----------
-        target : mask, expression, callable or indices
-            The set ``A`` (non-empty).
-        moments : int
-            Number of moments ``E[T^m]``, ``m = 1..moments``.
-        reward : array_like, optional
-            Non-negative per-state reward rates (default 1: the time itself).
-
-        Returns
-        -------
-        HittingResult
-            ``mean`` is ``inf`` where ``A`` is not reached with probability 1.
-        """
-        from .backends import get_backend
-        return get_backend(backend).hitting_times(self, self._mask(target), moments, reward=reward,
-                                                  check=check, **options)
-
-    def hitting_laplace(self, target, s, backend: str = "scipy", *, check: bool = True, **options):
-        """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]`` from every state.
-
-        Parameters
-        ----------
-        target : mask, expression, callable or indices
-        s : float or array_like of float, each >= 0
-            With ``s = 0`` this is the probability of ever reaching ``A``.
-
-        Returns
-        -------
-        LaplaceResult
-        """
-        from .backends import get_backend
-        return get_backend(backend).hitting_laplace(self, self._mask(target), s, check=check, **options)
-
-    def first_passage(self, target, s=None, t=None, backend: str = "scipy", *, sources=None,
-                      check: bool = True, **options):
-        """Joint law of the time and place of the first entrance into ``target``.
-
-        Parameters
-        ----------
-        target : mask, expression, callable or indices
-        s : float or array_like, optional
-            Transform points (>= 0) for ``E_i[exp(-s T); X_T = j]``.
-        t : float or array_like, optional
-            Times (>= 0) for the joint CDF ``P_i(T <= t, X_T = j)``.
-        sources : mask, expression or indices, optional
-            Starting states (rows of the answer); default all states.
-
-        Returns
-        -------
-        FirstPassageResult
-        """
-        from .backends import get_backend
-        src = None if sources is None else np.flatnonzero(self._mask(sources, "sources"))
-        return get_backend(backend).first_passage(self, self._mask(target), s=s, t=t, sources=src,
-                                                  check=check, **options)
-
-    def transient(self, p0, t, backend: str = "scipy", *, method: str = "uniformization",
-                  check: bool = True, **options):
-        """Transient distribution ``p(t) = p0 exp(Q t)`` for one or many ``t``.
-
-        Parameters
-        ----------
-        p0 : array_like, mask, expression or dict
-            Initial law (non-negative, summing to 1), or a set of states
-            (uniform law on it), or one state as ``{var: value}``.
-        t : float or array_like of float >= 0
-        method : {"uniformization", "expm"}
-
-        Returns
-        -------
-        TransientResult
-        """
-        from .backends import get_backend
-        return get_backend(backend).transient(self, self._initial_law(p0), t, method=method,
-                                              check=check, **options)
-
-    def _initial_law(self, p0) -> np.ndarray:
-        n = self.n_states
-        if isinstance(p0, np.ndarray) and p0.dtype.kind == "f":
-            p = p0.astype(float)
-        elif isinstance(p0, (list, tuple)) and p0 and isinstance(p0[0], float):
-            p = np.asarray(p0, dtype=float)
-        else:
-            m = self._mask(p0, "p0")
-            p = m / m.sum()
-        if p.shape != (n,):
-            raise ValueError(f"p0: expected shape ({n},), got {p.shape}")
-        if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
-            raise ValueError("p0: must be a probability vector (finite, >= 0, sums to 1)")
-        return p

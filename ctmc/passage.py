@@ -38,31 +38,157 @@ The joint distribution function :math:`P_i(T_A \le t, X_{T_A} = j)` is the
 transient probability of :math:`j` in the chain where :math:`A` is made
 absorbing, computed by uniformisation (:mod:`ctmc.transient`).
 
-Setup is separated from solve: :class:`PassageSetup` finds the sets and keeps
-one sparse LU per shift :math:`s`, reused for every right-hand side (moments,
-rewards, target columns).
+Setup is separated from solve: :class:`PassageSetup` finds the sets (by the
+backend's reachability primitive) and keeps one set-up system per shift
+:math:`s`, reused for every right-hand side (moments, rewards, target
+columns). Everything here is written once on the primitives of
+:mod:`ctmc.backends.base`, so every method runs on every backend.
 
-Numerics
+Methods (the registry :data:`METHODS`)
+--------------------------------------
+``gth``
+    Dense subtraction-free elimination (:class:`ctmc.linalg.TripletLU`):
+    every component keeps relative accuracy, for means of :math:`10^{300}` or
+    probabilities of :math:`10^{-200}`; :math:`O(n^3)`.
+``lu``
+    Sparse direct solve with diagonal pivots (the matrices are diagonally
+    dominant M-matrices).
+``gmres``, ``bicgstab``
+    Krylov solves with a preconditioner.
+``auto``
+    ``gth`` up to 1000 unknowns, else ``lu``; a failed sparse factorisation
+    of up to 4000 unknowns is redone by ``gth``.
+
+Evidence
 --------
-Factorisations use SuperLU with diagonal pivots and a profile-based ordering (:mod:`ctmc._sparse_lu`)
-(the matrices are diagonally dominant M-matrices). Residuals are reported as
-normwise backward errors
+Residuals are normwise backward errors
 :math:`\|Mx-b\|_\infty / (\|M\|_\infty \|x\|_\infty + \|b\|_\infty)`, which
-stay meaningful when means reach :math:`10^{100}`.
+stay meaningful when means reach :math:`10^{100}`; ``info["balance_error"]``
+is a component-wise check; for sparse solves ``info["condition"]`` is
+:math:`\|M\|_\infty \|M^{-1}\|_\infty` (exact for an M-matrix, from one more
+solve whose own status counts). Probability invariants (values in
+:math:`[0, 1]`, rows summing to one where the target is reached almost
+surely, non-negative finite moments) are checked on every answer. When a
+sparse solve of hitting times is too ill-conditioned (a rare target), the
+mean is recomputed through a regeneration state (:func:`_regenerative_mean`).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
-import scipy.sparse as sp
 
-from .results import SolverError, FirstPassageResult, HittingResult, LaplaceResult, Status
-from ._sparse_lu import splu
+from ._sparse_lu import ORDERINGS
+from .backends import check_backend_options, operator_for
+from .backends.base import LinearSpec, SolveReport, System, worst
 from .linalg import TripletLU
-from .structure import can_reach
+from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
+from .sets import global_indices, owned_mask
 
-__all__ = ["PassageSetup", "hitting_times", "hitting_laplace", "first_passage"]
+__all__ = ["METHODS", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
+           "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
+
+_EPS = np.finfo(float).eps
+#: eps * condition above this: a sparse solve may have lost every digit
+_COND_RTOL = 1e-8
+#: largest accepted violation of a probability invariant
+_MASS_TOL = 1e-6
+_DENSE_AUTO = 1000
+_DENSE_FALLBACK = 4000
+
+
+# --------------------------------------------------------------------------
+# options: one frozen class per method, shared by the three passage analyses
+# --------------------------------------------------------------------------
+def _positive(name, value, integer=False):
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
+        raise ValueError(f"{name}: expected a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PassageOptions:
+    """Options of every passage method (and of ``auto``).
+
+    Attributes
+    ----------
+    tol : float
+        Largest accepted normwise backward error.
+    tail_tol : float
+        Largest accepted component-wise balance error before ``TAIL_INACCURATE``.
+    """
+
+    tol: float = 1e-10
+    tail_tol: float = 1e-6
+
+    def __post_init__(self):
+        _positive("tol", self.tol)
+        _positive("tail_tol", self.tail_tol)
+
+
+@dataclass(frozen=True)
+class PassageGTHOptions(PassageOptions):
+    """Options of ``gth``: refuse systems above ``max_states`` unknowns (dense, O(n^3))."""
+
+    max_states: int = 5000
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("max_states", self.max_states, integer=True)
+
+
+@dataclass(frozen=True)
+class PassageLUOptions(PassageOptions):
+    """Options of ``lu``: the fill-reducing ``ordering`` (see :class:`ctmc.stationary.LUOptions`)."""
+
+    ordering: str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.ordering not in ORDERINGS:
+            raise ValueError(f"ordering: expected one of {ORDERINGS}, got {self.ordering!r}")
+
+
+@dataclass(frozen=True)
+class PassageKrylovOptions(PassageOptions):
+    """Options of ``gmres`` and ``bicgstab`` (as :class:`ctmc.stationary.KrylovOptions`, without a pin)."""
+
+    maxiter: int = 10_000
+    restart: int = 50
+    preconditioner: str = "ilu"
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("maxiter", self.maxiter, integer=True)
+        _positive("restart", self.restart, integer=True)
+        if self.preconditioner not in ("ilu", "jacobi", "none"):
+            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {self.preconditioner!r}")
+
+
+#: passage methods by name -> options class
+METHODS = {
+    "auto": PassageOptions,
+    "gth": PassageGTHOptions,
+    "lu": PassageLUOptions,
+    "gmres": PassageKrylovOptions,
+    "bicgstab": PassageKrylovOptions,
+}
+
+
+def make_options(method: str, options: dict):
+    """Validate ``options`` for passage ``method`` (ValueError listing the valid names)."""
+    if method not in METHODS:
+        raise ValueError(f"method: unknown passage method {method!r}; valid methods are {sorted(METHODS)}")
+    cls = METHODS[method]
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(options) - names
+    if unknown:
+        raise ValueError(f"options: {sorted(unknown)} not understood by passage method {method!r}; "
+                         f"valid options are {sorted(names)}")
+    return cls(**options)
 
 
 def _as_points(x, name):
@@ -74,196 +200,275 @@ def _as_points(x, name):
     return a
 
 
-_DENSE_AUTO = 1000
-_DENSE_FALLBACK = 4000
-SOLVERS = ("auto", "lu", "gth")
+# --------------------------------------------------------------------------
+# the dense subtraction-free system, on any backend
+# --------------------------------------------------------------------------
+class DenseSystem(System):
+    """``M = s I - Q_XX`` gathered on every process and factorised by :class:`~ctmc.linalg.TripletLU`.
+
+    The row sums of ``M`` are ``s`` plus the rates leaving ``X``, summed
+    without a subtraction, so the elimination is subtraction-free.
+    """
+
+    def __init__(self, op, members, shift: float):
+        self.op = op
+        full = op.gather(members.astype(float), "all") > 0.5
+        self.idx = np.flatnonzero(full)
+        rows = op.gather_rows(members)          # |X| x n, replicated
+        inside = rows[:, self.idx].toarray()
+        leak = np.asarray(rows[:, np.flatnonzero(~full)].sum(axis=1)).ravel()
+        self.lu = TripletLU(inside, float(shift) + leak) if self.idx.size else None
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
+        self.info = {"solver": "dense subtraction-free elimination"}
+
+    def solve(self, b, transpose=False):
+        if transpose:
+            raise ValueError("transpose: the subtraction-free solver has no transposed solve")
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.lu is None:
+            return x, SolveReport()
+        op = self.op
+        cols = b.reshape(b.shape[0], -1)
+        full = np.column_stack([op.gather(cols[:, c], "all") for c in range(cols.shape[1])])
+        sol = self.lu.solve(full[self.idx])
+        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
+        return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
 
 
+# --------------------------------------------------------------------------
+# sets and systems
+# --------------------------------------------------------------------------
 class PassageSetup:
-    """Sets and factorisations for first-passage problems into ``target``.
+    """Sets and set-up systems for first-passage problems into ``target``.
 
     Parameters
     ----------
-    Q : scipy.sparse.csr_matrix
-        Generator.
+    op : Operator
+        The chain's primitives on one backend.
     target : ndarray of bool
-        The set ``A`` (non-empty).
-    solver : {"auto", "lu", "gth"}
-        ``"gth"``: dense subtraction-free elimination (:mod:`ctmc.linalg`),
-        relative accuracy for every component, O(n^3); ``"lu"``: SuperLU;
-        ``"auto"``: ``"gth"`` up to 1000 unknowns, else ``"lu"``.
+        Owned part of the set ``A`` (non-empty).
+    method : str
+        A key of :data:`METHODS`.
+    opts : PassageOptions
+    backend_options : dict
 
     Attributes
     ----------
     reach : ndarray of bool
-        ``R``: non-target states that can reach ``A``.
+        ``R``: non-target states that can reach ``A`` (owned part).
     finite : ndarray of bool
         ``F``: non-target states reaching ``A`` with probability one.
     """
 
-    def __init__(self, Q: sp.csr_matrix, target: np.ndarray, solver: str = "auto"):
-        if solver not in SOLVERS:
-            raise ValueError(f"solver: expected one of {SOLVERS}, got {solver!r}")
-        self.Q = Q
-        self.solver = solver
+    def __init__(self, op, target, method="auto", opts: Optional[PassageOptions] = None, backend_options=None):
+        self.op, self.method = op, method
+        self.opts = opts if opts is not None else METHODS[method]()
+        self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
-        if not self.target.any():
-            raise ValueError("target: the set of states is empty")
         other = ~self.target
-        self.reach = can_reach(Q, self.target) & other
+        self.reach = op.reach(self.target) & other
         stuck = other & ~self.reach
-        if stuck.any():
-            doomed = can_reach(Q, stuck, within=other) & other
+        if op.allsum(float(stuck.sum())) > 0:
+            doomed = op.reach(stuck, within=other) & other
         else:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
-        self._fac = {}
-        self._mats = {}
-        self._kinds = {}
-        self._fallback = None
-        self.out_rate = -Q.diagonal()
+        self._sys = {}
+        self._kind = {}
+        self.info = {"processes": op.size}
+        self.fallback = None
 
-    def indices(self, on: str) -> np.ndarray:
-        return np.flatnonzero(self.finite if on == "finite" else self.reach)
+    def members(self, on: str) -> np.ndarray:
+        return self.finite if on == "finite" else self.reach
+
+    def count(self, on: str) -> int:
+        return int(round(self.op.allsum(float(self.members(on).sum()))))
 
     def kind(self, on: str) -> str:
-        """Solver actually used on the set ``on`` ("gth" or "lu")."""
-        if self.solver != "auto":
-            return self.solver
-        if on not in self._kinds:
-            self._kinds[on] = "gth" if self.indices(on).size <= _DENSE_AUTO else "lu"
-        return self._kinds[on]
+        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``)."""
+        if on not in self._kind:
+            k = self.method
+            if k == "auto":
+                k = "gth" if self.count(on) <= _DENSE_AUTO else "lu"
+            if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
+                raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "
+                                 f"this system has {self.count(on)} unknowns (use 'lu' or raise max_states)")
+            self._kind[on] = k
+        return self._kind[on]
 
-    def matrix(self, s: float, on: str = "finite"):
-        """``(idx, sI - Q_XX)`` on ``F`` (``on="finite"``) or ``R`` (``on="reach"``)."""
+    def system(self, s: float, on: str) -> System:
         key = (float(s), on)
-        if key not in self._mats:
-            idx = self.indices(on)
-            B = self.Q[idx][:, idx]
-            M = (float(s) * sp.identity(idx.size, format="csr") - B).tocsc()
-            self._mats[key] = (idx, M)
-        return self._mats[key]
-
-    def factor(self, s: float, on: str = "finite"):
-        """Cached factorisation of :meth:`matrix` (SuperLU or :class:`TripletLU`)."""
-        key = (float(s), on)
-        if key not in self._fac:
-            idx, M = self.matrix(s, on)
-            if idx.size == 0:
-                self._fac[key] = None
-            elif self.kind(on) == "gth":
-                R = -M.toarray()
-                np.fill_diagonal(R, 0.0)
-                # row sums of M: s plus the rates leaving the set (no subtraction)
-                v = float(s) + self._leak(idx)
-                self._fac[key] = TripletLU(R, v)
+        if key not in self._sys:
+            kind = self.kind(on)
+            if kind == "gth":
+                self._sys[key] = DenseSystem(self.op, self.members(on), s)
             else:
-                try:
-                    self._fac[key] = splu(M)[0]
-                except RuntimeError as exc:
-                    # an exactly singular pivot: cancellation on a nearly
-                    # singular M-matrix (huge means); retry subtraction-free
-                    if self.solver == "auto" and idx.size <= _DENSE_FALLBACK:
-                        self._fallback = f"SuperLU failed ({exc}); used the dense subtraction-free solver"
-                        self._kinds[on] = "gth"
-                        return self.factor(s, on)
-                    raise SolverError(f"SuperLU failed on {idx.size} unknowns ({exc}): the system is "
-                                      "numerically singular (means beyond ~1e16 x the fastest rate); "
-                                      "use solver='gth' on a smaller chain") from exc
-        return self._fac[key]
+                o = self.opts
+                spec = LinearSpec(kind=kind, ordering=getattr(o, "ordering", "auto"),
+                                  preconditioner=getattr(o, "preconditioner", "ilu"), rtol=o.tol * 1e-2,
+                                  maxiter=getattr(o, "maxiter", 10_000), restart=getattr(o, "restart", 50))
+                self._sys[key] = self.op.system(self.members(on), s, spec, self.bo)
+            self.info.update(self._sys[key].info)
+        return self._sys[key]
 
-    def _leak(self, idx):
-        """Total rate from each state of ``idx`` to states outside ``idx``."""
-        inside = np.zeros(self.Q.shape[0], dtype=bool)
-        inside[idx] = True
-        Qr = self.Q[idx].tocoo()
-        out = (~inside[Qr.col]) & (Qr.col != idx[Qr.row])
-        return np.bincount(Qr.row[out], weights=Qr.data[out], minlength=idx.size)
+    def solve(self, s: float, on: str, b, transpose: bool = False):
+        """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``."""
+        x, rep = self.system(s, on).solve(b, transpose)
+        if (rep.status is Status.BREAKDOWN and self.method == "auto" and self.kind(on) == "lu"
+                and not transpose and self.count(on) <= _DENSE_FALLBACK):
+            # an exactly singular pivot: cancellation on a nearly singular
+            # M-matrix (huge means); redo it subtraction-free
+            self.fallback = f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver"
+            for key in [k for k in self._sys if k[1] == on]:
+                self._sys.pop(key).close()
+            self._kind[on] = "gth"
+            return self.solve(s, on, b, transpose)
+        return x, rep
 
-    def solve(self, s: float, on: str, b: np.ndarray, trans: str = "N"):
-        """Solve ``(sI - Q_XX) x = b`` (``trans="T"``: transpose, LU only) on set ``on``."""
-        fac = self.factor(s, on)
-        if fac is None:
-            return np.zeros_like(b, dtype=float)
-        if isinstance(fac, TripletLU):
-            if trans != "N":
-                raise ValueError("trans: the subtraction-free solver has no transposed solve")
-            return fac.solve(b)
-        return fac.solve(np.ascontiguousarray(b, dtype=float), trans=trans)
+    def rates_in(self, on: str, x, transpose: bool = False):
+        """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere)."""
+        X = self.members(on)
+        Xc = X if np.ndim(x) == 1 else X[:, None]
+        return np.where(Xc, self.op.rates(np.where(Xc, x, 0.0), transpose), 0.0)
 
-    def condition(self, s: float, on: str) -> float:
-        """``||M||_inf ||M^-1||_inf`` (exact for an M-matrix: ``||M^-1||_inf = max(M^-1 1)``)."""
-        idx, M = self.matrix(s, on)
-        if idx.size == 0:
-            return 1.0
-        ones = self.solve(s, on, np.ones(idx.size))
-        return float(abs(M).sum(axis=1).max() * np.abs(ones).max())
+    def errors(self, s, on, x, b, transpose: bool = False):
+        """Normwise backward error and component-wise balance error of a solution (global)."""
+        op = self.op
+        X = self.members(on)
+        Xc = X if np.ndim(x) == 1 else X[:, None]
+        x = np.where(Xc, x, 0.0)
+        b = np.where(Xc, np.asarray(b, dtype=float), 0.0)
+        d = float(s) + op.exit_rates
+        d = d if np.ndim(x) == 1 else d[:, None]
+        rx = self.rates_in(on, x, transpose)
+        r = d * x - rx - b
+        one = X.astype(float)
+        norm_rows = np.where(X, (float(s) + op.exit_rates) + self.rates_in(on, one, transpose), 0.0)
+        with np.errstate(invalid="ignore"):
+            g = np.array([np.abs(r).max(initial=0.0), norm_rows.max(initial=0.0), np.abs(x).max(initial=0.0),
+                          np.abs(b).max(initial=0.0)])
+        g = np.array([op.allmax(v) for v in g])
+        den = g[1] * g[2] + g[3]
+        err = float(g[0] / den) if den > 0 else 0.0
+        if not np.isfinite(err):
+            err = np.inf
+        bal = 0.0
+        if not transpose:
+            lhs, rhs = (d * x)[X], (b + rx)[X]
+            den2 = np.maximum(np.abs(lhs), np.abs(rhs))
+            ok = den2 > 0
+            with np.errstate(invalid="ignore"):
+                bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
+            if not np.isfinite(bal):
+                bal = np.inf
+        return err, op.allmax(bal)
 
-    def backward_error(self, s, on, x, b, trans="N"):
-        """Normwise backward error of a solution."""
-        idx, M = self.matrix(s, on)
-        if idx.size == 0:
-            return 0.0
-        A = M.T if trans == "T" else M
-        r = A @ x - b
-        normA = abs(A).sum(axis=1).max()
-        den = normA * np.abs(x).max() + np.abs(b).max()
-        return float(np.abs(r).max() / den) if den > 0 else 0.0
+    def condition(self, s, on):
+        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix); ``(cond, status, reason)``.
 
-    def balance_error(self, s, on, x, b):
-        """Component-wise check ``(s + q_i) x_i = b_i + sum_j q_ij x_j`` (all terms >= 0).
-
-        Returns ``max_i |lhs_i - rhs_i| / max(lhs_i, rhs_i)``: a relative
-        error per state that stays meaningful for tiny or huge ``x_i``.
+        The estimate needs one more solve, ``M y = 1``; it is only a lower
+        bound if that solve is inaccurate, so its status and backward error
+        count: an unconverged or inaccurate solve gives ``inf``.
         """
-        idx, M = self.matrix(s, on)
-        if idx.size == 0:
-            return 0.0
-        x2 = x.reshape(idx.size, -1)
-        b2 = np.asarray(b, dtype=float).reshape(idx.size, -1)
-        off = -(M - sp.diags(M.diagonal()))
-        lhs = (float(s) + self.out_rate[idx])[:, None] * x2
-        rhs = b2 + off @ x2
-        den = np.maximum(np.abs(lhs), np.abs(rhs))
-        ok = den > 0
-        return float((np.abs(lhs - rhs)[ok] / den[ok]).max()) if ok.any() else 0.0
+        op = self.op
+        X = self.members(on)
+        if self.count(on) == 0:
+            return 1.0, Status.SUCCESS, ""
+        b = X.astype(float)
+        y, rep = self.solve(s, on, b)
+        err, _ = self.errors(s, on, y, b)
+        if rep.status is not Status.SUCCESS or not err <= self.opts.tol:
+            st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
+            return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
+        norm_rows = np.where(X, (float(s) + op.exit_rates) + self.rates_in(on, X.astype(float)), 0.0)
+        cond = op.allmax(norm_rows.max(initial=0.0)) * op.allmax(np.abs(y).max(initial=0.0))
+        return cond, Status.SUCCESS, rep.reason
 
-    def into_target(self, on: str) -> sp.csr_matrix:
-        """``Q_{X A}``: rates from the set ``on`` into each target state."""
-        idx = self.indices(on)
-        return self.Q[idx][:, np.flatnonzero(self.target)].tocsr()
-
-
-_EPS = np.finfo(float).eps
-_COND_RTOL = 1e-8
+    def close(self):
+        for sysm in self._sys.values():
+            sysm.close()
+        self._sys.clear()
 
 
-def _status(kind, err, bal, tol, tail_tol, cond=1.0):
-    msg = {"gth": "dense subtraction-free elimination", "lu": "sparse LU (SuperLU)",
-           "lu-regenerative": "sparse LU through a regeneration state"}[kind]
+_KIND_TEXT = {"gth": "dense subtraction-free elimination", "lu": "sparse LU",
+              "gmres": "GMRES", "bicgstab": "BiCGStab", "lu-regenerative": "sparse LU through a regeneration state",
+              "gmres-regenerative": "GMRES through a regeneration state",
+              "bicgstab-regenerative": "BiCGStab through a regeneration state"}
+
+
+def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS, reason="",
+                  cond_status=Status.SUCCESS, cond_reason="", defect=0.0, what="probabilities"):
+    """The status of a passage answer from its evidence (one rule for every method and backend).
+
+    Examples
+    --------
+    >>> o = PassageOptions()
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, defect=float("inf"), what="moments")[0]
+    <Status.INACCURATE: 'inaccurate'>
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, cond=1e12)[0]
+    <Status.INACCURATE: 'inaccurate'>
+    """
+    msg = _KIND_TEXT.get(kind, kind) + (f" ({reason})" if reason else "")
+    if solve_status is not Status.SUCCESS:
+        return solve_status, msg
+    if cond_status is not Status.SUCCESS:
+        return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
+                                   "the solves cannot be vouched for (a badly conditioned system)")
+    if not defect <= _MASS_TOL:
+        rule = ("they must be finite and >= 0" if what == "moments" else
+                "finite, 0 <= p <= 1, total 1 where the target is reached almost surely")
+        return Status.INACCURATE, f"{msg}: {what} violate their invariant ({rule}) by {defect:.1e}"
     if kind != "gth" and _EPS * cond > _COND_RTOL:
-        return Status.INACCURATE, (
-            f"{msg}: condition number about {cond:.1e}, so sparse LU may have lost all "
-            "digits (the target is too rare); use solver='gth' (dense, up to a few thousand states)")
-    if err > tol:
-        return Status.INACCURATE, f"{msg}: backward error {err:.2e} above tol {tol:.1e}"
-    if bal > tail_tol:
+        return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}, so the solve may have lost all "
+                                   "digits (the target is too rare); use method='gth' (dense, up to a few "
+                                   "thousand states)")
+    if err > opts.tol:
+        return Status.INACCURATE, f"{msg}: backward error {err:.2e} above tol {opts.tol:.1e}"
+    if bal > opts.tail_tol:
         return Status.TAIL_INACCURATE, (
-            f"{msg}: component-wise balance error {bal:.2e} above tail_tol {tail_tol:.1e}; "
-            "very large or very small values are unreliable (try solver='gth')")
+            f"{msg}: component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
+            "very small values are unreliable (try method='gth')")
     return Status.SUCCESS, msg
 
 
-def _check_tol(tol, name="tol"):
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0:
-        raise ValueError(f"{name}: expected a positive number, got {tol!r}")
+def _mass_defect(op, values, sure):
+    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN)."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return op.allmax(0.0)
+    with np.errstate(invalid="ignore"):
+        out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
+        out = np.where(sure, np.abs(values - 1.0), out)
+    d = float(out.max()) if np.all(np.isfinite(values)) else np.inf
+    return op.allmax(d if np.isfinite(d) else np.inf)
 
 
-def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="auto", tol=1e-10,
-                  tail_tol=1e-6):
-    """Moments of the hitting time (or accumulated reward) of ``target``.
+def _prepare(chain, target, method, options, backend, backend_options):
+    """Checks made before any heavy work; returns ``(op, opts, backend options, gather mode, target)``."""
+    opts = make_options(method, options)
+    bo = check_backend_options(backend, backend_options)
+    mode = bo.pop("gather", None)
+    op = operator_for(chain, backend)
+    tgt = owned_mask(target, op.states, op.n, op.start, op.stop, "target")
+    if op.allsum(float(tgt.sum())) == 0:
+        raise ValueError("target: the set of states is empty")
+    return op, opts, bo, mode or op.default_gather, tgt
 
-    See :meth:`ctmc.CTMC.hitting_times`.
+
+def _gather_rows(op, arrays, mode):
+    return np.array([op.gather(np.asarray(a), mode) for a in arrays])
+
+
+# --------------------------------------------------------------------------
+# hitting times
+# --------------------------------------------------------------------------
+def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backend="scipy", check=True,
+                  backend_options=None, **options):
+    """Moments of the hitting time (or accumulated reward) of ``target``; see :meth:`ctmc.CTMC.hitting_times`.
 
     Examples
     --------
@@ -279,127 +484,142 @@ def hitting_times(chain, target, moments=1, *, reward=None, check=True, solver="
     """
     if isinstance(moments, bool) or not isinstance(moments, (int, np.integer)) or moments < 1:
         raise ValueError(f"moments: expected an integer >= 1, got {moments!r}")
-    _check_tol(tol)
-    _check_tol(tail_tol, "tail_tol")
     n = chain.n_states
-    if reward is None:
-        r = np.ones(n)
-    else:
-        r = np.asarray(reward, dtype=float)
-        if r.shape != (n,) or not np.all(np.isfinite(r)) or (r < 0).any():
+    if reward is not None:
+        rr = np.asarray(reward, dtype=float)
+        if rr.shape != (n,) or not np.all(np.isfinite(rr)) or (rr < 0).any():
             raise ValueError(f"reward: expected {n} finite values >= 0")
+    op, opts, bo, mode, tgt = _prepare(chain, target, method, options, backend, backend_options)
+    r = np.ones(op.stop - op.start) if reward is None else rr[op.start:op.stop]
     t0 = time.perf_counter()
-    setup = PassageSetup(chain.Q, target, solver)
-    idx, M = setup.matrix(0.0, "finite")
-    out = np.zeros((moments, n))
-    out[:, ~setup.target & ~setup.finite] = np.inf
-    prev = np.ones(idx.size)
+    ps = PassageSetup(op, tgt, method, opts, bo)
+    F = ps.finite
+    out = np.zeros((moments, F.size))
+    out[:, ~tgt & ~F] = np.inf
+    prev = np.ones(F.size)
     err = bal = 0.0
-    rf = r[idx]
-    singular = None
-    try:
-        for k in range(1, moments + 1):
-            b = k * rf * prev
-            x = setup.solve(0.0, "finite", b)
-            err = max(err, setup.backward_error(0.0, "finite", x, b))
-            bal = max(bal, setup.balance_error(0.0, "finite", x, b))
-            out[k - 1, idx] = x
-            prev = x
-    except SolverError as exc:  # numerically singular sparse LU: rare target
-        singular = str(exc)
-        out[:, idx] = np.nan
-    kind = setup.kind("finite")
-    info = {"n_finite": int(idx.size), "fallback": setup._fallback, "lu_failure": singular}
-    cond = 1.0
-    if kind == "lu" and idx.size:
-        cond = np.inf if singular else setup.condition(0.0, "finite")
-        if _EPS * cond > _COND_RTOL:
+    st, reason, iters = Status.SUCCESS, "", 0
+    for k in range(1, moments + 1):
+        b = np.where(F, k * r * prev, 0.0)
+        x, rep = ps.solve(0.0, "finite", b)
+        iters += rep.iterations
+        st, reason = worst(st, rep.status), rep.reason
+        e, bl = ps.errors(0.0, "finite", x, b)
+        err, bal = max(err, e), max(bal, bl)
+        out[k - 1, F] = x[F]
+        prev = x
+    kind = ps.kind("finite")
+    info = dict(ps.info, n_finite=ps.count("finite"))
+    cond, cst, creason = 1.0, Status.SUCCESS, ""
+    if kind != "gth" and ps.count("finite"):
+        cond, cst, creason = ps.condition(0.0, "finite")
+        if st is Status.SUCCESS and (_EPS * cond > _COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
-            # state z, whose cycle is measured by an accurate stationary solve
-            mean, cond, rinfo = _regenerative_mean(chain, setup, r, idx)
-            out[0, idx] = mean
+            # state z, whose cycle is measured by an accurate stationary-type solve
+            mean, cond, rinfo, rst = _regenerative_mean(op, ps, r, kind)
             info.update(rinfo)
-            bal = setup.balance_error(0.0, "finite", mean, rf)
-            err = setup.backward_error(0.0, "finite", mean, rf)
-            kind = "lu-regenerative"
-    info.update(balance_error=bal, condition=cond)
-    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
-    if moments > 1 and kind == "lu-regenerative" and status is Status.SUCCESS:
+            if rst.status is Status.SUCCESS:
+                out[0, F] = mean[F]
+                b = np.where(F, r, 0.0)
+                err, bal = ps.errors(0.0, "finite", mean, b)
+                cst, creason = Status.SUCCESS, ""
+                kind = f"{kind}-regenerative"
+            else:
+                st, reason = rst.status, rst.reason
+    finite_vals = out[:, F]
+    defect = op.allmax(0.0 if (np.all(np.isfinite(finite_vals)) and (finite_vals >= 0).all()) else np.inf)
+    status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
+                                cond_status=cst, cond_reason=creason, defect=defect, what="moments")
+    if moments > 1 and kind.endswith("-regenerative") and status is Status.SUCCESS:
         status = Status.INACCURATE
-        msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse LU "
-                "(use solver='gth' on up to a few thousand states)")
-    if (~setup.finite & ~setup.target).any():
-        msg += (f"; {int((~setup.finite & ~setup.target).sum())} states do not reach the target "
-                "almost surely (infinite moments)")
-    res = HittingResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0, info,
-                        mean=out[0], moments=out, finite=setup.finite | setup.target,
-                        target=setup.target)
+        msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse solves "
+                "(use method='gth' on up to a few thousand states)")
+    n_doomed = int(round(op.allsum(float((~F & ~tgt).sum()))))
+    if n_doomed:
+        msg += f"; {n_doomed} states do not reach the target almost surely (infinite moments)"
+    info.update(balance_error=bal, condition=cond, fallback=ps.fallback)
+    ps.close()
+    if mode == "none":
+        info["rows"] = (op.start, op.stop)
+    mom = _gather_rows(op, out, mode)
+    res = HittingResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
+                        mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
+                        target=op.gather(tgt, mode).astype(bool))
     return res.check(check)
 
 
-def _regenerative_mean(chain, setup, r, idx):
+def _unit(op, i):
+    e = np.zeros(op.stop - op.start, dtype=bool)
+    if op.start <= i < op.stop:
+        e[i - op.start] = True
+    return e
+
+
+def _regenerative_mean(op, ps, r, kind):
     r"""Mean accumulated reward until ``A`` through a regeneration state ``z``.
 
     With ``B = A + {z}``, ``E_i[R_A] = E_i[R_B] + P_i(T_z < T_A) E_z[R_A]``;
-    the first two terms come from a well-conditioned system (``z`` is a
-    recurrent, high-probability state) and ``E_z[R_A] = sum_F pi_j r_j / pi_a``
-    from the stationary law of the chain restarted at ``z`` from ``A`` (rate
-    1), solved by the pinned LU that keeps relative accuracy on ``pi_a``.
-    """
-    from .stationary import LUOptions, _lu
+    the first two terms come from the well-conditioned system on
+    ``F' = F - {z}`` (``z`` a high-probability state), and
+    ``E_z[R_A] = sum_F x_j r_j / x_a`` from the stationary law ``x`` of the
+    chain restarted at ``z`` from ``A`` (rate 1), which is the transposed
+    solve on the same ``F'`` pinned at ``x_z = 1`` and keeps relative
+    accuracy on ``x_a``. One set-up system serves both.
 
-    Q = chain.Q
-    nF = idx.size
-    QFF = Q[idx][:, idx].tocsr()
-    into_a = np.asarray(setup.into_target("finite").sum(axis=1)).ravel()
+    Returns ``(mean (owned), condition of the F' system, info, SolveReport)``.
+    """
+    from .stationary import _slowest_exit
+
+    F = ps.finite
     hint = None
-    if chain.initial is not None and chain.initial.size:
-        pos = np.searchsorted(idx, chain.initial[0])
-        hint = int(pos) if pos < nF and idx[pos] == chain.initial[0] else None
-    z = hint if hint is not None else int(np.argmin(-QFF.diagonal()))
+    if op.initial is not None and len(op.initial):
+        i0 = int(op.initial[0])
+        if op.allsum(float((F & _unit(op, i0)).sum())) > 0:
+            hint = i0
+    z = hint if hint is not None else _slowest_exit(op, F)
+    into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
+    spec = LinearSpec(kind=kind, ordering=getattr(ps.opts, "ordering", "auto"),
+                      preconditioner=getattr(ps.opts, "preconditioner", "ilu"), rtol=ps.opts.tol * 1e-2,
+                      maxiter=getattr(ps.opts, "maxiter", 10_000), restart=getattr(ps.opts, "restart", 50))
     info = {}
     for attempt in range(2):
-        Qz = sp.bmat([[QFF, sp.csr_matrix(into_a[:, None])],
-                      [sp.csr_matrix(([1.0], ([0], [z])), shape=(1, nF)), sp.csr_matrix([[-1.0]])]],
-                     format="csr")
-        x, _, st, msg, linfo = _lu(Qz, LUOptions(), z, keep_factor=True)
-        if x is None or st is not Status.SUCCESS:
-            raise SolverError(f"regenerative hitting-time solve failed: {msg}")
-        top = int(np.argmax(x[:nF]))
-        if attempt == 0 and x[z] < 1e-3 * x[top]:
-            z = top
+        e = _unit(op, z)
+        Fp = F & ~e
+        sysm = op.system(Fp, 0.0, spec, ps.bo)
+        bz = np.where(Fp, op.rates(e.astype(float), transpose=True), 0.0)      # R_{z, F'}
+        x, rep = sysm.solve(bz, transpose=True)
+        x[e] = 1.0
+        if rep.status is not Status.SUCCESS:
+            sysm.close()
+            return None, np.inf, info, SolveReport(rep.status, f"regenerative solve: {rep.reason}")
+        xmax = op.allmax(float(x.max(initial=0.0)))
+        xz = op.allmax(float(x[e].max(initial=-np.inf)))
+        if attempt == 0 and xz < 1e-3 * xmax:
+            from .stationary import _global_argmax
+            z = _global_argmax(op, np.where(F, x, -np.inf))[1]
+            sysm.close()
             continue
         break
-    H = float(np.dot(x[:nF], r[idx]) / x[nF])
-    keep = np.ones(nF, dtype=bool)
-    keep[z] = False
-    Mp = (-QFF[keep][:, keep])
-    rhs = np.column_stack([r[idx][keep], np.asarray(QFF[keep][:, [z]].toarray()).ravel(), np.ones(nF - 1)])
-    factor = linfo.pop("factor", None)
-    if nF <= 1:
-        sol = np.zeros((0, 3))
-    elif factor is not None and linfo["pins"][-1] == z:
-        # The pinned restart matrix, transposed, is block triangular:
-        #   [[Q_F'F', into_a], [0, -1]]  (F' = F - {z}; the last row is the
-        # restart from A to z, whose entry at z was pinned away), so its
-        # factor also solves  -Q_F'F' x = rhs  with no new factorisation.
-        full = np.vstack([-rhs, np.zeros((1, 3))])
-        sol = factor.solve(full, trans="T")[:nF - 1]
-        info["reused_factor"] = True
-    else:
-        sol = splu(Mp)[0].solve(rhs)
-        info["reused_factor"] = False
-    del factor
-    mean = np.empty(nF)
-    mean[keep] = sol[:, 0] + sol[:, 1] * H
-    mean[z] = H
-    normM = float(abs(Mp).sum(axis=1).max()) if nF > 1 else 0.0
-    cond = normM * float(sol[:, 2].max()) if nF > 1 else 1.0
-    info.update(regeneration_state=int(idx[z]), cycle_mean=H)
-    return mean, cond, info
+    x_a = op.allsum(float(np.dot(x, into_a)))
+    H = op.allsum(float(np.dot(np.where(F, x, 0.0), r))) / x_a
+    rhs = np.column_stack([np.where(Fp, r, 0.0), np.where(Fp, op.rates(e.astype(float)), 0.0), Fp.astype(float)])
+    sol, rep = sysm.solve(rhs)
+    sysm.close()
+    if rep.status is not Status.SUCCESS:
+        return None, np.inf, info, SolveReport(rep.status, f"regenerative solve: {rep.reason}")
+    mean = np.where(Fp, sol[:, 0] + sol[:, 1] * H, 0.0)
+    mean[e] = H
+    norm_rows = np.where(Fp, op.exit_rates + op.rates(Fp.astype(float)), 0.0)   # ||M'||_inf row sums
+    cond = op.allmax(norm_rows.max(initial=0.0)) * op.allmax(float(np.abs(sol[:, 2]).max(initial=0.0)))
+    info.update(regeneration_state=int(z), cycle_mean=H)
+    return mean, cond, info, SolveReport()
 
 
-def hitting_laplace(chain, target, s, *, check=True, solver="auto", tol=1e-10, tail_tol=1e-6):
+# --------------------------------------------------------------------------
+# Laplace-Stieltjes transform
+# --------------------------------------------------------------------------
+def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=True, backend_options=None,
+                    **options):
     """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]``; see :meth:`ctmc.CTMC.hitting_laplace`.
 
     Examples
@@ -412,40 +632,48 @@ def hitting_laplace(chain, target, s, *, check=True, solver="auto", tol=1e-10, t
     array([1.        , 0.66666667])
     """
     svals = _as_points(s, "s")
-    _check_tol(tol)
-    _check_tol(tail_tol, "tail_tol")
+    op, opts, bo, mode, tgt = _prepare(chain, target, method, options, backend, backend_options)
     t0 = time.perf_counter()
-    setup = PassageSetup(chain.Q, target, solver)
-    n = chain.n_states
-    vals = np.zeros((svals.size, n))
-    vals[:, setup.target] = 1.0
-    idx = np.flatnonzero(setup.reach)
-    b = np.asarray(setup.into_target("reach").sum(axis=1)).ravel()
+    ps = PassageSetup(op, tgt, method, opts, bo)
+    Rm = ps.reach
+    b = np.where(Rm, op.rates(tgt.astype(float)), 0.0)  # Q_RA 1
+    vals = np.zeros((svals.size, tgt.size))
+    vals[:, tgt] = 1.0
     err = bal = 0.0
+    st, reason, iters = Status.SUCCESS, "", 0
     for k, sk in enumerate(svals):
-        x = setup.solve(sk, "reach", b)
-        err = max(err, setup.backward_error(sk, "reach", x, b))
-        bal = max(bal, setup.balance_error(sk, "reach", x, b))
-        vals[k, idx] = x
-    kind = setup.kind("reach")
-    cond = setup.condition(float(svals.min()), "reach") if kind == "lu" else 1.0
-    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
-    res = LaplaceResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
-                        {"balance_error": bal, "fallback": setup._fallback, "condition": cond},
-                        s=svals, values=vals[0] if np.ndim(s) == 0 else vals, target=setup.target)
+        x, rep = ps.solve(sk, "reach", b)
+        iters += rep.iterations
+        st, reason = worst(st, rep.status), rep.reason
+        e, bl = ps.errors(sk, "reach", x, b)
+        err, bal = max(err, e), max(bal, bl)
+        vals[k, Rm] = x[Rm]
+    kind = ps.kind("reach")
+    cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
+    # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
+    sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
+    defect = _mass_defect(op, vals, sure)
+    status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
+                                cond_status=cst, cond_reason=creason, defect=defect, what="transform values")
+    info = dict(ps.info, balance_error=bal, condition=cond, fallback=ps.fallback)
+    ps.close()
+    if mode == "none":
+        info["rows"] = (op.start, op.stop)
+    full = _gather_rows(op, vals, mode)
+    res = LaplaceResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
+                        s=svals, values=full[0] if np.ndim(s) == 0 else full,
+                        target=op.gather(tgt, mode).astype(bool))
     return res.check(check)
 
 
-def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, solver="auto",
-                  tol=1e-10, tail_tol=1e-6, eps=1e-13, max_terms=10_000_000):
+# --------------------------------------------------------------------------
+# first passage: joint law of (T_A, X_{T_A})
+# --------------------------------------------------------------------------
+def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=1e-13,
+                  max_terms=10_000_000, backend="scipy", check=True, backend_options=None, **options):
     """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
 
-    Parameters
-    ----------
-    eps : float
-        Uniformisation truncation: neglected Poisson mass per time point.
-    max_terms : int
-        Refuse a CDF needing more uniformisation steps than this.
+    The result arrays are small (sources x targets) and replicated on every process.
 
     Examples
     --------
@@ -459,61 +687,61 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, so
     >>> round(float(fp.cdf[0, 0, 1]), 10)  # (2/3) (1 - exp(-3))
     0.6334752878
     """
-    from .transient import uniformize
+    from .transient import check_uniformization, uniformize_operator
 
-    _check_tol(tol)
-    _check_tol(tail_tol, "tail_tol")
     svals = None if s is None else _as_points(s, "s")
     tvals = None if t is None else _as_points(t, "t")
-    if not (isinstance(eps, float) and 0 < eps < 1):
-        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    check_uniformization(eps, max_terms)
+    op, opts, bo, _, tgt = _prepare(chain, target, method, options, backend, backend_options)
+    n = op.n
+    if sources is None:
+        src = np.arange(n)
+    else:
+        src = global_indices(op, owned_mask(sources, op.states, n, op.start, op.stop, "sources"))
+        if src.size == 0:
+            raise ValueError("sources: the set of states is empty")
+    lam = 1.02 * op.allmax(float(np.where(tgt, 0.0, op.exit_rates).max(initial=0.0)))
+    if tvals is not None and lam * tvals.max() > max_terms:
+        raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
+                         f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    n = chain.n_states
-    Q = chain.Q
-    tgt = np.asarray(target, dtype=bool)
-    targets = np.flatnonzero(tgt)
-    src = np.arange(n) if sources is None else np.asarray(sources, dtype=np.int64)
-    if tvals is not None:
-        lam = float(np.abs(Q.diagonal()[~tgt]).max()) if (~tgt).any() else 0.0
-        steps = lam * 1.02 * tvals.max()
-        if steps > max_terms:
-            raise ValueError(f"t: the largest time needs about {steps:.3g} uniformisation steps, above "
-                             f"max_terms={max_terms}; raise max_terms or use smaller times")
-    setup = PassageSetup(Q, tgt, solver)
-    setup.factor(0.0, "reach")  # may fall back to the dense solver before choosing a path
-    kind = setup.kind("reach")
-    idx = np.flatnonzero(setup.reach)
-    pos_in_reach = np.full(n, -1)
-    pos_in_reach[idx] = np.arange(idx.size)
-    B = setup.into_target("reach")  # |R| x m
-    rows_r = pos_in_reach[src]  # -1 for sources outside R
-    in_r = rows_r >= 0
+    targets = global_indices(op, tgt)
+    ps = PassageSetup(op, tgt, method, opts, bo)
+    Rm = ps.reach
     m, r = targets.size, src.size
-    # sources inside A: X_T = X_0 at T = 0
+    own = (src >= op.start) & (src < op.stop)
+    lrow = src[own] - op.start
+    tl = (targets >= op.start) & (targets < op.stop)
     at_target = np.zeros((r, m))
-    src_in_a = tgt[src]
-    at_target[np.flatnonzero(src_in_a), np.searchsorted(targets, src[src_in_a])] = 1.0
+    a_src = np.isin(src, targets)
+    at_target[np.flatnonzero(a_src), np.searchsorted(targets, src[a_src])] = 1.0
+    E_t = np.zeros((tgt.size, m))
+    E_t[targets[tl] - op.start, np.flatnonzero(tl)] = 1.0
+    B = np.where(Rm[:, None], op.rates(E_t), 0.0)             # Q_RA, owned rows x targets
+    in_r = np.zeros(r, dtype=bool)
+    in_r[np.flatnonzero(own)] = Rm[lrow]
+    n_in_r = int(round(op.allsum(float(in_r.sum()))))
+    kind = ps.kind("reach")
+    adjoint = kind != "gth" and n_in_r <= m
+    state = {"st": Status.SUCCESS, "reason": "", "iters": 0}
 
     def joint(sv):
         """E_i[exp(-s T); X_T = j] for the sources (rows) and targets (columns)."""
-        out = at_target.copy()
-        bal = 0.0
-        if idx.size and in_r.any():
-            if kind == "lu" and in_r.sum() <= m:  # adjoint solves: one per source
-                E = np.zeros((idx.size, int(in_r.sum())))
-                E[rows_r[in_r], np.arange(E.shape[1])] = 1.0
-                Y = setup.solve(sv, "reach", E, trans="T")
-                out[in_r] = (B.T @ Y).T
-                err = setup.backward_error(sv, "reach", Y, E, trans="T")
-            else:  # one solve per target column
-                Bd = B.toarray()
-                X = setup.solve(sv, "reach", Bd)
-                out[in_r] = X[rows_r[in_r]]
-                err = setup.backward_error(sv, "reach", X, Bd)
-                bal = setup.balance_error(sv, "reach", X, Bd)
-        else:
-            err = 0.0
-        return out, err, bal
+        part = np.zeros((r, m))
+        if adjoint:  # one solve per source: M^T y_i = e_i, row i = B^T y_i
+            E = np.zeros((tgt.size, r))
+            rows_in = np.flatnonzero(own)[Rm[lrow]]
+            E[src[rows_in] - op.start, rows_in] = 1.0
+            Y, rep = ps.solve(sv, "reach", E, transpose=True)
+            part = (B.T @ Y).T
+            err, bal = ps.errors(sv, "reach", Y, E, transpose=True)
+        else:        # one solve per target column
+            X, rep = ps.solve(sv, "reach", B)
+            part[np.flatnonzero(own)] = X[lrow]
+            err, bal = ps.errors(sv, "reach", X, B)
+        state["st"], state["reason"] = worst(state["st"], rep.status), rep.reason
+        state["iters"] += rep.iterations
+        return at_target + op.allsum(part.ravel()).reshape(r, m), err, bal
 
     probs, err, bal = joint(0.0)
     lap = None
@@ -524,24 +752,37 @@ def first_passage(chain, target, *, s=None, t=None, sources=None, check=True, so
             err, bal = max(err, e), max(bal, b2)
     cdf, bound = None, 0.0
     if tvals is not None:
-        # make A absorbing; propagate the smaller side (sources or targets)
         keep = (~tgt).astype(float)
-        Qa = sp.diags(keep) @ Q
-        if r <= m:
-            V0 = np.zeros((n, r))
-            V0[src, np.arange(r)] = 1.0
-            Pt, bound = uniformize(Qa.T.tocsr(), V0, tvals, eps=eps)
-            cdf = np.transpose(Pt[:, targets, :], (0, 2, 1))
-        else:
-            V0 = np.zeros((n, m))
-            V0[targets, np.arange(m)] = 1.0
-            Pt, bound = uniformize(Qa.tocsr(), V0, tvals, eps=eps)
-            cdf = Pt[:, src, :]
-    cond = setup.condition(0.0, "reach") if kind == "lu" else 1.0
-    status, msg = _status(kind, err, bal, tol, tail_tol, cond)
-    res = FirstPassageResult(kind, "scipy", status, msg, 0, err, time.perf_counter() - t0,
-                             {"n_reach": int(idx.size), "balance_error": bal, "fallback": setup._fallback,
-                              "condition": cond}, targets=targets, sources=src,
-                             probabilities=probs, s=svals, laplace=lap, t=tvals, cdf=cdf,
-                             error_bound=bound)
+        if r <= m:  # forward from each source: p Qa, Qa = diag(keep) Q
+            def apply(V):
+                W = keep[:, None] * V
+                return op.apply(W, transpose=True)
+            V0 = np.zeros((tgt.size, r))
+            V0[lrow, np.flatnonzero(own)] = 1.0
+            Pt, bound = uniformize_operator(apply, V0, tvals, lam, eps=eps, max_terms=max_terms)
+            part = np.zeros((tvals.size, m, r))
+            part[:, np.flatnonzero(tl), :] = Pt[:, targets[tl] - op.start, :]
+            cdf = np.transpose(op.allsum(part.ravel()).reshape(tvals.size, m, r), (0, 2, 1))
+        else:  # backward from each target: Qa v
+            def apply(V):
+                return keep[:, None] * op.apply(V)
+            Pt, bound = uniformize_operator(apply, E_t, tvals, lam, eps=eps, max_terms=max_terms)
+            part = np.zeros((tvals.size, r, m))
+            part[:, np.flatnonzero(own), :] = Pt[:, lrow, :]
+            cdf = op.allsum(part.ravel()).reshape(tvals.size, r, m)
+    cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(0.0, "reach")
+    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s.
+    sure_own = np.zeros(r)
+    sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
+    sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
+    entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
+    defect = _mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
+    status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
+                                reason=state["reason"], cond_status=cst, cond_reason=creason, defect=defect)
+    info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
+                adjoint=adjoint)
+    ps.close()
+    res = FirstPassageResult(kind, op.backend, status, msg, state["iters"], err, time.perf_counter() - t0, info,
+                             targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
+                             t=tvals, cdf=cdf, error_bound=bound)
     return res.check(check)

@@ -1,4 +1,4 @@
-r"""Stationary distribution of a finite CTMC.
+r"""Stationary distribution of a finite CTMC, written once for every backend.
 
 Problem
 -------
@@ -10,39 +10,47 @@ Given a generator :math:`Q` with one closed class, find the row vector
     \pi Q = 0, \qquad \sum_i \pi_i = 1 .
 
 :math:`\pi` vanishes on transient states, so every method works on the closed
-class :math:`C` (the whole chain when it is irreducible) and embeds the answer.
+class :math:`C` (found by reachability, :func:`closed_classes`) and embeds the
+answer. The methods are written on the primitives of
+:mod:`ctmc.backends.base`, so each runs on every backend (``"scipy"``,
+``"petsc"``) with the same options.
 
 Methods (the registry :data:`METHODS`)
 --------------------------------------
 ``gth``
-    Grassmann-Taksar-Heyman elimination on a dense copy. Subtraction-free:
-    every probability, however small, comes out with relative accuracy near
-    machine precision. :math:`O(n^3)`; for chains up to a few thousand states.
+    Grassmann-Taksar-Heyman elimination on a dense copy of the class.
+    Subtraction-free: every probability, however small, comes out with
+    relative accuracy near machine precision. :math:`O(n^3)`; for chains up
+    to a few thousand states.
 ``lu``
-    Sparse LU of the *pinned* system. Fix :math:`\pi_p = 1` for one state
-    :math:`p` and solve :math:`Q_{-p,-p}^T x = -Q_{p,-p}^T` (a nonsingular
-    M-matrix for an irreducible chain), then normalise. Removing one row and
-    column keeps the sparsity (replacing a row by the normalisation would add a
-    dense row and ruin the factorisation). The factor uses SuperLU with the
-    ``MMD_AT_PLUS_A`` ordering and *no* numerical pivoting
-    (``diag_pivot_thresh=0``): the transposed generator is column diagonally
-    dominant, so diagonal pivots are safe and the fill-reducing order is kept.
-    The pin matters for tail accuracy: the computed :math:`x` carries errors
-    of the order of :math:`\epsilon \max x`, so pinning a low-probability state
-    drowns the other small probabilities. ctmc pins the model's initial state
-    (or the state with the slowest exit rate) and, if the solve shows that
-    the pinned state's probability is below ``repin`` times the largest, solves
-    again pinned at the most probable state.
+    Sparse direct solve of the *pinned* system. Fix :math:`\pi_p = 1` for one
+    state :math:`p` and solve :math:`(-Q_{XX})^T x = R_{p,X}^T` on
+    :math:`X = C \setminus \{p\}` (a nonsingular M-matrix), then normalise.
+    Removing one row and column keeps the sparsity; the factorisation uses
+    diagonal pivots (the matrix is column diagonally dominant), so the
+    fill-reducing ordering is kept. The pin matters for tail accuracy: the
+    computed :math:`x` carries errors of the order of :math:`\epsilon \max x`,
+    so pinning a low-probability state drowns the other small probabilities.
+    ctmc pins the model's initial state (or the state with the slowest exit
+    rate) and re-pins by :func:`next_pin`.
+``gmres``, ``bicgstab``
+    Krylov solvers on the same pinned system, with an incomplete-LU (on each
+    process's block when distributed), Jacobi or no preconditioner.
 ``power``
     Power iteration on the uniformised chain :math:`P = I + Q/\Lambda`,
     :math:`\Lambda = 1.02 \max_i |q_{ii}|`.
 ``gauss_seidel``, ``sor``
-    (Successive over-)relaxation on :math:`Q^T x = 0`, renormalised each sweep.
-``gmres``, ``bicgstab``
-    Krylov solvers on the pinned system with an incomplete-LU preconditioner.
-``arpack``
-    ARPACK (implicitly restarted Arnoldi) for the eigenvector of :math:`P^T`
-    with eigenvalue 1.
+    (Successive over-)relaxation on :math:`Q^T x = 0`, renormalised each
+    sweep (on each process's block when distributed, the other blocks taken
+    from the previous sweep).
+``eig``
+    The eigenvector of :math:`P^T` for the eigenvalue 1 by an implicitly
+    restarted Krylov eigensolver (ARPACK on scipy, SLEPc Krylov-Schur on PETSc).
+``level_iad``
+    Iterative aggregation-disaggregation for chains whose transitions move a
+    *level* (a variable or expression, option ``levels``) by exactly one:
+    an exact birth-death solve on the level, then Gauss-Seidel by levels.
+    For many-dimensional chains (occupancy chains) where LU fills in badly.
 ``auto``
     ``gth`` up to 1000 states, else ``lu``; if ``lu`` cannot run (out of
     memory, breakdown) it falls back to ``gmres``.
@@ -51,12 +59,14 @@ Evidence
 --------
 Every result carries ``residual`` :math:`= \|\pi Q\|_1` and
 ``balance_error`` :math:`= \max_j |(\pi Q)_j| / (\pi_j |q_{jj}|)`, the
-relative mismatch between the probability flow into and out of each state.
-Iterative methods stopped on a norm-wise residual usually leave the small
-probabilities dominated by noise: the balance check catches this and the
-status becomes :attr:`~ctmc.results.Status.TAIL_INACCURATE` (a warning), so a
-wrong tail is never silent. The check is necessary, not sufficient: an error
-that varies smoothly from state to state can pass it.
+relative mismatch between the probability flow into and out of each state,
+both recomputed from the generator (:func:`stationary_evidence`). The grading
+(:func:`grade`) is the same for every method and backend: significant
+negative entries make the answer ``INACCURATE``; round-off negatives are set
+to 0 and, like a large balance error or a zero probability with a positive
+inflow, make it ``TAIL_INACCURATE`` (a warning), so a wrong tail is never
+silent. The balance check is necessary, not sufficient: an error that varies
+smoothly from state to state can pass it.
 
 References
 ----------
@@ -76,32 +86,48 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from ._sparse_lu import ORDERINGS, splu
+from ._sparse_lu import ORDERINGS
 from ._util import Progress
+from .backends import check_backend_options, operator_for
+from .backends.base import LinearSpec, SolveReport, worst
 from .linalg import gth_solve
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
-__all__ = ["METHODS", "GTHOptions", "LUOptions", "IterativeOptions", "KrylovOptions",
-           "ArpackOptions", "solve_stationary", "gth_solve", "stationary_evidence"]
+__all__ = ["METHODS", "Method", "StationaryOptions", "GTHOptions", "LUOptions", "IterativeOptions",
+           "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "AutoOptions", "stationary", "make_options",
+           "stationary_evidence", "grade", "next_pin", "closed_classes", "NEGATIVE_TOL"]
 
 _TINY = np.finfo(float).tiny
 
 
 # --------------------------------------------------------------------------
-# options
+# options: one frozen class per method, the same on every backend
 # --------------------------------------------------------------------------
-def _positive(name, value, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise ValueError(f"{name}: expected a positive number, got {value!r}")
+def _positive(name, value, integer=False):
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
+        what = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"{name}: expected {what}, got {value!r}")
+
+
+def _check_pin(pin):
+    if pin is not None and (isinstance(pin, bool) or not isinstance(pin, (int, np.integer)) or pin < 0):
+        raise ValueError(f"pin: expected a state index >= 0, got {pin!r}")
 
 
 @dataclass(frozen=True)
-class _Common:
-    #: accept the answer when ||pi Q||_1 / max|q_ii| <= tol
+class StationaryOptions:
+    """Options every stationary method takes.
+
+    Attributes
+    ----------
+    tol : float
+        Accept the answer when ``||pi Q||_1 / max|q_ii| <= tol``.
+    tail_tol : float
+        Flag ``TAIL_INACCURATE`` when the balance error exceeds this.
+    """
+
     tol: float = 1e-10
-    #: flag TAIL_INACCURATE when the balance error exceeds this
     tail_tol: float = 1e-6
 
     def __post_init__(self):
@@ -110,27 +136,28 @@ class _Common:
 
 
 @dataclass(frozen=True)
-class GTHOptions(_Common):
-    """Options of ``gth``: refuse chains above ``max_states`` (dense O(n^3))."""
+class GTHOptions(StationaryOptions):
+    """Options of ``gth``: refuse classes above ``max_states`` (dense, O(n^3))."""
 
     max_states: int = 5000
 
     def __post_init__(self):
         super().__post_init__()
-        _positive("max_states", self.max_states)
+        _positive("max_states", self.max_states, integer=True)
 
 
 @dataclass(frozen=True)
-class LUOptions(_Common):
+class LUOptions(StationaryOptions):
     """Options of ``lu``.
 
     Attributes
     ----------
     ordering : str
-        SuperLU column ordering: ``"auto"`` (default: the natural state order
-        when the matrix is nearly banded in it, else ``"MMD_AT_PLUS_A"``; see
+        Fill-reducing ordering: ``"auto"`` (default: the natural state order
+        when the matrix is nearly banded in it, else minimum degree; see
         :mod:`ctmc._sparse_lu`), ``"MMD_AT_PLUS_A"``, ``"COLAMD"``,
-        ``"MMD_ATA"`` or ``"NATURAL"``.
+        ``"MMD_ATA"`` or ``"NATURAL"`` (the PETSc backend leaves the
+        ordering to its factor package and ignores it).
     pin : int, optional
         State whose probability is fixed before normalising (default: the
         model's initial state, else the state with the slowest exit rate).
@@ -145,155 +172,375 @@ class LUOptions(_Common):
 
     def __post_init__(self):
         super().__post_init__()
-        orders = ORDERINGS
-        if self.ordering not in orders:
-            raise ValueError(f"ordering: expected one of {orders}, got {self.ordering!r}")
-        if self.pin is not None and (isinstance(self.pin, bool) or not isinstance(self.pin, (int, np.integer))
-                                     or self.pin < 0):
-            raise ValueError(f"pin: expected a state index >= 0, got {self.pin!r}")
+        if self.ordering not in ORDERINGS:
+            raise ValueError(f"ordering: expected one of {ORDERINGS}, got {self.ordering!r}")
+        _check_pin(self.pin)
         _positive("repin", self.repin)
 
 
 @dataclass(frozen=True)
-class IterativeOptions(_Common):
-    """Options of ``power``, ``gauss_seidel`` and ``sor``.
+class IterativeOptions(StationaryOptions):
+    """Options of ``power`` and ``gauss_seidel``.
 
     Attributes
     ----------
     maxiter : int
-        Iteration limit.
-    omega : float
-        Relaxation factor of ``sor`` (0 < omega < 2; 1 is Gauss-Seidel).
+        Iteration (sweep) limit.
     x0 : array_like, optional
-        Initial guess (default uniform).
+        Initial guess (default uniform on the closed class).
     progress : bool, optional
         Report the residual on stderr during long runs (default: when stderr
         is a terminal); False silences it.
     """
 
     maxiter: int = 100_000
-    omega: float = 1.0
     x0: Optional[np.ndarray] = None
     progress: Optional[bool] = None
 
     def __post_init__(self):
         super().__post_init__()
-        _positive("maxiter", self.maxiter)
-        if not 0 < self.omega < 2:
+        _positive("maxiter", self.maxiter, integer=True)
+
+
+@dataclass(frozen=True)
+class SOROptions(IterativeOptions):
+    """Options of ``sor``: those of ``gauss_seidel`` and ``omega`` (0 < omega < 2)."""
+
+    omega: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.omega, bool) or not isinstance(self.omega, (int, float)) or not 0 < self.omega < 2:
             raise ValueError(f"omega: expected 0 < omega < 2, got {self.omega!r}")
 
 
 @dataclass(frozen=True)
-class KrylovOptions(_Common):
+class KrylovOptions(StationaryOptions):
     """Options of ``gmres`` and ``bicgstab``.
 
     Attributes
     ----------
     maxiter : int
-        Iteration limit (outer iterations for GMRES).
+        Iteration limit (total iterations, restarts included).
     restart : int
         GMRES restart length.
     preconditioner : {"ilu", "jacobi", "none"}
-    drop_tol, fill_factor : float
-        Incomplete-LU parameters (:func:`scipy.sparse.linalg.spilu`).
-    pin : int, optional
+        Incomplete LU (on each process's block when distributed), Jacobi, none.
+    pin, repin
         As for ``lu``.
     """
 
-    maxiter: int = 2000
+    maxiter: int = 10_000
     restart: int = 50
     preconditioner: str = "ilu"
-    drop_tol: float = 1e-6
-    fill_factor: float = 20.0
     pin: Optional[int] = None
+    repin: float = 1e-3
 
     def __post_init__(self):
         super().__post_init__()
-        _positive("maxiter", self.maxiter)
-        _positive("restart", self.restart)
+        _positive("maxiter", self.maxiter, integer=True)
+        _positive("restart", self.restart, integer=True)
         if self.preconditioner not in ("ilu", "jacobi", "none"):
             raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {self.preconditioner!r}")
+        _check_pin(self.pin)
+        _positive("repin", self.repin)
 
 
 @dataclass(frozen=True)
-class ArpackOptions(_Common):
-    """Options of ``arpack``: ``maxiter`` (Arnoldi restarts), ``ncv`` (basis size)."""
+class EigOptions(StationaryOptions):
+    """Options of ``eig``: ``maxiter`` (restarts) and ``ncv`` (basis size), backend defaults if None."""
 
     maxiter: Optional[int] = None
     ncv: Optional[int] = None
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.maxiter is not None:
+            _positive("maxiter", self.maxiter, integer=True)
+        if self.ncv is not None:
+            _positive("ncv", self.ncv, integer=True)
+
+
+@dataclass(frozen=True)
+class LevelIADOptions(StationaryOptions):
+    """Options of ``level_iad``.
+
+    Attributes
+    ----------
+    levels : str, Expr or array_like of int
+        The level of each state: a state variable's name, an expression of the
+        model's variables, or one integer per state. Every transition must
+        change it by exactly +-1.
+    maxiter : int
+        Iteration limit (one aggregation and one symmetric sweep each).
+    x0 : array_like, optional
+        Positive initial guess (default uniform).
+    progress : bool, optional
+        Report the residual on stderr during long runs.
+    """
+
+    levels: object = None
+    maxiter: int = 1000
+    x0: Optional[np.ndarray] = None
+    progress: Optional[bool] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        _positive("maxiter", self.maxiter, integer=True)
+        if self.levels is None:
+            raise ValueError("levels: level_iad needs the level of each state (a variable name, an expression "
+                             "or an integer array)")
+
+
+@dataclass(frozen=True)
+class AutoOptions(StationaryOptions):
+    """Options of ``auto``: the shared tolerances, passed to the method it chooses."""
+
+
+def make_options(method: str, options: dict):
+    """Validate ``options`` for ``method`` into its frozen options dataclass.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method or option (the message lists the valid ones).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: unknown stationary method {method!r}; valid methods are {sorted(METHODS)}")
+    cls = METHODS[method].options
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(options) - names
+    if unknown:
+        raise ValueError(f"options: {sorted(unknown)} not understood by stationary method {method!r}; "
+                         f"valid options are {sorted(names)}")
+    return cls(**options)
+
 
 # --------------------------------------------------------------------------
-# evidence
+# evidence and grading (one rule for every method and backend)
 # --------------------------------------------------------------------------
-def stationary_evidence(Q: sp.csr_matrix, pi: np.ndarray):
-    """Residual ``||pi Q||_1``, balance error and underflow count of ``pi``.
+def stationary_evidence(op, pi: np.ndarray):
+    """Residual ``||pi Q||_1``, balance error, underflow and lost counts of ``pi`` (owned part).
 
     The balance error is ``max_j |(pi Q)_j| / (pi_j |q_jj|)`` over states with
     a normal (non-denormal) ``pi_j``; states below the smallest normal double
-    are counted in ``underflow`` instead.
+    are counted in ``underflow``; ``lost`` counts states whose probability is
+    0 although their inflow implies a representable one.
+
+    Returns
+    -------
+    residual, balance_error, underflow, lost
     """
-    r = Q.T @ pi
-    residual = float(np.abs(r).sum())
-    out = pi * np.abs(Q.diagonal())
+    r = op.apply(pi, transpose=True)
+    q = op.exit_rates
+    inflow = op.rates(pi, transpose=True)
+    out = pi * q
     ok = (pi >= _TINY) & (out > 0)
     bal = float(np.max(np.abs(r[ok]) / out[ok])) if ok.any() else 0.0
-    underflow = int(np.count_nonzero((pi < _TINY) & (pi > 0) | ((pi == 0) & (r != 0))))
-    return residual, bal, underflow
-
-
-# --------------------------------------------------------------------------
-# methods: each takes (Q, opts, hint) on an irreducible Q and returns
-# (x, iterations, status, message, info); x need not be normalised
-# --------------------------------------------------------------------------
-def _gth(Q, opts: GTHOptions, hint):
-    n = Q.shape[0]
-    if n > opts.max_states:
-        raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
-                         f"this chain has {n} states (use 'lu' or raise max_states)")
-    x = gth_solve(Q.toarray())
-    if not np.all(np.isfinite(x)):
-        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values (rates spanning > 1e300?)", {}
-    return x, 0, Status.SUCCESS, "GTH elimination", {}
-
-
-def _pin_hint(Q, hint):
-    if hint is not None:
-        return int(hint)
-    return int(np.argmin(np.abs(Q.diagonal())))
-
-
-def _pinned_system(Q, pin):
-    n = Q.shape[0]
-    keep = np.ones(n, dtype=bool)
-    keep[pin] = False
-    Qk = Q[keep]
-    A = Qk[:, keep].T.tocsc()
-    b = -np.asarray(Q[pin].toarray()).ravel()[keep]
-    return keep, A, b
-
-
-def _embed(x_sub, keep, pin):
-    x = np.empty(keep.size)
-    x[keep] = x_sub
-    x[pin] = 1.0
-    return x
+    under = np.count_nonzero(((pi < _TINY) & (pi > 0)) | ((pi == 0) & (r != 0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lost = np.count_nonzero((pi == 0) & (q > 0) & (inflow / q >= _TINY))
+    s = op.allsum(np.array([np.abs(r).sum(), under, lost], dtype=float))
+    return float(s[0]), op.allmax(bal), int(s[1]), int(s[2])
 
 
 #: a solution entry below -NEGATIVE_TOL * max is a failed solve, not round-off
 NEGATIVE_TOL = 1e-8
+#: negatives below this share of the max are round-off of a direct solve: set to 0 silently
+_ROUNDOFF = 1e-13
+
+
+def grade(status: Status, msg: str, *, rel_residual: float, balance: float, lost: int, negative: float,
+          opts: StationaryOptions):
+    """The status of a stationary answer from its evidence (every method, every backend).
+
+    Parameters
+    ----------
+    status, msg
+        What the method itself reported.
+    rel_residual : float
+        ``||pi Q||_1 / max|q_ii|``.
+    balance : float
+        The balance error.
+    lost : int
+        Zero probabilities with a positive inflow.
+    negative : float
+        ``-min(x) / max(x)`` of the raw solution (0 if none was negative).
+
+    Examples
+    --------
+    >>> o = StationaryOptions()
+    >>> grade(Status.SUCCESS, "lu", rel_residual=1e-16, balance=1e-12, lost=0, negative=0.0, opts=o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> grade(Status.SUCCESS, "gmres", rel_residual=1e-12, balance=1e-12, lost=0, negative=1e-10, opts=o)[0]
+    <Status.TAIL_INACCURATE: 'tail_inaccurate'>
+    >>> grade(Status.SUCCESS, "arpack", rel_residual=1e-12, balance=0.0, lost=0, negative=1e-3, opts=o)[0]
+    <Status.INACCURATE: 'inaccurate'>
+    """
+    usable = status in (Status.SUCCESS, Status.TAIL_INACCURATE)
+    if usable and negative > NEGATIVE_TOL:
+        return Status.INACCURATE, f"{msg}; negative probabilities (down to {-negative:.1e} of the max)"
+    if usable and rel_residual > opts.tol:
+        return Status.INACCURATE, f"{msg}; residual {rel_residual:.2e} above tol {opts.tol:.1e}"
+    if status is not Status.SUCCESS:
+        return status, msg
+    if negative > _ROUNDOFF:
+        return Status.TAIL_INACCURATE, (
+            f"{msg}; negative values of round-off size (down to {-negative:.1e} of the max) set to 0: the "
+            "small probabilities are noise (try 'gth' on small chains, or 'lu')")
+    if balance > opts.tail_tol:
+        return Status.TAIL_INACCURATE, (
+            f"{msg}; component-wise balance error {balance:.2e} exceeds tail_tol {opts.tail_tol:.1e}: "
+            "small probabilities are unreliable (use 'lu' or 'gth')")
+    if lost:
+        return Status.TAIL_INACCURATE, (
+            f"{msg}; {lost} states have probability 0 although their inflow is positive: small "
+            "probabilities were lost (use 'lu' or 'gth')")
+    return Status.SUCCESS, msg
+
+
+# --------------------------------------------------------------------------
+# closed classes by reachability
+# --------------------------------------------------------------------------
+def _count(op, mask) -> int:
+    return int(round(op.allsum(float(np.count_nonzero(mask)))))
+
+
+def _slowest_exit(op, support) -> int:
+    """Global index of the supported state with the smallest exit rate (the first on ties)."""
+    q = np.where(support, op.exit_rates, np.inf)
+    k = int(np.argmin(q)) if q.size else 0
+    best = float(q[k]) if q.size else np.inf
+    table = op.gather(np.array([best, op.start + k], dtype=float), "all") if op.size > 1 else None
+    if table is None:
+        return op.start + k
+    table = table.reshape(op.size, 2)
+    j = int(np.lexsort((table[:, 1], table[:, 0]))[0])
+    return int(table[j, 1])
+
+
+def _unit(op, i) -> np.ndarray:
+    e = np.zeros(op.stop - op.start, dtype=bool)
+    if op.start <= i < op.stop:
+        e[i - op.start] = True
+    return e
+
+
+def _closed_class_from(op, z):
+    """The closed class reached from state ``z`` (owned mask)."""
+    for _ in range(op.n + 1):
+        seed = _unit(op, z)
+        fwd = op.reach(seed, forward=True)
+        back = op.reach(seed)
+        escape = fwd & ~back
+        if _count(op, escape) == 0:
+            return fwd
+        z = _slowest_exit(op, escape)  # a state z cannot be reached back from: go deeper
+    raise RuntimeError("closed class search did not terminate")  # pragma: no cover
+
+
+def closed_classes(op, hint: Optional[int] = None, limit: Optional[int] = None) -> list:
+    """Closed classes of the chain as owned masks, sorted by their smallest state.
+
+    The first search starts at ``hint`` (default: the slowest-exit state);
+    each further one at a state that cannot reach a class found so far.
+    ``limit`` stops after that many classes.
+    """
+    found = []
+    accounted = np.zeros(op.stop - op.start, dtype=bool)
+    everything = np.ones_like(accounted)
+    z = _slowest_exit(op, everything) if hint is None else int(hint)
+    while True:
+        C = _closed_class_from(op, z)
+        found.append(C)
+        accounted |= op.reach(C)
+        if limit is not None and len(found) >= limit:
+            break
+        rest = ~accounted
+        if _count(op, rest) == 0:
+            break
+        z = _slowest_exit(op, rest)
+    first = [int(op.allmin(float(np.flatnonzero(C)[0] + op.start)) if C.any() else np.inf) for C in found]
+    return [C for _, C in sorted(zip(first, found), key=lambda t: t[0])]
+
+
+def _describe(op, classes, limit=5):
+    parts = []
+    for C in classes[:limit]:
+        idx = np.flatnonzero(op.gather(C.astype(float), "all") > 0.5)
+        first = [_state_name(op, i) for i in idx[:3]]
+        more = f" and {idx.size - 3} more" if idx.size > 3 else ""
+        parts.append("{" + ", ".join(first) + more + "}")
+    if len(classes) > limit:
+        parts.append(f"... (more classes)")
+    return "; ".join(parts)
+
+
+def _state_name(op, i):
+    st = op.states
+    if st is None:
+        return f"state {i}"
+    return "(" + ", ".join(f"{k}={int(st[k][i])}" for k in st.names) + ")"
+
+
+# --------------------------------------------------------------------------
+# methods: each takes (op, support, opts, hint, context) and returns
+# (x owned or None, iterations, status, message); x need not be normalised
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    """A registered stationary method: its function, options class and one-line description."""
+
+    run: Callable
+    options: type
+    summary: str
+
+
+@dataclass
+class _Context:
+    info: dict
+    backend_options: dict
+    size: int  # states in the class
+
+
+def _pin_hint(op, support, hint):
+    """The initial state if it lies in the class, else the slowest-exit state."""
+    if hint is not None:
+        inside = _count(op, support & _unit(op, hint))
+        if inside:
+            return int(hint)
+    return _slowest_exit(op, support)
+
+
+def _gth(op, support, opts: GTHOptions, hint, ctx):
+    if ctx.size > opts.max_states:
+        raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
+                         f"this class has {ctx.size} states (use 'lu' or raise max_states)")
+    return _gth_dense(op, support)
+
+
+def _gth_dense(op, support):
+    idx = np.flatnonzero(op.gather(support.astype(float), "all") > 0.5)
+    rows = op.gather_rows(support)
+    A = rows[:, idx].toarray()
+    xs = gth_solve(A) if idx.size > 1 else np.ones(1)
+    if not np.all(np.isfinite(xs)):
+        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values (rates spanning > 1e300?)"
+    x = np.zeros(op.stop - op.start)
+    own = (idx >= op.start) & (idx < op.stop)
+    x[idx[own] - op.start] = xs[own]
+    return x, 0, Status.SUCCESS, "GTH elimination"
 
 
 def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowest: int,
              repin: float) -> Optional[int]:
     """Where a pinned stationary solve should be repeated, or ``None`` to keep it.
 
-    Shared by the backends. A pin on a state of negligible probability gives a
-    solution of size ``1/pi_pin`` that is round-off with mixed signs and a
-    meaningless argmax: significant negatives move the pin to the
-    slowest-exit state (then to the argmax). A pin carrying less than
-    ``repin`` of the largest entry moves to the argmax. A state already tried
-    is never tried again.
+    A pin on a state of negligible probability gives a solution of size
+    ``1/pi_pin`` that is round-off with mixed signs and a meaningless argmax:
+    significant negatives move the pin to the slowest-exit state (then to the
+    argmax). A pin carrying less than ``repin`` of the largest entry moves to
+    the argmax. A state already tried is never tried again.
 
     Examples
     --------
@@ -313,314 +560,374 @@ def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowes
     return None if nxt in pins else int(nxt)
 
 
-def _lu(Q, opts: LUOptions, hint, keep_factor: bool = False):
-    """Pinned sparse LU; with ``keep_factor`` the SuperLU object of the last
-    pin is returned in ``info["factor"]`` (its matrix is ``(Q^T)`` without
-    the pinned row and column), for callers that reuse it."""
-    n = Q.shape[0]
-    if n == 1:
-        return np.ones(1), 0, Status.SUCCESS, "single state", {}
-    pin = _pin_hint(Q, opts.pin if opts.pin is not None else hint)
-    if pin >= n:
-        raise ValueError(f"pin: state index must be < {n}, got {pin}")
-    info = {"ordering": opts.ordering, "pins": []}
-    slowest = _pin_hint(Q, None)
-    x = None
-    for attempt in range(3):
-        keep, A, b = _pinned_system(Q, pin)
-        t0 = time.perf_counter()
-        info["pins"].append(pin)
-        try:
-            lu, info["ordering"] = splu(A, opts.ordering)
-        except (MemoryError, SystemError) as exc:
-            # SuperLU reports a failed allocation as SystemError
-            return None, 0, Status.BREAKDOWN, f"SuperLU ran out of memory ({type(exc).__name__}: {exc})", info
-        except RuntimeError as exc:  # singular factor
-            # a numerically singular pinned system: typical of a pin on a
-            # state of negligible probability; retry at the slowest-exit state
-            info["failed_pin"] = f"state {pin}: {exc}"
-            if attempt < 2 and slowest not in info["pins"]:
-                pin = slowest
-                continue
-            return None, 0, Status.BREAKDOWN, f"SuperLU failed: {exc}", info
-        x = _embed(lu.solve(b), keep, pin)
-        info["factor_seconds"] = time.perf_counter() - t0
-        info["fill"] = int(lu.L.nnz + lu.U.nnz)
-        if keep_factor:
-            info["factor"] = lu
-        if not np.all(np.isfinite(x)):
-            nxt = slowest if slowest not in info["pins"] else None
+def _global_argmax(op, x):
+    k = int(np.argmax(x)) if x.size else 0
+    val = float(x[k]) if x.size else -np.inf
+    if op.size == 1:
+        return val, op.start + k
+    table = op.gather(np.array([val, op.start + k]), "all").reshape(op.size, 2)
+    j = int(np.argmax(table[:, 0]))
+    return float(table[j, 0]), int(table[j, 1])
+
+
+def _pinned(kind: str):
+    """Pinned sparse solve (direct or Krylov) with the re-pin rule :func:`next_pin`."""
+    def run(op, support, opts, hint, ctx):
+        info = ctx.info
+        if ctx.size == 1:
+            return support.astype(float), 0, Status.SUCCESS, "single state"
+        slowest = _slowest_exit(op, support)
+        if opts.pin is not None:
+            if opts.pin >= op.n:
+                raise ValueError(f"pin: state index must be < {op.n}, got {opts.pin}")
+            pin = int(opts.pin)
+        elif kind == "lu":
+            pin = _pin_hint(op, support, hint)
         else:
-            top = int(np.argmax(x))
-            nxt = next_pin(float(x[top]), top, float(np.min(x)), float(x[pin]), info["pins"], slowest,
-                           opts.repin)
-        if attempt == 2 or nxt is None:
-            break
-        pin = nxt
-    if not np.all(np.isfinite(x)):
-        return None, 0, Status.BREAKDOWN, "non-finite solution", info
-    neg = x < 0
-    msg = f"sparse LU pinned at state {pin}"
-    if neg.any():
-        worst = -float(np.min(x)) / x.max()
-        info["negative_states"] = int(neg.sum())
-        if worst > NEGATIVE_TOL:
-            return x, 0, Status.INACCURATE, f"negative probabilities (down to {-worst:.1e} of the max)", info
-        x[neg] = 0.0
-        if worst > 1e-13:
-            # round-off noise of the size of eps * max(pi): the small
-            # probabilities of this chain are below what LU resolved
-            return x, 0, Status.TAIL_INACCURATE, (
-                f"{msg}; {int(neg.sum())} negative values of round-off size (down to {-worst:.1e} of "
-                "the max) set to 0: the small probabilities are noise (try 'gth' on small chains)"), info
-    return x, 0, Status.SUCCESS, msg, info
-
-
-def _start(n, x0):
-    if x0 is None:
-        return np.full(n, 1.0 / n)
-    x = np.array(x0, dtype=float)
-    if x.shape != (n,) or (x < 0).any() or not x.sum() > 0:
-        raise ValueError(f"x0: expected a non-negative vector of shape ({n},)")
-    return x / x.sum()
-
-
-def _power(Q, opts: IterativeOptions, hint):
-    n = Q.shape[0]
-    QT = Q.T.tocsr()
-    lam = 1.02 * np.abs(Q.diagonal()).max()
-    x = _start(n, opts.x0)
-    qmax = np.abs(Q.diagonal()).max()
-    prog = Progress("stationary (power)", opts.progress)
-    for it in range(opts.maxiter):
-        r = QT @ x
-        # the acceptance test of _run: ||x Q||_1 / (sum(x) max|q_ii|) <= tol
-        rel = np.abs(r).sum() / (x.sum() * qmax)
-        prog.update(f"iteration {it}, residual {rel:.2e}")
-        if rel <= opts.tol:
-            prog.close(f"converged in {it} iterations")
-            return x, it, Status.SUCCESS, f"converged in {it} iterations", {"uniformization_rate": lam}
-        x = x + r / lam
-        if it % 10 == 9:
-            x /= x.sum()
-    return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} iterations", {}
-
-
-def _sor(Q, opts: IterativeOptions, hint, omega=None):
-    omega = opts.omega if omega is None else omega
-    n = Q.shape[0]
-    A = Q.T.tocsr()
-    d = A.diagonal()
-    Lo = sp.tril(A, k=-1, format="csr")
-    Up = sp.triu(A, k=1, format="csr")
-    M = (sp.diags(d) + omega * Lo).tocsr()
-    M.sort_indices()
-    x = _start(n, opts.x0)
-    scale = np.abs(d).max()
-    prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
-    for it in range(1, opts.maxiter + 1):
-        rhs = (1 - omega) * d * x - omega * (Up @ x)
-        x = sla.spsolve_triangular(M, rhs, lower=True)
-        s = x.sum()
-        if not np.isfinite(s) or s <= 0:
-            return None, it, Status.BREAKDOWN, "iteration diverged", {}
-        x /= s
-        rel = np.abs(A @ x).sum() / scale
-        prog.update(f"sweep {it}, residual {rel:.2e}")
-        if rel <= opts.tol:
-            prog.close(f"converged in {it} sweeps")
-            return x, it, Status.SUCCESS, f"converged in {it} sweeps", {"omega": omega}
-    return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps", {"omega": omega}
-
-
-def _gauss_seidel(Q, opts: IterativeOptions, hint):
-    return _sor(Q, opts, hint, omega=1.0)
-
-
-def _krylov(solver: Callable, name: str):
-    def run(Q, opts: KrylovOptions, hint):
-        n = Q.shape[0]
-        if n == 1:
-            return np.ones(1), 0, Status.SUCCESS, "single state", {}
-        pin = _pin_hint(Q, opts.pin if opts.pin is not None else hint)
-        keep, A, b = _pinned_system(Q, pin)
-        info = {"pin": pin, "preconditioner": opts.preconditioner}
-        if opts.preconditioner == "ilu":
+            # a Krylov solve pinned on a negligible-probability state (a user's
+            # initial state often is one) stalls for its whole iteration budget
+            # before a re-pin can help: the slowest-exit state is a cheap guess
+            pin = slowest
+        spec = LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"),
+                          preconditioner=getattr(opts, "preconditioner", "ilu"), rtol=opts.tol * 1e-2,
+                          maxiter=getattr(opts, "maxiter", 10_000), restart=getattr(opts, "restart", 50))
+        info["pins"] = []
+        x, rep, its = None, SolveReport(), 0
+        for attempt in range(3):
+            info["pins"].append(pin)
+            e = _unit(op, pin)
+            sysm = op.system(support & ~e, 0.0, spec, ctx.backend_options)
             try:
-                ilu = sla.spilu(A, drop_tol=opts.drop_tol, fill_factor=opts.fill_factor)
-            except RuntimeError as exc:
-                return None, 0, Status.BREAKDOWN, f"incomplete LU failed: {exc}", info
-            M = sla.LinearOperator(A.shape, ilu.solve)
-        elif opts.preconditioner == "jacobi":
-            dinv = 1.0 / A.diagonal()
-            M = sla.LinearOperator(A.shape, lambda v: dinv * v)
-        else:
-            M = None
-        count = [0]
-
-        def cb(_):
-            count[0] += 1
-        kw = dict(rtol=opts.tol, atol=0.0, maxiter=opts.maxiter, M=M, callback=cb)
-        if name == "gmres":
-            kw.update(restart=opts.restart, callback_type="pr_norm")
-        y, code = solver(A, b, **kw)
-        x = _embed(y, keep, pin)
-        x[x < 0] = 0.0
-        if code > 0:
-            return x, count[0], Status.MAX_ITERATIONS, f"{name} stopped at its iteration limit", info
-        if code < 0 or not np.all(np.isfinite(x)):
-            return None, count[0], Status.BREAKDOWN, f"{name} broke down", info
-        return x, count[0], Status.SUCCESS, f"{name} converged in {count[0]} iterations", info
+                b = np.where(support & ~e, _row_of_R(op, pin), 0.0)
+                t0 = time.perf_counter()
+                x, rep = sysm.solve(b, transpose=True)
+                info["solve_seconds"] = time.perf_counter() - t0
+                info.update(sysm.info)
+            finally:
+                sysm.close()
+            its += rep.iterations
+            x[e] = 1.0
+            if rep.status is Status.BREAKDOWN or not np.all(np.isfinite(x)):
+                nxt = slowest if slowest not in info["pins"] else None
+            else:
+                xmax, top = _global_argmax(op, x)
+                xmin = op.allmin(float(x.min()) if x.size else np.inf)
+                xp = op.allmax(float(x[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+                nxt = next_pin(xmax, top, xmin, xp, info["pins"], slowest, opts.repin)
+            if attempt == 2 or nxt is None:
+                break
+            info["failed_pin"] = f"state {pin}: {rep.reason}" if rep.status is Status.BREAKDOWN else None
+            pin = nxt
+        if rep.status is Status.BREAKDOWN:
+            return None, its, rep.status, f"{kind}: {rep.reason}"
+        msg = f"{kind} pinned at state {pin}" + (f" ({rep.reason})" if rep.reason else "")
+        return x, its, rep.status, msg
     return run
 
 
-def _arpack(Q, opts: ArpackOptions, hint):
-    n = Q.shape[0]
-    if n < 3:
-        return gth_solve(Q.toarray()), 0, Status.SUCCESS, "tiny chain: GTH", {}
-    lam = 1.02 * np.abs(Q.diagonal()).max()
-    PT = (sp.identity(n, format="csr") + Q.T.tocsr() / lam).tocsr()
-    try:
-        vals, vecs = sla.eigs(PT, k=1, which="LM", v0=np.full(n, 1.0 / n), tol=opts.tol * 1e-2,
-                              maxiter=opts.maxiter, ncv=opts.ncv)
-    except sla.ArpackNoConvergence as exc:
-        x = np.abs(np.real(exc.eigenvectors[:, 0])) if exc.eigenvectors.size else None
-        return x, 0, Status.MAX_ITERATIONS, "ARPACK did not converge", {}
-    x = np.real(vecs[:, 0])
-    x = x * np.sign(x.sum())
-    x[x < 0] = 0.0
-    return x, 0, Status.SUCCESS, f"ARPACK eigenvalue {complex(vals[0]).real:.15g}", {"eigenvalue": complex(vals[0])}
+def _row_of_R(op, i):
+    """Owned part of row ``i`` of ``R`` (``R_ij`` at the owned ``j``)."""
+    return op.rates(_unit(op, i).astype(float), transpose=True)
 
 
-#: name -> (function, options class); ``auto`` is handled by :func:`solve_stationary`
-METHODS = {
-    "gth": (_gth, GTHOptions),
-    "lu": (_lu, LUOptions),
-    "power": (_power, IterativeOptions),
-    "gauss_seidel": (_gauss_seidel, IterativeOptions),
-    "sor": (_sor, IterativeOptions),
-    "gmres": (_krylov(sla.gmres, "gmres"), KrylovOptions),
-    "bicgstab": (_krylov(sla.bicgstab, "bicgstab"), KrylovOptions),
-    "arpack": (_arpack, ArpackOptions),
-}
+def _start(op, support, x0):
+    if x0 is None:
+        x = support.astype(float)
+        return x / op.allsum(float(x.sum()))
+    x = np.array(x0, dtype=float)
+    if x.shape != (op.n,) or (x < 0).any() or not x.sum() > 0:
+        raise ValueError(f"x0: expected a non-negative vector of shape ({op.n},)")
+    x = np.where(support, x[op.start:op.stop], 0.0)
+    tot = op.allsum(float(x.sum()))
+    if not tot > 0:
+        raise ValueError("x0: no mass on the closed class")
+    return x / tot
+
+
+def _power(op, support, opts: IterativeOptions, hint, ctx):
+    lam = 1.02 * op.qmax
+    x = _start(op, support, opts.x0)
+    prog = Progress("stationary (power)", opts.progress)
+    for it in range(opts.maxiter):
+        r = op.apply(x, transpose=True)
+        g = op.allsum(np.array([np.abs(r).sum(), x.sum()]))
+        rel = g[0] / (g[1] * op.qmax)
+        prog.update(f"iteration {it}, residual {rel:.2e}")
+        if rel <= opts.tol:
+            prog.close(f"converged in {it} iterations")
+            ctx.info["uniformization_rate"] = lam
+            return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
+        x = x + r / lam
+        if it % 10 == 9:
+            x /= op.allsum(float(x.sum()))
+    return x, opts.maxiter, Status.MAX_ITERATIONS, f"power: not converged after {opts.maxiter} iterations"
+
+
+def _sor(op, support, opts: IterativeOptions, hint, ctx):
+    """SOR on ``Q^T x = 0`` over the owned block; other blocks from the previous sweep."""
+    omega = getattr(opts, "omega", 1.0)
+    m = op.stop - op.start
+    A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T, owned rows
+    keep = support.astype(float)
+    full_support = op.gather(keep, "all") if op.size > 1 else keep
+    A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
+    d = np.where(support, op.exit_rates, 1.0)
+    local = A[:, op.start:op.stop]
+    Lo = sp.tril(local, k=-1, format="csr")
+    rest = (A - sp.hstack([sp.csr_matrix((m, op.start)), Lo, sp.csr_matrix((m, op.n - op.stop))]).tocsr()
+            if op.size > 1 else (A - Lo).tocsr())
+    T = (sp.diags(d) - omega * Lo).tocsr()
+    T.sort_indices()
+    x = _start(op, support, opts.x0)
+    prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
+    for it in range(1, opts.maxiter + 1):
+        xf = op.gather(x, "all") if op.size > 1 else x
+        rhs = (1 - omega) * d * x + omega * (rest @ xf)
+        x = np.where(support, sla.spsolve_triangular(T, rhs, lower=True), 0.0)
+        s = op.allsum(float(x.sum()))
+        if not np.isfinite(s) or s <= 0:
+            return None, it, Status.BREAKDOWN, "iteration diverged"
+        x /= s
+        r = op.apply(x, transpose=True)
+        rel = op.allsum(float(np.abs(r).sum())) / op.qmax
+        prog.update(f"sweep {it}, residual {rel:.2e}")
+        if rel <= opts.tol:
+            prog.close(f"converged in {it} sweeps")
+            ctx.info["omega"] = omega
+            return x, it, Status.SUCCESS, f"converged in {it} sweeps"
+    ctx.info["omega"] = omega
+    return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps"
+
+
+def _eig(op, support, opts: EigOptions, hint, ctx):
+    if ctx.size < 3:
+        return _gth_dense(op, support)
+    x, rep = op.null_vector(support, tol=opts.tol * 1e-2, maxiter=opts.maxiter, ncv=opts.ncv,
+                            backend_options=ctx.backend_options)
+    ctx.info.update(rep.info)
+    if x is None:
+        return None, rep.iterations, Status.BREAKDOWN if rep.status is Status.SUCCESS else rep.status, rep.reason
+    sign = np.sign(op.allsum(float(x.sum()))) or 1.0
+    return x * sign, rep.iterations, rep.status, rep.reason
+
+
+def _levels(op, spec) -> np.ndarray:
+    """The level of every state (replicated), from a variable name, an expression or an array."""
+    from .expr import Expr
+    if isinstance(spec, str) or isinstance(spec, Expr):
+        if op.states is None:
+            raise ValueError("levels: this chain has no state table; give one integer per state")
+        env = op.states.as_dict()
+        lev = env[spec] if isinstance(spec, str) and spec in env else None
+        if lev is None:
+            if isinstance(spec, str):
+                raise ValueError(f"levels: no state variable {spec!r}; variables are {list(env)}")
+            lev = spec.evaluate(env)
+    else:
+        lev = spec
+    lev = np.asarray(lev)
+    if lev.shape != (op.n,) or lev.dtype.kind not in "iub":
+        raise ValueError(f"levels: expected one integer per state ({op.n}), got shape {lev.shape} and "
+                         f"dtype {lev.dtype}")
+    return lev.astype(np.int64) - int(lev.min())
+
+
+def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
+    r"""Iterative aggregation-disaggregation on a level that every transition moves by +-1.
+
+    When every transition raises or lowers a *level* :math:`L` by one (the total
+    number of jobs of a queueing network, say), :math:`Q` is block tridiagonal
+    in :math:`L` with empty diagonal blocks. The slow mode of such a chain is
+    usually the fluctuation of :math:`L`; the profile at a fixed level mixes
+    fast. Each iteration therefore
+
+    1. *aggregates* the iterate into the birth-death chain of :math:`L` (birth
+       rate :math:`a_L = E[\text{up rate} \mid L]`, death rate
+       :math:`d_L = E[\text{down rate} \mid L]`), solves it exactly in logs
+       (:math:`p_{L+1}/p_L = a_L / d_{L+1}`) and rescales the iterate level by
+       level to these masses (Takahashi 1975; Stewart 1994, ch. 6), then
+    2. runs a forward and a backward Gauss-Seidel sweep ordered by level: the
+       states of a level only exchange probability with the two neighbouring
+       levels, so a level is updated in one sparse product (on each process's
+       block when distributed, other blocks from the previous sweep).
+
+    It stops when :math:`\|x Q\|_1 / \max_i |q_{ii}| \le` ``tol``, then goes on
+    (at most as long again) until the balance error is below ``tail_tol``.
+    """
+    lev_full = _levels(op, opts.levels)
+    lev = lev_full[op.start:op.stop]
+    out_rows = op.local_rows().tocoo()
+    keep = support[out_rows.row]
+    step = lev_full[out_rows.col[keep]] - lev[out_rows.row[keep]]
+    bad = op.allsum(float(np.count_nonzero(np.abs(step) != 1)))
+    if bad:
+        raise ValueError("levels: every transition must change the level by exactly +-1 "
+                         f"({int(bad)} transitions do not)")
+    m = op.stop - op.start
+    rows, vals = out_rows.row[keep], out_rows.data[keep]
+    up = np.bincount(rows[step > 0], weights=vals[step > 0], minlength=m)
+    down = np.bincount(rows[step < 0], weights=vals[step < 0], minlength=m)
+    out = np.where(support, op.exit_rates, 1.0)
+    IN = op.local_rows(transpose=True).tocsr()
+    n_lev = int(op.allmax(float(lev[support].max(initial=0)))) + 1
+    own = np.flatnonzero(support)
+    order = own[np.argsort(lev[own], kind="stable")]
+    bounds = np.searchsorted(lev[order], np.arange(n_lev + 1))
+    blocks = [(order[bounds[L]:bounds[L + 1]], IN[order[bounds[L]:bounds[L + 1]]]) for L in range(n_lev)]
+    x = _start(op, support, opts.x0)
+    if (x[support] <= 0).any():
+        raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
+    lv = np.where(support, lev, 0)
+    status, it, norm_it = Status.MAX_ITERATIONS, 0, None
+    prog = Progress("stationary (level_iad)", opts.progress)
+    for it in range(1, opts.maxiter + 1):
+        X = op.allsum(np.bincount(lv, weights=x, minlength=n_lev))
+        a = op.allsum(np.bincount(lv, weights=x * up, minlength=n_lev)) / X
+        dn = op.allsum(np.bincount(lv, weights=x * down, minlength=n_lev)) / X
+        with np.errstate(divide="ignore"):
+            logp = np.concatenate([[0.0], np.cumsum(np.log(a[:-1]) - np.log(dn[1:]))])
+        p = np.exp(logp - logp.max())
+        p /= p.sum()
+        x = np.where(support, x * (p / X)[lv], 0.0)
+        xf = op.gather(x, "all")          # the scipy backend: x itself, updated in place
+        for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):
+            loc, B = blocks[L]
+            if loc.size:
+                xf[op.start + loc] = (B @ xf) / out[loc]
+        x = np.array(xf[op.start:op.stop])
+        x /= op.allsum(float(x.sum()))
+        r = op.apply(x, transpose=True)
+        resid = op.allsum(float(np.abs(r).sum())) / op.qmax
+        prog.update(f"iteration {it}, residual {resid:.2e}")
+        if not np.isfinite(resid):
+            return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
+        if resid <= opts.tol:
+            # converged in norm: go on (at most as long again) until the small probabilities balance too
+            norm_it = it if norm_it is None else norm_it
+            ok = x >= _TINY
+            bal = op.allmax(float(np.max(np.abs(r[ok]) / (out[ok] * x[ok]), initial=0.0)))
+            if bal <= opts.tail_tol or it >= 2 * norm_it:
+                status = Status.SUCCESS
+                break
+    prog.close(f"{it} iterations")
+    ctx.info.update(levels=n_lev)
+    return x, it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
+
+
+#: stationary methods by name; ``auto`` is an entry like the others
+METHODS: dict = {}
 
 _AUTO_GTH = 1000
 
 
-def make_options(method: str, options: dict):
-    """Validate ``options`` for ``method`` into its frozen options dataclass."""
-    cls = METHODS[method][1]
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(options) - names
-    if unknown:
-        raise ValueError(f"options: {sorted(unknown)} not understood by method {method!r}; "
-                         f"valid options are {sorted(names)}")
-    return cls(**options)
+def _auto(op, support, opts: AutoOptions, hint, ctx):
+    order = ["gth"] if ctx.size <= _AUTO_GTH else ["lu", "gmres"]
+    common = {"tol": opts.tol, "tail_tol": opts.tail_tol}
+    tried = []
+    for i, m in enumerate(order):
+        o = METHODS[m].options(**common)
+        try:
+            out = METHODS[m].run(op, support, o, hint, ctx)
+        except MemoryError as exc:
+            tried.append(f"{m}: out of memory ({exc})")
+            continue
+        # fall back only when a method could not run at all; an inaccurate
+        # direct solve is not improved by an iterative one
+        if out[2] is not Status.BREAKDOWN or i == len(order) - 1:
+            ctx.info["chosen"] = m
+            if tried:
+                ctx.info["fallbacks"] = tried
+            return out
+        tried.append(f"{m}: {out[2].value} ({out[3]})")
+    raise SolverError("auto: every method failed: " + "; ".join(tried))
 
 
-def _solve_irreducible(Q, method, options, hint):
-    """Run one method (or the auto chain) on an irreducible generator."""
-    t0 = time.perf_counter()
-    if method == "auto":
-        order = ["gth"] if Q.shape[0] <= _AUTO_GTH else ["lu", "gmres"]
-        common = {k: v for k, v in options.items() if k in ("tol", "tail_tol")}
-        tried = []
-        for i, m in enumerate(order):
-            opts = make_options(m, options if len(order) == 1 else common)
-            try:
-                res = _run(Q, m, opts, hint, t0)
-            except MemoryError as exc:
-                tried.append(f"{m}: out of memory ({exc})")
-                continue
-            # fall back only when a method could not run at all; an
-            # inaccurate direct solve is not improved by an iterative one
-            if res.status is not Status.BREAKDOWN or i == len(order) - 1:
-                if tried:
-                    res.info["fallbacks"] = tried
-                return res
-            tried.append(f"{m}: {res.status.value}")
-        raise SolverError("auto: every method failed: " + "; ".join(tried))
-    opts = make_options(method, options)
-    return _run(Q, method, opts, hint, t0)
+METHODS.update({
+    "auto": Method(_auto, AutoOptions, "gth up to 1000 states, else lu, falling back to gmres"),
+    "gth": Method(_gth, GTHOptions, "dense subtraction-free elimination (GTH)"),
+    "lu": Method(_pinned("lu"), LUOptions, "pinned sparse direct solve"),
+    "gmres": Method(_pinned("gmres"), KrylovOptions, "pinned GMRES with a preconditioner"),
+    "bicgstab": Method(_pinned("bicgstab"), KrylovOptions, "pinned BiCGStab with a preconditioner"),
+    "power": Method(_power, IterativeOptions, "power iteration on the uniformised chain"),
+    "gauss_seidel": Method(_sor, IterativeOptions, "Gauss-Seidel sweeps on Q^T x = 0"),
+    "sor": Method(_sor, SOROptions, "successive over-relaxation on Q^T x = 0"),
+    "eig": Method(_eig, EigOptions, "Krylov eigensolver for the eigenvalue 1 of the uniformised chain"),
+    "level_iad": Method(_level_iad, LevelIADOptions,
+                        "aggregation-disaggregation on a level moved by +-1, Gauss-Seidel by levels"),
+})
 
 
-def _run(Q, method, opts, hint, t0):
-    fn = METHODS[method][0]
-    if Q.shape[0] == 1:
-        x, iters, status, msg, info = np.ones(1), 0, Status.SUCCESS, "single absorbing state", {}
+# --------------------------------------------------------------------------
+# the driver
+# --------------------------------------------------------------------------
+def _solve_class(op, support, method, opts, hint, backend_options, t0):
+    ctx = _Context(info={}, backend_options=backend_options, size=_count(op, support))
+    if ctx.size == 1:
+        x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
     else:
-        x, iters, status, msg, info = fn(Q, opts, hint)
-    n = Q.shape[0]
+        x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)
+    used = ctx.info.pop("chosen", method)
+    info = ctx.info
     if x is None:
-        pi = np.full(n, np.nan)
-        return StationaryResult(method, "scipy", status, msg, iters, float("nan"),
-                                time.perf_counter() - t0, info, pi=pi, balance_error=float("inf"))
-    pi = x / x.sum()
-    residual, bal, under = stationary_evidence(Q, pi)
-    rel = residual / max(np.abs(Q.diagonal()).max(), _TINY)
-    if status in (Status.SUCCESS, Status.TAIL_INACCURATE) and rel > opts.tol:
-        status, msg = Status.INACCURATE, f"{msg}; residual {rel:.2e} above tol {opts.tol:.1e}"
-    if status is Status.SUCCESS and bal > opts.tail_tol:
-        status = Status.TAIL_INACCURATE
-        msg = (f"{msg}; component-wise balance error {bal:.2e} exceeds tail_tol "
-               f"{opts.tail_tol:.1e}: small probabilities are unreliable (use 'lu' or 'gth')")
-    info["relative_residual"] = rel
-    return StationaryResult(method, "scipy", status, msg, iters, residual, time.perf_counter() - t0,
-                            info, pi=pi, balance_error=bal, underflow=under)
+        return StationaryResult(used, op.backend, status, msg, its, float("nan"), time.perf_counter() - t0, info,
+                                pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
+    x = np.where(support, x, 0.0)
+    xmax = op.allmax(float(x.max()) if x.size else -np.inf)
+    xmin = op.allmin(float(x.min()) if x.size else np.inf)
+    tot = op.allsum(float(x.sum()))
+    if not (np.isfinite(tot) and tot > 0 and np.isfinite(xmax)):
+        return StationaryResult(used, op.backend, Status.BREAKDOWN, f"{msg}; non-finite or zero solution", its,
+                                float("nan"), time.perf_counter() - t0, info,
+                                pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
+    negative = max(0.0, -xmin / xmax)
+    pi = np.maximum(x, 0.0) / tot
+    if negative:
+        info["negative_states"] = int(op.allsum(float(np.count_nonzero(x < 0))))
+    residual, bal, under, lost = stationary_evidence(op, pi)
+    rel = residual / max(op.qmax, _TINY)
+    status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)
+    info.update(relative_residual=rel, zero_with_inflow=lost, processes=op.size)
+    return StationaryResult(used, op.backend, status, msg, its, residual, time.perf_counter() - t0, info,
+                            pi=pi, balance_error=bal, underflow=under)
 
 
-def _describe_classes(chain, classes, limit=5):
-    parts = []
-    for c in classes[:limit]:
-        first = [_state_name(chain, i) for i in c[:3]]
-        more = f" and {c.size - 3} more" if c.size > 3 else ""
-        parts.append("{" + ", ".join(first) + more + "}")
-    if len(classes) > limit:
-        parts.append(f"... ({len(classes) - limit} more classes)")
-    return "; ".join(parts)
+def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bool = True,
+               per_class: bool = False, backend_options=None, **options):
+    """Stationary distribution of ``chain``; see :meth:`ctmc.CTMC.stationary`.
 
-
-def _state_name(chain, i):
-    st = chain.states
-    return "(" + ", ".join(f"{k}={int(st[k][i])}" for k in st.names) + ")"
-
-
-def solve_stationary(chain, method="auto", *, check=True, per_class=False, **options):
-    """Stationary distribution of ``chain`` on the scipy backend.
-
-    See :meth:`ctmc.CTMC.stationary` for the parameters and the module
-    docstring for the methods.
+    Examples
+    --------
+    >>> import ctmc
+    >>> c = ctmc.CTMC([[-2.0, 2.0], [1.0, -1.0]])
+    >>> [round(float(p), 12) for p in stationary(c, "lu").pi]
+    [0.333333333333, 0.666666666667]
     """
-    if method != "auto" and method not in METHODS:
-        raise ValueError(f"method: unknown stationary method {method!r}; valid methods are "
-                         f"{['auto'] + sorted(METHODS)}")
-    # validate the options before any heavy work
-    if method != "auto":
-        make_options(method, options)
-    else:
-        make_options("lu", {k: v for k, v in options.items() if k in ("tol", "tail_tol")})
+    # everything the caller can get wrong is checked before any heavy work
+    opts = make_options(method, options)
+    bo = check_backend_options(backend, backend_options)
+    mode = bo.pop("gather", None)
     t0 = time.perf_counter()
-    Q = chain.Q
-    n = Q.shape[0]
-    cs = chain.structure
-    classes = cs.closed_classes
-    if len(classes) > 1 and not per_class:
-        raise ReducibleChainError(
-            f"the chain has {len(classes)} closed classes, so its stationary distribution is not "
-            f"unique: {_describe_classes(chain, classes)}. Pass per_class=True for one law per "
-            "class.", classes)
-    hint = None if chain.initial is None or chain.initial.size == 0 else int(chain.initial[0])
+    op = operator_for(chain, backend)
+    mode = mode or op.default_gather
+    hint = None if op.initial is None or len(op.initial) == 0 else int(op.initial[0])
+    if per_class:
+        classes = closed_classes(op, hint)
+    else:
+        classes = closed_classes(op, hint, limit=1)
+        if _count(op, op.reach(classes[0])) < op.n:
+            classes = closed_classes(op, hint, limit=6)
+            raise ReducibleChainError(
+                f"the chain has {'more than 5' if len(classes) > 5 else len(classes)} closed classes, so its "
+                f"stationary distribution is not unique: {_describe(op, classes)}. Pass per_class=True for one "
+                "law per class.", [np.flatnonzero(op.gather(C.astype(float), 'all') > 0.5) for C in classes])
     results = []
-    for c in classes:
-        if c.size == n:
-            res = _solve_irreducible(Q, method, options, hint)
-        else:
-            sub = Q[c][:, c].tocsr()
-            h = None if hint is None or hint not in c else int(np.searchsorted(c, hint))
-            r = _solve_irreducible(sub, method, options, h)
-            pi = np.zeros(n)
-            pi[c] = r.pi
-            info = dict(r.info, closed_class_size=int(c.size), transient_states=int(n - c.size))
-            res = dataclasses.replace(r, pi=pi, info=info, wall_time=time.perf_counter() - t0)
+    for C in classes:
+        res = _solve_class(op, C, method, opts, hint, bo, t0)
+        size = _count(op, C)
+        if size < op.n:
+            res.info.update(closed_class_size=size, transient_states=op.n - size)
+        if mode == "none":
+            res.info["rows"] = (op.start, op.stop)
+        res = dataclasses.replace(res, pi=op.gather(res.pi, mode))
         results.append(res.check(check))
     return results if per_class else results[0]

@@ -20,25 +20,43 @@ probabilities keep their relative accuracy. The sum is cut at the smallest
 on the 1-norm), and leading terms whose Poisson weight is negligible are
 skipped. All requested times share the same vectors :math:`p_0 P^k`.
 
-``method="expm"`` uses :func:`scipy.sparse.linalg.expm_multiply` instead,
-stepping from one requested time to the next.
+``method="expm"`` uses a Krylov approximation of the matrix-exponential action
+instead (the backend's: :func:`scipy.sparse.linalg.expm_multiply`, SLEPc's MFN),
+stepping from one requested time to the next; ``method="auto"`` is
+uniformisation unless it would need more than ``max_terms`` steps.
+
+Everything here is written once on the primitives of :mod:`ctmc.backends.base`.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as sla
 from scipy.stats import poisson
 
+from .backends import check_backend_options, operator_for
+from .backends.base import worst
 from .results import Status, TransientResult
+from .sets import owned_mask
 
-__all__ = ["uniformize", "transient"]
+__all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions", "uniformize",
+           "uniformize_operator", "check_uniformization", "initial_law", "transient"]
 
 
-def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: float = 1e-13):
-    """``exp(A t) V0`` for each ``t`` by uniformisation.
+def check_uniformization(eps, max_terms) -> None:
+    """Validate the uniformisation parameters (ValueError naming the bad one)."""
+    if not (isinstance(eps, float) and 0 < eps < 1):
+        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    if isinstance(max_terms, bool) or not isinstance(max_terms, (int, np.integer)) or max_terms < 1:
+        raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
+
+
+def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: float = 1e-13,
+               max_terms: int | None = None):
+    """``exp(A t) V0`` for each ``t`` by uniformisation, for a scipy matrix ``A``.
 
     Parameters
     ----------
@@ -48,6 +66,8 @@ def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: floa
     times : ndarray of float >= 0
     eps : float
         Poisson tail neglected per time point.
+    max_terms : int, optional
+        Refuse (ValueError) a sum needing more steps than this.
 
     Returns
     -------
@@ -57,18 +77,17 @@ def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: floa
     """
     lam = 1.02 * float(np.abs(A.diagonal()).max()) if A.shape[0] else 0.0
     Ps = (A / lam).tocsr() if lam > 0 else A
-    return uniformize_operator(lambda V: Ps @ V, V0, times, lam, eps=eps, scaled=True)
+    return uniformize_operator(lambda V: Ps @ V, V0, times, lam, eps=eps, scaled=True, max_terms=max_terms)
 
 
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = 1e-13,
-                        scaled: bool = False):
+                        scaled: bool = False, max_terms: int | None = None):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
 
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
     for a rate :math:`\Lambda \ge \max_i |a_{ii}|`; the sum is truncated left
-    and right where the Poisson weights fall below ``eps``. Backends that keep
-    ``A`` distributed (PETSc) pass ``apply``; :func:`uniformize` passes a
-    scipy product.
+    and right where the Poisson weights fall below ``eps``. The analyses pass
+    the backend's product on owned parts; :func:`uniformize` passes a scipy product.
 
     Parameters
     ----------
@@ -81,18 +100,31 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         Uniformisation rate (0 for ``A = 0``).
     eps : float
         Poisson tail neglected per time point.
+    max_terms : int, optional
+        Refuse (ValueError, before any product) a sum needing more steps than this.
 
     Returns
     -------
     out : ndarray, shape (len(times),) + V0.shape
     bound : float
         Neglected Poisson mass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.array([[-1.0, 1.0], [0.0, 0.0]])
+    >>> out, bound = uniformize_operator(lambda V: A.T @ V, np.array([1.0, 0.0]), np.array([1.0]), 1.0)
+    >>> round(float(out[0, 0]), 12), bound < 1e-12   # exp(-1)
+    (0.367879441171, True)
     """
     out = np.zeros((times.size,) + V0.shape)
     if lam == 0.0:
         out[:] = V0
         return out, 0.0
     lt = lam * times
+    if max_terms is not None and lt.max() > max_terms:
+        raise ValueError(f"t: the largest time needs about {lt.max():.3g} uniformisation steps, above "
+                         f"max_terms={max_terms}; raise max_terms, use smaller times or method='expm'")
     kmax = int(max(poisson.isf(eps, lt.max()), 0)) + 1 if lt.max() > 0 else 0
     # left truncation: first k carrying mass for each time
     kmin = np.where(lt > 0, np.maximum(poisson.ppf(eps, lt), 0), 0).astype(np.int64)
@@ -117,20 +149,81 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     return out, bound
 
 
-def check_transient_args(method, t, eps) -> np.ndarray:
-    """Validate the arguments every backend's ``transient`` takes; return the times as a 1-D array."""
-    methods = ("uniformization", "expm")
-    if method not in methods:
-        raise ValueError(f"method: expected one of {methods}, got {method!r}")
-    tv = np.atleast_1d(np.asarray(t, dtype=float))
-    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
-        raise ValueError("t: times must be finite and >= 0")
-    if not (isinstance(eps, float) and 0 < eps < 1):
-        raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    return tv
+# --------------------------------------------------------------------------
+# methods and options
+# --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UniformizationOptions:
+    """Options of ``uniformization``: neglected Poisson mass ``eps`` per time, step limit ``max_terms``."""
+
+    eps: float = 1e-13
+    max_terms: int = 10_000_000
+
+    def __post_init__(self):
+        check_uniformization(self.eps, self.max_terms)
 
 
-def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, max_terms=10_000_000):
+@dataclass(frozen=True)
+class ExpmOptions:
+    """Options of ``expm``: the Krylov tolerance ``tol`` (used by backends that take one)."""
+
+    tol: float = 1e-12
+
+    def __post_init__(self):
+        if isinstance(self.tol, bool) or not isinstance(self.tol, (int, float)) or not self.tol > 0:
+            raise ValueError(f"tol: expected a positive number, got {self.tol!r}")
+
+
+@dataclass(frozen=True)
+class TransientAutoOptions(UniformizationOptions):
+    """Options of ``auto``: uniformisation's, and ``tol`` for ``expm`` when too many steps are needed."""
+
+    tol: float = 1e-12
+
+    def __post_init__(self):
+        super().__post_init__()
+        ExpmOptions(self.tol)
+
+
+#: transient methods by name -> options class
+METHODS = {"auto": TransientAutoOptions, "uniformization": UniformizationOptions, "expm": ExpmOptions}
+
+
+def _make_options(method, options):
+    if method not in METHODS:
+        raise ValueError(f"method: unknown transient method {method!r}; valid methods are {sorted(METHODS)}")
+    cls = METHODS[method]
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(options) - names
+    if unknown:
+        raise ValueError(f"options: {sorted(unknown)} not understood by transient method {method!r}; "
+                         f"valid options are {sorted(names)}")
+    return cls(**options)
+
+
+def initial_law(op, p0) -> np.ndarray:
+    """Owned part of an initial law given as a vector, a set of states (uniform on it) or one state.
+
+    A float vector (or a list starting with a float) of length n is a law:
+    finite, non-negative, summing to one; anything else is a set of states.
+    """
+    n = op.n
+    if (isinstance(p0, np.ndarray) and p0.dtype.kind == "f") or \
+            (isinstance(p0, (list, tuple)) and p0 and isinstance(p0[0], float)):
+        p = np.asarray(p0, dtype=float)
+        if p.shape != (n,):
+            raise ValueError(f"p0: expected shape ({n},), got {p.shape}")
+        if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+            raise ValueError("p0: must be a probability vector (finite, >= 0, sums to 1)")
+        return p[op.start:op.stop].copy()
+    m = owned_mask(p0, op.states, n, op.start, op.stop, "p0")
+    cnt = op.allsum(float(m.sum()))
+    if cnt == 0:
+        raise ValueError("p0: the set of states is empty")
+    return m / cnt
+
+
+def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backend_options=None, **options):
     """Transient distribution ``p0 exp(Q t)``; see :meth:`ctmc.CTMC.transient`.
 
     Examples
@@ -143,32 +236,50 @@ def transient(chain, p0, t, *, method="uniformization", check=True, eps=1e-13, m
     >>> [round(float(x), 10) for x in r.p[:, 0]]
     [1.0, 0.5676676416]
     """
-    tv = check_transient_args(method, t, eps)
-    Q = chain.Q
+    opts = _make_options(method, options)
+    tv = np.atleast_1d(np.asarray(t, dtype=float))
+    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
+        raise ValueError("t: times must be finite and >= 0")
+    bo = check_backend_options(backend, backend_options)
+    mode = bo.pop("gather", None)
+    op = operator_for(chain, backend)
+    mode = mode or op.default_gather
+    p = initial_law(op, p0)
     t0 = time.perf_counter()
-    QT = Q.T.tocsr()
-    if method == "uniformization":
-        steps = 1.02 * np.abs(Q.diagonal()).max() * tv.max()
-        if steps > max_terms:
-            raise ValueError(f"t: the largest time needs about {steps:.3g} uniformisation steps, above "
-                             f"max_terms={max_terms}; use method='expm' or raise max_terms")
-        P, bound = uniformize(QT, p0, tv, eps=eps)
+    lam = 1.02 * op.qmax
+    used = method
+    if method == "auto":
+        used = "uniformization" if lam * tv.max() <= opts.max_terms else "expm"
+    info = {"processes": op.size}
+    status = Status.SUCCESS
+    if used == "uniformization":
+        P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, lam, eps=opts.eps,
+                                       max_terms=opts.max_terms)
     else:
-        order = np.argsort(tv)
-        P = np.empty((tv.size, p0.size))
-        cur, tcur = p0.copy(), 0.0
-        for i in order:
+        P = np.empty((tv.size, p.size))
+        cur, tcur = p.copy(), 0.0
+        reasons = []
+        for i in np.argsort(tv, kind="stable"):
             dt = tv[i] - tcur
             if dt > 0:
-                cur = sla.expm_multiply(QT * dt, cur)
+                cur, rep = op.expm_action(cur, dt, tol=opts.tol, backend_options=bo)
+                status = worst(status, rep.status)
+                reasons.append(rep.reason)
             P[i] = cur
             tcur = tv[i]
+        info["reason"] = reasons[-1] if reasons else "no step"
         P = np.maximum(P, 0.0)
-        bound = float(np.abs(P.sum(axis=1) - 1).max())
-    # residual: deviation of the total mass from one
-    resid = float(np.abs(P.sum(axis=1) - 1).max())
-    status = Status.SUCCESS if resid <= max(10 * eps, 1e-10) + bound else Status.INACCURATE
-    msg = f"{method}: mass defect {resid:.1e}"
-    res = TransientResult(method, "scipy", status, msg, 0, resid, time.perf_counter() - t0, {},
-                          t=tv, p=P, error_bound=bound)
+        bound = 0.0   # no a priori bound: the mass defect is judged alone
+    resid = float(np.abs(op.allsum(P.sum(axis=1)) - 1).max())
+    allowed = max(10 * getattr(opts, "eps", 1e-13), 1e-10) + bound
+    if status is Status.SUCCESS and not resid <= allowed:
+        status = Status.INACCURATE
+    msg = f"{used}: mass defect {resid:.1e}"
+    if used == "expm":
+        bound = resid
+    if mode == "none":
+        info["rows"] = (op.start, op.stop)
+    full = np.array([op.gather(row, mode) for row in P])
+    res = TransientResult(used, op.backend, status, msg, 0, resid, time.perf_counter() - t0, info,
+                          t=tv, p=full, error_bound=bound)
     return res.check(check)

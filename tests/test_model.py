@@ -37,7 +37,7 @@ def test_jsq_published_design_numbers():
 def test_jsq_saturation_times_every_state(solver, K, rho, mu1, nu):
     m, s, l = jsq(K, rho, mu1, nu)
     chain = m.build(initial={"s": 0, "l": 0})
-    h = chain.hitting_times((s == K) & (l == K), solver=solver)
+    h = chain.hitting_times((s == K) & (l == K), method=solver)
     xs, ys = chain.states["s"], chain.states["l"]
     exact = np.array([saturation_mean_closed_form(K, rho, mu1, nu, x, y) for x, y in zip(xs, ys)])
     assert np.allclose(h.mean, exact, rtol=1e-9, atol=0)
@@ -48,7 +48,7 @@ def test_rare_target_sparse_lu_goes_regenerative_and_stays_accurate():
     K, rho = 300, 0.9
     m, s, l = jsq(K, rho)
     chain = m.build(initial={"s": 0, "l": 0})
-    h = chain.hitting_times((s == K) & (l == K), solver="lu")
+    h = chain.hitting_times((s == K) & (l == K), method="lu")
     assert h.method == "lu-regenerative" and h.status is ctmc.Status.SUCCESS
     for x, y in [(0, 0), (100, 200), (K - 1, K)]:
         ex = saturation_mean_closed_form(K, rho, 0.5, 0.5, x, y)

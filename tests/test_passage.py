@@ -21,7 +21,7 @@ def bd_chain(K, lam, mu):
 @pytest.mark.parametrize("K,lam,mu", [(10, 1.0, 1.0), (40, 2.0, 1.0), (60, 1.0, 3.0)])
 def test_mean_hitting_time_birth_death_closed_form(solver, K, lam, mu):
     chain, n = bd_chain(K, lam, mu)
-    h = chain.hitting_times(n == K, solver=solver)
+    h = chain.hitting_times(n == K, method=solver)
     exact = np.array([float(hitting_mean_bd(K, lam, mu, i)) for i in range(K + 1)])
     assert h.status is ctmc.Status.SUCCESS
     assert np.allclose(h.mean, exact, rtol=1e-11, atol=0)
@@ -44,12 +44,12 @@ def test_sparse_lu_on_huge_means_goes_regenerative_or_says_so():
     # plain SuperLU loses every digit here (condition ~1e100, or an exactly
     # singular pivot, depending on the ordering); the mean is recovered
     # through a regeneration state with full relative accuracy
-    h = chain.hitting_times(n == 330, solver="lu")
+    h = chain.hitting_times(n == 330, method="lu")
     assert h.method == "lu-regenerative" and h.info["condition"] < 1e8
     assert abs(Fraction(h.mean[0]) / hitting_mean_bd(330, 1, 2, 0) - 1) < 1e-12
     # higher moments cannot be recovered that way: an error, not a number
     with pytest.raises(ctmc.SolverError, match="moments >= 2"):
-        chain.hitting_times(n == 330, moments=2, solver="lu")
+        chain.hitting_times(n == 330, moments=2, method="lu")
 
 
 def test_second_moment_two_state_exponential():
@@ -67,7 +67,7 @@ def test_moments_and_rewards_against_dense_algebra(solver):
     A = np.zeros(25, dtype=bool)
     A[[0, 5]] = True
     rew = np.linspace(0.5, 2.0, 25)
-    h = chain.hitting_times(A, moments=2, reward=rew, solver=solver)
+    h = chain.hitting_times(A, moments=2, reward=rew, method=solver)
     Q = chain.Q.toarray()
     T = ~A
     M = -Q[np.ix_(T, T)]
@@ -94,7 +94,7 @@ def test_unreachable_target_gives_infinite_mean():
 def test_laplace_transform_closed_form_and_derivative(solver):
     chain, n = bd_chain(12, 1.0, 1.5)
     s = np.array([0.0, 1e-6, 0.5, 2.0])
-    lst = chain.hitting_laplace(n == 12, s, solver=solver)
+    lst = chain.hitting_laplace(n == 12, s, method=solver)
     assert np.allclose(lst.values[0], 1.0)
     h = chain.hitting_times(n == 12, moments=2)
     # (1 - E[exp(-hT)]) / h = E[T] - h E[T^2] / 2 + O(h^2): minus the derivative at 0 is the mean
@@ -121,8 +121,12 @@ def test_invalid_inputs_raise_value_errors():
         chain.hitting_times(n == 5, moments=0)
     with pytest.raises(ValueError, match="reward"):
         chain.hitting_times(n == 5, reward=-np.ones(6))
-    with pytest.raises(ValueError, match="solver"):
-        chain.hitting_times(n == 5, solver="magic")
+    with pytest.raises(ValueError, match="method.*valid methods"):
+        chain.hitting_times(n == 5, method="magic")
+    with pytest.raises(ValueError, match="options.*valid options"):
+        chain.hitting_times(n == 5, maxiter=3)          # an option of no passage method 'auto' has
+    with pytest.raises(ValueError, match="options.*valid options"):
+        chain.hitting_times(n == 5, method="gth", ordering="COLAMD")
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
@@ -130,7 +134,7 @@ def test_gamblers_ruin_absorption_probabilities(solver):
     # birth-death on 0..K absorbed at 0 and K: P_i(hit K first) = (1 - r^i) / (1 - r^K), r = mu/lam
     K, lam, mu = 20, 1.0, 1.3
     chain, n = bd_chain(K, lam, mu)
-    fp = chain.first_passage((n == 0) | (n == K), s=[0.0, 0.7], solver=solver)
+    fp = chain.first_passage((n == 0) | (n == K), s=[0.0, 0.7], method=solver)
     r = mu / lam
     i = np.arange(K + 1)
     win = (1 - r ** i) / (1 - r ** K)
@@ -147,11 +151,11 @@ def test_first_passage_sources_and_both_solve_directions():
     chain = ctmc.CTMC.from_rates(R)
     A = np.zeros(40, dtype=bool)
     A[[3, 17, 29]] = True
-    full = chain.first_passage(A, s=[0.3], solver="lu")
-    few = chain.first_passage(A, s=[0.3], sources=[0, 1], solver="lu")  # adjoint path
+    full = chain.first_passage(A, s=[0.3], method="lu")
+    few = chain.first_passage(A, s=[0.3], sources=[0, 1], method="lu")  # adjoint path
     assert np.allclose(few.probabilities, full.probabilities[[0, 1]], rtol=1e-10)
     assert np.allclose(few.laplace, full.laplace[:, [0, 1]], rtol=1e-10)
-    dense = chain.first_passage(A, s=[0.3], solver="gth")
+    dense = chain.first_passage(A, s=[0.3], method="gth")
     assert np.allclose(dense.laplace, full.laplace, rtol=1e-10)
 
 

@@ -1,13 +1,275 @@
 """The default backend: SciPy sparse linear algebra in one process.
 
-Stationary methods live in :mod:`ctmc.stationary`, hitting and first-passage
-analyses in :mod:`ctmc.passage`, transient ones in :mod:`ctmc.transient`;
-this module binds them to the backend interface.
+Primitives only (the protocol of :mod:`ctmc.backends.base`): the process
+owns every row, collectives are the identity, direct solves use SuperLU with
+diagonal pivots and a profile-based ordering (:mod:`ctmc._sparse_lu`), Krylov
+solves :func:`scipy.sparse.linalg.gmres` / ``bicgstab`` with an incomplete LU
+(:func:`scipy.sparse.linalg.spilu`) or Jacobi preconditioner, the null vector
+ARPACK (:func:`scipy.sparse.linalg.eigs`) and the matrix-exponential action
+:func:`scipy.sparse.linalg.expm_multiply`.
+
+Backend settings (``backend_options``): ``ilu_drop_tol`` (default 1e-6) and
+``ilu_fill_factor`` (default 20), the parameters of ``spilu``.
 """
 from __future__ import annotations
 
-from ..passage import first_passage, hitting_laplace, hitting_times
-from ..stationary import solve_stationary as stationary
-from ..transient import transient
+import math
+import weakref
+from typing import Optional
 
-__all__ = ["stationary", "hitting_times", "hitting_laplace", "first_passage", "transient"]
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+from scipy.sparse.csgraph import breadth_first_order
+
+from .._sparse_lu import splu
+from ..results import Status
+from .base import LinearSpec, Operator, SolveReport, System
+
+__all__ = ["ScipyOperator", "operator", "BACKEND_OPTIONS", "check_backend_options"]
+
+#: settings of this backend in ``backend_options``
+BACKEND_OPTIONS = ("ilu_drop_tol", "ilu_fill_factor")
+
+
+def check_backend_options(opts: dict) -> None:
+    """Validate the scipy backend's settings (ValueError naming the bad one)."""
+    for k in BACKEND_OPTIONS:
+        if k in opts:
+            v = opts[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ValueError(f"backend_options: {k} must be a positive number, got {v!r}")
+
+
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def operator(chain) -> "ScipyOperator":
+    """The scipy operator of ``chain`` (made once per chain and generator)."""
+    op = _CACHE.get(chain)
+    if op is None or op.Q is not chain.Q:
+        op = ScipyOperator(chain.Q, states=chain.states, initial=chain.initial)
+        _CACHE[chain] = op
+    return op
+
+
+class ScipyOperator(Operator):
+    """Primitives on a generator held whole by one process.
+
+    Parameters
+    ----------
+    Q : scipy.sparse.csr_matrix
+        The generator.
+    states : StateTable, optional
+    initial : ndarray of int, optional
+    """
+
+    backend = "scipy"
+
+    def __init__(self, Q: sp.csr_matrix, states=None, initial=None):
+        self.Q = Q
+        n = Q.shape[0]
+        self.n, self.start, self.stop = n, 0, n
+        self.rank, self.size = 0, 1
+        self.states, self.initial = states, initial
+        self.exit_rates = -np.asarray(Q.diagonal(), dtype=float)
+        self.qmax = float(self.exit_rates.max()) if n else 0.0
+        R = Q.tocsr(copy=True)
+        R.setdiag(0.0)
+        R.eliminate_zeros()
+        self.R = R
+        self._RT = None
+        self._QT = None
+        self._graph = {}
+
+    # --- collectives ---------------------------------------------------------
+    def allsum(self, x):
+        return np.array(x, dtype=float) if np.ndim(x) else float(x)
+
+    def allmax(self, x) -> float:
+        return float(x)
+
+    def gather(self, local, mode="all"):
+        return np.asarray(local)
+
+    def gather_rows(self, members):
+        return self.R[np.flatnonzero(members)]
+
+    # --- the generator -------------------------------------------------------
+    @property
+    def RT(self) -> sp.csr_matrix:
+        if self._RT is None:
+            self._RT = self.R.T.tocsr()
+        return self._RT
+
+    def rates(self, x, transpose=False):
+        return (self.RT if transpose else self.R) @ x
+
+    def apply(self, x, transpose=False):
+        # the generator itself (the same rounding as a user's own Q.T @ pi)
+        if transpose:
+            if self._QT is None:
+                self._QT = self.Q.T.tocsr()
+            return self._QT @ x
+        return self.Q @ x
+
+    def local_rows(self, transpose=False):
+        return self.RT if transpose else self.R
+
+    # --- structure -----------------------------------------------------------
+    def _pattern(self, forward: bool):
+        """Graph (row = from) with a spare row/column ``n`` for a virtual root."""
+        if forward not in self._graph:
+            A = (self.R if forward else self.RT).tocoo()
+            keep = A.data > 0
+            self._graph[forward] = (A.row[keep], A.col[keep])
+        return self._graph[forward]
+
+    def reach(self, seeds, within=None, forward=False):
+        n = self.n
+        rows, cols = self._pattern(forward)
+        seeds = np.asarray(seeds, dtype=bool)
+        if within is not None:
+            ok = np.asarray(within, dtype=bool) | seeds
+            keep = ok[cols]  # the search only enters allowed states (and seeds)
+            rows, cols = rows[keep], cols[keep]
+        s = np.flatnonzero(seeds)
+        G = sp.csr_matrix((np.ones(rows.size + s.size, dtype=np.int8),
+                           (np.concatenate([rows, np.full(s.size, n)]), np.concatenate([cols, s]))),
+                          shape=(n + 1, n + 1))
+        order = breadth_first_order(G, n, directed=True, return_predecessors=False)
+        mask = np.zeros(n + 1, dtype=bool)
+        mask[order] = True
+        return mask[:n]
+
+    # --- linear algebra ------------------------------------------------------
+    def system(self, members, shift, spec: LinearSpec, backend_options=None):
+        return ScipySystem(self, np.asarray(members, dtype=bool), float(shift), spec, backend_options or {})
+
+    def null_vector(self, support, *, tol, maxiter=None, ncv=None, backend_options=None):
+        idx = np.flatnonzero(support)
+        lam = 1.02 * self.qmax
+        sub = self.Q[idx][:, idx]
+        PT = (sp.identity(idx.size, format="csr") + sub.T.tocsr() / lam).tocsr()
+        info = {"uniformization_rate": lam}
+        x = np.zeros(self.n)
+        if idx.size < 3:   # ARPACK needs k < n - 1: a dense eigensolve
+            w, V = np.linalg.eig(PT.toarray())
+            j = int(np.argmin(np.abs(w - 1.0)))
+            info["eigenvalue"] = complex(w[j])
+            x[idx] = np.real(V[:, j])
+            return x, SolveReport(Status.SUCCESS, "dense eigensolve", 0, info)
+        try:
+            vals, vecs = sla.eigs(PT, k=1, which="LM", v0=np.full(idx.size, 1.0 / idx.size), tol=tol,
+                                  maxiter=maxiter, ncv=ncv)
+        except sla.ArpackNoConvergence as exc:
+            if exc.eigenvectors.size:
+                x[idx] = np.real(exc.eigenvectors[:, 0])
+                return x, SolveReport(Status.MAX_ITERATIONS, "ARPACK did not converge", 0, info)
+            return None, SolveReport(Status.MAX_ITERATIONS, "ARPACK did not converge", 0, info)
+        info["eigenvalue"] = complex(vals[0])
+        x[idx] = np.real(vecs[:, 0])
+        return x, SolveReport(Status.SUCCESS, f"ARPACK eigenvalue {complex(vals[0]).real:.15g}", 0, info)
+
+    def expm_action(self, p, dt, *, tol, backend_options=None):
+        if self._QT is None:
+            self._QT = self.Q.T.tocsr()
+        out = sla.expm_multiply(self._QT * float(dt), np.asarray(p, dtype=float))
+        return out, SolveReport(Status.SUCCESS, "expm_multiply (Al-Mohy and Higham)", 0, {})
+
+
+class ScipySystem(System):
+    """``M = s I - Q_XX`` extracted on ``X`` and factorised (SuperLU) or Krylov-solved."""
+
+    def __init__(self, op: ScipyOperator, members, shift, spec: LinearSpec, backend_options: dict):
+        self.op, self.spec, self.bo = op, spec, backend_options
+        self.idx = np.flatnonzero(members)
+        self.info = {}
+        idx = self.idx
+        Rxx = op.R[idx][:, idx]
+        self.M = (sp.diags(shift + op.exit_rates[idx]) - Rxx).tocsc()
+        self._lu = None
+        self._failure = None
+        self._krylov = {}
+        if spec.kind == "lu" and idx.size:
+            try:
+                self._lu, self.info["ordering"] = splu(self.M, spec.ordering)
+            except (MemoryError, SystemError) as exc:
+                # SuperLU reports a failed allocation as SystemError
+                raise MemoryError(f"SuperLU ran out of memory on {idx.size} unknowns ({exc})") from exc
+            except RuntimeError as exc:  # an exactly singular pivot
+                self._failure = f"SuperLU failed: {exc}"
+            else:
+                self.info["fill"] = int(self._lu.L.nnz + self._lu.U.nnz)
+        elif spec.kind in ("gmres", "bicgstab"):
+            self.info["preconditioner"] = spec.preconditioner
+
+    def _preconditioner(self, A):
+        kind = self.spec.preconditioner
+        if kind == "ilu":
+            ilu = sla.spilu(A.tocsc(), drop_tol=self.bo.get("ilu_drop_tol", 1e-6),
+                            fill_factor=self.bo.get("ilu_fill_factor", 20.0))
+            return sla.LinearOperator(A.shape, ilu.solve)
+        if kind == "jacobi":
+            dinv = 1.0 / A.diagonal()
+            return sla.LinearOperator(A.shape, lambda v: dinv * v)
+        return None
+
+    def _solve_krylov(self, b, transpose):
+        if transpose not in self._krylov:
+            A = (self.M.T if transpose else self.M).tocsr()
+            try:
+                P = self._preconditioner(A)
+            except RuntimeError as exc:
+                self._krylov[transpose] = (A, f"incomplete LU failed: {exc}")
+            else:
+                self._krylov[transpose] = (A, P)
+        A, P = self._krylov[transpose]
+        if isinstance(P, str):
+            return np.zeros_like(b), SolveReport(Status.BREAKDOWN, P, 0)
+        spec = self.spec
+        count = [0]
+
+        def cb(_):
+            count[0] += 1
+        if spec.kind == "gmres":
+            # spec.maxiter counts iterations; scipy's gmres counts restart cycles
+            restart = min(spec.restart, spec.maxiter)
+            y, code = sla.gmres(A, b, rtol=spec.rtol, atol=0.0, restart=restart,
+                                maxiter=max(1, math.ceil(spec.maxiter / restart)), M=P, callback=cb,
+                                callback_type="pr_norm")
+        else:
+            y, code = sla.bicgstab(A, b, rtol=spec.rtol, atol=0.0, maxiter=spec.maxiter, M=P, callback=cb)
+        if code > 0:
+            return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit", count[0])
+        if code < 0 or not np.all(np.isfinite(y)):
+            return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", count[0])
+        return y, SolveReport(Status.SUCCESS, f"{spec.kind} converged in {count[0]} iterations", count[0])
+
+    def solve(self, b, transpose=False):
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        idx = self.idx
+        if idx.size == 0:
+            return x, SolveReport()
+        if self._failure is not None:
+            return x, SolveReport(Status.BREAKDOWN, self._failure)
+        bx = np.ascontiguousarray(b[idx])
+        if self._lu is not None:
+            x[idx] = self._lu.solve(bx, trans="T" if transpose else "N")
+            return x, SolveReport(Status.SUCCESS, "sparse LU (SuperLU)")
+        rep = SolveReport()
+        if bx.ndim == 1:
+            x[idx], rep = self._solve_krylov(bx, transpose)
+            return x, rep
+        reports = []
+        for c in range(bx.shape[1]):
+            x[idx, c], r = self._solve_krylov(bx[:, c], transpose)
+            reports.append(r)
+        from .base import worst
+        st = worst(*(r.status for r in reports))
+        return x, SolveReport(st, reports[-1].reason, sum(r.iterations for r in reports))
+
+    def close(self):
+        self._lu = None
+        self._krylov.clear()

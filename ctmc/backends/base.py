@@ -1,0 +1,274 @@
+r"""The backend protocol: the primitives every analysis of ctmc is written on.
+
+A chain's generator is split as :math:`Q = R - \operatorname{diag}(q)`, with
+:math:`R \ge 0` the off-diagonal rates (zero diagonal) and :math:`q_i = -Q_{ii}`
+the exit rates. A backend holds :math:`R` and :math:`q` distributed by
+contiguous blocks of rows over its processes (the scipy backend: one process
+owning every row) and offers the primitives below; the analyses
+(:mod:`ctmc.stationary`, :mod:`ctmc.passage`, :mod:`ctmc.transient`) are
+written once, in SPMD style, against them:
+
+* every per-state vector an analysis handles is the *owned part*, rows
+  ``start:stop`` (numpy arrays, shape ``(stop - start,)`` or
+  ``(stop - start, k)``);
+* global quantities go through the collectives (:meth:`Operator.allsum`, ...),
+  which every process calls in the same order;
+* the heavy linear algebra (factorisations, Krylov solves, eigen and
+  matrix-exponential solvers) is the backend's.
+
+A new backend (a GPU sparse library, say) is a module with a function
+``operator(chain)`` returning an :class:`Operator`, and nothing more.
+
+Linear systems
+--------------
+:meth:`Operator.system` sets up :math:`M = sI - Q_{XX}` on a set :math:`X`
+of states (``members``), a nonsingular M-matrix in every use ctmc makes of it
+(hitting times and transforms, the pinned stationary system). Right-hand sides
+and solutions are full owned vectors, zero outside :math:`X`. Its
+:class:`LinearSpec` says how: ``"lu"`` (sparse direct, diagonal pivots),
+``"gmres"`` or ``"bicgstab"`` (Krylov, with a preconditioner).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..results import Status
+
+__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst"]
+
+#: severity order of statuses (the worst of several solves is reported)
+_ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
+          Status.BREAKDOWN)
+
+
+def worst(*statuses: Status) -> Status:
+    """The most severe of ``statuses``.
+
+    >>> worst(Status.SUCCESS, Status.MAX_ITERATIONS, Status.INACCURATE)
+    <Status.MAX_ITERATIONS: 'max_iterations'>
+    """
+    return max(statuses, key=_ORDER.index)
+
+
+@dataclass(frozen=True)
+class LinearSpec:
+    """How :meth:`Operator.system` solves.
+
+    Attributes
+    ----------
+    kind : {"lu", "gmres", "bicgstab"}
+    ordering : str
+        Fill-reducing ordering of a direct solve (``"auto"`` or a backend's name;
+        see :mod:`ctmc._sparse_lu`). Ignored by Krylov solves.
+    preconditioner : {"ilu", "jacobi", "none"}
+        Krylov preconditioner: incomplete LU (on each process's diagonal block
+        when distributed), point Jacobi, or none.
+    rtol : float
+        Krylov stopping tolerance on the relative (unpreconditioned) residual.
+    maxiter : int
+        Krylov iteration limit (total iterations, restarts included).
+    restart : int
+        GMRES restart length.
+    """
+
+    kind: str = "lu"
+    ordering: str = "auto"
+    preconditioner: str = "ilu"
+    rtol: float = 1e-12
+    maxiter: int = 10_000
+    restart: int = 50
+
+
+@dataclass
+class SolveReport:
+    """Outcome of one :meth:`System.solve`: status, backend reason, iterations."""
+
+    status: Status = Status.SUCCESS
+    reason: str = ""
+    iterations: int = 0
+    info: dict = field(default_factory=dict)
+
+
+class System(abc.ABC):
+    """A set-up linear system ``M = sI - Q_XX`` (see :meth:`Operator.system`).
+
+    Attributes
+    ----------
+    info : dict
+        What the backend chose (``factor_package``, ``ordering``, ``fill``,
+        ``preconditioner``, ...), merged into the result's ``info``.
+    """
+
+    info: dict
+
+    @abc.abstractmethod
+    def solve(self, b: np.ndarray, transpose: bool = False):
+        """Solve ``M x = b`` (``M^T x = b`` with ``transpose``).
+
+        Parameters
+        ----------
+        b : ndarray, shape (m,) or (m, k)
+            Owned rows; entries outside ``X`` are ignored.
+
+        Returns
+        -------
+        x : ndarray, same shape as ``b`` (zero outside ``X``)
+        report : SolveReport
+            The worst status over the columns. A direct solve that could not
+            factorise returns ``Status.BREAKDOWN`` (never raises for a
+            numerical failure); a failed allocation raises ``MemoryError``.
+        """
+
+    def close(self) -> None:
+        """Free the backend's objects (factors, KSPs)."""
+
+
+class Operator(abc.ABC):
+    """The primitives of one backend bound to one chain.
+
+    Attributes
+    ----------
+    backend : str
+        ``"scipy"`` or ``"petsc"``.
+    n : int
+        Number of states.
+    start, stop : int
+        The owned rows ``start:stop``.
+    rank, size : int
+        This process and the number of processes.
+    exit_rates : ndarray
+        ``q_i = -Q_ii`` on the owned rows.
+    qmax : float
+        ``max_i q_i`` over all states.
+    states : StateTable or None
+        The state table (replicated on every process).
+    initial : ndarray of int or None
+        Global indices of the model's initial states.
+    default_gather : str
+        Default of the ``gather`` backend option (where result vectors go).
+    """
+
+    backend: str
+    n: int
+    start: int
+    stop: int
+    rank: int = 0
+    size: int = 1
+    exit_rates: np.ndarray
+    qmax: float
+    states = None
+    initial: Optional[np.ndarray] = None
+    default_gather: str = "all"
+
+    # --- collectives -------------------------------------------------------
+    @abc.abstractmethod
+    def allsum(self, x):
+        """Sum of a scalar or a short array over the processes (every process gets it)."""
+
+    @abc.abstractmethod
+    def allmax(self, x) -> float:
+        """Largest value of a scalar over the processes."""
+
+    def allmin(self, x) -> float:
+        """Smallest value of a scalar over the processes."""
+        return -self.allmax(-float(x))
+
+    @abc.abstractmethod
+    def gather(self, local: np.ndarray, mode: str = "all") -> np.ndarray:
+        """A full vector from its owned parts.
+
+        ``mode``: ``"all"`` (on every process), ``"root"`` (on process 0; others
+        get an empty array), ``"none"`` (the owned part itself).
+        """
+
+    @abc.abstractmethod
+    def gather_rows(self, members: np.ndarray):
+        """Rows of ``R`` for the states of a set, on every process.
+
+        Parameters
+        ----------
+        members : ndarray of bool, owned part
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape (|X|, n)
+            Row ``k`` is row ``idx[k]`` of ``R`` (global column numbers), where
+            ``idx`` lists the members in increasing order. Meant for small sets
+            (dense solvers); it is replicated on every process.
+        """
+
+    # --- the generator -----------------------------------------------------
+    @abc.abstractmethod
+    def rates(self, x: np.ndarray, transpose: bool = False) -> np.ndarray:
+        """``R x`` (or ``R^T x``) for an owned vector or block ``x``; returns the owned part."""
+
+    def apply(self, x: np.ndarray, transpose: bool = False) -> np.ndarray:
+        """``Q x`` (or ``Q^T x``, i.e. ``(x^T Q)^T``) on owned parts."""
+        q = self.exit_rates if np.ndim(x) == 1 else self.exit_rates[:, None]
+        return self.rates(x, transpose) - q * x
+
+    @abc.abstractmethod
+    def local_rows(self, transpose: bool = False):
+        """The owned rows of ``R`` (or of ``R^T``) as a CSR matrix with global columns.
+
+        Shape ``(stop - start, n)``. With ``transpose`` the rows are the
+        in-flow rates: row ``j`` holds ``R_ij`` at column ``i``.
+        """
+
+    # --- structure ---------------------------------------------------------
+    @abc.abstractmethod
+    def reach(self, seeds: np.ndarray, within: Optional[np.ndarray] = None,
+              forward: bool = False) -> np.ndarray:
+        """States that can reach ``seeds`` (``forward``: that ``seeds`` can reach).
+
+        With ``within``, the result is the seeds plus the states of ``within``
+        joined to a seed by a path all of whose states, but the seed, lie in
+        ``within`` (default: all states). ``seeds`` and the returned mask are
+        owned parts.
+        """
+
+    # --- linear algebra ----------------------------------------------------
+    @abc.abstractmethod
+    def system(self, members: np.ndarray, shift: float, spec: LinearSpec,
+               backend_options: Optional[dict] = None) -> System:
+        """Set up ``M = shift * I - Q_XX`` on ``X = members`` (owned mask).
+
+        Raises
+        ------
+        MemoryError
+            When a factorisation cannot be allocated.
+        """
+
+    @abc.abstractmethod
+    def null_vector(self, support: np.ndarray, *, tol: float, maxiter: Optional[int],
+                    ncv: Optional[int], backend_options: Optional[dict] = None):
+        """Eigenvector of ``P^T = I + Q^T / L`` for the eigenvalue 1 on a closed class.
+
+        ``L = 1.02 * qmax``; rows and columns outside ``support`` are left out.
+
+        Returns
+        -------
+        x : ndarray or None
+            Owned part (any scale and sign), None when nothing converged.
+        report : SolveReport
+            ``info`` has ``eigenvalue`` and ``uniformization_rate``.
+        """
+
+    @abc.abstractmethod
+    def expm_action(self, p: np.ndarray, dt: float, *, tol: float,
+                    backend_options: Optional[dict] = None):
+        """``p exp(Q dt)`` for an owned row vector ``p`` (Krylov approximation).
+
+        Returns ``(owned result, SolveReport)``.
+        """
+
+    # --- housekeeping ------------------------------------------------------
+    def memory(self) -> dict:
+        """Peak resident memory of each process (MiB) and matrix entries held here."""
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        return {"peak_mib_per_rank": [peak], "local_nnz": None}
