@@ -1,8 +1,9 @@
 r"""M^X|G|1|r queue with hysteretic overload control (SIP-server load control).
 
-The model, its two solution routes and its measures are defined in
-:mod:`models.hysteresis.queue`; service and batch laws in
-:mod:`models.hysteresis.service`. This package also registers the
+The model and its measures are defined in :mod:`models.hysteresis.queue`,
+its two solution routes in :mod:`models.hysteresis.ctmc_route` (the exact
+CTMC) and :mod:`models.hysteresis.embedded` (the departure-epoch embedded
+chain); service and batch laws in :mod:`models.hysteresis.service`. This package also registers the
 ``ctmc hysteresis`` command (:func:`add_arguments`, :func:`run`,
 :func:`report`).
 """
