@@ -187,7 +187,7 @@ def warm_up():
     for m in ("lu", "gth", "gmres", "bicgstab", "gauss_seidel", "power"):
         c.stationary(m, check=False)
     c.hitting_times(c.where({"s": 5, "l": 5}), check=False)
-    c.hitting_times(c.where({"s": 5, "l": 5}), check=False, solver="lu")
+    c.hitting_times(c.where({"s": 5, "l": 5}), check=False, method="lu")
     naive_stationary(c.Q)
     naive_build(5)
 
@@ -331,7 +331,7 @@ def bench_hitting(sizes, gth_check_max=2000):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", TailAccuracyWarning)
                     other = "lu" if h.method == "gth" else "gth"
-                    h2 = chain.hitting_times(target, check=False, solver=other)
+                    h2 = chain.hitting_times(target, check=False, method=other)
                 d = np.abs(h2.mean / np.where(h.mean > 0, h.mean, 1) - 1)[~target]
                 check = f"{g(float(d.max()))} ({other})"
             rows.append([K, chain.n_states, h.method, secs(dt), h.status.value, g(h.residual),

@@ -62,7 +62,7 @@ def worker(args):
         out["build_s"] = time.perf_counter() - t
         pin = dc.n_states - 1 if args.pin == "last" else None
         t = time.perf_counter()
-        res = dc.stationary(args.method, check=False, pin=pin, tol=args.tol, gather="none")
+        res = dc.stationary(args.method, check=False, pin=pin, tol=args.tol, backend_options={"gather": "none"})
         out["solve_s"] = time.perf_counter() - t
         rank = dc.rank
         last = float(res.pi[-1]) if dc.stop == dc.n_states and res.pi.size else 0.0

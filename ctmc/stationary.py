@@ -596,7 +596,10 @@ def _pinned(kind: str):
         for attempt in range(3):
             info["pins"].append(pin)
             e = _unit(op, pin)
-            sysm = op.system(support & ~e, 0.0, spec, ctx.backend_options)
+            try:
+                sysm = op.system(support & ~e, 0.0, spec, ctx.backend_options)
+            except MemoryError as exc:
+                return None, its, Status.BREAKDOWN, f"{kind}: out of memory ({exc})"
             try:
                 b = np.where(support & ~e, _row_of_R(op, pin), 0.0)
                 t0 = time.perf_counter()

@@ -26,7 +26,7 @@ def main(argv=None):
     p.add_argument("--K", type=int, default=500, help="capacity of each queue (default 500)")
     p.add_argument("--rho", type=float, default=0.9, help="total arrival rate (default 0.9)")
     p.add_argument("--mu2", type=float, default=0.5, help="service rate of the longer queue (default 0.5)")
-    p.add_argument("--method", default="lu", choices=["lu", "gmres", "bicgstab", "eps"])
+    p.add_argument("--method", default="lu", choices=["lu", "gmres", "bicgstab", "eig"])
     args = p.parse_args(argv)
 
     from ctmc.backends.petsc_backend import INSTALL_HELP, DistributedChain, available
@@ -41,7 +41,7 @@ def main(argv=None):
     built = time.perf_counter() - t0
     # pin the most probable state: (0, 0) when rho < 1, the full state (K, K) when overloaded
     pin = dc.index(s=args.K, l=args.K) if args.rho > 1 else dc.index(s=0, l=0)
-    res = dc.stationary(args.method, pin=pin, check=False, gather="none")
+    res = dc.stationary(args.method, pin=pin, check=False, backend_options={"gather": "none"})
     full = dc.index(s=args.K, l=args.K)
     mine = float(res.pi[full - dc.start]) if dc.start <= full < dc.stop else -1.0
     blocking = dc.allmax(mine)  # the owner of (K, K) shares its value

@@ -35,7 +35,7 @@ def main():
     exact = 0.5 ** K * 0.5 / (1 - 0.5 ** (K + 1))
     print(f"M/M/1/K, K = {K}, load 1/2: exact pi_K = {exact:.10e}")
     rows = []
-    for method in ["gth", "lu", "gmres", "bicgstab", "power", "gauss_seidel", "arpack"]:
+    for method in ["gth", "lu", "gmres", "bicgstab", "power", "gauss_seidel", "eig"]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
             res = chain.stationary(method, check=False)
@@ -53,7 +53,7 @@ def main():
     rows = []
     for solver in ["gth", "lu"]:
         try:
-            h = chain.hitting_times(n == Kb, solver=solver)
+            h = chain.hitting_times(n == Kb, method=solver)
             err = abs(h.mean[0] / float(exact) - 1)
             rows.append([solver, f"{h.mean[0]:.10e}", f"{err:.1e}", h.status.value])
         except ctmc.SolverError as exc:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import ctmc
 from ctmc.stationary import METHODS
 
+import reference as ref
 from reference import CASES, dense_pi, erlang_b, log_ratio_error, mmck, random_chain
 
 DIRECT = ["auto", "gth", "lu"]
@@ -235,7 +236,44 @@ def test_lu_out_of_memory_falls_back_instead_of_crashing(monkeypatch):
     monkeypatch.setattr(st, "splu", no_memory)
     chain = ctmc.CTMC.from_rates(np.diag(np.ones(1499), 1) + 2 * np.diag(np.ones(1499), -1))
     res = chain.stationary(check=False)
-    assert res.method == "gmres" and any(f.startswith("lu: out of memory") for f in res.info["fallbacks"])
+    assert res.method == "gmres"
+    assert any(f.startswith("lu: breakdown") and "out of memory" in f for f in res.info["fallbacks"])
     assert res.residual < 1e-8 and abs(res.pi.sum() - 1) < 1e-12
     with pytest.raises(ctmc.SolverError, match="out of memory"):
         chain.stationary("lu")
+
+
+# --------------------------------------------------------------------------
+# level_iad: aggregation on a level moved by +-1 (from models.supermarket, now a core method)
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("K,rho", [(50, 0.5), (400, 0.9), (60, 1.7)])
+def test_level_iad_on_a_birth_death_chain(K, rho):
+    # every state is its own level: the aggregation step alone is exact (M/M/1/K closed form)
+    chain = ref.mm1k(K, rho, 1.0)
+    res = chain.stationary("level_iad", levels="n")
+    assert res.status.ok and res.iterations <= 2
+    exact = ref.bd_pi(K, lambda n: rho, lambda n: 1)
+    assert np.allclose(res.pi, exact, rtol=1e-12, atol=0)
+
+
+def test_level_iad_two_dimensional_levels_against_gth():
+    # two independent M/M/1/6 queues: every event moves the total number of jobs by +-1
+    m = ctmc.Model("two")
+    a, b = m.var("a", 0, 6), m.var("b", 0, 6)
+    m.event("a_in", guard=a < 6, rate=0.8, update={a: a + 1})
+    m.event("b_in", guard=b < 6, rate=0.5, update={b: b + 1})
+    m.event("a_out", guard=a > 0, rate=1.0, update={a: a - 1})
+    m.event("b_out", guard=b > 0, rate=1.3, update={b: b - 1})
+    chain = m.build(initial={"a": 0, "b": 0})
+    res = chain.stationary("level_iad", levels=a + b, tol=1e-13)
+    exact = chain.stationary("gth").pi
+    assert res.status.ok
+    assert log_ratio_error(res.pi, exact) < 1e-8
+
+
+def test_level_iad_rejects_chains_without_level_structure():
+    chain = ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [1.0, 0.0, -1.0]])
+    with pytest.raises(ValueError, match="level"):
+        chain.stationary("level_iad", levels=np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="levels"):
+        chain.stationary("level_iad")

@@ -168,22 +168,6 @@ def test_level_solver_agrees_with_direct_solver(method):
     assert s.stationary().residual < 1e-9
 
 
-@pytest.mark.parametrize("K,rho", [(50, 0.5), (400, 0.9), (60, 1.7)])
-def test_level_solver_on_a_birth_death_chain(K, rho):
-    # every state is its own level: the aggregation step alone is exact (M/M/1/K closed form)
-    Q = sp.diags([np.full(K, rho), np.ones(K)], [1, -1], shape=(K + 1, K + 1)).tolil()
-    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
-    res = smk.level_stationary(Q.tocsr(), np.arange(K + 1))
-    assert res.status.ok and res.iterations <= 2
-    assert np.allclose(res.pi, _mm1b(rho, K), rtol=1e-12, atol=0)
-
-
-def test_level_solver_rejects_chains_without_level_structure():
-    Q = np.array([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [1.0, 0.0, -1.0]])
-    with pytest.raises(ValueError, match="level"):
-        smk.level_stationary(sp.csr_matrix(Q), np.array([0, 1, 2]))
-
-
 def test_without_replacement_d_equals_n_is_jsq():
     # d = n without replacement samples every queue: join the shortest queue. For n = 2 the
     # (shortest, longest) chain has a closed-form blocking probability

@@ -316,7 +316,7 @@ class HysteresisQueue:
     --------
     M|M|1 with hysteresis, thresholds L = 2, H = 5, R = 8:
 
-    >>> from models.hysteresis import HysteresisQueue
+    >>> from ctmc.models.hysteresis import HysteresisQueue
     >>> q = HysteresisQueue(2, 5, 8, lam=1.2, lam_overload=0.6, mu=1.0)
     >>> q.chain().n_states            # (0, 0..4), (1, 3..7), (2, 6..8)
     13

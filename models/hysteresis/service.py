@@ -102,7 +102,7 @@ class PhaseType:
 
     Examples
     --------
-    >>> from models.hysteresis.service import erlang
+    >>> from ctmc.models.hysteresis.service import erlang
     >>> e = erlang(4, mean=2.0)
     >>> e.n_phases, round(e.mean, 12), round(e.scv, 12)
     (4, 2.0, 0.25)
@@ -466,7 +466,7 @@ class BatchSize:
 
     Examples
     --------
-    >>> from models.hysteresis.service import BatchSize
+    >>> from ctmc.models.hysteresis.service import BatchSize
     >>> b = BatchSize([0.5, 0.3, 0.2])
     >>> round(b.mean, 12)
     1.7

@@ -42,7 +42,7 @@ model", Queueing Systems 93 (2019). D. Dester, C. Fricker, D. Tibi,
 
 Examples
 --------
->>> from models.jsq import JSQ2, blocking_probability
+>>> from ctmc.models.jsq import JSQ2, blocking_probability
 >>> q = JSQ2(K=10, rho=0.9, mu2=0.5)
 >>> round(q.blocking_probability(), 13)       # design notes: 0.0152027282106
 0.0152027282106

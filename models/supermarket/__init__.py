@@ -15,9 +15,6 @@ Layout
 :mod:`.occupancy`
     The occupancy (lumped) chain: state enumeration, colex ranking, generator,
     sampling probabilities.
-:mod:`.levels`
-    :func:`level_stationary`, the stationary solver that aggregates on the
-    total number of jobs.
 :mod:`.crosscheck`
     The unlumped per-queue chain for tiny ``n``, which checks the lumping.
 :mod:`.model`
@@ -39,7 +36,7 @@ transient and steady-state analysis", Performance Evaluation 2018.
 
 Examples
 --------
->>> from models.supermarket import Supermarket, mean_field_fixed_point
+>>> from ctmc.models.supermarket import Supermarket, mean_field_fixed_point
 >>> s = Supermarket(4, 2, 0.9, capacity=10)
 >>> s.chain().n_states                       # C(14, 10)
 1001
@@ -50,7 +47,6 @@ from __future__ import annotations
 
 from .occupancy import (join_probabilities, n_occupancy_states, occupancy_generator, occupancy_rank,
                         occupancy_states, sample_all_at_least)
-from .levels import level_stationary
 from .crosscheck import lump_per_queue, per_queue_model
 from .model import MAX_STATES, Supermarket, Truncation, TruncationWarning
 from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
@@ -58,7 +54,7 @@ from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_dri
 from .cli import _plot_errors, add_arguments, report, run, study
 
 __all__ = [
-    "Supermarket", "Truncation", "TruncationWarning", "level_stationary", "n_occupancy_states",
+    "Supermarket", "Truncation", "TruncationWarning", "n_occupancy_states",
     "occupancy_states", "occupancy_rank",
     "occupancy_generator", "join_probabilities", "sample_all_at_least", "per_queue_model",
     "lump_per_queue", "mean_field_drift", "mean_field_fixed_point", "mean_field_ode",

@@ -39,7 +39,6 @@ import numpy as np
 import ctmc
 
 from ._params import _check_model, _int_param
-from .levels import level_stationary
 from .occupancy import n_occupancy_states, occupancy_generator, occupancy_states, sample_all_at_least
 
 __all__ = ["Supermarket", "Truncation", "TruncationWarning", "MAX_STATES"]
@@ -114,7 +113,7 @@ class Supermarket:
     tol : float, default 1e-8
         Boundary-mass target of the automatic capacity.
     method : str, default "auto"
-        ``"level-iad"`` (:func:`level_stationary`) or any method of
+        ``"level-iad"`` (ctmc's ``"level_iad"`` with the total number of jobs as the level) or any method of
         :meth:`ctmc.CTMC.stationary`; ``"auto"`` uses ctmc's ``"auto"`` (GTH or
         sparse LU) up to 2000 states and ``"level-iad"`` above (sparse LU
         fills in badly on these many-dimensional chains).
@@ -318,11 +317,11 @@ def _solve_ctmc(model, chain, B, method):
 
 def _solve_levels(model, chain, B, method):
     level = sum(k * chain.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
-    res = level_stationary(chain.Q, level, tol=model.level_tol, tail_tol=1e-8)
+    res = chain.stationary("level_iad", levels=level, tol=model.level_tol, tail_tol=1e-8, check=False)
     return res.check(True)
 
 
 #: stationary solvers of :class:`Supermarket` besides ctmc's own methods
-_SOLVERS = {"level-iad": _solve_levels}
+_SOLVERS = {"level-iad": _solve_levels, "level_iad": _solve_levels}
 #: chains up to this size are solved by ctmc's "auto" (GTH / sparse LU), larger by "level-iad"
 _SMALL_CHAIN = 2000
