@@ -179,10 +179,13 @@ class Operator(abc.ABC):
 
     @abc.abstractmethod
     def gather(self, local: np.ndarray, mode: str = "all") -> np.ndarray:
-        """A full vector from its owned parts.
+        """The concatenation, in process order, of every process's ``local``.
 
-        ``mode``: ``"all"`` (on every process), ``"root"`` (on process 0; others
-        get an empty array), ``"none"`` (the owned part itself).
+        ``local`` is usually the owned part of a vector (the result is then the
+        full vector), but pieces of any length are allowed (small per-process
+        tables); a 2-D ``local`` is stacked by rows. ``mode``: ``"all"`` (on
+        every process), ``"root"`` (on process 0; others get an empty array),
+        ``"none"`` (``local`` itself). On one process it returns ``local``.
         """
 
     @abc.abstractmethod
@@ -195,9 +198,9 @@ class Operator(abc.ABC):
 
         Returns
         -------
-        scipy.sparse.csr_matrix, shape (|X|, n)
-            Row ``k`` is row ``idx[k]`` of ``R`` (global column numbers), where
-            ``idx`` lists the members in increasing order. Meant for small sets
+        scipy.sparse.csr_matrix, shape (k, n)
+            Row ``r`` is row ``idx[r]`` of ``R`` (global column numbers), where
+            ``idx`` lists the k members in increasing order. Meant for small sets
             (dense solvers); it is replicated on every process.
         """
 

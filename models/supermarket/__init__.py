@@ -22,7 +22,7 @@ Layout
     automatic choice of the capacity.
 :mod:`.meanfield`
     The mean-field limit and its refined :math:`1/n` correction.
-:mod:`.cli`
+:mod:`ctmc.models.supermarket.cli`
     The ``ctmc supermarket`` command and the ``ctmc report`` study.
 
 References
