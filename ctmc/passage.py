@@ -74,17 +74,16 @@ mean is recomputed through a regeneration state (:func:`_regenerative_mean`).
 """
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from ._sparse_lu import ORDERINGS
 from .backends import check_backend_options, operator_for
-from .backends.base import LinearSpec, SolveReport, System, worst
+from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
+from .options import make_options as _make_options
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 
@@ -101,94 +100,27 @@ _DENSE_FALLBACK = 4000
 
 
 # --------------------------------------------------------------------------
-# options: one frozen class per method, shared by the three passage analyses
+# options: one frozen class per method (ctmc.options), shared by the three passage analyses
 # --------------------------------------------------------------------------
-def _positive(name, value, integer=False):
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
-        raise ValueError(f"{name}: expected a positive {'integer' if integer else 'number'}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class PassageOptions:
-    """Options of every passage method (and of ``auto``).
-
-    Attributes
-    ----------
-    tol : float
-        Largest accepted normwise backward error.
-    tail_tol : float
-        Largest accepted component-wise balance error before ``TAIL_INACCURATE``.
-    """
-
-    tol: float = 1e-10
-    tail_tol: float = 1e-6
-
-    def __post_init__(self):
-        _positive("tol", self.tol)
-        _positive("tail_tol", self.tail_tol)
-
-
-@dataclass(frozen=True)
-class PassageGTHOptions(PassageOptions):
-    """Options of ``gth``: refuse systems above ``max_states`` unknowns (dense, O(n^3))."""
-
-    max_states: int = 5000
-
-    def __post_init__(self):
-        super().__post_init__()
-        _positive("max_states", self.max_states, integer=True)
-
-
-@dataclass(frozen=True)
-class PassageLUOptions(PassageOptions):
-    """Options of ``lu``: the fill-reducing ``ordering`` (see :class:`ctmc.stationary.LUOptions`)."""
-
-    ordering: str = "auto"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.ordering not in ORDERINGS:
-            raise ValueError(f"ordering: expected one of {ORDERINGS}, got {self.ordering!r}")
-
-
-@dataclass(frozen=True)
-class PassageKrylovOptions(PassageOptions):
-    """Options of ``gmres`` and ``bicgstab`` (as :class:`ctmc.stationary.KrylovOptions`, without a pin)."""
-
-    maxiter: int = 10_000
-    restart: int = 50
-    preconditioner: str = "ilu"
-
-    def __post_init__(self):
-        super().__post_init__()
-        _positive("maxiter", self.maxiter, integer=True)
-        _positive("restart", self.restart, integer=True)
-        if self.preconditioner not in ("ilu", "jacobi", "none"):
-            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {self.preconditioner!r}")
-
+#: the tolerances every passage method takes (``tol`` on the normwise backward error)
+PassageOptions = Tolerances
+PassageGTHOptions = GTHOptions
+PassageLUOptions = DirectOptions
+PassageKrylovOptions = KrylovSolverOptions
 
 #: passage methods by name -> options class
 METHODS = {
-    "auto": PassageOptions,
-    "gth": PassageGTHOptions,
-    "lu": PassageLUOptions,
-    "gmres": PassageKrylovOptions,
-    "bicgstab": PassageKrylovOptions,
+    "auto": Tolerances,
+    "gth": GTHOptions,
+    "lu": DirectOptions,
+    "gmres": KrylovSolverOptions,
+    "bicgstab": KrylovSolverOptions,
 }
 
 
 def make_options(method: str, options: dict):
-    """Validate ``options`` for passage ``method`` (ValueError listing the valid names)."""
-    if method not in METHODS:
-        raise ValueError(f"method: unknown passage method {method!r}; valid methods are {sorted(METHODS)}")
-    cls = METHODS[method]
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(options) - names
-    if unknown:
-        raise ValueError(f"options: {sorted(unknown)} not understood by passage method {method!r}; "
-                         f"valid options are {sorted(names)}")
-    return cls(**options)
+    """Validate ``options`` for passage ``method`` into its frozen options class."""
+    return _make_options("passage", METHODS, method, options)
 
 
 def _as_points(x, name):
@@ -305,11 +237,7 @@ class PassageSetup:
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
             else:
-                o = self.opts
-                spec = LinearSpec(kind=kind, ordering=getattr(o, "ordering", "auto"),
-                                  preconditioner=getattr(o, "preconditioner", "ilu"), rtol=o.tol * 1e-2,
-                                  maxiter=getattr(o, "maxiter", 10_000), restart=getattr(o, "restart", 50))
-                self._sys[key] = self.op.system(self.members(on), s, spec, self.bo)
+                self._sys[key] = self.op.system(self.members(on), s, linear_spec(kind, self.opts), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
 
@@ -578,9 +506,7 @@ def _regenerative_mean(op, ps, r, kind):
             hint = i0
     z = hint if hint is not None else _slowest_exit(op, F)
     into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
-    spec = LinearSpec(kind=kind, ordering=getattr(ps.opts, "ordering", "auto"),
-                      preconditioner=getattr(ps.opts, "preconditioner", "ilu"), rtol=ps.opts.tol * 1e-2,
-                      maxiter=getattr(ps.opts, "maxiter", 10_000), restart=getattr(ps.opts, "restart", 50))
+    spec = linear_spec(kind, ps.opts)
     info = {}
     for attempt in range(2):
         e = _unit(op, z)

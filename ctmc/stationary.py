@@ -86,11 +86,13 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from ._sparse_lu import ORDERINGS
 from ._util import Progress
 from .backends import check_backend_options, operator_for
-from .backends.base import LinearSpec, SolveReport, worst
+from .backends.base import SolveReport
 from .linalg import gth_solve
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
+from .options import make_options as _make_options
+from .options import positive as _positive
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 
 __all__ = ["METHODS", "Method", "StationaryOptions", "GTHOptions", "LUOptions", "IterativeOptions",
@@ -103,61 +105,21 @@ _TINY = np.finfo(float).tiny
 # --------------------------------------------------------------------------
 # options: one frozen class per method, the same on every backend
 # --------------------------------------------------------------------------
-def _positive(name, value, integer=False):
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
-        what = "a positive integer" if integer else "a positive number"
-        raise ValueError(f"{name}: expected {what}, got {value!r}")
-
-
 def _check_pin(pin):
     if pin is not None and (isinstance(pin, bool) or not isinstance(pin, (int, np.integer)) or pin < 0):
         raise ValueError(f"pin: expected a state index >= 0, got {pin!r}")
 
 
+#: the tolerances every stationary method takes (``tol`` on ``||pi Q||_1 / max|q_ii|``)
+StationaryOptions = Tolerances
+
+
 @dataclass(frozen=True)
-class StationaryOptions:
-    """Options every stationary method takes.
+class LUOptions(DirectOptions):
+    """Options of ``lu``: the ordering (:class:`ctmc.options.DirectOptions`), and the pin.
 
     Attributes
     ----------
-    tol : float
-        Accept the answer when ``||pi Q||_1 / max|q_ii| <= tol``.
-    tail_tol : float
-        Flag ``TAIL_INACCURATE`` when the balance error exceeds this.
-    """
-
-    tol: float = 1e-10
-    tail_tol: float = 1e-6
-
-    def __post_init__(self):
-        _positive("tol", self.tol)
-        _positive("tail_tol", self.tail_tol)
-
-
-@dataclass(frozen=True)
-class GTHOptions(StationaryOptions):
-    """Options of ``gth``: refuse classes above ``max_states`` (dense, O(n^3))."""
-
-    max_states: int = 5000
-
-    def __post_init__(self):
-        super().__post_init__()
-        _positive("max_states", self.max_states, integer=True)
-
-
-@dataclass(frozen=True)
-class LUOptions(StationaryOptions):
-    """Options of ``lu``.
-
-    Attributes
-    ----------
-    ordering : str
-        Fill-reducing ordering: ``"auto"`` (default: the natural state order
-        when the matrix is nearly banded in it, else minimum degree; see
-        :mod:`ctmc._sparse_lu`), ``"MMD_AT_PLUS_A"``, ``"COLAMD"``,
-        ``"MMD_ATA"`` or ``"NATURAL"`` (the PETSc backend leaves the
-        ordering to its factor package and ignores it).
     pin : int, optional
         State whose probability is fixed before normalising (default: the
         model's initial state, else the state with the slowest exit rate).
@@ -166,14 +128,11 @@ class LUOptions(StationaryOptions):
         ``pi[pin] < repin * max(pi)``.
     """
 
-    ordering: str = "auto"
     pin: Optional[int] = None
     repin: float = 1e-3
 
     def __post_init__(self):
         super().__post_init__()
-        if self.ordering not in ORDERINGS:
-            raise ValueError(f"ordering: expected one of {ORDERINGS}, got {self.ordering!r}")
         _check_pin(self.pin)
         _positive("repin", self.repin)
 
@@ -215,33 +174,15 @@ class SOROptions(IterativeOptions):
 
 
 @dataclass(frozen=True)
-class KrylovOptions(StationaryOptions):
-    """Options of ``gmres`` and ``bicgstab``.
+class KrylovOptions(KrylovSolverOptions):
+    """Options of ``gmres`` and ``bicgstab``: the Krylov settings
+    (:class:`ctmc.options.KrylovSolverOptions`) and ``pin``, ``repin`` as for ``lu``."""
 
-    Attributes
-    ----------
-    maxiter : int
-        Iteration limit (total iterations, restarts included).
-    restart : int
-        GMRES restart length.
-    preconditioner : {"ilu", "jacobi", "none"}
-        Incomplete LU (on each process's block when distributed), Jacobi, none.
-    pin, repin
-        As for ``lu``.
-    """
-
-    maxiter: int = 10_000
-    restart: int = 50
-    preconditioner: str = "ilu"
     pin: Optional[int] = None
     repin: float = 1e-3
 
     def __post_init__(self):
         super().__post_init__()
-        _positive("maxiter", self.maxiter, integer=True)
-        _positive("restart", self.restart, integer=True)
-        if self.preconditioner not in ("ilu", "jacobi", "none"):
-            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', got {self.preconditioner!r}")
         _check_pin(self.pin)
         _positive("repin", self.repin)
 
@@ -298,22 +239,8 @@ class AutoOptions(StationaryOptions):
 
 
 def make_options(method: str, options: dict):
-    """Validate ``options`` for ``method`` into its frozen options dataclass.
-
-    Raises
-    ------
-    ValueError
-        For an unknown method or option (the message lists the valid ones).
-    """
-    if method not in METHODS:
-        raise ValueError(f"method: unknown stationary method {method!r}; valid methods are {sorted(METHODS)}")
-    cls = METHODS[method].options
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(options) - names
-    if unknown:
-        raise ValueError(f"options: {sorted(unknown)} not understood by stationary method {method!r}; "
-                         f"valid options are {sorted(names)}")
-    return cls(**options)
+    """Validate ``options`` for stationary ``method`` into its frozen options class."""
+    return _make_options("stationary", METHODS, method, options)
 
 
 # --------------------------------------------------------------------------
@@ -472,7 +399,7 @@ def _describe(op, classes, limit=5):
         more = f" and {idx.size - 3} more" if idx.size > 3 else ""
         parts.append("{" + ", ".join(first) + more + "}")
     if len(classes) > limit:
-        parts.append(f"... (more classes)")
+        parts.append("... (more classes)")
     return "; ".join(parts)
 
 
@@ -588,9 +515,7 @@ def _pinned(kind: str):
             # initial state often is one) stalls for its whole iteration budget
             # before a re-pin can help: the slowest-exit state is a cheap guess
             pin = slowest
-        spec = LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"),
-                          preconditioner=getattr(opts, "preconditioner", "ilu"), rtol=opts.tol * 1e-2,
-                          maxiter=getattr(opts, "maxiter", 10_000), restart=getattr(opts, "restart", 50))
+        spec = linear_spec(kind, opts)
         info["pins"] = []
         x, rep, its = None, SolveReport(), 0
         for attempt in range(3):

@@ -29,7 +29,6 @@ Everything here is written once on the primitives of :mod:`ctmc.backends.base`.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from scipy.stats import poisson
 
 from .backends import check_backend_options, operator_for
 from .backends.base import worst
+from .options import make_options, positive
 from .results import Status, TransientResult
 from .sets import owned_mask
 
@@ -170,8 +170,7 @@ class ExpmOptions:
     tol: float = 1e-12
 
     def __post_init__(self):
-        if isinstance(self.tol, bool) or not isinstance(self.tol, (int, float)) or not self.tol > 0:
-            raise ValueError(f"tol: expected a positive number, got {self.tol!r}")
+        positive("tol", self.tol)
 
 
 @dataclass(frozen=True)
@@ -190,15 +189,7 @@ METHODS = {"auto": TransientAutoOptions, "uniformization": UniformizationOptions
 
 
 def _make_options(method, options):
-    if method not in METHODS:
-        raise ValueError(f"method: unknown transient method {method!r}; valid methods are {sorted(METHODS)}")
-    cls = METHODS[method]
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(options) - names
-    if unknown:
-        raise ValueError(f"options: {sorted(unknown)} not understood by transient method {method!r}; "
-                         f"valid options are {sorted(names)}")
-    return cls(**options)
+    return make_options("transient", METHODS, method, options)
 
 
 def initial_law(op, p0) -> np.ndarray:

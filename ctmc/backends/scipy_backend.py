@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Optional
 
 import numpy as np
 import scipy.sparse as sp

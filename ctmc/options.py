@@ -1,0 +1,155 @@
+"""Frozen options classes shared by the analyses, and the one check that builds them.
+
+Every method of every analysis has one frozen options dataclass, the same on
+every backend; a typo or a bad value fails at construction, before any heavy
+work (:func:`make_options`). The classes here hold what several analyses
+share: the tolerances, the dense solver's size limit, the direct solver's
+ordering and the Krylov settings; :mod:`ctmc.stationary`, :mod:`ctmc.passage`
+and :mod:`ctmc.transient` extend them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._sparse_lu import ORDERINGS
+from .backends.base import LinearSpec
+
+__all__ = ["positive", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions", "make_options",
+           "linear_spec"]
+
+#: preconditioners of the Krylov methods (every backend)
+PRECONDITIONERS = ("ilu", "jacobi", "none")
+
+
+def positive(name: str, value, integer: bool = False) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a positive number (integer).
+
+    >>> positive("tol", 1e-10)
+    >>> positive("maxiter", 2.5, integer=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: maxiter: expected a positive integer, got 2.5
+    """
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
+        raise ValueError(f"{name}: expected a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """Options every stationary and passage method takes.
+
+    Attributes
+    ----------
+    tol : float
+        Acceptance tolerance: on ``||pi Q||_1 / max|q_ii|`` for stationary
+        laws, on the normwise backward error for passage systems.
+    tail_tol : float
+        Largest accepted component-wise balance error before ``TAIL_INACCURATE``.
+    """
+
+    tol: float = 1e-10
+    tail_tol: float = 1e-6
+
+    def __post_init__(self):
+        positive("tol", self.tol)
+        positive("tail_tol", self.tail_tol)
+
+
+@dataclass(frozen=True)
+class GTHOptions(Tolerances):
+    """Options of ``gth``: refuse more than ``max_states`` unknowns (dense, O(n^3))."""
+
+    max_states: int = 5000
+
+    def __post_init__(self):
+        super().__post_init__()
+        positive("max_states", self.max_states, integer=True)
+
+
+@dataclass(frozen=True)
+class DirectOptions(Tolerances):
+    """Options of a sparse direct solve (``lu``).
+
+    Attributes
+    ----------
+    ordering : str
+        Fill-reducing ordering: ``"auto"`` (default: the natural state order
+        when the matrix is nearly banded in it, else minimum degree; see
+        :mod:`ctmc._sparse_lu`), ``"MMD_AT_PLUS_A"``, ``"COLAMD"``,
+        ``"MMD_ATA"`` or ``"NATURAL"`` (the PETSc backend leaves the scipy
+        names to its factor package).
+    """
+
+    ordering: str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.ordering not in ORDERINGS:
+            raise ValueError(f"ordering: expected one of {ORDERINGS}, got {self.ordering!r}")
+
+
+@dataclass(frozen=True)
+class KrylovSolverOptions(Tolerances):
+    """Options of a Krylov solve (``gmres``, ``bicgstab``).
+
+    Attributes
+    ----------
+    maxiter : int
+        Iteration limit (total iterations, restarts included).
+    restart : int
+        GMRES restart length.
+    preconditioner : {"ilu", "jacobi", "none"}
+        Incomplete LU (on each process's block when distributed), Jacobi, none.
+    """
+
+    maxiter: int = 10_000
+    restart: int = 50
+    preconditioner: str = "ilu"
+
+    def __post_init__(self):
+        super().__post_init__()
+        positive("maxiter", self.maxiter, integer=True)
+        positive("restart", self.restart, integer=True)
+        if self.preconditioner not in PRECONDITIONERS:
+            raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {self.preconditioner!r}")
+
+
+def linear_spec(kind: str, opts) -> LinearSpec:
+    """The :class:`~ctmc.backends.base.LinearSpec` of a solve of ``kind`` with a method's options.
+
+    The Krylov stopping tolerance is ``tol / 100`` of the analysis' own
+    acceptance tolerance, which is then checked on the recomputed evidence.
+    """
+    return LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"),
+                      preconditioner=getattr(opts, "preconditioner", "ilu"), rtol=opts.tol * 1e-2,
+                      maxiter=getattr(opts, "maxiter", 10_000), restart=getattr(opts, "restart", 50))
+
+
+def make_options(analysis: str, registry: dict, method: str, options: dict):
+    """Validate ``options`` of ``method`` into its frozen options class, before any work.
+
+    Parameters
+    ----------
+    analysis : str
+        Name for messages (``"stationary"``, ``"passage"``, ``"transient"``).
+    registry : dict
+        Method name -> options class (or an object with an ``options`` attribute).
+
+    Raises
+    ------
+    ValueError
+        For an unknown method or option (the message lists the valid ones).
+    """
+    if method not in registry:
+        raise ValueError(f"method: unknown {analysis} method {method!r}; valid methods are {sorted(registry)}")
+    cls = getattr(registry[method], "options", registry[method])
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(options) - names
+    if unknown:
+        raise ValueError(f"options: {sorted(unknown)} not understood by {analysis} method {method!r}; "
+                         f"valid options are {sorted(names)}")
+    return cls(**options)
