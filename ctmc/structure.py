@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.sparse.csgraph import connected_components
 
-__all__ = ["ClassStructure", "class_structure", "can_reach"]
+__all__ = ["ClassStructure", "class_structure"]
 
 
 @dataclass(frozen=True)
@@ -76,29 +76,3 @@ def class_structure(Q: sp.csr_matrix) -> ClassStructure:
     closed = np.ones(n_cls, dtype=bool)
     closed[labels[coo.row[leaving]]] = False
     return ClassStructure(labels, int(n_cls), closed)
-
-
-def can_reach(Q: sp.csr_matrix, target: np.ndarray, within: np.ndarray | None = None) -> np.ndarray:
-    """Mask of states from which ``target`` can be reached.
-
-    Parameters
-    ----------
-    Q : sparse matrix
-    target : ndarray of bool
-    within : ndarray of bool, optional
-        Only paths whose intermediate states lie in ``within`` count.
-    """
-    n = Q.shape[0]
-    A = _offdiag_pattern(Q)
-    if within is not None:
-        A = (sp.diags((within | target).astype(float)) @ A).tocsr()  # drop edges leaving forbidden states
-    # reverse graph plus a virtual root joined to every target state
-    R = A.T.tocoo()
-    t = np.flatnonzero(target)
-    rows = np.concatenate([R.row, np.full(t.size, n)])
-    cols = np.concatenate([R.col, t])
-    G = sp.csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
-    order = breadth_first_order(G, n, directed=True, return_predecessors=False)
-    mask = np.zeros(n + 1, dtype=bool)
-    mask[order] = True
-    return mask[:n]

@@ -33,7 +33,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.stats import poisson
 
 from .backends import check_backend_options, operator_for
@@ -42,7 +41,7 @@ from .options import make_options, positive
 from .results import Status, TransientResult
 from .sets import owned_mask
 
-__all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions", "uniformize",
+__all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions",
            "uniformize_operator", "check_uniformization", "initial_law", "transient"]
 
 
@@ -54,32 +53,6 @@ def check_uniformization(eps, max_terms) -> None:
         raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
 
 
-def uniformize(A: sp.csr_matrix, V0: np.ndarray, times: np.ndarray, *, eps: float = 1e-13,
-               max_terms: int | None = None):
-    """``exp(A t) V0`` for each ``t`` by uniformisation, for a scipy matrix ``A``.
-
-    Parameters
-    ----------
-    A : sparse matrix, shape (n, n)
-        A generator or its transpose (off-diagonal >= 0, diagonal <= 0).
-    V0 : ndarray, shape (n,) or (n, c)
-    times : ndarray of float >= 0
-    eps : float
-        Poisson tail neglected per time point.
-    max_terms : int, optional
-        Refuse (ValueError) a sum needing more steps than this.
-
-    Returns
-    -------
-    out : ndarray, shape (len(times),) + V0.shape
-    bound : float
-        Neglected Poisson mass (bounds the error for probability vectors).
-    """
-    lam = 1.02 * float(np.abs(A.diagonal()).max()) if A.shape[0] else 0.0
-    Ps = (A / lam).tocsr() if lam > 0 else A
-    return uniformize_operator(lambda V: Ps @ V, V0, times, lam, eps=eps, scaled=True, max_terms=max_terms)
-
-
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = 1e-13,
                         scaled: bool = False, max_terms: int | None = None):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
@@ -87,7 +60,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
     for a rate :math:`\Lambda \ge \max_i |a_{ii}|`; the sum is truncated left
     and right where the Poisson weights fall below ``eps``. The analyses pass
-    the backend's product on owned parts; :func:`uniformize` passes a scipy product.
+    the backend's product on owned parts.
 
     Parameters
     ----------

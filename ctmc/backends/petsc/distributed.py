@@ -399,7 +399,6 @@ class DistributedChain(Analyses, Operator):
                 return marked
             marked |= new
 
-    can_reach = reach  # the name of earlier versions
 
     @staticmethod
     def _closure(G, marked):
