@@ -79,7 +79,6 @@ class ScipyOperator(Operator):
         self.R = R
         self._RT = None
         self._QT = None
-        self._graph = {}
 
     # --- collectives ---------------------------------------------------------
     def allsum(self, x):
@@ -116,26 +115,21 @@ class ScipyOperator(Operator):
         return self.RT if transpose else self.R
 
     # --- structure -----------------------------------------------------------
-    def _pattern(self, forward: bool):
-        """Graph (row = from) with a spare row/column ``n`` for a virtual root."""
-        if forward not in self._graph:
-            A = (self.R if forward else self.RT).tocoo()
-            keep = A.data > 0
-            self._graph[forward] = (A.row[keep], A.col[keep])
-        return self._graph[forward]
-
     def reach(self, seeds, within=None, forward=False):
         n = self.n
-        rows, cols = self._pattern(forward)
+        A = self.R if forward else self.RT       # row = where the search comes from
+        indptr, indices = A.indptr, A.indices
         seeds = np.asarray(seeds, dtype=bool)
         if within is not None:
             ok = np.asarray(within, dtype=bool) | seeds
-            keep = ok[cols]  # the search only enters allowed states (and seeds)
-            rows, cols = rows[keep], cols[keep]
+            keep = ok[indices]                   # the search only enters allowed states (and seeds)
+            indices = indices[keep]
+            rows = np.repeat(np.arange(n), np.diff(indptr))
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=n))])
         s = np.flatnonzero(seeds)
-        G = sp.csr_matrix((np.ones(rows.size + s.size, dtype=np.int8),
-                           (np.concatenate([rows, np.full(s.size, n)]), np.concatenate([cols, s]))),
-                          shape=(n + 1, n + 1))
+        # a virtual root (row n) joined to every seed
+        G = sp.csr_matrix((np.ones(indices.size + s.size, dtype=np.int8), np.concatenate([indices, s]),
+                           np.concatenate([indptr, [indices.size + s.size]])), shape=(n + 1, n + 1))
         order = breadth_first_order(G, n, directed=True, return_predecessors=False)
         mask = np.zeros(n + 1, dtype=bool)
         mask[order] = True
