@@ -19,7 +19,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-METHODS = ["lu", "gmres", "bicgstab", "eps"]
+#: stationary methods run on two ranks (gth: the class gathered on every rank, solved densely)
+METHODS = ["lu", "gmres", "bicgstab", "eig", "gth"]
 
 #: built-in model families: (module, small instance); the test uses those that exist
 MODELS = {
@@ -66,7 +67,7 @@ def _job(out_path):
         exact = case.exact_pi()
         serial = chain.stationary()
         for m in METHODS:
-            if m == "eps" and not slepc:
+            if m == "eig" and not slepc:
                 out["stationary"][f"{case.name}/{m}"] = {"skip": "slepc4py not installed"}
                 continue
             r = chain.stationary(m, backend="petsc", check=False)
@@ -94,7 +95,7 @@ def _job(out_path):
     a, b = chain.hitting_times(tgt, moments=2), chain.hitting_times(tgt, moments=2, backend="petsc")
     P["hitting_moments"] = [b.status.value, relative_error(b.moments, a.moments)]
     a = chain.hitting_laplace(s == 0, [0.0, 0.5])
-    b = chain.hitting_laplace(s == 0, [0.0, 0.5], backend="petsc", solver="gmres")
+    b = chain.hitting_laplace(s == 0, [0.0, 0.5], backend="petsc", method="gmres")
     P["laplace_gmres"] = [b.status.value, relative_error(b.values, a.values)]
     kw = dict(s=[0.3], t=[1.0, 5.0])
     for label, src in (("few_sources", {"s": 3, "l": 5}), ("many_sources", l <= 2)):
@@ -117,8 +118,7 @@ def _job(out_path):
     fin = np.isfinite(a.mean)
     P["trap_hitting"] = ["success" if np.array_equal(np.isfinite(b.mean), fin) else "different sets",
                          relative_error(b.mean[fin], a.mean[fin])]
-    a, b = trap.stationary(), trap.stationary(backend="petsc")
-    P["trap_stationary"] = [b.status.value, float(np.abs(b.pi - a.pi).max())]
+    # (the trap chain's stationary law runs in its own job, _closed_class_job: it hangs today)
     # badly conditioned passage problems where GMRES converges on two blocks but the
     # condition-estimate solve does not: the answer must not be vouched for
     from ctmc.models.jsq import JSQ2
@@ -127,14 +127,14 @@ def _job(out_path):
     t1 = np.zeros(c.n_states, bool)
     t1[-1] = True
     a = c.hitting_laplace(t1, 0.0)
-    b = c.hitting_laplace(t1, 0.0, backend="petsc", solver="gmres", check=False)
+    b = c.hitting_laplace(t1, 0.0, backend="petsc", method="gmres", check=False)
     bad["laplace"] = {"status": b.status.value, "err": float(np.abs(b.values - a.values).max()),
                       "range": [float(b.values.min()), float(b.values.max())]}
     c = JSQ2(30, 0.6, 0.3).chain()
     t2 = np.zeros(c.n_states, bool)
     t2[[-1, c.n_states // 3]] = True
     a = c.first_passage(t2, sources=[0])
-    b = c.first_passage(t2, sources=[0], backend="petsc", solver="gmres", check=False)
+    b = c.first_passage(t2, sources=[0], backend="petsc", method="gmres", check=False)
     bad["first_passage"] = {"status": b.status.value,
                             "err": float(np.abs(b.probabilities - a.probabilities).max()),
                             "row_sums": b.probabilities.sum(axis=1).tolist()}
@@ -159,9 +159,9 @@ def _job(out_path):
     rows = np.array(calls["rows"] or [(-1, -1)])
     spy = [calls["build"], len(calls["rows"]), int(rows[:, 0].min()), int(rows[:, 1].max()),
            int((rows[:, 1] - rows[:, 0]).sum()), dc.start, dc.stop]
-    r = dc.stationary("lu", gather="all")
-    h = dc.hitting_times(tgt, gather="root")
-    none = dc.stationary("gmres", gather="none")
+    r = dc.stationary("lu", backend_options={"gather": "all"})
+    h = dc.hitting_times(tgt, backend_options={"gather": "root"})
+    none = dc.stationary("gmres", backend_options={"gather": "none"})
     serial = chain.stationary()
     out["distributed"] = {
         "rows": [list(map(int, x)) for x in dc.allgather([dc.start, dc.stop])],
@@ -172,8 +172,8 @@ def _job(out_path):
         "none_rel": relative_error(none.pi, serial.pi[dc.start:dc.stop]),
         "spy": dc.allgather(spy).astype(int).tolist()}
     # gather="root": rank 0 gets every result, the other ranks get empty arrays
-    lap = dc.hitting_laplace(tgt, [0.5], gather="root")
-    tr = dc.transient({"s": 0, "l": 0}, [1.0], gather="root")
+    lap = dc.hitting_laplace(tgt, [0.5], backend_options={"gather": "root"})
+    tr = dc.transient({"s": 0, "l": 0}, [1.0], backend_options={"gather": "root"})
     st = dc.stationary("lu")  # a DistributedChain gathers to the root by default
     sizes = [r.pi.size, h.mean.size, h.moments.size, h.finite.size, lap.values.size, tr.p.size, st.pi.size]
     out["distributed"]["root_sizes"] = dc.allgather(sizes).astype(int).tolist()
@@ -181,8 +181,27 @@ def _job(out_path):
         Path(out_path).write_text(json.dumps(out))
 
 
+def _closed_class_job(out_path):
+    """The trap chain's closed class {x = 10} lies in rank 1's block only.
+
+    Each rank gives up after 60 s (a collective left unmatched hangs), so the
+    job ends on its own instead of leaving orphan processes.
+    """
+    import faulthandler
+    faulthandler.dump_traceback_later(60, exit=True)
+    sys.path.insert(0, str(HERE))
+    from test_petsc import _trap_chain
+
+    from ctmc.backends.petsc_backend import load_petsc
+    comm = load_petsc().COMM_WORLD
+    trap, x = _trap_chain()
+    a, b = trap.stationary(), trap.stationary(backend="petsc")
+    if comm.getRank() == 0:
+        Path(out_path).write_text(json.dumps([b.status.value, float(np.abs(b.pi - a.pi).max())]))
+
+
 if __name__ == "__main__":
-    _job(sys.argv[1])
+    (_closed_class_job if sys.argv[2:] == ["closed_class"] else _job)(sys.argv[1])
     sys.exit(0)
 
 
@@ -248,13 +267,16 @@ def test_two_ranks_backend_contract(contract_job):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(c.name for c in ref.CASES))
-def test_two_ranks_reference_chains(job, name, method):
+def test_two_ranks_reference_chains(job, name, method, request):
+    if (name, method) == ("mm1k_K1000", "eig"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason="core bug: petsc eig default maxiter "
+                                              "(SLEPc's ~100 restarts) gives MAX_ITERATIONS on mm1k_K1000"))
     r = job["stationary"][f"{name}/{method}"]
     if "skip" in r:
         pytest.skip(r["skip"])
     assert r["l1_exact"] < 1e-8, r
     assert r["residual"] < 1e-8 and r["residual"] == pytest.approx(r["recomputed"], rel=1e-6, abs=1e-15)
-    if method == "lu":
+    if method in ("lu", "gth"):
         assert r["status"] == "success" and r["rel_scipy"] < 1e-9
     elif r["status"] == "success":
         assert r["rel_scipy"] < 1e-4  # component-wise, as the balance check promises
@@ -287,13 +309,25 @@ def test_one_rank_builtin_models(name):
 
 @pytest.mark.parametrize("check", ["hitting_moments", "laplace_gmres", "first_passage_few_sources",
                                    "first_passage_many_sources", "transient_uniformization",
-                                   "transient_expm", "trap_hitting", "trap_stationary"])
+                                   "transient_expm", "trap_hitting"])
 def test_two_ranks_passage_and_transient(job, check):
     if isinstance(job["passage"][check], str):
         pytest.skip(job["passage"][check])
     status, err = job["passage"][check]
     assert status == "success"
     assert err < 1e-8
+
+
+@pytest.mark.xfail(strict=True, reason="core bug: ctmc.stationary.closed_classes skips allmin on a rank owning "
+                   "no state of the class (int(inf) raises there, the other rank hangs)")
+def test_two_ranks_closed_class_in_one_block(tmp_path):
+    out = tmp_path / "closed_class.json"
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out),
+           "closed_class"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun_env(), timeout=120, cwd=str(ROOT))
+    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stderr[-3000:]}"
+    status, err = json.loads(out.read_text())
+    assert status == "success" and err < 1e-8
 
 
 def test_two_ranks_distributed_assembly(job):
