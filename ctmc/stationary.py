@@ -84,7 +84,6 @@ from typing import Callable, Optional
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as sla
 
 from ._util import Progress
 from .backends import check_backend_options, operator_for
@@ -189,9 +188,9 @@ class KrylovOptions(KrylovSolverOptions):
 
 @dataclass(frozen=True)
 class EigOptions(StationaryOptions):
-    """Options of ``eig``: ``maxiter`` (restarts) and ``ncv`` (basis size), backend defaults if None."""
+    """Options of ``eig``: ``maxiter`` (restarts, 10 000) and ``ncv`` (basis size, the backend's default if None)."""
 
-    maxiter: Optional[int] = None
+    maxiter: Optional[int] = 10_000
     ncv: Optional[int] = None
 
     def __post_init__(self):
@@ -572,19 +571,47 @@ def _start(op, support, x0):
     return x / tot
 
 
+class _Stop:
+    """The stopping rule of the stationary iterations: normwise, then component-wise.
+
+    An iteration is converged in norm when ``||x Q||_1 / (sum(x) max|q_ii|) <= tol``;
+    it then goes on (for at most as many iterations again, plus 10) until the
+    balance error is at most ``tail_tol`` too, so that where the method
+    converges the small probabilities are right as well, and the grading says
+    so when they are not.
+    """
+
+    def __init__(self, op, opts):
+        self.op, self.opts = op, opts
+        self.norm_it = None
+        self.rel = np.inf
+
+    def __call__(self, it, x, r) -> bool:
+        op = self.op
+        g = op.allsum(np.array([np.abs(r).sum(), x.sum()]))
+        self.rel = g[0] / (g[1] * op.qmax)
+        if not self.rel <= self.opts.tol:
+            return False
+        if self.norm_it is None:
+            self.norm_it = it
+        out = x * op.exit_rates
+        ok = (x >= _TINY * g[1]) & (out > 0)
+        bal = op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+        return bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
+
+
 def _power(op, support, opts: IterativeOptions, hint, ctx):
     lam = 1.02 * op.qmax
+    ctx.info["uniformization_rate"] = lam
     x = _start(op, support, opts.x0)
+    stop = _Stop(op, opts)
     prog = Progress("stationary (power)", opts.progress)
     for it in range(opts.maxiter):
         r = op.apply(x, transpose=True)
-        g = op.allsum(np.array([np.abs(r).sum(), x.sum()]))
-        rel = g[0] / (g[1] * op.qmax)
-        prog.update(f"iteration {it}, residual {rel:.2e}")
-        if rel <= opts.tol:
+        if stop(it, x, r):
             prog.close(f"converged in {it} iterations")
-            ctx.info["uniformization_rate"] = lam
             return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
+        prog.update(f"iteration {it}, residual {stop.rel:.2e}")
         x = x + r / lam
         if it % 10 == 9:
             x /= op.allsum(float(x.sum()))
@@ -592,38 +619,41 @@ def _power(op, support, opts: IterativeOptions, hint, ctx):
 
 
 def _sor(op, support, opts: IterativeOptions, hint, ctx):
-    """SOR on ``Q^T x = 0`` over the owned block; other blocks from the previous sweep."""
-    omega = getattr(opts, "omega", 1.0)
-    m = op.stop - op.start
-    A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T, owned rows
+    """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` over the owned block (compiled kernels,
+    :mod:`ctmc._relax`); the other processes' blocks are taken from the previous sweep."""
+    from ._relax import sweep
+
+    omega = float(getattr(opts, "omega", 1.0))
+    ctx.info["omega"] = omega
+    A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T: owned rows, global columns
     keep = support.astype(float)
     full_support = op.gather(keep, "all") if op.size > 1 else keep
     A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
-    d = np.where(support, op.exit_rates, 1.0)
-    local = A[:, op.start:op.stop]
-    Lo = sp.tril(local, k=-1, format="csr")
-    rest = (A - sp.hstack([sp.csr_matrix((m, op.start)), Lo, sp.csr_matrix((m, op.n - op.stop))]).tocsr()
-            if op.size > 1 else (A - Lo).tocsr())
-    T = (sp.diags(d) - omega * Lo).tocsr()
-    T.sort_indices()
-    x = _start(op, support, opts.x0)
+    # Q^T on the owned block (unit rows outside the class keep x = 0 there)
+    local = (A[:, op.start:op.stop] - sp.diags(np.where(support, op.exit_rates, -1.0))).tocsr()
+    local.sort_indices()
+    local.data = np.ascontiguousarray(local.data, dtype=float)
+    ghosts = None
+    if op.size > 1:
+        ghosts = A.tolil()
+        ghosts[:, op.start:op.stop] = 0.0
+        ghosts = ghosts.tocsr()
+    x = np.ascontiguousarray(_start(op, support, opts.x0))
+    zero = np.zeros_like(x)
+    stop = _Stop(op, opts)
     prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
     for it in range(1, opts.maxiter + 1):
-        xf = op.gather(x, "all") if op.size > 1 else x
-        rhs = (1 - omega) * d * x + omega * (rest @ xf)
-        x = np.where(support, sla.spsolve_triangular(T, rhs, lower=True), 0.0)
+        b = zero if ghosts is None else -(ghosts @ op.gather(x, "all"))
+        sweep(local, x, b, omega)
         s = op.allsum(float(x.sum()))
         if not np.isfinite(s) or s <= 0:
             return None, it, Status.BREAKDOWN, "iteration diverged"
         x /= s
         r = op.apply(x, transpose=True)
-        rel = op.allsum(float(np.abs(r).sum())) / op.qmax
-        prog.update(f"sweep {it}, residual {rel:.2e}")
-        if rel <= opts.tol:
+        if stop(it, x, r):
             prog.close(f"converged in {it} sweeps")
-            ctx.info["omega"] = omega
             return x, it, Status.SUCCESS, f"converged in {it} sweeps"
-    ctx.info["omega"] = omega
+        prog.update(f"sweep {it}, residual {stop.rel:.2e}")
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps"
 
 
@@ -679,8 +709,7 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
        levels, so a level is updated in one sparse product (on each process's
        block when distributed, other blocks from the previous sweep).
 
-    It stops when :math:`\|x Q\|_1 / \max_i |q_{ii}| \le` ``tol``, then goes on
-    (at most as long again) until the balance error is below ``tail_tol``.
+    It stops by the rule of the other iterations (:class:`_Stop`).
     """
     lev_full = _levels(op, opts.levels)
     lev = lev_full[op.start:op.stop]
@@ -706,7 +735,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     if (x[support] <= 0).any():
         raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
     lv = np.where(support, lev, 0)
-    status, it, norm_it = Status.MAX_ITERATIONS, 0, None
+    status, it = Status.MAX_ITERATIONS, 0
+    stop = _Stop(op, opts)
     prog = Progress("stationary (level_iad)", opts.progress)
     for it in range(1, opts.maxiter + 1):
         X = op.allsum(np.bincount(lv, weights=x, minlength=n_lev))
@@ -725,18 +755,12 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
         x = np.array(xf[op.start:op.stop])
         x /= op.allsum(float(x.sum()))
         r = op.apply(x, transpose=True)
-        resid = op.allsum(float(np.abs(r).sum())) / op.qmax
-        prog.update(f"iteration {it}, residual {resid:.2e}")
-        if not np.isfinite(resid):
+        if stop(it, x, r):
+            status = Status.SUCCESS
+            break
+        if not np.isfinite(stop.rel):
             return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-        if resid <= opts.tol:
-            # converged in norm: go on (at most as long again) until the small probabilities balance too
-            norm_it = it if norm_it is None else norm_it
-            ok = x >= _TINY
-            bal = op.allmax(float(np.max(np.abs(r[ok]) / (out[ok] * x[ok]), initial=0.0)))
-            if bal <= opts.tail_tol or it >= 2 * norm_it:
-                status = Status.SUCCESS
-                break
+        prog.update(f"iteration {it}, residual {stop.rel:.2e}")
     prog.close(f"{it} iterations")
     ctx.info.update(levels=n_lev)
     return x, it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"

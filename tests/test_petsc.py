@@ -25,12 +25,6 @@ TRANSIENT = ["uniformization", pytest.param("expm", marks=needs_slepc)]
 CASES = {c.name: c for c in ref.CASES}
 
 
-#: core bug (reported): EigOptions.maxiter=None leaves SLEPc's default of about 100 restarts, where the
-#: PETSc backend used 10 000; eig on the 1001-state M/M/1/K stops at DIVERGED_ITS
-EIG_MAXITER_BUG = pytest.mark.xfail(strict=True, reason="core bug: petsc eig default maxiter (SLEPc's ~100 "
-                                    "restarts) gives MAX_ITERATIONS on mm1k_K1000")
-
-
 def relative_error(a, b, floor=1e-250):
     """Largest relative error over the entries of ``b`` above ``floor``."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -47,9 +41,7 @@ def stationary(chain, method, **kw):
 @needs_petsc
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_stationary_reference_chains(name, method, request):
-    if (name, method) == ("mm1k_K1000", "eig"):
-        request.applymarker(EIG_MAXITER_BUG)
+def test_stationary_reference_chains(name, method):
     case = CASES[name]
     chain = case.build()
     exact = case.exact_pi()
@@ -328,7 +320,7 @@ def test_expm_unconverged_mfn_is_not_success(opts):
 
 
 @needs_slepc
-@pytest.mark.parametrize("name", [pytest.param("mm1k_K1000", marks=EIG_MAXITER_BUG), "bd_1e-200"])
+@pytest.mark.parametrize("name", ["mm1k_K1000", "bd_1e-200"])
 def test_eig_negative_entries_are_reported(name):
     # tails far below the eigensolver's accuracy come back as noise of both signs;
     # the zeros left by clipping the negative ones must be reported, not hidden
@@ -497,8 +489,6 @@ def test_per_call_options_reach_the_factorisation():
 
 
 @needs_petsc
-@pytest.mark.xfail(strict=True, reason="core bug: the PETSc LU system's transposed solve (KSPSolveTranspose "
-                   "with the factors) is wrong with SuperLU_dist: the pinned stationary solve is INACCURATE")
 def test_per_call_factor_package_superlu_dist():
     chain = ref.mm1k(1000, 0.5, 1.0)
     res = chain.stationary("lu", backend="petsc",

@@ -121,8 +121,9 @@ def _check_mumps_memory(PETSc, pc, info):
 class PetscSystem(System):
     """``M = shift * I - Q_XX`` on ``X = members`` (owned mask) of a DistributedChain.
 
-    Transposed solves: ``KSPSolveTranspose`` with the LU factors; a second
-    KSP on ``M^T`` (built on first use) for Krylov methods.
+    Transposed solves: ``KSPSolveTranspose`` with the LU factors of MUMPS or
+    PETSc's own LU; a second KSP on ``M^T`` (built on first use) for Krylov
+    methods and other factor packages.
     """
 
     def __init__(self, dc, members, shift, spec, backend_options=None):
@@ -157,7 +158,10 @@ class PetscSystem(System):
             raise
 
     def _transposed_ksp(self):
-        if self.spec.kind == "lu":
+        # KSPSolveTranspose with the factors is right with MUMPS and PETSc's own LU;
+        # SuperLU_dist's transposed solve is not (measured: a wrong pinned stationary
+        # law), so other packages factorise M^T itself, like the Krylov methods
+        if self.spec.kind == "lu" and self.info.get("factor_package") in ("mumps", "petsc"):
             return self.ksp, True
         if self._ksp_t is None:
             self._MT = self.M.transpose(load_petsc().Mat())
