@@ -267,10 +267,7 @@ def test_two_ranks_backend_contract(contract_job):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", sorted(c.name for c in ref.CASES))
-def test_two_ranks_reference_chains(job, name, method, request):
-    if (name, method) == ("mm1k_K1000", "eig"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="core bug: petsc eig default maxiter "
-                                              "(SLEPc's ~100 restarts) gives MAX_ITERATIONS on mm1k_K1000"))
+def test_two_ranks_reference_chains(job, name, method):
     r = job["stationary"][f"{name}/{method}"]
     if "skip" in r:
         pytest.skip(r["skip"])
