@@ -386,7 +386,8 @@ def closed_classes(op, hint: Optional[int] = None, limit: Optional[int] = None) 
         if _count(op, rest) == 0:
             break
         z = _slowest_exit(op, rest)
-    first = [int(op.allmin(float(np.flatnonzero(C)[0] + op.start)) if C.any() else np.inf) for C in found]
+    # every process takes part in each reduction, owning states of the class or not
+    first = [op.allmin(float(np.flatnonzero(C)[0] + op.start) if C.any() else np.inf) for C in found]
     return [C for _, C in sorted(zip(first, found), key=lambda t: t[0])]
 
 
@@ -832,7 +833,9 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
                                 float("nan"), time.perf_counter() - t0, info,
                                 pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
     negative = max(0.0, -xmin / xmax)
-    pi = np.maximum(x, 0.0) / tot
+    # clip first, then normalise: the law sums to one
+    xp = np.maximum(x, 0.0)
+    pi = xp / op.allsum(float(xp.sum()))
     if negative:
         info["negative_states"] = int(op.allsum(float(np.count_nonzero(x < 0))))
     residual, bal, under, lost = stationary_evidence(op, pi)

@@ -34,13 +34,6 @@ LEVELS = {"two_state": np.array([0, 1]), "mm1k_K50": "n", "mm1k_K1000": "n", "bd
           "mmck_c3_K40": "n", "erlang_loss_c8": "n", "random_30": None, "random_120_sparse": None}
 
 
-#: core bugs found by these tests (strict xfails: they turn into failures once fixed)
-BUG_CLIP_SUM = pytest.mark.xfail(strict=True, reason="core bug: ctmc.stationary._solve_class normalises by the "
-                                 "sum including the negative entries, then clips them: pi sums to 1 + |negatives|")
-BUG_SCIPY_GMRES = pytest.mark.xfail(strict=True, reason="core bug: scipy GMRES stops at rtol = tol/100 of |b|, "
-                                    "unattainable on M/M/1/K hitting times: MAX_ITERATIONS after ~5000 "
-                                    "iterations for an answer with backward error 1e-16 (PETSc: success)")
-
 
 def relative_error(a, b, floor=1e-250):
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -158,9 +151,7 @@ def check_passage(res, method):
 
 
 @pytest.mark.parametrize("method", PASSAGE_METHODS)
-def test_hitting_means_birth_death(backend, method, request):
-    if (backend, method) == ("scipy", "gmres"):
-        request.applymarker(BUG_SCIPY_GMRES)
+def test_hitting_means_birth_death(backend, method):
     K, lam, mu = 30, 0.7, 1.0
     chain = ref.mm1k(K, lam, mu)
     n = chain.states["n"]
@@ -279,8 +270,7 @@ def test_same_stationary_on_both_backends(method):
     _same(a, b, "pi")
 
 
-@pytest.mark.parametrize("method", [pytest.param(m, marks=BUG_SCIPY_GMRES) if m == "gmres" else m
-                                    for m in PASSAGE_METHODS])
+@pytest.mark.parametrize("method", PASSAGE_METHODS)
 def test_same_passage_on_both_backends(method):
     chain = ref.mmck(40, 3, 2.5, 1.0)
     n = chain.states["n"]
@@ -346,7 +336,6 @@ def test_negative_stationary_entries_graded_alike(backend, monkeypatch, share, s
         assert "negative probabilities" in res.message
 
 
-@BUG_CLIP_SUM
 def test_clipped_negatives_leave_a_law(backend, monkeypatch):
     # round-off negatives set to 0: what is left is the exact law, summing to one
     case = CASES["mm1k_K1000"]

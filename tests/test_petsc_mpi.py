@@ -315,8 +315,6 @@ def test_two_ranks_passage_and_transient(job, check):
     assert err < 1e-8
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: ctmc.stationary.closed_classes skips allmin on a rank owning "
-                   "no state of the class (int(inf) raises there, the other rank hangs)")
 def test_two_ranks_closed_class_in_one_block(tmp_path):
     out = tmp_path / "closed_class.json"
     cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out),
