@@ -38,7 +38,11 @@ import numpy as np
 
 from ..results import Status
 
-__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst"]
+__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDITIONERS"]
+
+#: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
+#: (on each process's block), incomplete LU (likewise), point Jacobi, none
+PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none")
 
 #: severity order of statuses (the worst of several solves is reported)
 _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
@@ -64,9 +68,10 @@ class LinearSpec:
     ordering : str
         Fill-reducing ordering of a direct solve (``"auto"`` or a backend's name;
         see :mod:`ctmc._sparse_lu`). Ignored by Krylov solves.
-    preconditioner : {"ilu", "jacobi", "none"}
-        Krylov preconditioner: incomplete LU (on each process's diagonal block
-        when distributed), point Jacobi, or none.
+    preconditioner : {"sgs", "ilu", "jacobi", "none"}
+        Krylov preconditioner: one symmetric Gauss-Seidel sweep, incomplete LU
+        (both on each process's diagonal block when distributed), point
+        Jacobi, or none.
     rtol : float
         Krylov stopping tolerance on the relative (unpreconditioned) residual.
     maxiter : int

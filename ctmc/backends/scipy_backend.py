@@ -3,8 +3,9 @@
 Primitives only (the protocol of :mod:`ctmc.backends.base`): the process
 owns every row, collectives are the identity, direct solves use SuperLU with
 diagonal pivots and a profile-based ordering (:mod:`ctmc._sparse_lu`), Krylov
-solves :func:`scipy.sparse.linalg.gmres` / ``bicgstab`` with an incomplete LU
-(:func:`scipy.sparse.linalg.spilu`) or Jacobi preconditioner, the null vector
+solves :func:`scipy.sparse.linalg.gmres` / ``bicgstab`` with a symmetric
+Gauss-Seidel sweep (compiled, :mod:`ctmc._relax`), an incomplete LU
+(:func:`scipy.sparse.linalg.spilu`) or a Jacobi preconditioner, the null vector
 ARPACK (:func:`scipy.sparse.linalg.eigs`) and the matrix-exponential action
 :func:`scipy.sparse.linalg.expm_multiply`.
 
@@ -199,6 +200,18 @@ class ScipySystem(System):
 
     def _preconditioner(self, A):
         kind = self.spec.preconditioner
+        if kind == "sgs":
+            from .._relax import sweep
+            S = A.tocsr()
+            S.sort_indices()
+
+            def sgs(v):   # one forward and one backward sweep from 0: (D-L)^-1 ... SSOR(1)
+                v = np.asarray(v, dtype=float).ravel()
+                x = np.zeros_like(v)
+                sweep(S, x, v, 1.0, "forward")
+                sweep(S, x, v, 1.0, "backward")
+                return x
+            return sla.LinearOperator(A.shape, sgs)
         if kind == "ilu":
             ilu = sla.spilu(A.tocsc(), drop_tol=self.bo.get("ilu_drop_tol", 1e-6),
                             fill_factor=self.bo.get("ilu_fill_factor", 20.0))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...results import Status
-from ..base import SolveReport, System, worst
+from ..base import PRECONDITIONERS, SolveReport, System, worst
 from ._env import load_petsc, load_slepc
 from .options import PREFIX, ksp_status, scoped_options, slepc_status
 
@@ -67,7 +67,8 @@ def _ksp(dc, A, spec, petsc_options, info):
         info["ordering"] = order or f"{pkg} default"
     else:
         ksp.setType({"gmres": "gmres", "bicgstab": "bcgs"}[spec.kind])
-        pctype = {"ilu": "bjacobi", "jacobi": "jacobi", "none": "none"}[spec.preconditioner]
+        # "sgs": PCSOR, whose default is a symmetric Gauss-Seidel sweep on each process's block
+        pctype = {"ilu": "bjacobi", "sgs": "sor", "jacobi": "jacobi", "none": "none"}[spec.preconditioner]
         pc.setType(pctype)
         if spec.kind == "gmres":
             # right preconditioning: GMRES monitors the unpreconditioned residual
@@ -75,7 +76,8 @@ def _ksp(dc, A, spec, petsc_options, info):
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
             ksp.setGMRESRestart(int(spec.restart))
         ksp.setTolerances(rtol=float(spec.rtol), atol=0.0, max_it=int(spec.maxiter))
-        info["preconditioner"] = {"ilu": "bjacobi+ilu(0)"}.get(spec.preconditioner, spec.preconditioner)
+        info["preconditioner"] = {"ilu": "bjacobi+ilu(0)", "sgs": "sor (local symmetric)"}.get(
+            spec.preconditioner, spec.preconditioner)
     with scoped_options(petsc_options):
         ksp.setFromOptions()
         # factorisations (MUMPS) and block solvers (sub_ options) read their
@@ -130,9 +132,8 @@ class PetscSystem(System):
         PETSc = load_petsc()
         if spec.kind not in ("lu", "gmres", "bicgstab"):
             raise ValueError(f"kind: expected 'lu', 'gmres' or 'bicgstab', got {spec.kind!r}")
-        if spec.kind != "lu" and spec.preconditioner not in ("ilu", "jacobi", "none"):
-            raise ValueError(f"preconditioner: expected 'ilu', 'jacobi' or 'none', "
-                             f"got {spec.preconditioner!r}")
+        if spec.kind != "lu" and spec.preconditioner not in PRECONDITIONERS:
+            raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {spec.preconditioner!r}")
         self.dc, self.spec = dc, spec
         self.members = np.asarray(members, dtype=bool).copy()
         self.shift = float(shift)
@@ -162,11 +163,25 @@ class PetscSystem(System):
         # SuperLU_dist's transposed solve is not (measured: a wrong pinned stationary
         # law), so other packages factorise M^T itself, like the Krylov methods
         if self.spec.kind == "lu" and self.info.get("factor_package") in ("mumps", "petsc"):
-            return self.ksp, True
+            return self._normal_ksp(), True
         if self._ksp_t is None:
+            if self.spec.kind == "lu" and self.ksp is not None:
+                # one factorisation alive at a time: two live SuperLU_dist factors
+                # corrupted the heap (an abort at PETSc's finalisation)
+                self.ksp.destroy()
+                self.ksp = None
             self._MT = self.M.transpose(load_petsc().Mat())
             self._ksp_t = _ksp(self.dc, self._MT, self.spec, self._opts, {})
         return self._ksp_t, False
+
+    def _normal_ksp(self):
+        if self.ksp is None:
+            for obj in (self._ksp_t, self._MT):
+                if obj is not None:
+                    obj.destroy()
+            self._ksp_t = self._MT = None
+            self.ksp = _ksp(self.dc, self.M, self.spec, self._opts, self.info)
+        return self.ksp
 
     def solve(self, b, transpose=False):
         """Solve ``M x = b`` (``M^T x = b``) for an owned vector or block ``b``."""
@@ -174,7 +189,7 @@ class PetscSystem(System):
         b = np.asarray(b, dtype=float)
         cols = b[:, None] if b.ndim == 1 else b
         out = np.zeros_like(cols)
-        ksp, use_transpose = self._transposed_ksp() if transpose else (self.ksp, False)
+        ksp, use_transpose = self._transposed_ksp() if transpose else (self._normal_ksp(), False)
         bv, xv = self.dc.vec(), self.dc.vec()
         status, reason, its = Status.SUCCESS, "", 0
         try:
