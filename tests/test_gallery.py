@@ -1,0 +1,194 @@
+"""The benchmark gallery (ctmc.models.gallery): published sizes, measures, independent checks.
+
+Sizes are PRISM's (states / transitions after merging transitions that reach
+the same state, which is ctmc's count of off-diagonal non-zeros of Q).
+Measures are checked against an independent computation where one exists
+(a hand-assembled dense generator for tandem, flow balances and symmetry for
+the others) and against published values where a solve takes seconds.
+"""
+import importlib
+
+import numpy as np
+import pytest
+
+from ctmc.models.gallery import GALLERY, cluster, fms, kanban, parse_spec, polling, tandem
+
+polling_mod = importlib.import_module("ctmc.models.gallery.polling")  # the package's `polling` is the builder
+tandem_mod = importlib.import_module("ctmc.models.gallery.tandem")
+from ctmc.models.gallery._base import prism_expr
+
+# ---------------------------------------------------------------- sizes
+PUBLISHED = [  # (spec, states, transitions): PRISM case-study tables / benchmarks.md
+    ("kanban:1", 160, 616), ("kanban:2", 4_600, 28_120), ("kanban:3", 58_400, 446_400),
+    ("fms:1", 54, 155), ("fms:2", 810, 3_699), ("fms:3", 6_520, 37_394), ("fms:4", 35_910, 237_120),
+    ("fms:5", 152_712, 1_111_482),
+    ("polling:15", 737_280, 6_144_000),
+    ("cluster:2", 276, 1_120), ("cluster:4", 820, 3_616), ("cluster:8", 2_772, 12_832),
+    ("cluster:64", 151_060, 733_216),
+    ("tandem:511", 523_776, 1_829_379),
+]
+
+
+@pytest.mark.parametrize("spec, states, transitions", PUBLISHED)
+def test_published_sizes(spec, states, transitions):
+    chain = parse_spec(spec).chain()
+    assert (chain.n_states, chain.n_transitions) == (states, transitions)
+
+
+@pytest.mark.parametrize("N", [5, 6, 7, 8])
+def test_polling_sizes_closed_form(N):
+    chain = polling(N).chain()
+    assert chain.n_states == polling_mod.n_states(N) == 3 * N * 2 ** N // 2
+    assert chain.n_transitions == polling_mod.n_transitions(N)
+
+
+@pytest.mark.parametrize("c", [1, 2, 3, 10, 31])
+def test_tandem_sizes_closed_form(c):
+    chain = tandem(c).chain()
+    assert (chain.n_states, chain.n_transitions) == (tandem_mod.n_states(c), tandem_mod.n_transitions(c))
+
+
+def test_closed_forms_give_the_published_large_sizes():
+    assert (polling_mod.n_states(18), polling_mod.n_transitions(18)) == (7_077_888, 69_599_232)
+    assert (polling_mod.n_states(20), polling_mod.n_transitions(20)) == (31_457_280, 340_787_200)
+    assert (tandem_mod.n_states(4095), tandem_mod.n_transitions(4095)) == (33_550_336, 117_395_459)
+
+
+# ---------------------------------------------------------------- measures
+def _tandem_dense(c):
+    """Mean customers of tandem(c) from a generator assembled by hand (no ctmc.Model)."""
+    states = [(sc, ph, sm) for sc in range(c + 1) for ph in (1, 2) for sm in range(c + 1)
+              if not (ph == 2 and sc == 0)]
+    idx = {s: i for i, s in enumerate(states)}
+    Q = np.zeros((len(states), len(states)))
+    for (sc, ph, sm), i in idx.items():
+        moves = []
+        if sc < c:
+            moves.append(((sc + 1, ph, sm), 4.0 * c))
+        if sc > 0 and ph == 1:
+            moves.append(((sc, 2, sm), 0.2))
+            if sm < c:
+                moves.append(((sc - 1, 1, sm + 1), 1.8))
+        if sc > 0 and ph == 2 and sm < c:
+            moves.append(((sc - 1, 1, sm + 1), 2.0))
+        if sm > 0:
+            moves.append(((sc, ph, sm - 1), 4.0))
+        for dst, rate in moves:
+            Q[i, idx[dst]] += rate
+            Q[i, i] -= rate
+    A = np.vstack([Q.T, np.ones(len(states))])
+    b = np.zeros(len(states) + 1)
+    b[-1] = 1
+    pi = np.linalg.lstsq(A, b, rcond=None)[0]
+    return pi @ np.array([sc + sm for sc, _, sm in states], dtype=float)
+
+
+@pytest.mark.parametrize("c", [3, 10])
+def test_tandem_measure_against_dense_solve(c):
+    g = tandem(c)
+    assert g.measure(g.chain().stationary()) == pytest.approx(_tandem_dense(c), rel=1e-10)
+
+
+def _throughput(chain, pi, *names):
+    return sum(float(pi @ chain.event_rate(n)) for n in names)
+
+
+def test_kanban_flow_balance():
+    g = kanban(2)
+    chain = g.chain()
+    pi = chain.stationary().pi
+    thr = g.measure(pi)
+    # every part that enters cell 1 is split once, joined once and leaves once
+    for ev in ("s1", "s2", "out"):
+        assert _throughput(chain, pi, ev) == pytest.approx(thr, rel=1e-9)
+    assert thr == pytest.approx(0.1738717, abs=1e-6)  # Storm (gmm++) on the PRISM twin
+
+
+def test_polling_symmetry_and_flow_balance():
+    N = 5
+    g = polling(N)
+    chain = g.chain()
+    pi = chain.stationary().pi
+    full = [float(pi @ chain.states[f"s{i}"]) for i in range(1, N + 1)]
+    assert np.allclose(full, full[0], rtol=1e-9)  # the stations are exchangeable in the long run
+    for i in (1, 3):  # services of station i = arrivals at station i
+        assert _throughput(chain, pi, f"serve{i}") == pytest.approx(
+            _throughput(chain, pi, f"arrive{i}"), rel=1e-9)
+    # waiting = full minus being served
+    served = float(pi @ ((chain.states["s"] == 1) & (chain.states["a"] == 1)))
+    assert g.measure(pi) == pytest.approx(full[0] - served, rel=1e-12)
+    assert g.measure(pi) == pytest.approx(0.144927, abs=1e-6)  # Storm (gmm++) on the PRISM twin
+
+
+def test_cluster_flow_balance_and_premium():
+    g = cluster(4)
+    chain = g.chain()
+    pi = chain.stationary().pi
+    for part in ("left", "right", "line", "toleft", "toright"):
+        # each failure is inspected once and repaired once (workstations: one at a time)
+        assert _throughput(chain, pi, f"fail_{part}") == pytest.approx(
+            _throughput(chain, pi, f"start_{part}"), rel=1e-9)
+        assert _throughput(chain, pi, f"start_{part}") == pytest.approx(
+            _throughput(chain, pi, f"repair_{part}"), rel=1e-9)
+    premium = g.premium(chain.states)
+    assert premium[chain.initial[0]]
+    assert g.measure(pi) == pytest.approx(0.99992124, abs=1e-7)  # Storm (gmm++): 0.9999211541
+
+
+def test_fms_flow_balance():
+    g = fms(2)
+    chain = g.chain()
+    pi = chain.stationary().pi
+    # type-3 parts: loaded = finished on M2
+    assert _throughput(chain, pi, "t3_load") == pytest.approx(_throughput(chain, pi, "p2p3"), rel=1e-9)
+    # productivity is the weighted sum of the load throughputs
+    t = {a: _throughput(chain, pi, *(f"{a}_{w}" for w in ("machine", "queue"))) for a in ("t1", "t2", "t12")}
+    t["t3"] = _throughput(chain, pi, "t3_load")
+    assert g.measure(pi) == pytest.approx(400 * t["t1"] + 600 * t["t2"] + 100 * t["t3"] + 1100 * t["t12"])
+    # an assembled part consumes one part of type 1 and one of type 2
+    assert t["t12"] <= min(t["t1"], t["t2"])
+    assert g.measure(pi) == pytest.approx(29.1547, rel=2e-4)  # Storm (gmm++, rel. stop 1e-6): 29.1501
+
+
+@pytest.mark.slow
+def test_tandem_511_direct_solve():
+    g = tandem(511)
+    assert g.measure(g.chain().stationary("lu")) == pytest.approx(511.82899236, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_kanban_4_published_throughput():
+    g = kanban(4)
+    res = g.chain().stationary("gmres", tol=1e-12)
+    assert g.measure(res) == pytest.approx(0.2762966549, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_cluster_64_published_premium():
+    g = cluster(64)
+    res = g.chain().stationary("gmres", tol=1e-12)
+    assert g.measure(res) == pytest.approx(0.9986761964, abs=1e-6)
+
+
+# ---------------------------------------------------------------- API
+def test_registry_and_prism_twins():
+    assert sorted(GALLERY) == ["cluster", "fms", "kanban", "polling", "tandem"]
+    for name, make in GALLERY.items():
+        g = make(2)
+        text = g.prism_program()
+        assert text.lstrip().startswith("//") and "\nctmc\n" in text and "endmodule" in text
+        assert g.prism_property
+        for const in g.prism_constants:
+            assert f"const int {const};" in text
+        assert g.chain() is g.chain()  # built once
+    with pytest.raises(ValueError):
+        parse_spec("kanban")
+    with pytest.raises(ValueError):
+        kanban(0)
+
+
+def test_prism_expr():
+    m = fms(1).model()
+    ev = m.events[0]
+    text = prism_expr(ev.guard)
+    assert "==" not in text and "~" not in text
