@@ -1,0 +1,146 @@
+"""ctmc and Storm side by side on PRISM's standard CTMC benchmarks (ctmc.models.gallery).
+
+    .venv/bin/python benchmarks/bench_gallery.py                       # the five default sizes
+    .venv/bin/python benchmarks/bench_gallery.py --models kanban:2,tandem:31 --methods gmres,power
+    .venv/bin/python benchmarks/bench_gallery.py --storm .venv-storm/bin/python --timeout 300
+
+For each model, in the same run and each route in a fresh subprocess (so every
+ctmc build is a first build in its process, and a route that overruns
+``--timeout`` is stopped and reported as ``timeout``):
+
+* ctmc: ``Model.build`` (cold) then ``chain.stationary()`` (the default,
+  ``auto``) and ``chain.stationary(method, check=False)`` for each of
+  ``--methods``; the measure is the model's published one (``.measure(pi)``);
+* Storm (when ``--storm`` names stormpy's python, see ``scripts/storm_venv.sh``):
+  ``parse_prism_program(prism_compatibility=True)``, ``instantiate_constants``,
+  ``build_model`` with ``BuilderOptions`` (build s), then ``model_checking``
+  of the published property with ``Environment()`` (Storm's command-line
+  defaults) and with the gmm++ linear equation solver, on the PRISM program
+  the gallery generates (``.prism_program()``).
+
+The reference of each model is the answer of the ctmc route ``lu`` (or ``gth``)
+when it succeeded, else the first successful ctmc route; ``rel.diff`` is
+``|measure / reference - 1|``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODELS = "kanban:3,polling:15,fms:5,cluster:64,tandem:511"
+DEFAULT_STORM = ROOT / ".venv-storm" / "bin" / "python"
+
+
+def worker(spec: str, method: str) -> None:
+    """One ctmc route: cold build, one stationary solve; one JSON line on stdout."""
+    import ctmc
+    from ctmc.models.gallery import parse_spec
+
+    g = parse_spec(spec)
+    t0 = time.perf_counter()
+    chain = g.chain()
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    res = chain.stationary() if method == "default" else chain.stationary(method, check=False)
+    solve_s = time.perf_counter() - t0
+    print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "build_s": build_s,
+                             "solve_s": solve_s, "value": g.measure(res, chain), "status": res.status.value,
+                             "residual": float(res.residual), "ctmc": ctmc.__version__}), flush=True)
+
+
+def _run(cmd, timeout):
+    """Run a route; its JSON result, or {"status": "timeout" | "error: ..."}."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("@@")]
+    if p.returncode or not lines:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": f"error: {last[:80]}"}
+    return json.loads(lines[-1][2:])
+
+
+def bench_model(spec, methods, storm, timeout):
+    """Rows of one model: ctmc routes, then Storm's."""
+    from ctmc.models.gallery import parse_spec
+
+    routes = []
+    for method in ["default"] + [m for m in methods if m != "default"]:
+        r = _run([sys.executable, __file__, "--worker", spec, method], timeout)
+        routes.append((f"ctmc {method}", r))
+    if storm:
+        g = parse_spec(spec)
+        with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
+            f.write(g.prism_program())
+        try:
+            for solver in ("default", "gmm"):
+                cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
+                       "--property", g.prism_property, "--constants", json.dumps(g.prism_constants),
+                       "--solver", solver]
+                r = _run(cmd, timeout)
+                if "value" in r:
+                    r["status"] = "done"
+                    r["solve_s"] = r.pop("check_s")
+                routes.append((f"storm {'gmm++' if solver == 'gmm' else 'default env'}", r))
+        finally:
+            os.unlink(f.name)
+    ok = {name: r for name, r in routes if r.get("status") == "success"}
+    ref_name = next((n for n in ("ctmc lu", "ctmc gth", "ctmc default") if n in ok), next(iter(ok), None))
+    ref = ok[ref_name]["value"] if ref_name else None
+    sizes = next(((r["states"], r["transitions"]) for _, r in routes if "states" in r), ("", ""))
+    rows = []
+    for name, r in routes:
+        v = r.get("value")
+        if v is None:
+            diff = ""
+        elif name == ref_name:
+            diff = "ref"
+        else:
+            diff = f"{abs(v / ref - 1):.1e}" if ref else ""
+        rows.append([spec, sizes[0], sizes[1], name,
+                     f"{r['build_s']:.2f}" if "build_s" in r else "",
+                     f"{r['solve_s']:.2f}" if "solve_s" in r else "",
+                     f"{v:.10g}" if v is not None else "", diff, r.get("status", "")])
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"name:size,... (default {DEFAULT_MODELS})")
+    ap.add_argument("--methods", default="gmres", help="ctmc methods besides the default (comma-separated)")
+    ap.add_argument("--storm", default=str(DEFAULT_STORM) if DEFAULT_STORM.exists() else "",
+                    help="python of a venv with stormpy (default .venv-storm/bin/python if present; '' = no Storm)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per route (build + solve)")
+    ap.add_argument("--worker", nargs=2, metavar=("SPEC", "METHOD"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(*args.worker)
+
+    from ctmc.report import format_table
+
+    import numpy
+    import scipy
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, "
+          f"commit {commit or '?'}, {os.cpu_count()} cpus, timeout {args.timeout:g} s per route", flush=True)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    rows = []
+    for spec in args.models.split(","):
+        t0 = time.perf_counter()
+        rows += bench_model(spec.strip(), methods, args.storm, args.timeout)
+        print(f"  {spec}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    print(format_table(rows, ["model", "states", "transitions", "route", "build s", "solve s", "measure",
+                              "rel.diff", "status"]))
+
+
+if __name__ == "__main__":
+    main()
