@@ -104,6 +104,11 @@ _TINY = np.finfo(float).tiny
 # --------------------------------------------------------------------------
 # options: one frozen class per method, the same on every backend
 # --------------------------------------------------------------------------
+def _check_count(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
+
+
 def _check_pin(pin):
     if pin is not None and (isinstance(pin, bool) or not isinstance(pin, (int, np.integer)) or pin < 0):
         raise ValueError(f"pin: expected a state index >= 0, got {pin!r}")
@@ -175,26 +180,33 @@ class SOROptions(IterativeOptions):
 @dataclass(frozen=True)
 class KrylovOptions(KrylovSolverOptions):
     """Options of ``gmres`` and ``bicgstab``: the Krylov settings
-    (:class:`ctmc.options.KrylovSolverOptions`) and ``pin``, ``repin`` as for ``lu``."""
+    (:class:`ctmc.options.KrylovSolverOptions`), ``pin``, ``repin`` as for
+    ``lu``, and ``polish``: at most that many symmetric Gauss-Seidel sweeps
+    after convergence, until the small probabilities balance too (0: none)."""
 
     pin: Optional[int] = None
     repin: float = 1e-3
+    polish: int = 2000
 
     def __post_init__(self):
         super().__post_init__()
         _check_pin(self.pin)
         _positive("repin", self.repin)
+        _check_count("polish", self.polish)
 
 
 @dataclass(frozen=True)
 class EigOptions(StationaryOptions):
-    """Options of ``eig``: ``maxiter`` (restarts, 10 000) and ``ncv`` (basis size, the backend's default if None)."""
+    """Options of ``eig``: ``maxiter`` (restarts, 10 000), ``ncv`` (basis size, the backend's default
+    if None) and ``polish`` as for ``gmres``."""
 
     maxiter: Optional[int] = 10_000
     ncv: Optional[int] = None
+    polish: int = 2000
 
     def __post_init__(self):
         super().__post_init__()
+        _check_count("polish", self.polish)
         if self.maxiter is not None:
             _positive("maxiter", self.maxiter, integer=True)
         if self.ncv is not None:
@@ -549,6 +561,8 @@ def _pinned(kind: str):
         if rep.status is Status.BREAKDOWN:
             return None, its, rep.status, f"{kind}: {rep.reason}"
         msg = f"{kind} pinned at state {pin}" + (f" ({rep.reason})" if rep.reason else "")
+        if kind != "lu" and rep.status is Status.SUCCESS:
+            x = _polish(op, support, x, opts, ctx)
         return x, its, rep.status, msg
     return run
 
@@ -619,43 +633,104 @@ def _power(op, support, opts: IterativeOptions, hint, ctx):
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"power: not converged after {opts.maxiter} iterations"
 
 
-def _sor(op, support, opts: IterativeOptions, hint, ctx):
+class _Sweeper:
     """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` over the owned block (compiled kernels,
     :mod:`ctmc._relax`); the other processes' blocks are taken from the previous sweep."""
-    from ._relax import sweep
 
+    def __init__(self, op, support):
+        self.op, self.support = op, support
+        A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T: owned rows, global columns
+        keep = support.astype(float)
+        full_support = op.gather(keep, "all") if op.size > 1 else keep
+        A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
+        # Q^T on the owned block (unit rows outside the class keep x = 0 there)
+        local = (A[:, op.start:op.stop] - sp.diags(np.where(support, op.exit_rates, -1.0))).tocsr()
+        local.sort_indices()
+        local.data = np.ascontiguousarray(local.data, dtype=float)
+        self.local = local
+        self.ghosts = None
+        if op.size > 1:
+            g = A.tolil()
+            g[:, op.start:op.stop] = 0.0
+            self.ghosts = g.tocsr()
+
+    def __call__(self, x, omega=1.0, direction="forward"):
+        """One sweep on ``x`` (owned, contiguous), in place; then ``x`` is renormalised.
+
+        Returns False when the iterate stopped being a positive finite vector.
+        """
+        from ._relax import sweep
+        op = self.op
+        b = np.zeros_like(x) if self.ghosts is None else -(self.ghosts @ op.gather(x, "all"))
+        sweep(self.local, x, b, omega, direction)
+        s = op.allsum(float(x.sum()))
+        if not np.isfinite(s) or s <= 0:
+            return False
+        x /= s
+        return True
+
+
+def _sor(op, support, opts: IterativeOptions, hint, ctx):
+    """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` (:class:`_Sweeper`) with the stopping rule :class:`_Stop`."""
     omega = float(getattr(opts, "omega", 1.0))
     ctx.info["omega"] = omega
-    A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T: owned rows, global columns
-    keep = support.astype(float)
-    full_support = op.gather(keep, "all") if op.size > 1 else keep
-    A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
-    # Q^T on the owned block (unit rows outside the class keep x = 0 there)
-    local = (A[:, op.start:op.stop] - sp.diags(np.where(support, op.exit_rates, -1.0))).tocsr()
-    local.sort_indices()
-    local.data = np.ascontiguousarray(local.data, dtype=float)
-    ghosts = None
-    if op.size > 1:
-        ghosts = A.tolil()
-        ghosts[:, op.start:op.stop] = 0.0
-        ghosts = ghosts.tocsr()
+    sweeper = _Sweeper(op, support)
     x = np.ascontiguousarray(_start(op, support, opts.x0))
-    zero = np.zeros_like(x)
     stop = _Stop(op, opts)
     prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
     for it in range(1, opts.maxiter + 1):
-        b = zero if ghosts is None else -(ghosts @ op.gather(x, "all"))
-        sweep(local, x, b, omega)
-        s = op.allsum(float(x.sum()))
-        if not np.isfinite(s) or s <= 0:
+        if not sweeper(x, omega):
             return None, it, Status.BREAKDOWN, "iteration diverged"
-        x /= s
         r = op.apply(x, transpose=True)
         if stop(it, x, r):
             prog.close(f"converged in {it} sweeps")
             return x, it, Status.SUCCESS, f"converged in {it} sweeps"
         prog.update(f"sweep {it}, residual {stop.rel:.2e}")
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps"
+
+
+def _balance(op, x):
+    """The balance error of an owned, normalised iterate (global)."""
+    r = op.apply(x, transpose=True)
+    out = x * op.exit_rates
+    ok = (x >= _TINY) & (out > 0)
+    return op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+
+
+def _polish(op, support, x, opts, ctx):
+    """Symmetric Gauss-Seidel sweeps from a converged Krylov/eigen answer until its tail balances.
+
+    A Krylov solve stopped on a normwise residual leaves the small
+    probabilities as noise; sweeps from that answer correct them locally,
+    state by state. Up to ``opts.polish`` symmetric sweeps, stopped when the
+    balance error meets ``tail_tol`` or has not halved over the last 100
+    sweeps. Returns the polished iterate (owned part).
+    """
+    if not getattr(opts, "polish", 0):
+        return x
+    neg = int(op.allsum(float(np.count_nonzero(support & (x < 0)))))
+    if neg:
+        ctx.info["negative_states"] = neg   # reported even when the sweeps repair them
+    x = np.ascontiguousarray(np.where(support, np.maximum(x, 0.0), 0.0))
+    x /= op.allsum(float(x.sum()))
+    bal = _balance(op, x)
+    ctx.info["balance_before_polish"] = bal
+    if bal <= opts.tail_tol:
+        return x
+    sweeper = _Sweeper(op, support)
+    history = [bal]
+    k = 0
+    while k < opts.polish:
+        for _ in range(min(25, opts.polish - k)):
+            if not (sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward")):
+                return x
+            k += 1
+        bal = _balance(op, x)
+        history.append(bal)
+        if bal <= opts.tail_tol or (len(history) > 4 and not bal <= 0.5 * history[-5]):
+            break
+    ctx.info["polish_sweeps"] = k
+    return x
 
 
 def _eig(op, support, opts: EigOptions, hint, ctx):
@@ -667,7 +742,11 @@ def _eig(op, support, opts: EigOptions, hint, ctx):
     if x is None:
         return None, rep.iterations, Status.BREAKDOWN if rep.status is Status.SUCCESS else rep.status, rep.reason
     sign = np.sign(op.allsum(float(x.sum()))) or 1.0
-    return x * sign, rep.iterations, rep.status, rep.reason
+    x = x * sign
+    if rep.status is Status.SUCCESS and op.allmin(float(x.min(initial=0.0))) >= -NEGATIVE_TOL * op.allmax(
+            float(x.max(initial=0.0))):
+        x = _polish(op, support, x, opts, ctx)
+    return x, rep.iterations, rep.status, rep.reason
 
 
 def _levels(op, spec) -> np.ndarray:
@@ -813,26 +892,31 @@ METHODS.update({
 # --------------------------------------------------------------------------
 # the driver
 # --------------------------------------------------------------------------
-def _solve_class(op, support, method, opts, hint, backend_options, t0):
-    ctx = _Context(info={}, backend_options=backend_options, size=_count(op, support))
-    if ctx.size == 1:
-        x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
-    else:
-        x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)
-    used = ctx.info.pop("chosen", method)
-    info = ctx.info
+@dataclass
+class _Evaluated:
+    """A raw solution normalised, clipped, with its evidence and graded status."""
+
+    pi: Optional[np.ndarray]
+    status: Status
+    message: str
+    residual: float = float("nan")
+    balance: float = float("inf")
+    underflow: int = 0
+    info: dict = None
+
+
+def _evaluate(op, support, x, status, msg, opts) -> _Evaluated:
+    """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`)."""
     if x is None:
-        return StationaryResult(used, op.backend, status, msg, its, float("nan"), time.perf_counter() - t0, info,
-                                pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
+        return _Evaluated(None, status, msg, info={})
     x = np.where(support, x, 0.0)
     xmax = op.allmax(float(x.max()) if x.size else -np.inf)
     xmin = op.allmin(float(x.min()) if x.size else np.inf)
     tot = op.allsum(float(x.sum()))
     if not (np.isfinite(tot) and tot > 0 and np.isfinite(xmax)):
-        return StationaryResult(used, op.backend, Status.BREAKDOWN, f"{msg}; non-finite or zero solution", its,
-                                float("nan"), time.perf_counter() - t0, info,
-                                pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
+        return _Evaluated(None, Status.BREAKDOWN, f"{msg}; non-finite or zero solution", info={})
     negative = max(0.0, -xmin / xmax)
+    info = {}
     # clip first, then normalise: the law sums to one
     xp = np.maximum(x, 0.0)
     pi = xp / op.allsum(float(xp.sum()))
@@ -841,9 +925,27 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
     residual, bal, under, lost = stationary_evidence(op, pi)
     rel = residual / max(op.qmax, _TINY)
     status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)
-    info.update(relative_residual=rel, zero_with_inflow=lost, processes=op.size)
-    return StationaryResult(used, op.backend, status, msg, its, residual, time.perf_counter() - t0, info,
-                            pi=pi, balance_error=bal, underflow=under)
+    info.update(relative_residual=rel, zero_with_inflow=lost)
+    return _Evaluated(pi, status, msg, residual, bal, under, info)
+
+
+def _solve_class(op, support, method, opts, hint, backend_options, t0):
+    ctx = _Context(info={}, backend_options=backend_options, size=_count(op, support))
+    if ctx.size == 1:
+        x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
+    else:
+        x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)
+    used = ctx.info.pop("chosen", method)
+    ev = ctx.info.pop("evaluated", None)
+    if ev is None:
+        ev = _evaluate(op, support, x, status, msg, opts)
+    info = {**ev.info, **ctx.info, "processes": op.size}
+    if ev.pi is None:
+        return StationaryResult(used, op.backend, ev.status, ev.message, its, float("nan"),
+                                time.perf_counter() - t0, info, pi=np.full(op.stop - op.start, np.nan),
+                                balance_error=float("inf"))
+    return StationaryResult(used, op.backend, ev.status, ev.message, its, ev.residual, time.perf_counter() - t0,
+                            info, pi=ev.pi, balance_error=ev.balance, underflow=ev.underflow)
 
 
 def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bool = True,

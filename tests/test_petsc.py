@@ -326,7 +326,7 @@ def test_eig_negative_entries_are_reported(name):
     # the zeros left by clipping the negative ones must be reported, not hidden
     case = CASES[name]
     exact = case.exact_pi()
-    res = stationary(case.build(), "eig")
+    res = stationary(case.build(), "eig", polish=0)   # the grading alone, without the repairing sweeps
     lost = (res.pi == 0) & (exact > 1e-250)
     assert lost.any()  # the instance does lose tail probabilities
     assert res.info.get("negative_states", 0) > 0
