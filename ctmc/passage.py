@@ -74,6 +74,7 @@ mean is recomputed through a regeneration state (:func:`_regenerative_mean`).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Optional
 
@@ -219,16 +220,33 @@ class PassageSetup:
         return int(round(self.op.allsum(float(self.members(on).sum()))))
 
     def kind(self, on: str) -> str:
-        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``)."""
+        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``).
+
+        ``auto`` decides by the structure of the set (the rule of
+        :func:`ctmc.stationary._auto_plan`, on :func:`ctmc.stationary.structure_facts`):
+        ``gth`` up to 1000 unknowns, a sparse direct solve for banded or
+        two-dimensional chains, else GMRES with a Gauss-Seidel preconditioner
+        (falling back to the direct solve when it stalls).
+        """
         if on not in self._kind:
             k = self.method
             if k == "auto":
-                k = "gth" if self.count(on) <= _DENSE_AUTO else "lu"
+                from .stationary import _auto_plan, structure_facts
+                facts = structure_facts(self.op, self.members(on))
+                plan, reason = _auto_plan(facts)
+                k = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}[plan[0]]
+                self.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
             if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
                 raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "
                                  f"this system has {self.count(on)} unknowns (use 'lu' or raise max_states)")
             self._kind[on] = k
         return self._kind[on]
+
+    def _spec(self, kind):
+        spec = linear_spec(kind, self.opts)
+        if self.method == "auto" and kind == "gmres":   # auto's Krylov choice: Gauss-Seidel preconditioned
+            spec = dataclasses.replace(spec, preconditioner="sgs")
+        return spec
 
     def system(self, s: float, on: str) -> System:
         key = (float(s), on)
@@ -237,22 +255,33 @@ class PassageSetup:
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
             else:
-                self._sys[key] = self.op.system(self.members(on), s, linear_spec(kind, self.opts), self.bo)
+                self._sys[key] = self.op.system(self.members(on), s, self._spec(kind), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
 
+    def _switch(self, on, kind, why):
+        self.fallback = why
+        for key in [k for k in self._sys if k[1] == on]:
+            self._sys.pop(key).close()
+        self._kind[on] = kind
+
     def solve(self, s: float, on: str, b, transpose: bool = False):
-        """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``."""
+        """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``.
+
+        Under ``auto``, a Krylov solve that stalls or breaks down is redone by
+        the direct solver, and a direct solve that meets an exactly singular
+        pivot (cancellation on a nearly singular M-matrix: huge means) by the
+        dense subtraction-free one, up to 4000 unknowns.
+        """
         x, rep = self.system(s, on).solve(b, transpose)
-        if (rep.status is Status.BREAKDOWN and self.method == "auto" and self.kind(on) == "lu"
-                and not transpose and self.count(on) <= _DENSE_FALLBACK):
-            # an exactly singular pivot: cancellation on a nearly singular
-            # M-matrix (huge means); redo it subtraction-free
-            self.fallback = f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver"
-            for key in [k for k in self._sys if k[1] == on]:
-                self._sys.pop(key).close()
-            self._kind[on] = "gth"
-            return self.solve(s, on, b, transpose)
+        if self.method == "auto" and rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
+            kind = self.kind(on)
+            if kind == "gmres":
+                self._switch(on, "lu", f"GMRES: {rep.status.value} ({rep.reason}); used the sparse direct solver")
+                return self.solve(s, on, b, transpose)
+            if kind == "lu" and not transpose and self.count(on) <= _DENSE_FALLBACK:
+                self._switch(on, "gth", f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver")
+                return self.solve(s, on, b, transpose)
         return x, rep
 
     def rates_in(self, on: str, x, transpose: bool = False):
@@ -506,7 +535,7 @@ def _regenerative_mean(op, ps, r, kind):
             hint = i0
     z = hint if hint is not None else _slowest_exit(op, F)
     into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
-    spec = linear_spec(kind, ps.opts)
+    spec = ps._spec(kind)
     info = {}
     for attempt in range(2):
         e = _unit(op, z)

@@ -52,8 +52,16 @@ Methods (the registry :data:`METHODS`)
     an exact birth-death solve on the level, then Gauss-Seidel by levels.
     For many-dimensional chains (occupancy chains) where LU fills in badly.
 ``auto``
-    ``gth`` up to 1000 states, else ``lu``; if ``lu`` cannot run (out of
-    memory, breakdown) it falls back to ``gmres``.
+    Chosen by the class's structure, measured cheaply before any heavy work
+    (:func:`structure_facts`, :func:`_auto_plan`): ``gth`` up to 1000
+    states; ``lu`` when the chain is banded in state order or has at most two
+    dimensions (state variables taking more than two values); on
+    many-dimensional chains, where a direct solve fills in badly, GMRES with a
+    Gauss-Seidel preconditioner and tail polish, at most 300 iterations, then
+    ``lu``, then ``power``. A method that breaks down, runs out of memory or
+    (for the Krylov probe) stalls or leaves a noisy tail hands over to the
+    next; ``info["auto"]`` records the facts, the plan and why, and
+    ``info["fallbacks"]`` what failed.
 
 Evidence
 --------
@@ -850,32 +858,127 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
 METHODS: dict = {}
 
 _AUTO_GTH = 1000
+#: natural order kept by the direct solver when envelope(A + A^T) <= this many times nnz(A)
+_BANDED = 10
+#: a state variable counts as a dimension of the chain when it takes more than this many values
+_DIM_VALUES = 2
+#: iterations of the Krylov probe of ``auto`` on many-dimensional chains
+_PROBE_ITERATIONS = 300
+
+
+def structure_facts(op, support) -> dict:
+    """Cheap facts about a closed class that ``auto`` chooses by (every backend; O(nnz)).
+
+    Returns a dict with ``states``, ``transitions`` (off-diagonal entries in the
+    class), ``envelope_per_nnz`` (the envelope of the symmetrised pattern in
+    state order over its number of entries: below about 10 the chain is
+    banded and a direct solve in state order fills in little), and
+    ``dimensions``: how many state variables take more than two values on the
+    class (None for a chain without a state table).
+
+    Examples
+    --------
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 50)
+    >>> m.event("a", guard=n < 50, rate=1.0, update={n: n + 1})
+    >>> m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> c = m.build(initial={"n": 0}); op = operator_for(c, "scipy")
+    >>> f = structure_facts(op, np.ones(c.n_states, dtype=bool))
+    >>> f["dimensions"], f["envelope_per_nnz"] <= 1
+    (1, True)
+    """
+    m = op.stop - op.start
+    first = np.arange(op.start, op.stop, dtype=np.int64)
+    nnz = 0
+    for transpose in (False, True):
+        A = op.local_rows(transpose).tocoo()
+        keep = support[A.row]
+        rows, cols = A.row[keep], A.col[keep].astype(np.int64)
+        if not transpose:
+            nnz = int(rows.size)
+        np.minimum.at(first, rows, cols)
+    env = float(np.where(support, np.arange(op.start, op.stop) - first, 0).sum()) if m else 0.0
+    g = op.allsum(np.array([env, nnz], dtype=float))
+    facts = {"states": _count(op, support), "transitions": int(g[1]),
+             "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "dimensions": None}
+    if op.states is not None:
+        dims = 0
+        for name in op.states.names:
+            col = np.asarray(op.states[name])[op.start:op.stop][support]
+            lo = op.allmin(float(col.min()) if col.size else np.inf)
+            hi = op.allmax(float(col.max()) if col.size else -np.inf)
+            dims += int(hi - lo + 1 > _DIM_VALUES)
+        facts["dimensions"] = dims
+    return facts
+
+
+def _auto_plan(facts) -> tuple:
+    """The methods ``auto`` tries in turn, and why (a pure rule on :func:`structure_facts`).
+
+    >>> _auto_plan({"states": 500, "envelope_per_nnz": 40.0, "dimensions": 2})[0]
+    ['gth']
+    >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 3.0, "dimensions": 3})[0]
+    ['lu', 'gmres']
+    >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 2})[0]
+    ['lu', 'gmres']
+    >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
+    ['gmres-probe', 'lu', 'power']
+    """
+    n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
+    if n <= _AUTO_GTH:
+        return ["gth"], f"{n} states <= {_AUTO_GTH}: dense subtraction-free elimination"
+    if env <= _BANDED:
+        return ["lu", "gmres"], f"banded in state order (envelope {env:.1f} x nnz): direct solve"
+    if dims is None or dims <= 2:
+        return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
+                                 "direct solve with a fill-reducing ordering")
+    return ["gmres-probe", "lu", "power"], (
+        f"{dims} dimensions: a direct solve fills in badly; GMRES with a Gauss-Seidel preconditioner "
+        f"({_PROBE_ITERATIONS} iterations at most, then the direct solve)")
 
 
 def _auto(op, support, opts: AutoOptions, hint, ctx):
-    order = ["gth"] if ctx.size <= _AUTO_GTH else ["lu", "gmres"]
+    """Choose by structure (:func:`_auto_plan`), fall back when a method fails or stalls."""
+    facts = structure_facts(op, support)
+    plan, reason = _auto_plan(facts)
+    ctx.info["auto"] = dict(facts, plan=plan, reason=reason)
     common = {"tol": opts.tol, "tail_tol": opts.tail_tol}
-    tried = []
-    for i, m in enumerate(order):
-        o = METHODS[m].options(**common)
+    tried, best = [], None
+    for i, m in enumerate(plan):
+        name, kw = m, dict(common)
+        if m == "gmres-probe":
+            name, kw = "gmres", dict(common, preconditioner="sgs", maxiter=_PROBE_ITERATIONS)
         try:
-            out = METHODS[m].run(op, support, o, hint, ctx)
+            x, its, status, msg = METHODS[name].run(op, support, METHODS[name].options(**kw), hint, ctx)
         except MemoryError as exc:
             tried.append(f"{m}: out of memory ({exc})")
             continue
-        # fall back only when a method could not run at all; an inaccurate
-        # direct solve is not improved by an iterative one
-        if out[2] is not Status.BREAKDOWN or i == len(order) - 1:
-            ctx.info["chosen"] = m
-            if tried:
-                ctx.info["fallbacks"] = tried
-            return out
-        tried.append(f"{m}: {out[2].value} ({out[3]})")
-    raise SolverError("auto: every method failed: " + "; ".join(tried))
+        ev = _evaluate(op, support, x, status, msg, METHODS[name].options(**kw))
+        last = i == len(plan) - 1
+        # an inaccurate direct solve is not improved by an iterative one: only a breakdown
+        # (or a Krylov probe that stalls or leaves a noisy tail) moves on
+        accept = ev.status is Status.SUCCESS or (name != "gmres" and ev.status is not Status.BREAKDOWN)
+        if ev.pi is not None and (best is None or _RANK[ev.status] < _RANK[best[1].status]):
+            best = ((x, its, status, msg), ev, name)
+        if accept or last:
+            break
+        tried.append(f"{m}: {ev.status.value} ({ev.message})")
+    if best is None:
+        raise SolverError("auto: every method failed: " + "; ".join(tried))
+    out, ev, name = best
+    ctx.info.update(chosen=name, evaluated=ev)
+    if tried:
+        ctx.info["fallbacks"] = tried
+    return out
+
+
+_RANK = {Status.SUCCESS: 0, Status.TAIL_INACCURATE: 1, Status.INACCURATE: 2, Status.MAX_ITERATIONS: 3,
+         Status.BREAKDOWN: 4}
 
 
 METHODS.update({
-    "auto": Method(_auto, AutoOptions, "gth up to 1000 states, else lu, falling back to gmres"),
+    "auto": Method(_auto, AutoOptions, "chosen by the chain's structure (_auto_plan), with fallbacks"),
     "gth": Method(_gth, GTHOptions, "dense subtraction-free elimination (GTH)"),
     "lu": Method(_pinned("lu"), LUOptions, "pinned sparse direct solve"),
     "gmres": Method(_pinned("gmres"), KrylovOptions, "pinned GMRES with a preconditioner"),
