@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up ctmc in ./.venv on a fresh Debian machine.
-#   bash scripts/bootstrap.sh          runtime only (numpy, scipy, tabulate, ctmc)
+#   bash scripts/bootstrap.sh          runtime only (numpy, scipy, tabulate, pyamg, ctmc)
 #   bash scripts/bootstrap.sh --petsc  plus the PETSc/SLEPc backend over MPI (Debian packages)
 #   bash scripts/bootstrap.sh --test   plus what the test suite and plots need (PETSc included,
 #                                      so that its tests, some under mpirun -n 2, run too)
