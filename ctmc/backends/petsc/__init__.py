@@ -40,8 +40,9 @@ with block Jacobi and ILU(0) on each process's block (``"ilu"``), point
 Jacobi or nothing. Eigenvectors use SLEPc's Krylov-Schur on the uniformised
 :math:`P^T = I + Q^T/\Lambda`, :math:`\Lambda = 1.02 \max_i q_i` (no
 factorisation); matrix exponentials SLEPc's MFN. The converged reason of
-KSP/EPS/MFN is mapped to a :class:`~ctmc.results.Status`; ``info["reason"]``
-keeps PETSc's own name.
+KSP/EPS/MFN is mapped to a :class:`~ctmc.results.Status`; PETSc's own name
+is kept in the result's ``message`` (and ``info["reason"]`` of transient
+results).
 
 Options database
 ----------------
