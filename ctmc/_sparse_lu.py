@@ -11,7 +11,9 @@ pivots), the fill of the natural order stays inside the *envelope* of
 .. math:: \mathrm{env}(A) = \sum_i \big(i - \min\{j \le i : a_{ij} \ne 0 \text{ or } a_{ji} \ne 0\}\big),
 
 so ``ordering="auto"`` keeps the natural order when that envelope is at most
-:data:`ENVELOPE_FACTOR` times ``nnz(A)`` (a cheap, O(nnz) test) and falls back to
+:data:`ENVELOPE_FACTOR` times ``nnz(A)`` or the work it bounds,
+:math:`\sum_i w_i^2` over the row widths, is at most :data:`NATURAL_FLOPS`
+(:func:`natural_is_cheap`, an O(nnz) test), and falls back to
 ``MMD_AT_PLUS_A`` otherwise.
 """
 from __future__ import annotations
@@ -20,12 +22,26 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-__all__ = ["ORDERINGS", "ENVELOPE_FACTOR", "envelope", "choose_ordering", "splu"]
+__all__ = ["ORDERINGS", "ENVELOPE_FACTOR", "NATURAL_FLOPS", "row_widths", "envelope", "natural_is_cheap",
+           "choose_ordering", "splu"]
 
 #: orderings accepted by :func:`splu` ("auto" picks one of the others)
 ORDERINGS = ("auto", "MMD_AT_PLUS_A", "COLAMD", "MMD_ATA", "NATURAL")
-#: natural order kept when envelope(A) <= ENVELOPE_FACTOR * nnz(A)
+#: natural order kept when envelope(A) <= ENVELOPE_FACTOR * nnz(A) ...
 ENVELOPE_FACTOR = 10
+#: ... or when the profile bound on the work, sum of squared row widths, is at most this
+NATURAL_FLOPS = 1e9
+
+
+def row_widths(A) -> np.ndarray:
+    """``i - min{j <= i : a_ij != 0 or a_ji != 0}`` for each row: the profile of ``A + A^T``."""
+    A = sp.csr_matrix(A)
+    n = A.shape[0]
+    coo = A.tocoo()
+    first = np.arange(n)
+    if coo.nnz:
+        np.minimum.at(first, np.maximum(coo.row, coo.col), np.minimum(coo.row, coo.col))
+    return np.arange(n) - first
 
 
 def envelope(A) -> int:
@@ -37,19 +53,19 @@ def envelope(A) -> int:
     >>> envelope(sp.diags([1.0, 2.0, 1.0], [-1, 0, 1], shape=(5, 5)))   # tridiagonal
     4
     """
-    A = sp.csr_matrix(A)
-    n = A.shape[0]
-    coo = A.tocoo()
-    hi = np.maximum(coo.row, coo.col)
-    lo = np.minimum(coo.row, coo.col)
-    first = np.arange(n)
-    if hi.size:
-        order = np.lexsort((lo, hi))
-        hi_s, lo_s = hi[order], lo[order]
-        starts = np.flatnonzero(np.r_[True, hi_s[1:] != hi_s[:-1]])
-        rows = hi_s[starts]
-        first[rows] = np.minimum(first[rows], lo_s[starts])
-    return int((np.arange(n) - first).sum())
+    return int(row_widths(A).sum())
+
+
+def natural_is_cheap(envelope_entries: float, flops: float, nnz: float) -> bool:
+    """Whether LU in state order is cheap: fill within ``ENVELOPE_FACTOR * nnz`` or about a second of work.
+
+    Without pivoting the fill stays inside the envelope and the work is at
+    most ``sum_i w_i^2`` over the row widths ``w_i``.
+
+    >>> natural_is_cheap(40, 200, 10), natural_is_cheap(4e9, 4e12, 1e6), natural_is_cheap(2e7, 5e8, 1e6)
+    (True, False, True)
+    """
+    return envelope_entries <= ENVELOPE_FACTOR * max(nnz, 1) or flops <= NATURAL_FLOPS
 
 
 def choose_ordering(A, ordering: str = "auto") -> str:
@@ -58,7 +74,8 @@ def choose_ordering(A, ordering: str = "auto") -> str:
         raise ValueError(f"ordering: expected one of {ORDERINGS}, got {ordering!r}")
     if ordering != "auto":
         return ordering
-    if envelope(A) <= ENVELOPE_FACTOR * max(A.nnz, 1):
+    w = row_widths(A).astype(float)
+    if natural_is_cheap(w.sum(), float(w @ w), A.nnz):
         return "NATURAL"
     return "MMD_AT_PLUS_A"
 

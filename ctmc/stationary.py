@@ -94,6 +94,7 @@ from typing import Callable, Optional
 import numpy as np
 import scipy.sparse as sp
 
+from ._sparse_lu import natural_is_cheap
 from ._util import Progress
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport
@@ -481,14 +482,16 @@ def _gth_dense(op, support):
 
 
 def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowest: int,
-             repin: float) -> Optional[int]:
+             repin: float, argabs: Optional[int] = None) -> Optional[int]:
     """Where a pinned stationary solve should be repeated, or ``None`` to keep it.
 
     A pin on a state of negligible probability gives a solution of size
     ``1/pi_pin`` that is round-off with mixed signs and a meaningless argmax:
     significant negatives move the pin to the slowest-exit state (then to the
-    argmax). A pin carrying less than ``repin`` of the largest entry moves to
-    the argmax. A state already tried is never tried again.
+    argmax, then to ``argabs``, the largest entry in magnitude: where the
+    garbage is largest, the pinned system is most nearly singular, i.e. the
+    probability is high). A pin carrying less than ``repin`` of the largest
+    entry moves to the argmax. A state already tried is never tried again.
 
     Examples
     --------
@@ -498,14 +501,16 @@ def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowes
     7
     >>> next_pin(1.0, 7, 0.0, 0.5, [0], slowest=3, repin=1e-3) is None
     True
+    >>> next_pin(1.0, 0, -6e9, 1.0, [0], slowest=0, repin=1e-3, argabs=4242)   # garbage at the pin
+    4242
     """
     if x_min < -NEGATIVE_TOL * x_max:
-        nxt = slowest if slowest not in pins else argmax
+        nxt = next((c for c in (slowest, argmax, argabs) if c is not None and c not in pins), None)
     elif x_pin < repin * x_max:
         nxt = argmax
     else:
         return None
-    return None if nxt in pins else int(nxt)
+    return None if nxt is None or nxt in pins else int(nxt)
 
 
 def _global_argmax(op, x):
@@ -557,12 +562,16 @@ def _pinned(kind: str):
             its += rep.iterations
             x[e] = 1.0
             if rep.status is Status.BREAKDOWN or not np.all(np.isfinite(x)):
-                nxt = slowest if slowest not in info["pins"] else None
+                # an overflow (a pin of negligible probability: x ~ 1/pi_pin) points at the
+                # probable states: the largest entry, infinities included
+                big = _global_argmax(op, np.nan_to_num(x, nan=-np.inf, posinf=np.finfo(float).max))[1]
+                nxt = slowest if slowest not in info["pins"] else (big if big not in info["pins"] else None)
             else:
                 xmax, top = _global_argmax(op, x)
                 xmin = op.allmin(float(x.min()) if x.size else np.inf)
                 xp = op.allmax(float(x[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
-                nxt = next_pin(xmax, top, xmin, xp, info["pins"], slowest, opts.repin)
+                nxt = next_pin(xmax, top, xmin, xp, info["pins"], slowest, opts.repin,
+                               argabs=_global_argmax(op, np.abs(x))[1])
             if attempt == 2 or nxt is None:
                 break
             info["failed_pin"] = f"state {pin}: {rep.reason}" if rep.status is Status.BREAKDOWN else None
@@ -891,8 +900,6 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
 METHODS: dict = {}
 
 _AUTO_GTH = 1000
-#: natural order kept by the direct solver when envelope(A + A^T) <= this many times nnz(A)
-_BANDED = 10
 #: a state variable counts as a dimension of the chain when it takes more than this many values
 #: (binary variables count: fifteen of them make a 15-dimensional hypercube, where LU fills in)
 _DIM_VALUES = 1
@@ -906,7 +913,9 @@ def structure_facts(op, support) -> dict:
     Returns a dict with ``states``, ``transitions`` (off-diagonal entries in the
     class), ``envelope_per_nnz`` (the envelope of the symmetrised pattern in
     state order over its number of entries: below about 10 the chain is
-    banded and a direct solve in state order fills in little), and
+    banded and a direct solve in state order fills in little),
+    ``profile_flops`` (the sum of the squared row widths: a bound on the work
+    of that solve), and
     ``dimensions``: how many state variables vary on the class (None for a
     chain without a state table).
 
@@ -932,10 +941,11 @@ def structure_facts(op, support) -> dict:
         if not transpose:
             nnz = int(rows.size)
         np.minimum.at(first, rows, cols)
-    env = float(np.where(support, np.arange(op.start, op.stop) - first, 0).sum()) if m else 0.0
-    g = op.allsum(np.array([env, nnz], dtype=float))
+    w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
+    g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
     facts = {"states": _count(op, support), "transitions": int(g[1]),
-             "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "dimensions": None}
+             "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
+             "dimensions": None}
     if op.states is not None:
         dims = 0
         for name in op.states.names:
@@ -960,10 +970,12 @@ def _auto_plan(facts) -> tuple:
     ['gauss_seidel-probe', 'gmres-probe', 'lu', 'power']
     """
     n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
+    flops = facts.get("profile_flops", np.inf)
     if n <= _AUTO_GTH:
         return ["gth"], f"{n} states <= {_AUTO_GTH}: dense subtraction-free elimination"
-    if env <= _BANDED:
-        return ["lu", "gmres"], f"banded in state order (envelope {env:.1f} x nnz): direct solve"
+    if natural_is_cheap(env, flops, 1.0):
+        return ["lu", "gmres"], (f"banded in state order (envelope {env:.1f} x nnz, profile work {flops:.1e}): "
+                                 "direct solve")
     if dims is None or dims <= 2:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
