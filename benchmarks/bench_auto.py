@@ -1,0 +1,82 @@
+"""``auto`` against the best ctmc method, in the same run, on the model families and the gallery.
+
+    .venv/bin/python benchmarks/bench_auto.py                  # the default cases below
+    .venv/bin/python benchmarks/bench_auto.py --cases jsq:1000,tandem:511
+
+For each case the chain is built once, then ``chain.stationary()`` (``auto``)
+and the named reference methods are timed one after the other; the table
+shows what ``auto`` chose and why, its time, each other method's time and
+status, and the largest difference between the laws. The issue's target is
+``auto`` never more than 3x slower than the best method.
+
+Cases: ``jsq:K`` (JSQ2(K, 0.9, 0.5)), ``hysteresis:r`` (thresholds r/4, 5r/8,
+r, lam 1.2 / 0.6, Erlang-20 service), ``supermarket:n`` (n queues, d = 2,
+lam = 0.7, the automatic capacity), and any gallery model ``name:value``
+(references ``gmres`` with the Gauss-Seidel preconditioner and
+``gauss_seidel``; the latter runs its 100,000 sweeps on tandem c=511, about
+7 minutes).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from ctmc.report import format_table
+
+DEFAULT = "jsq:1000,hysteresis:8000,supermarket:10,kanban:3,polling:15,fms:5,cluster:64,tandem:511"
+
+
+def build(name: str, value: int):
+    """The chain of a case, and the extra options of its reference methods."""
+    if name == "jsq":
+        from ctmc.models.jsq import JSQ2
+        return JSQ2(value, 0.9, 0.5).chain(), {"lu": {}}
+    if name == "hysteresis":
+        from ctmc.models.hysteresis import HysteresisQueue, erlang
+        q = HysteresisQueue(value // 4, value * 5 // 8, value, 1.2, 0.6, service=erlang(20, 1.0))
+        return q.chain(), {"lu": {}}
+    if name == "supermarket":
+        from ctmc.models.supermarket import Supermarket
+        s = Supermarket(value, 2, 0.7)
+        c, B = s.chain(), s.capacity
+        level = sum(k * c.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
+        return c, {"level_iad": {"levels": level}}
+    from ctmc.models.gallery import GALLERY
+    return GALLERY[name](value).chain(), {"gmres": {"preconditioner": "sgs"}, "gauss_seidel": {}}
+
+
+def timed(f):
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default=DEFAULT, help=f"comma-separated name:value (default {DEFAULT})")
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    rows = []
+    for spec in args.cases.split(","):
+        name, _, value = spec.partition(":")
+        chain, refs = build(name, int(value))
+        auto, ta = timed(lambda: chain.stationary(check=False))
+        plan = auto.info.get("auto", {})
+        rows.append([spec, chain.n_states, "auto", auto.method, f"{ta:.2f}", auto.status.value, "",
+                     plan.get("reason", "")[:60]])
+        best = ta
+        for m, kw in refs.items():
+            res, t = timed(lambda: chain.stationary(m, check=False, **kw))
+            best = min(best, t) if res.status.value == "success" else best
+            diff = float(np.abs(res.pi - auto.pi).sum()) if res.pi is not None else float("nan")
+            rows.append([spec, chain.n_states, m, res.method, f"{t:.2f}", res.status.value, f"{diff:.1e}", ""])
+        rows[-1 - len(refs)][6] = f"{ta / best:.1f}x best"
+    print(format_table(rows, ["case", "states", "route", "method", "seconds", "status", "L1 vs auto / ratio",
+                              "why (auto)"]))
+
+
+if __name__ == "__main__":
+    main()
