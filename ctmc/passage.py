@@ -87,6 +87,7 @@ from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances,
 from .options import make_options as _make_options
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
+from .sets import unit_mask as _unit
 
 __all__ = ["METHODS", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
            "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
@@ -503,13 +504,6 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
                         mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
                         target=op.gather(tgt, mode).astype(bool))
     return res.check(check)
-
-
-def _unit(op, i):
-    e = np.zeros(op.stop - op.start, dtype=bool)
-    if op.start <= i < op.stop:
-        e[i - op.start] = True
-    return e
 
 
 def _regenerative_mean(op, ps, r, kind):

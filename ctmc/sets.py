@@ -15,7 +15,7 @@ import numpy as np
 
 from .expr import Expr
 
-__all__ = ["owned_mask", "global_indices"]
+__all__ = ["owned_mask", "global_indices", "unit_mask"]
 
 
 def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "target") -> np.ndarray:
@@ -74,3 +74,11 @@ def global_indices(op, owned: np.ndarray) -> np.ndarray:
     """Sorted global indices of an owned mask, on every process."""
     full = op.gather(np.asarray(owned, dtype=float), "all")
     return np.flatnonzero(full > 0.5)
+
+
+def unit_mask(op, i: int) -> np.ndarray:
+    """Owned part of the one-state set ``{i}`` (``i`` a global index)."""
+    e = np.zeros(op.stop - op.start, dtype=bool)
+    if op.start <= i < op.stop:
+        e[i - op.start] = True
+    return e

@@ -103,6 +103,7 @@ from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances,
 from .options import make_options as _make_options
 from .options import positive as _positive
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
+from .sets import unit_mask as _unit
 
 __all__ = ["METHODS", "Method", "StationaryOptions", "GTHOptions", "LUOptions", "IterativeOptions",
            "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "AutoOptions", "stationary", "make_options",
@@ -282,14 +283,22 @@ def stationary_evidence(op, pi: np.ndarray):
     r = op.apply(pi, transpose=True)
     q = op.exit_rates
     inflow = op.rates(pi, transpose=True)
-    out = pi * q
-    ok = (pi >= _TINY) & (out > 0)
-    bal = float(np.max(np.abs(r[ok]) / out[ok])) if ok.any() else 0.0
+    bal = _balance_error(op, pi, r)
     under = np.count_nonzero(((pi < _TINY) & (pi > 0)) | ((pi == 0) & (r != 0)))
     with np.errstate(divide="ignore", invalid="ignore"):
         lost = np.count_nonzero((pi == 0) & (q > 0) & (inflow / q >= _TINY))
     s = op.allsum(np.array([np.abs(r).sum(), under, lost], dtype=float))
-    return float(s[0]), op.allmax(bal), int(s[1]), int(s[2])
+    return float(s[0]), bal, int(s[1]), int(s[2])
+
+
+def _balance_error(op, x, r, floor: float = _TINY) -> float:
+    """``max_j |r_j| / (x_j q_j)`` over states with ``x_j >= floor`` and an exit (global).
+
+    ``r`` is ``(x Q)`` on the owned rows: the relative imbalance of flow in and out of each state.
+    """
+    out = x * op.exit_rates
+    ok = (x >= floor) & (out > 0)
+    return op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
 
 
 #: a solution entry below -NEGATIVE_TOL * max is a failed solve, not round-off
@@ -354,24 +363,20 @@ def _count(op, mask) -> int:
     return int(round(op.allsum(float(np.count_nonzero(mask)))))
 
 
+def _global_argmax(op, x):
+    """``(max, global index)`` of an owned vector over every process (the first index on ties)."""
+    k = int(np.argmax(x)) if x.size else 0
+    val = float(x[k]) if x.size else -np.inf
+    if op.size == 1:
+        return val, op.start + k
+    table = op.gather(np.array([val, op.start + k]), "all").reshape(op.size, 2)
+    j = int(np.argmax(table[:, 0]))
+    return float(table[j, 0]), int(table[j, 1])
+
+
 def _slowest_exit(op, support) -> int:
     """Global index of the supported state with the smallest exit rate (the first on ties)."""
-    q = np.where(support, op.exit_rates, np.inf)
-    k = int(np.argmin(q)) if q.size else 0
-    best = float(q[k]) if q.size else np.inf
-    table = op.gather(np.array([best, op.start + k], dtype=float), "all") if op.size > 1 else None
-    if table is None:
-        return op.start + k
-    table = table.reshape(op.size, 2)
-    j = int(np.lexsort((table[:, 1], table[:, 0]))[0])
-    return int(table[j, 1])
-
-
-def _unit(op, i) -> np.ndarray:
-    e = np.zeros(op.stop - op.start, dtype=bool)
-    if op.start <= i < op.stop:
-        e[i - op.start] = True
-    return e
+    return _global_argmax(op, np.where(support, -op.exit_rates, -np.inf))[1]
 
 
 def _closed_class_from(op, z):
@@ -513,16 +518,6 @@ def next_pin(x_max: float, argmax: int, x_min: float, x_pin: float, pins, slowes
     return None if nxt is None or nxt in pins else int(nxt)
 
 
-def _global_argmax(op, x):
-    k = int(np.argmax(x)) if x.size else 0
-    val = float(x[k]) if x.size else -np.inf
-    if op.size == 1:
-        return val, op.start + k
-    table = op.gather(np.array([val, op.start + k]), "all").reshape(op.size, 2)
-    j = int(np.argmax(table[:, 0]))
-    return float(table[j, 0]), int(table[j, 1])
-
-
 def _pinned(kind: str):
     """Pinned sparse solve (direct or Krylov) with the re-pin rule :func:`next_pin`."""
     def run(op, support, opts, hint, ctx):
@@ -627,9 +622,7 @@ class _Stop:
             return False
         if self.norm_it is None:
             self.norm_it = it
-        out = x * op.exit_rates
-        ok = (x >= _TINY * g[1]) & (out > 0)
-        bal = op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+        bal = _balance_error(op, x, r, floor=_TINY * g[1])   # x is normalised only every few steps
         return bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
 
 
@@ -739,10 +732,7 @@ def _gs_probe(op, support, opts, hint, ctx, budget: int = 500, window: int = 10)
 
 def _balance(op, x):
     """The balance error of an owned, normalised iterate (global)."""
-    r = op.apply(x, transpose=True)
-    out = x * op.exit_rates
-    ok = (x >= _TINY) & (out > 0)
-    return op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+    return _balance_error(op, x, op.apply(x, transpose=True))
 
 
 def _polish(op, support, x, opts, ctx):
