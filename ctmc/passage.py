@@ -302,8 +302,7 @@ class PassageSetup:
         d = d if np.ndim(x) == 1 else d[:, None]
         rx = self.rates_in(on, x, transpose)
         r = d * x - rx - b
-        one = X.astype(float)
-        norm_rows = np.where(X, (float(s) + op.exit_rates) + self.rates_in(on, one, transpose), 0.0)
+        norm_rows = _row_norms(op, X, s, transpose)
         with np.errstate(invalid="ignore"):
             g = np.array([np.abs(r).max(initial=0.0), norm_rows.max(initial=0.0), np.abs(x).max(initial=0.0),
                           np.abs(b).max(initial=0.0)])
@@ -340,14 +339,19 @@ class PassageSetup:
         if rep.status is not Status.SUCCESS or not err <= self.opts.tol:
             st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
             return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
-        norm_rows = np.where(X, (float(s) + op.exit_rates) + self.rates_in(on, X.astype(float)), 0.0)
-        cond = op.allmax(norm_rows.max(initial=0.0)) * op.allmax(np.abs(y).max(initial=0.0))
+        cond = op.allmax(_row_norms(op, X, s).max(initial=0.0)) * op.allmax(np.abs(y).max(initial=0.0))
         return cond, Status.SUCCESS, rep.reason
 
     def close(self):
         for sysm in self._sys.values():
             sysm.close()
         self._sys.clear()
+
+
+def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
+    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
+    one = X.astype(float)
+    return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
 
 
 _KIND_TEXT = {"gth": "dense subtraction-free elimination", "lu": "sparse LU",
@@ -558,8 +562,7 @@ def _regenerative_mean(op, ps, r, kind):
         return None, np.inf, info, SolveReport(rep.status, f"regenerative solve: {rep.reason}")
     mean = np.where(Fp, sol[:, 0] + sol[:, 1] * H, 0.0)
     mean[e] = H
-    norm_rows = np.where(Fp, op.exit_rates + op.rates(Fp.astype(float)), 0.0)   # ||M'||_inf row sums
-    cond = op.allmax(norm_rows.max(initial=0.0)) * op.allmax(float(np.abs(sol[:, 2]).max(initial=0.0)))
+    cond = op.allmax(_row_norms(op, Fp, 0.0).max(initial=0.0)) * op.allmax(float(np.abs(sol[:, 2]).max(initial=0.0)))
     info.update(regeneration_state=int(z), cycle_mean=H)
     return mean, cond, info, SolveReport()
 
