@@ -50,9 +50,13 @@ def worker(spec: str, method: str) -> None:
     t0 = time.perf_counter()
     res = chain.stationary() if method == "default" else chain.stationary(method, check=False)
     solve_s = time.perf_counter() - t0
+    import resource
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "build_s": build_s,
                              "solve_s": solve_s, "value": g.measure(res, chain), "status": res.status.value,
-                             "residual": float(res.residual), "ctmc": ctmc.__version__}), flush=True)
+                             "method": res.method,
+                             "residual": float(res.residual), "balance": float(res.balance_error),
+                             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
+                             "ctmc": ctmc.__version__}), flush=True)
 
 
 def _run(cmd, timeout):
@@ -108,7 +112,10 @@ def bench_model(spec, methods, storm, timeout):
         rows.append([spec, sizes[0], sizes[1], name,
                      f"{r['build_s']:.2f}" if "build_s" in r else "",
                      f"{r['solve_s']:.2f}" if "solve_s" in r else "",
-                     f"{v:.10g}" if v is not None else "", diff, r.get("status", "")])
+                     f"{v:.10g}" if v is not None else "", diff,
+                     r.get("status", "") + (f" ({r['method']})" if r.get("method") else ""),
+                     f"{r['balance']:.1e}" if "balance" in r else "",
+                     f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
     return rows
 
 
@@ -139,7 +146,7 @@ def main(argv=None):
         rows += bench_model(spec.strip(), methods, args.storm, args.timeout)
         print(f"  {spec}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     print(format_table(rows, ["model", "states", "transitions", "route", "build s", "solve s", "measure",
-                              "rel.diff", "status"]))
+                              "rel.diff", "status", "balance err", "peak GiB"]))
 
 
 if __name__ == "__main__":
