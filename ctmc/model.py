@@ -27,8 +27,18 @@ strategy (a requirement for distributed assembly). Two strategies:
     not much larger than the reachable set.
 ``"bfs"``
     breadth-first search from the initial states, one vectorised expansion per
-    frontier, with a log-structured sorted index for code lookup. Needed when
-    the box is huge (e.g. many variables) and the reachable set small.
+    frontier, with a code -> index table over the box when it fits in memory
+    (a log-structured sorted index otherwise). Needed when the box is huge
+    (e.g. many variables) and the reachable set small.
+
+``"auto"`` weighs the two by a cost model measured on the benchmark gallery
+and the families: the box costs about the same per point and event as the
+search per reachable state and event, and each breadth-first level adds a
+fixed cost of about :data:`_LEVEL_POINTS` box points per event. The depth of
+the search is at most about the sum of the variables' spans, so ``"box"`` is
+used when the box has at most ``_LEVEL_POINTS`` times that sum of points (a
+long thin chain such as a tandem line or a JSQ grid) and fits
+:data:`_BOX_LIMIT`; ``"bfs"`` otherwise.
 
 Transitions of rate 0 are not transitions (they do not make states
 reachable); self-loops are dropped from ``Q``.
@@ -37,7 +47,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Dict, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +61,10 @@ __all__ = ["Model", "Event"]
 
 _CHUNK = 1 << 18
 _BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
+#: box points whose expansion costs about as much as the fixed cost of one breadth-first level
+#: (fit on JSQ K=2000, tandem c=511, polling N=15, cluster N=64: level 2-3e-5 s per event,
+#: a point 1-2e-8 s per event)
+_LEVEL_POINTS = 1500
 _BITMAP_SHARE = 0.1  # state_space: a box bitmap when the box is at most this share of the memory limit
 
 
@@ -193,6 +208,13 @@ class Model:
         names, lo, span, strides, _ = layout
         return {nm: (codes // strides[i]) % span[i] + lo[i] for i, nm in enumerate(names)}
 
+    @staticmethod
+    def _lazy_decode(codes, layout):
+        """The environment of a batch of codes, each variable decoded when an expression first reads it."""
+        names, lo, span, strides, _ = layout
+        col = {nm: i for i, nm in enumerate(names)}
+        return _LazyEnv(names, lambda nm: (codes // strides[col[nm]]) % span[col[nm]] + lo[col[nm]])
+
     # expansion --------------------------------------------------------------
     def _expand(self, codes, layout, strict: bool):
         """All transitions out of a batch of states.
@@ -203,17 +225,18 @@ class Model:
         (to be checked once reachability is known).
         """
         names, lo, span, strides, _ = layout
-        env = self._decode(codes, layout)
+        env = self._lazy_decode(codes, layout)
         n = codes.shape[0]
         srcs, dsts, rates, oobs = [], [], [], []
         with np.errstate(all="ignore"):
             for ev in self._events:
-                g = np.broadcast_to(np.asarray(ev.guard.evaluate(env), dtype=bool), (n,))
+                g = _full(ev.guard.evaluate(env), n, bool)
                 pos = np.flatnonzero(g)
                 if pos.size == 0:
                     continue
-                sub = {k: v[pos] for k, v in env.items()}
-                r = np.broadcast_to(np.asarray(ev.rate.evaluate(sub), dtype=float), pos.shape)
+                # the enabled states' values, each variable taken when first read
+                sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
+                r = _full(ev.rate.evaluate(sub), pos.size, float)
                 live = r != 0  # NaN stays live and is caught below
                 bad = ~(np.isfinite(r) & (r >= 0))
                 if strict and bad.any():
@@ -225,7 +248,7 @@ class Model:
                 oob = np.zeros(pos.shape, dtype=bool)
                 for var, expr in ev.update:
                     i = names.index(var.name)
-                    new = np.broadcast_to(np.asarray(expr.evaluate(sub)), pos.shape)
+                    new = _full(expr.evaluate(sub), pos.size)
                     if new.dtype.kind not in "iub":
                         newi = np.rint(new)
                         nonint = ~(newi == new) & live
@@ -301,7 +324,9 @@ class Model:
         strategy : {"auto", "box", "bfs"}
             Exploration strategy (see the module docstring). ``"auto"`` uses
             ``"box"`` when the bounding box times the number of events is at
-            most 6e7, else ``"bfs"``.
+            most 6e7 and the box has at most 1500 points per unit of the sum
+            of the variables' spans (a bound on the search depth), else
+            ``"bfs"``; ``build_info["strategy_reason"]`` says why.
         max_memory : int, optional
             Bytes the build may use; default 80 % of the available memory.
             A build estimated to need more raises
@@ -330,8 +355,9 @@ class Model:
         if strategy not in strategies:
             raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
+        reason = "asked for"
         if strategy == "auto":
-            strategy = "box" if box * n_ev <= _BOX_LIMIT else "bfs"
+            strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
             if strategy == "box":
@@ -348,7 +374,7 @@ class Model:
         chain._model = self
         chain._initial = np.searchsorted(codes, init)
         chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
-                            "seconds": timer.elapsed, "box": box}
+                            "seconds": timer.elapsed, "box": box, "strategy_reason": reason}
         return chain
 
     def _prepare(self, initial, max_states, max_memory):
@@ -412,7 +438,9 @@ class Model:
 
     def _build_bfs(self, init, layout, prog, limit, max_states):
         n_ev = len(self._events)
-        index = _CodeIndex()
+        # a dense code -> index table when the box is small next to the memory limit
+        dense = layout[4] * 8 <= _BITMAP_SHARE * limit
+        index = _DenseIndex(layout[4]) if dense else _CodeIndex()
         index.add(init, np.arange(init.size))
         found = [init]
         n = init.size
@@ -439,12 +467,18 @@ class Model:
             check_memory(n * (n_ev * 48 + 64), limit, f"building {self.name!r} ({n} states so far)")
             prog.update(f"{n} states found")
         codes_disc = np.concatenate(found)
-        order = np.argsort(codes_disc, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        codes = codes_disc[order]
+        if dense:
+            codes = np.flatnonzero(index.table >= 0)
+            index.table[codes] = np.arange(codes.size)        # renumbered in code order
+            rank = index.table[codes_disc]
+            dst = index.table[np.concatenate(dsts)] if dsts else np.empty(0, np.int64)
+        else:
+            order = np.argsort(codes_disc, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            codes = codes_disc[order]
+            dst = np.searchsorted(codes, np.concatenate(dsts)) if dsts else np.empty(0, np.int64)
         src = rank[np.concatenate(srcs)] if srcs else np.empty(0, np.int64)
-        dst = np.searchsorted(codes, np.concatenate(dsts)) if dsts else np.empty(0, np.int64)
         rate = np.concatenate(rates) if rates else np.empty(0)
         return codes, src, dst, rate
 
@@ -591,6 +625,56 @@ class Model:
         raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}")
 
 
+def _choose_strategy(box: int, n_events: int, span_sum: int) -> tuple:
+    """``("box" | "bfs", why)`` for ``build(strategy="auto")`` (the cost model of the module docstring).
+
+    >>> _choose_strategy(4_004_001, 7, 4002)[0]       # JSQ K=2000: a deep grid, box twice the reachable set
+    'box'
+    >>> _choose_strategy(2_163_200, 15, 148)[0]       # cluster N=64: box 14 x the reachable set, shallow
+    'bfs'
+    """
+    if box * n_events > _BOX_LIMIT:
+        return "bfs", f"box x events = {box * n_events:.3g} > {_BOX_LIMIT:.3g}"
+    if box > _LEVEL_POINTS * span_sum:
+        return "bfs", (f"box of {box} points > {_LEVEL_POINTS} x {span_sum} (sum of spans, a bound on the "
+                       "search depth): the search is cheaper")
+    return "box", f"box of {box} points <= {_LEVEL_POINTS} x {span_sum} (sum of spans): a deep, dense chain"
+
+
+class _LazyEnv(Mapping):
+    """A read-only ``{variable: array}`` whose entries are computed on first access.
+
+    Expressions read only the variables they name, so a guard, rate or update
+    of a model with many variables decodes (or gathers) only those.
+    """
+
+    __slots__ = ("_names", "_get", "_cache")
+
+    def __init__(self, names, get):
+        self._names, self._get, self._cache = names, get, {}
+
+    def __getitem__(self, name):
+        try:
+            return self._cache[name]
+        except KeyError:
+            if name not in self._names:
+                raise
+        value = self._cache[name] = self._get(name)
+        return value
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+
+def _full(value, n, dtype=None):
+    """``value`` as an array of shape ``(n,)`` (scalars broadcast, no copy when it already is one)."""
+    a = np.asarray(value, dtype=dtype)
+    return a if a.shape == (n,) else np.broadcast_to(a, (n,))
+
+
 def _assemble(n, src, dst, rate):
     """CSR generator from transition triplets (duplicates summed)."""
     off = sp.csr_matrix((rate, (src, dst)), shape=(n, n))
@@ -599,6 +683,19 @@ def _assemble(n, src, dst, rate):
     Q = (off - sp.diags(out, format="csr")).tocsr()
     Q.sort_indices()
     return Q
+
+
+class _DenseIndex:
+    """Code -> index in one array over the whole box (-1: not seen): O(1) per lookup."""
+
+    def __init__(self, box):
+        self.table = np.full(box, -1, dtype=np.int64)
+
+    def add(self, codes, idx):
+        self.table[codes] = idx
+
+    def lookup(self, q):
+        return self.table[q]
 
 
 class _CodeIndex:

@@ -83,6 +83,27 @@ def test_box_and_bfs_build_the_same_chain():
     assert off.min() >= 0
 
 
+@pytest.mark.parametrize("dense_index", [True, False])
+def test_box_and_bfs_agree_on_a_gallery_model(monkeypatch, dense_index):
+    """Both search indexes (a table over the box, the sorted runs) give the box strategy's chain."""
+    from ctmc import model as model_mod
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY["cluster"](3)
+    a = g.model().build(initial=g.initial, strategy="box")
+    if not dense_index:
+        monkeypatch.setattr(model_mod, "_BITMAP_SHARE", 0.0)
+    b = g.model().build(initial=g.initial, strategy="bfs")
+    assert a.n_states == b.n_states and (a.Q != b.Q).nnz == 0
+    assert np.array_equal(a.states.as_array(), b.states.as_array())
+
+
+def test_auto_strategy_says_why():
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY["cluster"](16)
+    info = g.chain().build_info
+    assert info["strategy"] in ("box", "bfs") and str(info["box"]) in info["strategy_reason"]
+
+
 def test_generator_matches_hand_built_matrix():
     m = ctmc.Model("mm1k")
     n = m.var("n", 0, 3)
