@@ -437,14 +437,13 @@ class Model:
         return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates)
 
     def _build_bfs(self, init, layout, prog, limit, max_states):
-        n_ev = len(self._events)
         # a dense code -> index table when the box is small next to the memory limit
         dense = layout[4] * 8 <= _BITMAP_SHARE * limit
         index = _DenseIndex(layout[4]) if dense else _CodeIndex()
         index.add(init, np.arange(init.size))
         found = [init]
         n = init.size
-        frontier, f0 = init, 0
+        frontier, f0, n_trans = init, 0, 0
         srcs, dsts, rates = [], [], []
         while frontier.size:
             nxt = []
@@ -455,6 +454,7 @@ class Model:
                 dsts.append(d)
                 rates.append(r)
                 nxt.append(d)
+                n_trans += s.size
             f0 += frontier.size
             cand = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
             new = cand[index.lookup(cand) < 0]
@@ -464,7 +464,10 @@ class Model:
             frontier = new
             if max_states is not None and n > max_states:
                 raise ModelError(f"model {self.name!r}: more than max_states={max_states} reachable states")
-            check_memory(n * (n_ev * 48 + 64), limit, f"building {self.name!r} ({n} states so far)")
+            # triplets of the transitions found so far, extrapolated to the states found, and
+            # their CSR assembly (about 56 bytes a transition in all), plus codes and index
+            check_memory(n * (64 + 56 * n_trans / max(f0, 1)), limit,
+                         f"building {self.name!r} ({n} states so far)")
             prog.update(f"{n} states found")
         codes_disc = np.concatenate(found)
         if dense:
