@@ -38,12 +38,40 @@ DEFAULT_MODELS = "kanban:3,polling:15,fms:5,cluster:64,tandem:511"
 DEFAULT_STORM = ROOT / ".venv-storm" / "bin" / "python"
 
 
+def model_spec(spec: str):
+    """A gallery model from ``name:size``; ``jsq:K`` is the JSQ family's chain as a gallery model."""
+    from ctmc.models.gallery import GalleryModel, parse_spec
+    from ctmc.models.gallery._base import flat_prism_program
+
+    if not spec.startswith("jsq:"):
+        return parse_spec(spec)
+    from ctmc.models.jsq import JSQ2
+
+    class JSQ(GalleryModel):
+        """JSQ2(K, rho=0.9, mu2=0.5) from the empty state; measure: the blocking probability."""
+        name, parameter, prism_property = "jsq", "K", 'S=? [ "full" ]'
+
+        @property
+        def initial(self):
+            return {"s": 0, "l": 0}
+
+        def model(self):
+            return JSQ2(self.value, 0.9, 0.5).model()
+
+        def reward(self, chain):
+            return ((chain.states["s"] == self.value) & (chain.states["l"] == self.value)).astype(float)
+
+        def prism_program(self):
+            return flat_prism_program(self.model(), self.initial, title=f"JSQ2 K={self.value}",
+                                      labels='label "full" = s=K & l=K;').replace("ctmc\n", "ctmc\nconst int K;\n", 1)
+
+    return JSQ(int(spec.split(":", 1)[1]))
+
+
 def worker(spec: str, method: str) -> None:
     """One ctmc route: cold build, one stationary solve; one JSON line on stdout."""
     import ctmc
-    from ctmc.models.gallery import parse_spec
-
-    g = parse_spec(spec)
+    g = model_spec(spec)
     t0 = time.perf_counter()
     chain = g.chain()
     build_s = time.perf_counter() - t0
@@ -74,14 +102,12 @@ def _run(cmd, timeout):
 
 def bench_model(spec, methods, storm, timeout):
     """Rows of one model: ctmc routes, then Storm's."""
-    from ctmc.models.gallery import parse_spec
-
     routes = []
     for method in ["default"] + [m for m in methods if m != "default"]:
         r = _run([sys.executable, __file__, "--worker", spec, method], timeout)
         routes.append((f"ctmc {method}", r))
     if storm:
-        g = parse_spec(spec)
+        g = model_spec(spec)
         with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
             f.write(g.prism_program())
         try:
