@@ -174,6 +174,10 @@ class DenseSystem(System):
 # --------------------------------------------------------------------------
 # sets and systems
 # --------------------------------------------------------------------------
+#: steps of the stationary ``auto`` plan (:func:`ctmc.stationary._auto_plan`) -> passage solvers
+_PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
+
+
 class PassageSetup:
     """Sets and set-up systems for first-passage problems into ``target``.
 
@@ -235,7 +239,8 @@ class PassageSetup:
                 from .stationary import _auto_plan, structure_facts
                 facts = structure_facts(self.op, self.members(on))
                 plan, reason = _auto_plan(facts)
-                k = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}[plan[0]]
+                # the first step of the plan that a passage system has (no Gauss-Seidel solver here)
+                k = next(_PLAN_KIND[p] for p in plan if p in _PLAN_KIND)
                 self.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
             if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
                 raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "

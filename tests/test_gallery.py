@@ -199,3 +199,24 @@ def test_prism_expr():
     ev = m.events[0]
     text = prism_expr(ev.guard)
     assert "==" not in text and "~" not in text
+
+
+@pytest.mark.parametrize("spec", ["kanban:2", "tandem:40"])
+def test_passage_auto_on_many_dimensional_models_against_lu(spec, monkeypatch):
+    """auto's plan for >2 dimensions starts with Gauss-Seidel, which passage systems do not have:
+    it must take the next step (GMRES + Gauss-Seidel preconditioner) and agree with the direct solve.
+    (The models are made to look expensive to factor in state order, as they are at full size.)"""
+    from ctmc import _sparse_lu
+    monkeypatch.setattr(_sparse_lu, "NATURAL_FLOPS", 0.0)
+    monkeypatch.setattr(_sparse_lu, "ENVELOPE_FACTOR", 0.0)
+    g = parse_spec(spec)
+    c = g.chain()
+    first = c.states.names[0]
+    col = c.states[first]
+    target = col == col.max()
+    auto = c.hitting_times(target)
+    assert auto.method == "gmres" and auto.info["auto"]["finite"]["choice"] == "gmres"
+    lu = c.hitting_times(target, method="lu")
+    assert np.allclose(auto.mean, lu.mean, rtol=1e-9, atol=0)
+    la, ll = c.hitting_laplace(target, 0.3), c.hitting_laplace(target, 0.3, method="lu")
+    assert la.method == "gmres" and np.allclose(la.values, ll.values, rtol=1e-9, atol=1e-300)
