@@ -466,7 +466,15 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     prev = np.ones(F.size)
     err = bal = 0.0
     st, reason, iters = Status.SUCCESS, "", 0
-    for k in range(1, moments + 1):
+    regen = None
+    if moments == 1 and ps.kind("finite") == "lu" and ps.count("finite") > 1:
+        # the mean through a regeneration state is exact for any target, keeps relative
+        # accuracy when the mean is huge (rare target) and costs one factorisation, where
+        # the direct solve would need a second one to find out it is ill-conditioned
+        regen = _regenerative_mean(op, ps, r, "lu")
+        if regen[3].status is not Status.SUCCESS:
+            regen = None
+    for k in range(1, moments + 1 if regen is None else 1):
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
         iters += rep.iterations
@@ -478,7 +486,13 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     kind = ps.kind("finite")
     info = dict(ps.info, n_finite=ps.count("finite"))
     cond, cst, creason = 1.0, Status.SUCCESS, ""
-    if kind != "gth" and ps.count("finite"):
+    if regen is not None:
+        mean, cond, rinfo, _ = regen
+        info.update(rinfo)
+        out[0, F] = mean[F]
+        err, bal = ps.errors(0.0, "finite", mean, np.where(F, r, 0.0))
+        kind = f"{kind}-regenerative"
+    elif kind != "gth" and ps.count("finite"):
         cond, cst, creason = ps.condition(0.0, "finite")
         if st is Status.SUCCESS and (_EPS * cond > _COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
