@@ -51,6 +51,10 @@ Methods (the registry :data:`METHODS`)
     *level* (a variable or expression, option ``levels``) by exactly one:
     an exact birth-death solve on the level, then Gauss-Seidel by levels.
     For many-dimensional chains (occupancy chains) where LU fills in badly.
+``multilevel``
+    Multilevel aggregation-disaggregation cycles (:mod:`ctmc.aggregation`) on
+    given or automatic aggregates, with Gauss-Seidel smoothing; for nearly
+    completely decomposable chains, where plain sweeps stall.
 ``auto``
     Chosen by the class's structure, measured cheaply before any heavy work
     (:func:`structure_facts`, :func:`_auto_plan`): ``gth`` up to 1000
@@ -106,7 +110,8 @@ from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask as _unit
 
 __all__ = ["METHODS", "Method", "StationaryOptions", "GTHOptions", "LUOptions", "IterativeOptions",
-           "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "AutoOptions", "stationary", "make_options",
+           "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "MultilevelOptions", "AutoOptions",
+           "stationary", "make_options",
            "stationary_evidence", "grade", "next_pin", "closed_classes", "NEGATIVE_TOL"]
 
 _TINY = np.finfo(float).tiny
@@ -789,23 +794,24 @@ def _eig(op, support, opts: EigOptions, hint, ctx):
     return x, rep.iterations, rep.status, rep.reason
 
 
-def _levels(op, spec) -> np.ndarray:
-    """The level of every state (replicated), from a variable name, an expression or an array."""
+def _levels(op, spec, name: str = "levels") -> np.ndarray:
+    """The level of every state (replicated), from a variable name, an expression or an array
+    (errors name the option ``name``)."""
     from .expr import Expr
     if isinstance(spec, str) or isinstance(spec, Expr):
         if op.states is None:
-            raise ValueError("levels: this chain has no state table; give one integer per state")
+            raise ValueError(f"{name}: this chain has no state table; give one integer per state")
         env = op.states.as_dict()
         lev = env[spec] if isinstance(spec, str) and spec in env else None
         if lev is None:
             if isinstance(spec, str):
-                raise ValueError(f"levels: no state variable {spec!r}; variables are {list(env)}")
+                raise ValueError(f"{name}: no state variable {spec!r}; variables are {list(env)}")
             lev = spec.evaluate(env)
     else:
         lev = spec
     lev = np.asarray(lev)
     if lev.shape != (op.n,) or lev.dtype.kind not in "iub":
-        raise ValueError(f"levels: expected one integer per state ({op.n}), got shape {lev.shape} and "
+        raise ValueError(f"{name}: expected one integer per state ({op.n}), got shape {lev.shape} and "
                          f"dtype {lev.dtype}")
     return lev.astype(np.int64) - int(lev.min())
 
@@ -888,6 +894,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
 
 #: stationary methods by name; ``auto`` is an entry like the others
 METHODS: dict = {}
+
+from .aggregation import MultilevelOptions, multilevel as _multilevel  # noqa: E402  (it uses the above)
 
 _AUTO_GTH = 1000
 #: a state variable counts as a dimension of the chain when it takes more than this many values
@@ -1029,6 +1037,8 @@ METHODS.update({
     "eig": Method(_eig, EigOptions, "Krylov eigensolver for the eigenvalue 1 of the uniformised chain"),
     "level_iad": Method(_level_iad, LevelIADOptions,
                         "aggregation-disaggregation on a level moved by +-1, Gauss-Seidel by levels"),
+    "multilevel": Method(_multilevel, MultilevelOptions,
+                         "multilevel aggregation-disaggregation cycles with Gauss-Seidel smoothing"),
 })
 
 
