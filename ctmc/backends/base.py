@@ -82,7 +82,7 @@ class LinearSpec:
 
     kind: str = "lu"
     ordering: str = "auto"
-    preconditioner: str = "ilu"
+    preconditioner: str = "sgs"
     rtol: float = 1e-12
     maxiter: int = 10_000
     restart: int = 50

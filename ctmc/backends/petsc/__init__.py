@@ -36,8 +36,9 @@ Linear algebra
 PETSc's own sequential LU on one process; ``info["factor_package"]`` says
 which). ``"gmres"`` and ``"bicgstab"`` are PETSc's GMRES (preconditioned on
 the right, so PETSc monitors the unpreconditioned residual) and BiCGStab,
-with block Jacobi and ILU(0) on each process's block (``"ilu"``), point
-Jacobi or nothing. Eigenvectors use SLEPc's Krylov-Schur on the uniformised
+with local symmetric SOR on each process's block (``"sgs"``, the default),
+block Jacobi and ILU(0) on each process's block (``"ilu"``), point Jacobi or
+nothing. Eigenvectors use SLEPc's Krylov-Schur on the uniformised
 :math:`P^T = I + Q^T/\Lambda`, :math:`\Lambda = 1.02 \max_i q_i` (no
 factorisation); matrix exponentials SLEPc's MFN. The converged reason of
 KSP/EPS/MFN is mapped to a :class:`~ctmc.results.Status`; PETSc's own name
