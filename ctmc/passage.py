@@ -558,6 +558,7 @@ def _regenerative_mean(op, ps, r, kind):
         e = _unit(op, z)
         Fp = F & ~e
         sysm = op.system(Fp, 0.0, spec, ps.bo)
+        info.update(sysm.info)
         bz = np.where(Fp, op.rates(e.astype(float), transpose=True), 0.0)      # R_{z, F'}
         x, rep = sysm.solve(bz, transpose=True)
         x[e] = 1.0

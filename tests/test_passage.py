@@ -182,3 +182,19 @@ def test_first_passage_cdf_exponential_example():
     fp = chain.first_passage([1, 2], t=[0.5, 2.0], sources=[0])
     for k, t in enumerate([0.5, 2.0]):
         assert np.allclose(fp.cdf[k, 0], np.array([1, 2]) / 3 * (1 - np.exp(-3 * t)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("ordering", ["COLAMD", "NATURAL", "MMD_AT_PLUS_A"])
+def test_every_factorising_passage_analysis_takes_the_ordering(ordering):
+    """The ordering reaches the factorisation (info says which) and does not change the answer."""
+    from ctmc.models.gallery import GALLERY
+    c = GALLERY["tandem"](20).chain()
+    tgt = c.states["sc"] == 20
+    ref = c.hitting_times(tgt, method="gth")
+    h = c.hitting_times(tgt, method="lu", ordering=ordering)
+    assert h.info["ordering"] == ordering and np.allclose(h.mean, ref.mean, rtol=1e-10, atol=0)
+    la = c.hitting_laplace(tgt, 0.5, method="lu", ordering=ordering)
+    assert la.info["ordering"] == ordering
+    assert np.allclose(la.values, c.hitting_laplace(tgt, 0.5, method="gth").values, rtol=1e-10, atol=0)
+    fp = c.first_passage(tgt, 0.5, [1.0], method="lu", ordering=ordering)
+    assert fp.info["ordering"] == ordering
