@@ -109,16 +109,24 @@ class KrylovSolverOptions(Tolerances):
         ILU(0)), point Jacobi, none. Default (None): :data:`DEFAULT_PRECONDITIONER`
         of the method, ``"sgs"`` for GMRES and ``"ilu"`` for BiCGStab, which
         breaks down with the Gauss-Seidel sweep on stiff chains.
+    polish : int
+        At most that many symmetric Gauss-Seidel sweeps after convergence,
+        until the small entries balance too (``tail_tol``; 0: none): a Krylov
+        method stops on a normwise residual, which leaves small probabilities
+        and small passage values as noise.
     """
 
     maxiter: int = 10_000
     restart: int = 50
     preconditioner: Optional[str] = None
+    polish: int = 2000
 
     def __post_init__(self):
         super().__post_init__()
         positive("maxiter", self.maxiter, integer=True)
         positive("restart", self.restart, integer=True)
+        if isinstance(self.polish, bool) or not isinstance(self.polish, (int, np.integer)) or self.polish < 0:
+            raise ValueError(f"polish: expected an integer >= 0, got {self.polish!r}")
         if self.preconditioner is not None and self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {self.preconditioner!r}")
 

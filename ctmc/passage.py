@@ -280,6 +280,8 @@ class PassageSetup:
         dense subtraction-free one, up to 4000 unknowns.
         """
         x, rep = self.system(s, on).solve(b, transpose)
+        if rep.status is Status.SUCCESS and not transpose and self.kind(on) in ("gmres", "bicgstab"):
+            x = self._polish(s, on, x, b)
         if self.method == "auto" and rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
             kind = self.kind(on)
             if kind == "gmres":
@@ -289,6 +291,37 @@ class PassageSetup:
                 self._switch(on, "gth", f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver")
                 return self.solve(s, on, b, transpose)
         return x, rep
+
+    def _polish(self, s, on, x, b):
+        """Gauss-Seidel sweeps from a Krylov answer until its small entries balance too.
+
+        ``M = sI - Q_XX`` is an M-matrix and ``b >= 0``, so the answer is
+        non-negative and each sweep corrects it state by state; the rule of
+        :func:`ctmc.stationary.polish_sweeps` (budget: the ``polish`` option).
+        """
+        from .stationary import _Sweeper, polish_sweeps
+        budget = getattr(self.opts, "polish", KrylovSolverOptions.polish)
+        if not budget:
+            return x
+        op, X = self.op, self.members(on)
+        x = np.array(x, dtype=float)
+        cols, bcols = x.reshape(x.shape[0], -1), np.asarray(b, dtype=float).reshape(x.shape[0], -1)
+        sweeper = _Sweeper(op, X, shift=s, transpose=False)
+        done = 0
+        for c in range(cols.shape[1]):
+            xc = np.ascontiguousarray(np.where(X, np.maximum(cols[:, c], 0.0), 0.0))
+            bc = bcols[:, c]
+
+            def pair():
+                sweeper.relax(xc, bc, 1.0, "forward")
+                sweeper.relax(xc, bc, 1.0, "backward")
+                return op.allmin(float(np.isfinite(xc).all())) > 0
+
+            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc)[1], budget, self.opts.tail_tol)
+            cols[:, c] = xc
+            done = max(done, k)
+        self.info["polish_sweeps"] = max(done, self.info.get("polish_sweeps", 0))
+        return x
 
     def rates_in(self, on: str, x, transpose: bool = False):
         """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere)."""

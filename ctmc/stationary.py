@@ -202,13 +202,11 @@ class KrylovOptions(KrylovSolverOptions):
 
     pin: Optional[int] = None
     repin: float = 1e-3
-    polish: int = 2000
 
     def __post_init__(self):
         super().__post_init__()
         _check_pin(self.pin)
         _positive("repin", self.repin)
-        _check_count("polish", self.polish)
 
 
 @dataclass(frozen=True)
@@ -650,17 +648,23 @@ def _power(op, support, opts: IterativeOptions, hint, ctx):
 
 
 class _Sweeper:
-    """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` over the owned block (compiled kernels,
-    :mod:`ctmc._relax`); the other processes' blocks are taken from the previous sweep."""
+    """Gauss-Seidel / SOR sweeps over the owned block (compiled kernels, :mod:`ctmc._relax`);
+    the other processes' blocks are taken from the previous sweep.
 
-    def __init__(self, op, support):
+    Calling it sweeps ``Q^T x = 0`` on the set ``support`` and renormalises
+    (the stationary iterations); :meth:`relax` sweeps the passage system
+    ``(shift I - Q_XX) x = b`` (``transpose=False``) or its transpose on
+    ``X = support``, without renormalising.
+    """
+
+    def __init__(self, op, support, shift: float = 0.0, transpose: bool = True):
         self.op, self.support = op, support
-        A = op.local_rows(transpose=True).tocsr()          # in-flow rates R^T: owned rows, global columns
+        A = op.local_rows(transpose=transpose).tocsr()     # rates R (or R^T): owned rows, global columns
         keep = support.astype(float)
         full_support = op.gather(keep, "all") if op.size > 1 else keep
         A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
-        # Q^T on the owned block (unit rows outside the class keep x = 0 there)
-        local = (A[:, op.start:op.stop] - sp.diags(np.where(support, op.exit_rates, -1.0))).tocsr()
+        # R_XX - diag(shift + q) on the owned block (unit rows outside the set keep x = 0 there)
+        local = (A[:, op.start:op.stop] - sp.diags(np.where(support, float(shift) + op.exit_rates, -1.0))).tocsr()
         local.sort_indices()
         local.data = np.ascontiguousarray(local.data, dtype=float)
         self.local = local
@@ -675,15 +679,44 @@ class _Sweeper:
 
         Returns False when the iterate stopped being a positive finite vector.
         """
-        from ._relax import sweep
-        op = self.op
-        b = np.zeros_like(x) if self.ghosts is None else -(self.ghosts @ op.gather(x, "all"))
-        sweep(self.local, x, b, omega, direction)
-        s = op.allsum(float(x.sum()))
+        self.relax(x, None, omega, direction)
+        s = self.op.allsum(float(x.sum()))
         if not np.isfinite(s) or s <= 0:
             return False
         x /= s
         return True
+
+    def relax(self, x, b=None, omega=1.0, direction="forward"):
+        """One sweep on ``(shift I - Q_XX) x = b`` (owned parts; ``b = None``: 0), ``x`` in place."""
+        from ._relax import sweep
+        op = self.op
+        rhs = np.zeros_like(x) if b is None else -np.where(self.support, b, 0.0)
+        if self.ghosts is not None:
+            rhs -= self.ghosts @ op.gather(x, "all")
+        sweep(self.local, x, rhs, omega, direction)
+
+
+def polish_sweeps(sweep_pair, measure, budget: int, tail_tol: float):
+    """Symmetric sweeps until the balance error ``measure()`` meets ``tail_tol`` or stalls.
+
+    ``sweep_pair()`` runs one forward and one backward sweep (False: the
+    iterate broke down). Sweeps go in blocks of 25; the loop stops when the
+    balance error is at most ``tail_tol`` or has fallen by less than 10 %
+    over the last 100 sweeps, or after ``budget`` sweeps. Returns
+    ``(sweeps, last balance error)``; one rule for stationary laws and
+    passage systems.
+    """
+    history = [measure()]
+    k = 0
+    while k < budget and not history[-1] <= tail_tol:
+        for _ in range(min(25, budget - k)):
+            if not sweep_pair():
+                return k, history[-1]
+            k += 1
+        history.append(measure())
+        if len(history) > 4 and not history[-1] <= 0.9 * history[-5]:
+            break
+    return k, history[-1]
 
 
 def _sor(op, support, opts: IterativeOptions, hint, ctx):
@@ -763,17 +796,8 @@ def _polish(op, support, x, opts, ctx):
     if bal <= opts.tail_tol:
         return x
     sweeper = _Sweeper(op, support)
-    history = [bal]
-    k = 0
-    while k < opts.polish:
-        for _ in range(min(25, opts.polish - k)):
-            if not (sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward")):
-                return x
-            k += 1
-        bal = _balance(op, x)
-        history.append(bal)
-        if bal <= opts.tail_tol or (len(history) > 4 and not bal <= 0.9 * history[-5]):
-            break
+    k, _ = polish_sweeps(lambda: sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward"),
+                         lambda: _balance(op, x), opts.polish, opts.tail_tol)
     ctx.info["polish_sweeps"] = k
     return x
 

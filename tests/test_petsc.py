@@ -305,8 +305,14 @@ def test_passage_tail_error_is_flagged(method):
     assert (b.status is Status.TAIL_INACCURATE) == (b.info["balance_error"] > 1e-6)
     if b.status is Status.SUCCESS:
         assert rel < 1e-5, rel
-    if method == "gmres":  # this instance does lose the tail with GMRES (rel ~1e-4 at s = 2)
-        assert rel > 1e-5 and b.status is Status.TAIL_INACCURATE
+    if method == "gmres":
+        # the Gauss-Seidel polish after GMRES keeps the tail; without it this instance
+        # loses it (rel ~1e-4 at s = 2) and says so
+        assert b.status is Status.SUCCESS and b.info["polish_sweeps"] > 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
+            raw = chain.hitting_laplace(tgt, [2.0, 5.0], backend="petsc", method=method, check=False, polish=0)
+        assert relative_error(raw.values, a.values) > 1e-5 and raw.status is Status.TAIL_INACCURATE
 
 
 @needs_slepc
