@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_gallery.py                       # the five default sizes
     .venv/bin/python benchmarks/bench_gallery.py --models kanban:2,tandem:31 --methods gmres,power
     .venv/bin/python benchmarks/bench_gallery.py --storm .venv-storm/bin/python --timeout 300
+    .venv/bin/python benchmarks/bench_gallery.py --models kanban:5 --methods "gmres/tol=1e-14" --storm ""
 
 For each model, in the same run and each route in a fresh subprocess (so every
 ctmc build is a first build in its process, and a route that overruns
@@ -18,9 +19,14 @@ ctmc build is a first build in its process, and a route that overruns
   defaults) and with the gmm++ linear equation solver, on the PRISM program
   the gallery generates (``.prism_program()``).
 
-The reference of each model is the answer of the ctmc route ``lu`` (or ``gth``)
-when it succeeded, else the first successful ctmc route; ``rel.diff`` is
-``|measure / reference - 1|``.
+A method may carry options after a slash, ``;``-separated (``gmres/tol=1e-14;maxiter=50000``).
+The reference of each model is the answer of a successful route with a
+``tol=`` option (a tightly converged one, for sizes where no direct solve
+fits), else of ``lu`` (or ``gth``), else the first successful ctmc route;
+``rel.diff`` is ``|measure / reference - 1|``. The ctmc routes also report
+the balance error of the answer (its largest relative imbalance of flow in
+and out of one state: small probabilities are right to about that much) and
+the peak resident memory of the process.
 """
 from __future__ import annotations
 
@@ -76,7 +82,10 @@ def worker(spec: str, method: str) -> None:
     chain = g.chain()
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = chain.stationary() if method == "default" else chain.stationary(method, check=False)
+    name, _, opts = method.partition("/")
+    kw = {k: (float(v) if any(ch in v for ch in ".e") else int(v))
+          for k, v in (item.split("=") for item in opts.split(";") if item)}
+    res = chain.stationary() if method == "default" else chain.stationary(name, check=False, **kw)
     solve_s = time.perf_counter() - t0
     import resource
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "build_s": build_s,
@@ -123,7 +132,9 @@ def bench_model(spec, methods, storm, timeout):
         finally:
             os.unlink(f.name)
     ok = {name: r for name, r in routes if r.get("status") == "success"}
-    ref_name = next((n for n in ("ctmc lu", "ctmc gth", "ctmc default") if n in ok), next(iter(ok), None))
+    tight = [f"ctmc {m}" for m in methods if "tol=" in m]      # a tightly converged route is the reference
+    ref_name = next((n for n in tight + ["ctmc lu", "ctmc gth", "ctmc default"] if n in ok),
+                    next(iter(ok), None))
     ref = ok[ref_name]["value"] if ref_name else None
     sizes = next(((r["states"], r["transitions"]) for _, r in routes if "states" in r), ("", ""))
     rows = []
