@@ -12,9 +12,11 @@ status, and the largest difference between the laws. The issue's target is
 Cases: ``jsq:K`` (JSQ2(K, 0.9, 0.5)), ``hysteresis:r`` (thresholds r/4, 5r/8,
 r, lam 1.2 / 0.6, Erlang-20 service), ``supermarket:n`` (n queues, d = 2,
 lam = 0.7, the automatic capacity), and any gallery model ``name:value``
-(references ``gmres`` with the Gauss-Seidel preconditioner and
-``gauss_seidel``; the latter runs its 100,000 sweeps on tandem c=511, about
-7 minutes).
+(references ``gmres`` with the Gauss-Seidel preconditioner, ``gauss_seidel``
+capped at 20,000 sweeps, which it needs on tandem c=511 without converging, and
+``multilevel`` with automatic aggregates). The families' references are
+``lu``, ``gmres`` with ILU and ``multilevel`` (JSQ), ``lu`` (hysteresis),
+``level_iad`` and ``multilevel`` on the total number of jobs (supermarket).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def build(name: str, value: int):
     """The chain of a case, and the extra options of its reference methods."""
     if name == "jsq":
         from ctmc.models.jsq import JSQ2
-        return JSQ2(value, 0.9, 0.5).chain(), {"lu": {}}
+        return JSQ2(value, 0.9, 0.5).chain(), {"lu": {}, "gmres": {"preconditioner": "ilu"}, "multilevel": {}}
     if name == "hysteresis":
         from ctmc.models.hysteresis import HysteresisQueue, erlang
         q = HysteresisQueue(value // 4, value * 5 // 8, value, 1.2, 0.6, service=erlang(20, 1.0))
@@ -43,9 +45,10 @@ def build(name: str, value: int):
         s = Supermarket(value, 2, 0.7)
         c, B = s.chain(), s.capacity
         level = sum(k * c.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
-        return c, {"level_iad": {"levels": level}}
+        return c, {"level_iad": {"levels": level}, "multilevel": {"aggregates": level}}
     from ctmc.models.gallery import GALLERY
-    return GALLERY[name](value).chain(), {"gmres": {"preconditioner": "sgs"}, "gauss_seidel": {}}
+    return GALLERY[name](value).chain(), {"gmres": {"preconditioner": "sgs"}, "gauss_seidel": {"maxiter": 20_000},
+                                          "multilevel": {}}
 
 
 def timed(f):
