@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Expr", "Var", "where", "minimum", "maximum", "as_expr"]
+__all__ = ["Expr", "Var", "where", "minimum", "maximum", "as_expr", "calls_function"]
 
 Env = Mapping[str, np.ndarray]
 
@@ -158,6 +158,19 @@ class Var(Expr):
         return f"Var({self.name!r}, {self.lo}, {self.hi})"
 
     __hash__ = object.__hash__
+
+
+def calls_function(expr: Expr) -> bool:
+    """Whether ``expr`` calls a user function ``f(env)`` (shown as ``f(state)`` in its text).
+
+    Such a function receives the whole environment as a plain dict, as documented; the
+    builder gives expressions made of operators only the variables they read.
+
+    >>> x = Var("x", 0, 3)
+    >>> calls_function(x + 1), calls_function(as_expr(lambda env: env["x"] * 2.0) + 1)
+    (False, True)
+    """
+    return "(state)" in expr._text
 
 
 def as_expr(value: Any) -> Expr:

@@ -54,7 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._util import Progress, Timer, check_memory, memory_limit
-from .expr import Expr, Var, as_expr
+from .expr import Expr, Var, as_expr, calls_function
 from .results import ModelError
 
 __all__ = ["Model", "Event"]
@@ -208,6 +208,11 @@ class Model:
         names, lo, span, strides, _ = layout
         return {nm: (codes // strides[i]) % span[i] + lo[i] for i, nm in enumerate(names)}
 
+    def _calls_function(self) -> bool:
+        """Whether a guard, rate or update of the model calls a user function."""
+        return any(calls_function(e) for ev in self._events
+                   for e in (ev.guard, ev.rate, *(u for _, u in ev.update)))
+
     @staticmethod
     def _lazy_decode(codes, layout):
         """The environment of a batch of codes, each variable decoded when an expression first reads it."""
@@ -225,7 +230,10 @@ class Model:
         (to be checked once reachability is known).
         """
         names, lo, span, strides, _ = layout
-        env = self._lazy_decode(codes, layout)
+        # a user function gets the documented plain dict of every variable (and its own copy
+        # for each event); expressions of operators only decode and gather what they read
+        eager = self._calls_function()
+        env = self._decode(codes, layout) if eager else self._lazy_decode(codes, layout)
         n = codes.shape[0]
         srcs, dsts, rates, oobs = [], [], [], []
         with np.errstate(all="ignore"):
@@ -235,7 +243,10 @@ class Model:
                 if pos.size == 0:
                     continue
                 # the enabled states' values, each variable taken when first read
-                sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
+                if eager:
+                    sub = {k: v[pos] for k, v in env.items()}
+                else:
+                    sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
                 r = _full(ev.rate.evaluate(sub), pos.size, float)
                 live = r != 0  # NaN stays live and is caught below
                 bad = ~(np.isfinite(r) & (r >= 0))

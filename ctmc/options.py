@@ -106,9 +106,9 @@ class KrylovSolverOptions(Tolerances):
         A symmetric Gauss-Seidel sweep (on each process's block when
         distributed: no set-up, and on the benchmark gallery faster than ILU
         wherever both converge), incomplete LU (scipy's ``spilu`` or PETSc's
-        ILU(0)), point Jacobi, none. Default (None): :data:`DEFAULT_PRECONDITIONER`
-        of the method, ``"sgs"`` for GMRES and ``"ilu"`` for BiCGStab, which
-        breaks down with the Gauss-Seidel sweep on stiff chains.
+        ILU(0)), point Jacobi, none. Default (None): :data:`DEFAULT_PRECONDITIONER`,
+        ``"sgs"`` for stationary GMRES, ``"ilu"`` for passage systems and for
+        BiCGStab, which breaks down with the Gauss-Seidel sweep on stiff chains.
     polish : int
         At most that many symmetric Gauss-Seidel sweeps after convergence,
         until the small entries balance too (``tail_tol``; 0: none): a Krylov
@@ -132,18 +132,26 @@ class KrylovSolverOptions(Tolerances):
 
 
 #: the preconditioner of each Krylov method when none is asked for
-DEFAULT_PRECONDITIONER = {"gmres": "sgs", "bicgstab": "ilu"}
+#: (analysis, Krylov method) -> its preconditioner when none is asked for. Stationary GMRES:
+#: the Gauss-Seidel sweep (scipy's ILU was the bottleneck on the gallery, kanban t=3 58 s);
+#: passage systems keep ILU, with which GMRES's own stopping test and the backward error
+#: agree (with the sweep, an adjoint first passage on a 3721-state tandem took 47 s
+#: against 2 s and ended inaccurate); BiCGStab breaks down with the sweep on stiff chains.
+#: ``auto`` picks its own (the Gauss-Seidel sweep on many-dimensional chains).
+DEFAULT_PRECONDITIONER = {("stationary", "gmres"): "sgs", ("stationary", "bicgstab"): "ilu",
+                          ("passage", "gmres"): "ilu", ("passage", "bicgstab"): "ilu"}
 
 
-def linear_spec(kind: str, opts) -> LinearSpec:
+def linear_spec(kind: str, opts, analysis: str = "stationary") -> LinearSpec:
     """The :class:`~ctmc.backends.base.LinearSpec` of a solve of ``kind`` with a method's options.
 
     The Krylov stopping tolerance is ``tol / 100`` of the analysis' own
     acceptance tolerance, which is then checked on the recomputed evidence.
     """
-    return LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"),
-                      preconditioner=getattr(opts, "preconditioner", None) or DEFAULT_PRECONDITIONER.get(kind, "sgs"), rtol=opts.tol * 1e-2,
-                      maxiter=getattr(opts, "maxiter", 10_000), restart=getattr(opts, "restart", 50))
+    pc = getattr(opts, "preconditioner", None) or DEFAULT_PRECONDITIONER.get((analysis, kind), "ilu")
+    return LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"), preconditioner=pc,
+                      rtol=opts.tol * 1e-2, maxiter=getattr(opts, "maxiter", 10_000),
+                      restart=getattr(opts, "restart", 50))
 
 
 def make_options(analysis: str, registry: dict, method: str, options: dict):

@@ -249,7 +249,7 @@ class PassageSetup:
         return self._kind[on]
 
     def _spec(self, kind):
-        spec = linear_spec(kind, self.opts)
+        spec = linear_spec(kind, self.opts, "passage")
         if self.method == "auto" and kind == "gmres":   # auto's Krylov choice: Gauss-Seidel preconditioned
             spec = dataclasses.replace(spec, preconditioner="sgs")
         return spec

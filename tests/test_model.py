@@ -270,3 +270,26 @@ def test_cli_version(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"ctmc {ctmc.__version__}"
+
+
+@pytest.mark.parametrize("strategy", ["box", "bfs"])
+def test_a_rate_function_gets_a_plain_dict_of_every_variable(strategy):
+    """User functions receive the documented ``{name: array}`` dict (copyable, every variable),
+    while operator expressions are evaluated lazily; both give the same generator."""
+    seen = []
+
+    def rate(env):
+        seen.append((type(env), sorted(env)))
+        d = env.copy()
+        return d["x"] * 1.0 + 1.0
+
+    def build(r):
+        m = ctmc.Model("t")
+        x, y = m.var("x", 0, 5), m.var("y", 0, 2)
+        m.event("up", guard=x < 5, rate=r(x), update={x: x + 1})
+        m.event("down", guard=x > 0, rate=2.0, update={x: x - 1, y: (y + 1) % 3})
+        return m.build(initial={"x": 0, "y": 0}, strategy=strategy)
+
+    a, b = build(lambda x: rate), build(lambda x: x * 1.0 + 1.0)
+    assert all(t is dict and names == ["x", "y"] for t, names in seen) and seen
+    assert a.n_states == b.n_states and (a.Q != b.Q).nnz == 0
