@@ -219,6 +219,10 @@ class MultilevelOptions(Tolerances):
 # --------------------------------------------------------------------------
 # automatic aggregates: pairwise matching on the flow graph
 # --------------------------------------------------------------------------
+#: relative strength below which two states are not aggregated (see :func:`_match`)
+_WEAK = 1e-4
+
+
 def _match(S: sp.csr_matrix, rounds: int = 10) -> np.ndarray:
     """Aggregate ids (0..k-1) by one pass of pairwise matching on a symmetric strength matrix.
 
@@ -226,7 +230,9 @@ def _match(S: sp.csr_matrix, rounds: int = 10) -> np.ndarray:
     its ends) among unmatched nodes; the edge weights carry a fixed hash of
     ``(i, j)`` of relative size 1e-6 so that equal weights do not tie.
     Unmatched nodes with a neighbour then join their strongest neighbour's
-    aggregate; isolated ones stay alone.
+    aggregate; isolated ones stay alone. An edge whose relative strength
+    (below) is under :data:`_WEAK` is neither matched nor joined along: the
+    blocks of a nearly decomposable chain stay apart.
 
     >>> S = sp.csr_matrix(np.array([[0, 5, 1, 0], [5, 0, 1, 0], [1, 1, 0, 2], [0, 0, 2, 0.]]))
     >>> _match(S).tolist()
@@ -242,7 +248,7 @@ def _match(S: sp.csr_matrix, rounds: int = 10) -> np.ndarray:
     top = np.sqrt(np.asarray(abs(S).max(axis=1).todense()).ravel())
     top[top == 0] = 1.0
     w = A.data / (top[i] * top[j]) * (1.0 + 1e-3 * h)
-    keep = w > 0
+    keep = w > _WEAK          # weak couplings (nearly decomposable blocks) are never merged across
     i, j, w = i[keep], j[keep], w[keep]
     mate = np.full(m, -1, dtype=np.int64)
     for _ in range(rounds):
@@ -274,7 +280,7 @@ def _match(S: sp.csr_matrix, rounds: int = 10) -> np.ndarray:
     if rest.size:
         # the leftover nodes join the aggregate of their strongest matched neighbour
         B = S[rest].tocoo()
-        ok = agg[B.col] >= 0
+        ok = (agg[B.col] >= 0) & (B.data > _WEAK * top[rest[B.row]] * top[B.col])
         r, c, v = B.row[ok], B.col[ok], B.data[ok]
         order = np.lexsort((-v, r))
         r, c = r[order], c[order]
@@ -554,8 +560,8 @@ def build(op, support, specs, sweeper, coarse_size, x, order=None, symmetric=Fal
                 H.chains[l].sweep(y, "forward")
             agg = _pairwise(H.chains[l].strength(y))
             m = int(agg.max()) + 1
-        if m > 0.9 * H.sizes[-1]:
-            break                       # the graph no longer coarsens
+        if m > 0.9 * H.sizes[-1] or m < 2:
+            break                       # the graph no longer coarsens (or to a single aggregate)
         H.add_level(agg)
         y = H.restrict(l, y)
     return H

@@ -188,3 +188,22 @@ def test_registered_and_documented():
     from ctmc.stationary import METHODS
     assert METHODS["multilevel"].options is MultilevelOptions
     assert '"multilevel"' in ctmc.CTMC.stationary.__doc__
+
+
+def test_automatic_levels_do_not_merge_across_weakly_coupled_blocks():
+    """Three M/M/1/40 modes switched at rates ~1e-7: after a given level, the automatic coarsening
+    must keep the modes apart (merging across them made the cycles stall at 12 % error), and
+    must not coarsen down to a single aggregate."""
+    m = ctmc.Model("ncd3")
+    b, n = m.var("b", 0, 2), m.var("n", 0, 40)
+    m.event("arrive", guard=n < 40, rate=0.5 + 0.1 * b, update={n: n + 1})
+    m.event("serve", guard=n > 0, rate=1.0, update={n: n - 1})
+    m.event("up", guard=b < 2, rate=1e-7 * (1 + n), update={b: b + 1})
+    m.event("down", guard=b > 0, rate=3e-7, update={b: b - 1})
+    c = m.build(initial={"b": 0, "n": 0})
+    ref = c.stationary("gth").pi
+    for cs in (20, 3):
+        r = c.stationary("multilevel", aggregates=[b * 100 + n // 2], coarse_size=cs, check=False)
+        assert r.status is ctmc.Status.SUCCESS, r.message
+        assert np.abs(r.pi - ref).sum() < 1e-6
+        assert min(r.info["coarse_sizes"]) >= 2
