@@ -7,7 +7,7 @@ state) and checks their answers against the closed forms of
 (``spsolve`` with one balance equation replaced by the normalisation), run
 while it fits its time budget, and the closed forms themselves.
 
-Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 500 1000 2000]
+Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 500 1000 2000] [--backend petsc]
 """
 import argparse
 import gc
@@ -38,14 +38,14 @@ def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def run(K, naive_budget):
+def run(K, naive_budget, backend="scipy"):
     q = JSQ2(K, RHO, MU2)
     chain, t_build, _ = timed(q.chain)
-    res, t_stat, c_stat = timed(q.stationary)
+    res, t_stat, c_stat = timed(q.stationary, backend=backend)
     pb, t_pb, _ = timed(q.blocking_probability)
     pb_cf = q.blocking_probability("closed_form")
     cf, t_cf, _ = timed(q.saturation_times, source="closed_form")
-    sat, t_sat, c_sat = timed(q.saturation_analysis)
+    sat, t_sat, c_sat = timed(q.saturation_analysis, backend=backend)
     fin = cf > 0
     sat_err = float(np.max(np.abs(sat.mean[fin] / cf[fin] - 1)))
     naive = "-"
@@ -66,18 +66,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="K = 100, 300 only (< 20 s)")
     ap.add_argument("--K", type=int, nargs="*", default=None)
+    ap.add_argument("--backend", default="scipy", help="backend of the chain's analyses (scipy or petsc)")
     ap.add_argument("--naive-max-states", type=int, default=150_000,
                     help="run the naive spsolve baseline up to this many states")
     a = ap.parse_args(argv)
     Ks = a.K or ([100, 300] if a.quick else [500, 1000, 1500, 2000])
     print(git_state())
-    print(f"JSQ2(K, rho={RHO}, mu2={MU2}): stationary (pinned sparse LU), blocking vs closed form, "
+    print(f"backend {a.backend}; JSQ2(K, rho={RHO}, mu2={MU2}): stationary (pinned sparse LU), blocking vs closed form, "
           "mean time to (K,K) from every state (ctmc hitting times vs closed form)")
     warm_up()
     rows = []
     for K in Ks:
         n = (K + 1) * (K + 2) // 2
-        row, _ = run(K, 1 if n <= a.naive_max_states else 0)
+        row, _ = run(K, 1 if n <= a.naive_max_states else 0, a.backend)
         rows.append(row)
         print(f"  done K={K}", flush=True)
     print(format_table(rows, ["K", "states", "build s", "stationary wall/cpu s", "residual", "P_block",

@@ -515,3 +515,20 @@ def test_example_without_petsc_says_how_to_install(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", [str(path)])
     runpy.run_path(str(path), run_name="__main__")
     assert "apt-get install python3-petsc4py-real" in capsys.readouterr().out
+
+
+@needs_petsc
+def test_mumps_orders_by_qamd_unless_told_otherwise():
+    """Without an ordering, MUMPS factorises with QAMD (ICNTL(7)=6); the user's petsc_options win;
+    both give scipy's answer to the last digits (tail included)."""
+    m, s, l = jsq(30, 0.9, 0.5, 0.5)
+    chain = m.build(initial={"s": 0, "l": 0})
+    ref = chain.stationary("lu")
+    a = chain.stationary("lu", backend="petsc")
+    if a.info.get("factor_package") != "mumps":
+        pytest.skip("PETSc without MUMPS")
+    assert a.info["ordering"] == "mumps QAMD (icntl_7=6)"
+    b = chain.stationary("lu", backend="petsc", backend_options={"petsc_options": {"mat_mumps_icntl_7": 0}})
+    assert b.info["ordering"] == "mumps default"
+    for r in (a, b):
+        assert relative_error(r.pi, ref.pi) < 1e-10
