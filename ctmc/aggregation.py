@@ -117,7 +117,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .linalg import gth_solve
-from .options import Tolerances, positive
+from .options import Tolerances, integer_in, positive
 from .results import Status
 
 __all__ = ["MultilevelOptions", "multilevel", "CYCLES"]
@@ -200,15 +200,11 @@ class MultilevelOptions(Tolerances):
     def __post_init__(self):
         super().__post_init__()
         _level_specs(self.aggregates)
-        if (isinstance(self.coarse_size, bool) or not isinstance(self.coarse_size, (int, np.integer))
-                or not 2 <= self.coarse_size <= _MAX_COARSE):
-            raise ValueError(f"coarse_size: expected an integer in 2..{_MAX_COARSE}, got {self.coarse_size!r}")
+        integer_in("coarse_size", self.coarse_size, 2, _MAX_COARSE)
         if self.cycle not in CYCLES:
             raise ValueError(f"cycle: expected one of {CYCLES}, got {self.cycle!r}")
         for name in ("pre_sweeps", "post_sweeps"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 100:
-                raise ValueError(f"{name}: expected an integer in 0..100, got {v!r}")
+            integer_in(name, getattr(self, name), 0, 100)
         if self.pre_sweeps + self.post_sweeps == 0:
             raise ValueError("pre_sweeps, post_sweeps: at least one sweep per level is needed (both are 0)")
         if self.smoother not in ("forward", "symmetric"):

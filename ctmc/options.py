@@ -18,10 +18,8 @@ import numpy as np
 from ._sparse_lu import ORDERINGS
 from .backends.base import PRECONDITIONERS, LinearSpec
 
-__all__ = ["positive", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions", "make_options",
-           "linear_spec"]
-
-
+__all__ = ["positive", "integer_in", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions",
+           "make_options", "linear_spec"]
 
 
 def positive(name: str, value, integer: bool = False) -> None:
@@ -36,6 +34,21 @@ def positive(name: str, value, integer: bool = False) -> None:
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
         raise ValueError(f"{name}: expected a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+def integer_in(name: str, value, lo: int = 0, hi=None) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an integer in ``lo..hi`` (``hi`` None: no bound).
+
+    >>> integer_in("polish", 0)
+    >>> integer_in("coarse_size", 1, 2, 5000)
+    Traceback (most recent call last):
+    ...
+    ValueError: coarse_size: expected an integer in 2..5000, got 1
+    """
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo
+            or (hi is not None and value > hi)):
+        allowed = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{name}: expected an integer {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -125,13 +138,11 @@ class KrylovSolverOptions(Tolerances):
         super().__post_init__()
         positive("maxiter", self.maxiter, integer=True)
         positive("restart", self.restart, integer=True)
-        if isinstance(self.polish, bool) or not isinstance(self.polish, (int, np.integer)) or self.polish < 0:
-            raise ValueError(f"polish: expected an integer >= 0, got {self.polish!r}")
+        integer_in("polish", self.polish)
         if self.preconditioner is not None and self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {self.preconditioner!r}")
 
 
-#: the preconditioner of each Krylov method when none is asked for
 #: (analysis, Krylov method) -> its preconditioner when none is asked for. Stationary GMRES:
 #: the Gauss-Seidel sweep (scipy's ILU was the bottleneck on the gallery, kanban t=3 58 s);
 #: passage systems keep ILU, with which GMRES's own stopping test and the backward error

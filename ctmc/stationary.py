@@ -105,6 +105,7 @@ from .backends.base import SolveReport
 from .linalg import gth_solve
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
+from .options import integer_in as _integer_in
 from .options import positive as _positive
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask as _unit
@@ -120,11 +121,6 @@ _TINY = np.finfo(float).tiny
 # --------------------------------------------------------------------------
 # options: one frozen class per method, the same on every backend
 # --------------------------------------------------------------------------
-def _check_count(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
-
-
 def _check_pin(pin):
     if pin is not None and (isinstance(pin, bool) or not isinstance(pin, (int, np.integer)) or pin < 0):
         raise ValueError(f"pin: expected a state index >= 0, got {pin!r}")
@@ -220,7 +216,7 @@ class EigOptions(StationaryOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_count("polish", self.polish)
+        _integer_in("polish", self.polish)
         if self.maxiter is not None:
             _positive("maxiter", self.maxiter, integer=True)
         if self.ncv is not None:
@@ -1020,13 +1016,13 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
             name, kw = "gmres", dict(common, preconditioner="sgs", maxiter=_PROBE_ITERATIONS)
         elif m == "gauss_seidel-probe":
             name, run = "gauss_seidel", _gs_probe
+        o = METHODS[name].options(**kw)
         try:
-            run = run or METHODS[name].run
-            x, its, status, msg = run(op, support, METHODS[name].options(**kw), hint, ctx)
+            x, its, status, msg = (run or METHODS[name].run)(op, support, o, hint, ctx)
         except MemoryError as exc:
             tried.append(f"{m}: out of memory ({exc})")
             continue
-        ev = _evaluate(op, support, x, status, msg, METHODS[name].options(**kw))
+        ev = _evaluate(op, support, x, status, msg, o)
         last = i == len(plan) - 1
         # an inaccurate direct solve is not improved by an iterative one: only a breakdown
         # (or a Krylov probe that stalls or leaves a noisy tail) moves on
