@@ -205,8 +205,8 @@ class Model:
         return names, lo, np.array(span, dtype=np.int64), strides, box
 
     def _decode(self, codes, layout):
-        names, lo, span, strides, _ = layout
-        return {nm: (codes // strides[i]) % span[i] + lo[i] for i, nm in enumerate(names)}
+        """``{variable: values}`` of a batch of codes, every variable decoded."""
+        return dict(self._lazy_decode(codes, layout))
 
     def _calls_function(self) -> bool:
         """Whether a guard, rate or update of the model calls a user function."""
