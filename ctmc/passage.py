@@ -519,27 +519,24 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     kind = ps.kind("finite")
     info = dict(ps.info, n_finite=ps.count("finite"))
     cond, cst, creason = 1.0, Status.SUCCESS, ""
-    if regen is not None:
-        mean, cond, rinfo, _ = regen
-        info.update(rinfo)
-        out[0, F] = mean[F]
-        err, bal = ps.errors(0.0, "finite", mean, np.where(F, r, 0.0))
-        kind = f"{kind}-regenerative"
-    elif kind != "gth" and ps.count("finite"):
+    if regen is None and kind != "gth" and ps.count("finite"):
         cond, cst, creason = ps.condition(0.0, "finite")
         if st is Status.SUCCESS and (_EPS * cond > _COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
-            mean, cond, rinfo, rst = _regenerative_mean(op, ps, r, kind)
-            info.update(rinfo)
-            if rst.status is Status.SUCCESS:
-                out[0, F] = mean[F]
-                b = np.where(F, r, 0.0)
-                err, bal = ps.errors(0.0, "finite", mean, b)
-                cst, creason = Status.SUCCESS, ""
-                kind = f"{kind}-regenerative"
-            else:
-                st, reason = rst.status, rst.reason
+            regen = _regenerative_mean(op, ps, r, kind)
+            if regen[3].status is not Status.SUCCESS:
+                info.update(regen[2])
+                cond, st, reason = regen[1], regen[3].status, regen[3].reason
+                regen = None
+    if regen is not None:
+        # the mean through the regeneration state replaces the direct one
+        mean, cond, rinfo, _ = regen
+        info.update(rinfo)
+        out[0, F] = mean[F]
+        err, bal = ps.errors(0.0, "finite", mean, np.where(F, r, 0.0))
+        cst, creason = Status.SUCCESS, ""
+        kind = f"{kind}-regenerative"
     finite_vals = out[:, F]
     defect = op.allmax(0.0 if (np.all(np.isfinite(finite_vals)) and (finite_vals >= 0).all()) else np.inf)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
