@@ -156,25 +156,20 @@ def test_tandem_511_direct_solve():
     assert g.measure(g.chain().stationary("lu")) == pytest.approx(511.82899236, rel=1e-9)
 
 
-@pytest.mark.slow
-def test_kanban_4_throughput_against_stormpy():
-    # Storm 2018's published 0.2762966549 is 1.5e-3 off (like its t=5 value, 2e-3 off PRISM's);
-    # stormpy 2.0 on the PRISM twin, run here (benchmarks/bench_gallery.py --models kanban:4
-    # --storm ...), gives 0.2758898007 with its 1e-6 relative-change stopping rule
-    g = kanban(4)
-    res = g.chain().stationary(tol=1e-12)
-    assert res.status.ok
-    assert g.measure(res) == pytest.approx(0.2758898007, rel=1e-6)
+#: (model, size, stormpy 2.0's answer on the PRISM twin, run here with benchmarks/bench_gallery.py
+#: --storm ..., relative tolerance: stormpy stops on a 1e-6 relative change). Storm 2018's published
+#: values are off: kanban t=4 0.2762966549 by 1.5e-3 (like its t=5 value, 2e-3 off PRISM's),
+#: cluster N=64 0.9986761964 by 2.7e-5 (stormpy's gmm++ and default environments agree here)
+STORMPY = [(kanban, 4, 0.2758898007, 1e-6), (cluster, 64, 0.9987027803, 1e-8)]
 
 
 @pytest.mark.slow
-def test_cluster_64_premium_against_stormpy():
-    # Storm 2018's published 0.9986761964 is 2.7e-5 off; stormpy 2.0 on the PRISM twin, run here
-    # (benchmarks/bench_gallery.py), gives 0.9987027803 (its gmm++ and default environments agree)
-    g = cluster(64)
+@pytest.mark.parametrize("make, size, stormpy, rel", STORMPY, ids=["kanban:4", "cluster:64"])
+def test_measure_against_stormpy(make, size, stormpy, rel):
+    g = make(size)
     res = g.chain().stationary(tol=1e-12)
     assert res.status.ok
-    assert g.measure(res) == pytest.approx(0.9987027803, rel=1e-8)
+    assert g.measure(res) == pytest.approx(stormpy, rel=rel)
 
 
 # ---------------------------------------------------------------- API
