@@ -60,12 +60,12 @@ Methods (the registry :data:`METHODS`)
     (:func:`structure_facts`, :func:`_auto_plan`): ``gth`` up to 1000
     states; ``lu`` when the chain is banded in state order or has at most two
     dimensions (state variables that vary on the class); on
-    many-dimensional chains, where a direct solve fills in badly, Gauss-Seidel
-    sweeps for as long as their rate of convergence predicts success within
-    500 sweeps, then GMRES with a Gauss-Seidel preconditioner and tail polish
-    (at most 300 iterations), then ``lu``, then ``power``. A method that breaks down, runs out of memory or
-    (for the Krylov probe) stalls or leaves a noisy tail hands over to the
-    next; ``info["auto"]`` records the facts, the plan and why, and
+    many-dimensional chains, where a direct solve fills in badly, GMRES with a
+    Gauss-Seidel preconditioner and tail polish (at most 300 iterations), then
+    Gauss-Seidel sweeps for as long as their rate of convergence predicts
+    success within 500 sweeps, then ``lu``, then ``power``. A method that
+    breaks down, runs out of memory or (for the probes) stalls or leaves a
+    noisy tail hands over to the next; ``info["auto"]`` records the facts, the plan and why, and
     ``info["fallbacks"]`` what failed.
 
 Evidence
@@ -985,7 +985,7 @@ def _auto_plan(facts) -> tuple:
     >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 2})[0]
     ['lu', 'gmres']
     >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
-    ['gauss_seidel-probe', 'gmres-probe', 'lu', 'power']
+    ['gmres-probe', 'gauss_seidel-probe', 'lu', 'power']
     """
     n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
     flops = facts.get("profile_flops", np.inf)
@@ -997,9 +997,9 @@ def _auto_plan(facts) -> tuple:
     if dims is None or dims <= 2:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
-    return ["gauss_seidel-probe", "gmres-probe", "lu", "power"], (
-        f"{dims} dimensions: a direct solve fills in badly; Gauss-Seidel sweeps while they converge "
-        f"fast, then GMRES with a Gauss-Seidel preconditioner ({_PROBE_ITERATIONS} iterations at most), "
+    return ["gmres-probe", "gauss_seidel-probe", "lu", "power"], (
+        f"{dims} dimensions: a direct solve fills in badly; GMRES with a Gauss-Seidel preconditioner "
+        f"({_PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
         "then the direct solve")
 
 

@@ -336,21 +336,33 @@ def test_auto_on_a_many_dimensional_chain_goes_iterative_and_is_right():
     chain = g.chain()
     res = chain.stationary()
     assert res.status is ctmc.Status.SUCCESS
-    assert res.info["auto"]["dimensions"] == 16 and res.info["auto"]["plan"][0] == "gauss_seidel-probe"
+    assert res.info["auto"]["dimensions"] == 16 and res.info["auto"]["plan"][0] == "gmres-probe"
     assert res.method in ("gauss_seidel", "gmres")
     exact = chain.stationary("lu").pi                # a direct solve: the reference
     assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
     assert log_ratio_error(res.pi, exact) < 1e-5
 
 
-def test_auto_falls_back_when_gauss_seidel_stalls():
+def test_auto_falls_back_when_the_probes_stall(monkeypatch):
+    from ctmc import stationary
     from ctmc.models.gallery import GALLERY
     g = GALLERY["tandem"](150)                      # 45,451 states, 3 variables; sweeps converge slowly
     chain = g.chain()
+    monkeypatch.setattr(stationary, "_PROBE_ITERATIONS", 3)     # GMRES cannot converge in 3 steps
     res = chain.stationary()
-    assert res.info["auto"]["plan"][:2] == ["gauss_seidel-probe", "gmres-probe"]
-    assert any(f.startswith("gauss_seidel-probe") for f in res.info["fallbacks"])
-    assert res.method == "gmres" and res.status is ctmc.Status.SUCCESS
+    assert res.info["auto"]["plan"][:3] == ["gmres-probe", "gauss_seidel-probe", "lu"]
+    assert [f.split(":")[0] for f in res.info["fallbacks"]] == ["gmres-probe", "gauss_seidel-probe"]
+    assert res.method == "lu" and res.status is ctmc.Status.SUCCESS
+    exact = chain.stationary("lu", ordering="COLAMD").pi
+    assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
+
+
+def test_auto_takes_gmres_first_on_many_dimensional_chains():
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY["tandem"](150)
+    chain = g.chain()
+    res = chain.stationary()
+    assert res.method == "gmres" and res.status is ctmc.Status.SUCCESS and "fallbacks" not in res.info
     exact = chain.stationary("lu", ordering="COLAMD").pi
     assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
     normal = exact > 1e-280          # the tail reaches the denormals (underflow): compare above them

@@ -1,0 +1,63 @@
+"""ctmc.krylov.gmres: against dense solves, its stopping test, its limits and breakdowns."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from ctmc.krylov import gmres
+
+
+def _m_matrix(n, seed, spread=1.0):
+    """A random sparse nonsingular M-matrix (row sums ``spread``-scaled, strictly positive)."""
+    rng = np.random.default_rng(seed)
+    R = sp.random(n, n, density=5.0 / n, random_state=rng, data_rvs=lambda k: rng.uniform(0.1, 1.0, k))
+    R = sp.csr_matrix(R - sp.diags(R.diagonal()))
+    v = rng.uniform(0.01, 1.0, n) * spread
+    return (sp.diags(np.asarray(R.sum(axis=1)).ravel() + v) - R).tocsr()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("restart", [5, 30])
+@pytest.mark.parametrize("precondition", [False, True])
+def test_gmres_matches_a_dense_solve(seed, restart, precondition):
+    A = _m_matrix(300, seed)
+    b = np.random.default_rng(seed + 10).uniform(0, 1, 300)
+    dinv = 1.0 / A.diagonal()
+    x, rep = gmres(A.dot, b, (lambda v: dinv * v) if precondition else None, rtol=1e-13,
+                   restart=restart, maxiter=5000, norm_a=abs(A).sum(axis=1).max())
+    exact = np.linalg.solve(A.toarray(), b)
+    assert rep.converged and not rep.breakdown
+    true_be = np.abs(b - A @ x).max() / (abs(A).sum(axis=1).max() * np.abs(x).max() + np.abs(b).max())
+    assert rep.backward_error == pytest.approx(true_be, rel=1e-6) and true_be <= 1e-13
+    assert np.max(np.abs(x - exact) / np.abs(exact)) < 1e-8
+
+
+def test_gmres_on_a_pinned_stationary_system_meets_its_backward_and_forward_bounds():
+    """A pinned birth-death stationary system (ill-conditioned): the backward error
+    is met, and the answer is within condition number x backward error of a direct solve."""
+    n, lam, mu = 400, 1.0, 1.05
+    up, down = np.full(n - 1, lam), np.full(n - 1, mu)
+    Q = sp.diags([up, down], [1, -1]).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    QT = Q.T.tocsr()
+    A, b = QT[1:, 1:], -QT[1:, 0].toarray().ravel()       # pin state 0
+    x, rep = gmres(A.dot, b, rtol=1e-12, restart=40, maxiter=20_000, norm_a=abs(A).sum(axis=1).max())
+    assert rep.converged and rep.backward_error <= 1e-12
+    D = A.toarray()
+    lu = np.linalg.solve(D, b)
+    kappa = np.linalg.cond(D, np.inf)                        # forward error <= kappa x backward error
+    assert np.abs(x - lu).max() / np.abs(lu).max() <= 4 * kappa * 1e-12
+
+
+def test_gmres_reports_its_limit_and_the_true_backward_error():
+    A = _m_matrix(500, 7, spread=1e-4)                      # nearly singular: slow without a preconditioner
+    b = np.ones(500)
+    na = abs(A).sum(axis=1).max()
+    x, rep = gmres(A.dot, b, rtol=1e-15, restart=3, maxiter=7, norm_a=na)
+    assert not rep.converged and rep.iterations == 7
+    assert rep.backward_error == pytest.approx(np.abs(b - A @ x).max() / (na * np.abs(x).max() + 1.0), rel=1e-9)
+
+
+def test_gmres_reports_a_breakdown_on_non_finite_numbers():
+    A = _m_matrix(50, 3)
+    x, rep = gmres(lambda v: A @ v * np.nan, np.ones(50), rtol=1e-10, norm_a=10.0)
+    assert rep.breakdown and not rep.converged
