@@ -100,13 +100,22 @@ chain) gives the law GTH gives:
 >>> m.event("on", guard=(n == 0) & (b == 0), rate=1e-9, update={b: 1})
 >>> m.event("off", guard=(n == 0) & (b == 1), rate=3e-9, update={b: 0})
 >>> c = m.build(initial={"b": 0, "n": 0})
->>> res = c.stationary("multilevel", aggregates="b")
->>> res.status.value, res.info["coarse_sizes"]
-('success', [2])
+>>> res = c.stationary("multilevel", aggregates="b", check=False)
+>>> res.info["coarse_sizes"]
+[2]
 >>> round(float(res.pi[c.states["b"] == 1].sum()), 12)   # P(mode 1) = 1/4
 0.25
->>> bool(np.allclose(res.pi, c.stationary("gth").pi, rtol=1e-8, atol=0))
+>>> exact = c.stationary("gth").pi
+>>> bool(np.allclose(res.pi, exact, rtol=1e-8, atol=0))
 True
+
+The residual-based error bound cannot vouch for it, though: the chain's
+condition (mean times to cross between the modes, ~1e9) multiplies the
+residual, so the status says ``inaccurate`` and ``error_bound`` is honest
+but far above the true error:
+
+>>> res.status.value, bool(np.abs(res.pi - exact).sum() <= res.error_bound)
+('inaccurate', True)
 """
 from __future__ import annotations
 

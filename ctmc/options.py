@@ -62,14 +62,19 @@ class Tolerances:
         laws, on the normwise backward error for passage systems.
     tail_tol : float
         Largest accepted component-wise balance error before ``TAIL_INACCURATE``.
+    error_tol : float
+        Largest accepted ``error_bound`` (the proven bound on the normwise
+        error of the answer, from a condition estimate) before ``INACCURATE``.
     """
 
     tol: float = 1e-10
     tail_tol: float = 1e-6
+    error_tol: float = 1e-6
 
     def __post_init__(self):
         positive("tol", self.tol)
         positive("tail_tol", self.tail_tol)
+        positive("error_tol", self.error_tol)
 
 
 @dataclass(frozen=True)

@@ -144,13 +144,21 @@ class StationaryResult(AnalysisResult):
     underflow : int
         Number of states whose probability is below the smallest normal
         double (their value is 0 or denormal and carries no relative accuracy).
+    error_bound : float
+        A proven bound on ``||pi - pi_exact||_1`` (``inf`` when the answer
+        is not usable); see :func:`ctmc.stationary.error_bound`. Above the
+        option ``error_tol`` the status is ``INACCURATE``.
 
-    ``residual`` is ``||pi Q||_1``.
+    ``residual`` is ``||pi Q||_1``; ``info["condition"]`` is
+    ``max|q_ii| max_i E_i[T_k]``, the largest mean time to reach the state
+    ``k = info["return_time_state"]`` in units of the fastest exit: the
+    condition number of the bound.
     """
 
     pi: np.ndarray = None
     balance_error: float = 0.0
     underflow: int = 0
+    error_bound: float = float("inf")
 
     def expect(self, reward) -> float:
         """Stationary expectation ``sum_j pi_j r_j`` of a per-state reward.

@@ -101,7 +101,7 @@ import scipy.sparse as sp
 from ._sparse_lu import natural_is_cheap
 from ._util import Progress
 from .backends import check_backend_options, operator_for
-from .backends.base import SolveReport
+from .backends.base import LinearSpec, SolveReport
 from .linalg import gth_solve
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
@@ -355,6 +355,136 @@ def grade(status: Status, msg: str, *, rel_residual: float, balance: float, lost
     return Status.SUCCESS, msg
 
 
+def grade_bound(status: Status, msg: str, bound: float, opts) -> tuple:
+    """``INACCURATE`` when the proven error bound exceeds ``error_tol`` (every analysis, every backend).
+
+    Examples
+    --------
+    >>> o = Tolerances()
+    >>> grade_bound(Status.SUCCESS, "lu", 1e-12, o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> print(grade_bound(Status.TAIL_INACCURATE, "lu", 3e-4, o)[1])    # doctest: +ELLIPSIS
+    lu; error bound 3.0e-04 exceeds error_tol 1.0e-06: the answer as a whole...
+    """
+    if bound <= opts.error_tol:
+        return status, msg
+    what = "could not be bounded" if not np.isfinite(bound) else f"error bound {bound:.1e} exceeds error_tol {opts.error_tol:.1e}"
+    return Status.INACCURATE, (f"{msg}; {what}: the answer as a whole (not only its small entries) may be "
+                               "wrong by that much; the chain is ill-conditioned (nearly decomposable, or with "
+                               "very long passage times); try 'gth' on small chains, or a tighter tol")
+
+
+# --------------------------------------------------------------------------
+# the error bound: a condition estimate by mean times to reach the pin
+# --------------------------------------------------------------------------
+_U = np.finfo(float).eps / 2
+#: the Krylov solve of the return times when no factorisation is at hand
+_RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-12, maxiter=500,
+                          restart=50)
+
+
+def _gamma(op) -> float:
+    """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q``: round-off of a product with ``Q``."""
+    k = 0
+    for transpose in (False, True):
+        A = op.local_rows(transpose)
+        k = max(k, int(np.diff(A.indptr).max(initial=0)))
+    return (op.allmax(float(k)) + 1) * _U
+
+
+def return_time_bound(op, support, pin: int, system=None, backend_options=None) -> tuple:
+    r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
+
+    ``m = M^{-1} 1`` with ``M = -Q_XX`` on ``X = support - {pin}``, a
+    nonsingular M-matrix, so :math:`\|M^{-1}\|_\infty = \|m\|_\infty`. From a
+    computed :math:`\hat m` with residual :math:`\rho = 1 - M\hat m` (recomputed,
+    its round-off added), :math:`m - \hat m = M^{-1}\rho` gives
+    :math:`\|m\|_\infty \le \|\hat m\|_\infty / (1 - \|\rho\|_\infty)`, proven
+    whatever solver produced :math:`\hat m`; ``inf`` if :math:`\|\rho\|_\infty \ge 1`.
+
+    Parameters
+    ----------
+    system : optional
+        A set-up system of ``M`` (the pinned stationary factorisation, solved
+        untransposed); without it a GMRES solve with the Gauss-Seidel
+        preconditioner runs.
+
+    Returns
+    -------
+    (bound, estimate)
+        The proven bound and :math:`\|\hat m\|_\infty`.
+
+    Examples
+    --------
+    M/M/1/K: the mean time to empty from the full queue is known in closed form.
+
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 30)
+    >>> m.event("a", guard=n < 30, rate=1.0, update={n: n + 1})
+    >>> m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> op = operator_for(m.build(initial={"n": 0}), "scipy")
+    >>> bound, est = return_time_bound(op, np.ones(31, dtype=bool), 0)
+    >>> # from the full queue: the sum over k of the mean passage times k -> k-1
+    >>> exact = sum(sum(0.5 ** i for i in range(31 - k)) / 2.0 for k in range(1, 31))
+    >>> bool(abs(est / exact - 1) < 1e-12 and est <= bound <= est * (1 + 1e-10))
+    True
+    """
+    X = support & ~_unit(op, pin)
+    own = system is None
+    if own:
+        system = op.system(X, 0.0, _RETURN_SPEC, backend_options or {})
+    try:
+        m, _ = system.solve(X.astype(float), transpose=False)
+    finally:
+        if own:
+            system.close()
+    m = np.where(X, m, 0.0)
+    if not np.all(np.isfinite(m)):
+        return np.inf, np.inf
+    est = op.allmax(float(np.abs(m).max(initial=0.0)))
+    rho = np.where(X, 1.0 + op.apply(m, transpose=False), 0.0)
+    rn = op.allmax(float(np.abs(rho).max(initial=0.0))) + 2 * _gamma(op) * op.qmax * est
+    return (est / (1.0 - rn) if rn < 1.0 else np.inf), est
+
+
+def error_bound(op, support, pi, pin: int, m_bound: float) -> float:
+    r"""Proven bound on :math:`\|\hat\pi - \pi\|_1` from the residual and the mean times to reach ``pin``.
+
+    With :math:`r = \hat\pi Q` (recomputed, plus its round-off) and ``k = pin``,
+    the pinned equations give :math:`\hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
+    (r_{-k}/\hat\pi_k)(-Q_{kk'})^{-1}`, whose 1-norm is at most
+    :math:`\|r\|_1\|m\|_\infty/\hat\pi_k`; normalising doubles it at most and
+    multiplies it by :math:`\pi_k`. With :math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k`:
+    :math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`, ``inf`` if
+    :math:`\beta \ge 1`. :math:`\|m\|_\infty` (the largest mean time to reach
+    ``k``) is the chain's condition number in this bound, in the spirit of Cho &
+    Meyer, "Markov chain sensitivity measured by mean first passage times",
+    Linear Algebra Appl. 316 (2000): it is huge exactly on nearly
+    decomposable chains.
+    """
+    r = op.apply(pi, transpose=True)
+    r1 = op.allsum(float(np.abs(r[support]).sum()))
+    r1 += 2 * _gamma(op) * op.allsum(float((pi * op.exit_rates)[support].sum()))
+    pik = op.allmax(float(pi[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+    if not (pik > 0 and np.isfinite(m_bound)):
+        return np.inf
+    beta = 2 * r1 * m_bound / pik
+    return pik * beta / (1 - beta) if beta < 1 else np.inf
+
+
+def _gth_bound(n: int) -> float:
+    """GTH's a-priori error bound on the 1-norm: ``2 n^2 u`` (first order).
+
+    Subtraction-free elimination computes every probability to a relative
+    error of a small multiple of the unit round-off per elimination step,
+    independently of the chain's conditioning (O'Cinneide, "Entrywise
+    perturbation theory and error analysis for Markov chains", Numer. Math.
+    64, 1993); ``n`` steps of sums of up to ``n`` terms give ``2 n^2 u``.
+    """
+    return 2.0 * n * n * _U
+
+
 # --------------------------------------------------------------------------
 # closed classes by reachability
 # --------------------------------------------------------------------------
@@ -551,6 +681,9 @@ def _pinned(kind: str):
                 x, rep = sysm.solve(b, transpose=True)
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
+                if kind == "lu" and rep.status is Status.SUCCESS:
+                    # the condition estimate of the error bound, from the same factors
+                    info["_return"] = (pin, return_time_bound(op, support, pin, system=sysm))
             finally:
                 sysm.close()
             its += rep.iterations
@@ -1022,7 +1155,7 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         except MemoryError as exc:
             tried.append(f"{m}: out of memory ({exc})")
             continue
-        ev = _evaluate(op, support, x, status, msg, o)
+        ev = _evaluate(op, support, x, status, msg, o, ctx, name)
         last = i == len(plan) - 1
         # an inaccurate direct solve is not improved by an iterative one: only a breakdown
         # (or a Krylov probe that stalls or leaves a noisy tail) moves on
@@ -1076,10 +1209,12 @@ class _Evaluated:
     balance: float = float("inf")
     underflow: int = 0
     info: dict = None
+    error_bound: float = float("inf")
 
 
-def _evaluate(op, support, x, status, msg, opts) -> _Evaluated:
-    """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`)."""
+def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
+    """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`, :func:`grade_bound`)."""
+    ret = ctx.info.pop("_return", None)
     if x is None:
         return _Evaluated(None, status, msg, info={})
     x = np.where(support, x, 0.0)
@@ -1099,7 +1234,21 @@ def _evaluate(op, support, x, status, msg, opts) -> _Evaluated:
     rel = residual / max(op.qmax, _TINY)
     status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)
     info.update(relative_residual=rel, zero_with_inflow=lost)
-    return _Evaluated(pi, status, msg, residual, bal, under, info)
+    bound = np.inf
+    if status in (Status.SUCCESS, Status.TAIL_INACCURATE):
+        if ctx.size == 1:
+            bound = 0.0
+        elif method == "gth":
+            bound = _gth_bound(ctx.size)
+        else:
+            if ret is None:
+                pin = _global_argmax(op, pi)[1]
+                ret = (pin, return_time_bound(op, support, pin, backend_options=ctx.backend_options))
+            pin, (m_bound, m_est) = ret
+            bound = error_bound(op, support, pi, pin, m_bound)
+            info.update(condition=m_est * op.qmax, return_time_state=pin)
+        status, msg = grade_bound(status, msg, bound, opts)
+    return _Evaluated(pi, status, msg, residual, bal, under, info, bound)
 
 
 def _solve_class(op, support, method, opts, hint, backend_options, t0):
@@ -1111,14 +1260,15 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
     used = ctx.info.pop("chosen", method)
     ev = ctx.info.pop("evaluated", None)
     if ev is None:
-        ev = _evaluate(op, support, x, status, msg, opts)
+        ev = _evaluate(op, support, x, status, msg, opts, ctx, method)
     info = {**ev.info, **ctx.info, "processes": op.size}
     if ev.pi is None:
         return StationaryResult(used, op.backend, ev.status, ev.message, its, float("nan"),
                                 time.perf_counter() - t0, info, pi=np.full(op.stop - op.start, np.nan),
                                 balance_error=float("inf"))
     return StationaryResult(used, op.backend, ev.status, ev.message, its, ev.residual, time.perf_counter() - t0,
-                            info, pi=ev.pi, balance_error=ev.balance, underflow=ev.underflow)
+                            info, pi=ev.pi, balance_error=ev.balance, underflow=ev.underflow,
+                            error_bound=ev.error_bound)
 
 
 def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bool = True,

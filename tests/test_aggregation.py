@@ -43,7 +43,10 @@ def test_ncd_chain_against_gth_componentwise(backend, aggregates):
     chain = ncd_chain(K=12)
     ref = chain.stationary("gth").pi
     res = solve(chain, backend, aggregates=aggregates, tol=1e-14, coarse_size=8)
-    assert res.status is Status.SUCCESS, res.message
+    # the residual-based bound cannot vouch for it (condition ~1e9), and says so
+    assert res.status in (Status.SUCCESS, Status.INACCURATE), res.message
+    assert np.abs(res.pi - ref).sum() <= res.error_bound
+    assert (res.status is Status.SUCCESS) == (res.error_bound <= 1e-6)
     # every probability (down to 0.5^12 / 4 of the largest) with relative accuracy
     assert np.max(np.abs(res.pi / ref - 1)) < 1e-6
     # the weak coupling fixes the split between the blocks: 1/4 in block 1
@@ -204,6 +207,6 @@ def test_automatic_levels_do_not_merge_across_weakly_coupled_blocks():
     ref = c.stationary("gth").pi
     for cs in (20, 3):
         r = c.stationary("multilevel", aggregates=[b * 100 + n // 2], coarse_size=cs, check=False)
-        assert r.status is ctmc.Status.SUCCESS, r.message
-        assert np.abs(r.pi - ref).sum() < 1e-6
+        assert r.status in (ctmc.Status.SUCCESS, ctmc.Status.INACCURATE), r.message   # see error_bound
+        assert np.abs(r.pi - ref).sum() < min(1e-6, r.error_bound)
         assert min(r.info["coarse_sizes"]) >= 2
