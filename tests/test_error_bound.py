@@ -1,0 +1,108 @@
+"""The stationary error bound is honest: property-based tests against GTH.
+
+Random small chains, among them nearly decomposable ones (blocks coupled at
+rates down to 1e-12) and stiff ones (rates spread over 12 orders of magnitude),
+solved by every method: either the answer lies within its reported
+``error_bound`` of GTH's (subtraction-free, entrywise accurate), or the status
+is not success. Plus the bound's two ingredients against closed forms.
+"""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctmc
+from ctmc.backends import operator_for
+from ctmc.stationary import error_bound, return_time_bound
+
+METHODS = ["lu", "gmres", "bicgstab", "power", "gauss_seidel", "sor", "eig", "multilevel", "auto"]
+
+
+def _backends():
+    from ctmc.backends import petsc
+    return ["scipy", "petsc"] if petsc.available() else ["scipy"]
+
+
+@st.composite
+def chains(draw):
+    """A random irreducible generator: one or several blocks, weak couplings, spread rates."""
+    blocks = draw(st.integers(1, 3))
+    sizes = [draw(st.integers(2, 7)) for _ in range(blocks)]
+    n = sum(sizes)
+    spread = draw(st.sampled_from([0.0, 3.0, 12.0]))            # log10 spread of the rates
+    coupling = draw(st.sampled_from([1.0, 1e-3, 1e-6, 1e-9, 1e-12]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    Q = np.zeros((n, n))
+    starts = np.cumsum([0] + sizes)
+    for a, b in zip(starts[:-1], starts[1:]):
+        k = b - a
+        dense = rng.uniform(size=(k, k)) < 0.6
+        ring = np.roll(np.eye(k, dtype=bool), 1, axis=1)        # keeps the block irreducible
+        rates = 10.0 ** rng.uniform(-spread / 2, spread / 2, (k, k))
+        Q[a:b, a:b] = np.where(dense | ring, rates, 0.0)
+    for i in range(blocks):                                   # blocks in a weakly coupled ring
+        a, b = starts[i], starts[(i + 1) % blocks]
+        if blocks > 1:
+            Q[a, b] += coupling * rng.uniform(0.5, 2.0)
+            Q[b, a] += coupling * rng.uniform(0.5, 2.0)
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    return ctmc.CTMC(Q)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chain=chains(), method=st.sampled_from(METHODS), backend=st.sampled_from(_backends()))
+def test_every_method_is_within_its_bound_or_not_success(chain, method, backend):
+    gth = chain.stationary("gth")
+    exact = gth.pi
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            res = chain.stationary(method, backend=backend, check=False)
+        except ctmc.SolverError:
+            return                                            # refused outright: not a silent answer
+    if res.status is ctmc.Status.SUCCESS:
+        err = np.abs(res.pi - exact).sum()               # the reference's own error counts too
+        assert err <= res.error_bound + gth.error_bound, (method, backend, err, res.error_bound)
+        assert res.error_bound <= 1e-6                    # the default error_tol
+    else:
+        assert res.status is not ctmc.Status.SUCCESS
+
+
+def _mm1k(K, lam, mu):
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, K)
+    m.event("a", guard=n < K, rate=lam, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=mu, update={n: n - 1})
+    return m.build(initial={"n": 0})
+
+
+@pytest.mark.parametrize("K,lam,mu", [(20, 1.0, 2.0), (50, 1.0, 1.1), (200, 0.3, 1.0)])
+def test_return_times_against_the_birth_death_closed_form(K, lam, mu, backend):
+    c = _mm1k(K, lam, mu)
+    op = operator_for(c, backend)
+    # mean passage k -> k-1: T_k = sum_{i=0}^{K-k} (lam/mu)^i / mu; the worst start is K
+    exact = sum(sum((lam / mu) ** i for i in range(K - k + 1)) / mu for k in range(1, K + 1))
+    bound, est = return_time_bound(op, np.ones(K + 1, dtype=bool), 0)
+    assert est == pytest.approx(exact, rel=1e-9)
+    assert est <= bound <= est * (1 + 1e-8)
+
+
+def test_the_bound_covers_a_perturbed_answer_and_is_not_vacuous():
+    """A law perturbed by a known amount: the bound covers the error and is within
+    the condition number of it (a bound that says 'inf' to everything would pass the first)."""
+    c = _mm1k(30, 1.0, 1.5)
+    op = operator_for(c, "scipy")
+    pi = c.stationary("gth").pi
+    rng = np.random.default_rng(0)
+    for size in (1e-12, 1e-8, 1e-5):
+        bad = pi * (1 + size * rng.uniform(-1, 1, pi.size))
+        bad /= bad.sum()
+        pin = int(np.argmax(bad))
+        mb, est = return_time_bound(op, np.ones(pi.size, dtype=bool), pin)
+        eb = error_bound(op, np.ones(pi.size, dtype=bool), bad, pin, mb)
+        err = np.abs(bad - pi).sum()
+        assert err <= eb <= err * 1e3 * est * op.qmax
