@@ -97,6 +97,10 @@ class StateTable:
 
 
 def _as_csr(Q) -> sp.csr_matrix:
+    kind = Q.dtype.kind if sp.issparse(Q) else np.asarray(Q).dtype.kind
+    if kind not in "iuf":
+        raise ValueError(f"Q: expected a real matrix, got dtype kind {kind!r} (a complex or non-numeric "
+                         "generator is not a CTMC)")
     if sp.issparse(Q):
         A = sp.csr_matrix(Q, dtype=float)
     else:

@@ -164,6 +164,9 @@ class Model:
         """
         if not isinstance(update, Mapping):
             raise ModelError(f"event {name!r}: update must be a dict {{var: expression}}")
+        if any(e.name == str(name) for e in self._events):
+            raise ModelError(f"event {name!r}: an event of that name is already declared (names must be "
+                             "unique: event_rate and throughput look events up by name)")
         items = []
         for key, val in update.items():
             vname = key.name if isinstance(key, Var) else key
@@ -238,7 +241,7 @@ class Model:
         srcs, dsts, rates, oobs = [], [], [], []
         with np.errstate(all="ignore"):
             for ev in self._events:
-                g = _full(ev.guard.evaluate(env), n, bool)
+                g = _guard(ev, env, n)
                 pos = np.flatnonzero(g)
                 if pos.size == 0:
                     continue
@@ -309,7 +312,10 @@ class Model:
             for it in items:
                 if nm not in it:
                     raise ValueError(f"initial: missing value for variable {nm!r}")
-                vals.append(np.atleast_1d(np.asarray(it[nm], dtype=np.int64)))
+                raw = np.atleast_1d(np.asarray(it[nm]))
+                if raw.dtype.kind not in "iub" and not (raw.dtype.kind == "f" and np.all(raw == np.round(raw))):
+                    raise ValueError(f"initial: {nm} must be an integer, got {it[nm]!r}")
+                vals.append(raw.astype(np.int64))
             cols[nm] = np.concatenate(vals)
         for it in items:
             extra = set(it) - set(names)
@@ -633,7 +639,7 @@ class Model:
             if ev.name == name:
                 n = len(next(iter(env.values())))
                 with np.errstate(all="ignore"):
-                    g = np.broadcast_to(np.asarray(ev.guard.evaluate(env), dtype=bool), (n,))
+                    g = _guard(ev, env, n)
                     r = np.broadcast_to(np.asarray(ev.rate.evaluate(env), dtype=float), (n,))
                 return np.where(g, r, 0.0)
         raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}")
@@ -681,6 +687,15 @@ class _LazyEnv(Mapping):
 
     def __len__(self):
         return len(self._names)
+
+
+def _guard(ev, env, n):
+    """The guard of ``ev`` on ``env`` as a boolean array of shape ``(n,)``; a non-boolean guard is an error."""
+    g = np.asarray(ev.guard.evaluate(env))
+    if g.dtype != bool:
+        raise ModelError(f"event {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
+                         f"&, |, ~), got values of type {g.dtype} (write e.g. n != 4 instead of n - 4)")
+    return _full(g, n)
 
 
 def _full(value, n, dtype=None):

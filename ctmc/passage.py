@@ -126,7 +126,11 @@ def make_options(method: str, options: dict):
 
 
 def _as_points(x, name):
-    a = np.atleast_1d(np.asarray(x, dtype=float))
+    raw = np.atleast_1d(np.asarray(x))
+    if raw.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: expected real numbers >= 0, got {x!r} (complex and other values are "
+                         "not supported: transforms are taken at real s >= 0)")
+    a = raw.astype(float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name}: expected a number or a 1-D array of numbers")
     if not np.all(np.isfinite(a)) or (a < 0).any():

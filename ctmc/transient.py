@@ -168,18 +168,40 @@ def _make_options(method, options):
 def initial_law(op, p0) -> np.ndarray:
     """Owned part of an initial law given as a vector, a set of states (uniform on it) or one state.
 
-    A float vector (or a list starting with a float) of length n is a law:
-    finite, non-negative, summing to one; anything else is a set of states.
+    A numeric vector of length ``n`` (integers included: ``[0, 0, 1]`` is the
+    law of state 2) is a law: finite, non-negative, summing to one. A set of
+    states is spelled unambiguously: a Python ``set`` or ``range`` of
+    indices, a boolean mask, an expression, a callable or a dict of variable
+    values; a list of indices is accepted only when it cannot be a law (its
+    length is not ``n``). One integer is one state.
+
+    Examples
+    --------
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> op = operator_for(ctmc.CTMC([[-1.0, 1.0, 0], [0, -1.0, 1.0], [1.0, 0, -1.0]]), "scipy")
+    >>> initial_law(op, [0, 0, 1]).tolist(), initial_law(op, {0, 1}).tolist()
+    ([0.0, 0.0, 1.0], [0.5, 0.5, 0.0])
     """
     n = op.n
-    if (isinstance(p0, np.ndarray) and p0.dtype.kind == "f") or \
-            (isinstance(p0, (list, tuple)) and p0 and isinstance(p0[0], float)):
-        p = np.asarray(p0, dtype=float)
-        if p.shape != (n,):
-            raise ValueError(f"p0: expected shape ({n},), got {p.shape}")
-        if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
-            raise ValueError("p0: must be a probability vector (finite, >= 0, sums to 1)")
-        return p[op.start:op.stop].copy()
+    if isinstance(p0, (set, frozenset, range)):
+        p0 = sorted(p0)
+        if not p0:
+            raise ValueError("p0: the set of states is empty")
+        p0 = np.asarray(p0, dtype=np.int64)
+        if p0.size == n:                      # every state: a set, not a law
+            p0 = np.ones(n, dtype=bool)
+    elif isinstance(p0, (np.ndarray, list, tuple)) and not isinstance(p0, str):
+        a = np.asarray(p0)
+        if a.dtype.kind in "iuf" and a.shape == (n,):
+            p = a.astype(float)
+            if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+                raise ValueError(f"p0: a numeric vector of length {n} is read as a law and must be finite, "
+                                 f">= 0 and sum to 1 (it sums to {p.sum():.6g}); for a set of states give a "
+                                 "Python set of indices such as {0, 2}, or a boolean mask")
+            return p[op.start:op.stop].copy()
+        if a.dtype.kind == "f":
+            raise ValueError(f"p0: a law must have shape ({n},), got {a.shape}")
     m = owned_mask(p0, op.states, n, op.start, op.stop, "p0")
     cnt = op.allsum(float(m.sum()))
     if cnt == 0:

@@ -53,7 +53,7 @@ def chains(draw):
     return ctmc.CTMC(Q)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chain=chains(), method=st.sampled_from(METHODS), backend=st.sampled_from(_backends()))
 def test_every_method_is_within_its_bound_or_not_success(chain, method, backend):
     gth = chain.stationary("gth")

@@ -100,13 +100,13 @@ class FMS(GalleryModel):
                                            ("m2", P2M2, P2wM2, M2, 1, 0.1),
                                            ("m3", P12M3, P12wM3, M3, 2, 1.0 * P12M3)):
             Ps = {"m1": P1s, "m2": P2s, "m3": P12s}[name]
-            for g, u in release(PM, Pw, M, cap):
-                m.event(f"{name}_done", guard=(PM > 0) & g & (Ps < n), rate=rate, update={**u, Ps: Ps + 1})
+            for i, (g, u) in enumerate(release(PM, Pw, M, cap)):
+                m.event(f"{name}_done_{i}", guard=(PM > 0) & g & (Ps < n), rate=rate, update={**u, Ps: Ps + 1})
         for name, PM, Pw, M, cap, rate, wait_own, wait_other in (
                 ("m1", P1M1, P1wM1, M1, 3, 0.05 * P1M1, P1wP2, P2wP1),
                 ("m2", P2M2, P2wM2, M2, 1, 1.0 / 15, P2wP1, P1wP2)):
-            for g, u in release(PM, Pw, M, cap):
-                m.event(f"{name}_to_assembly", guard=(PM > 0) & (wait_other == 0) & g & (wait_own < n),
+            for i, (g, u) in enumerate(release(PM, Pw, M, cap)):
+                m.event(f"{name}_to_assembly_{i}", guard=(PM > 0) & (wait_other == 0) & g & (wait_own < n),
                         rate=rate, update={**u, wait_own: wait_own + 1})
 
         # p1p2: machine 1 side x machine 2 side x assembly side
@@ -117,8 +117,8 @@ class FMS(GalleryModel):
 
         side1 = side(P1M1, P1wM1, M1, 3, 0.05 * P1M1, P1wP2, P2wP1)
         side2 = side(P2M2, P2wM2, M2, 1, 1.0 / 15, P2wP1, P1wP2)
-        for (g1, r1, u1), (g2, r2, u2) in itertools.product(side1, side2):
-            m.event("p1p2", guard=g1 & g2 & (P12 < n), rate=r1 * r2, update={**u1, **u2, P12: P12 + 1})
+        for i, ((g1, r1, u1), (g2, r2, u2)) in enumerate(itertools.product(side1, side2)):
+            m.event(f"p1p2_{i}", guard=g1 & g2 & (P12 < n), rate=r1 * r2, update={**u1, **u2, P12: P12 + 1})
 
         # finished parts return to raw (all at once)
         for P, Ps in ((P1, P1s), (P2, P2s), (P3, P3s)):

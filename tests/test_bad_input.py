@@ -1,0 +1,64 @@
+"""Findings of the bad-input probe (issue "Trustworthy answers"): each refused early and clearly,
+or read the one documented way. Each test failed on the code before the fix."""
+import numpy as np
+import pytest
+
+import ctmc
+
+
+def _mm1k(K=5):
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, K)
+    m.event("a", guard=n < K, rate=1.0, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    return m
+
+
+def _cycle3():
+    return ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [1.0, 0.0, -1.0]])
+
+
+@pytest.mark.parametrize("p0", [np.array([0, 0, 1]), [0, 0, 1], [0, 0.0, 1], (0, 0, 1), np.array([0, 0, 1], np.int8)])
+def test_an_integer_one_hot_vector_is_a_law(p0):
+    # it was read as the set of states {0, 1} (p = [0.5, 0.5, 0])
+    p = _cycle3().transient(p0, t=[0.0]).p
+    assert p[0].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_index_sets_are_spelled_as_sets_and_a_non_law_vector_is_refused():
+    c = _cycle3()
+    assert c.transient({0, 1}, t=[0.0]).p[0].tolist() == [0.5, 0.5, 0.0]
+    assert c.transient(range(3), t=[0.0]).p[0].tolist() == pytest.approx([1 / 3] * 3)
+    assert c.transient([2], t=[0.0]).p[0].tolist() == [0.0, 0.0, 1.0]      # not of length n: indices
+    with pytest.raises(ValueError, match="p0: a numeric vector of length 3 is read as a law"):
+        c.transient([0, 1, 1], t=[0.0])
+    with pytest.raises(ValueError, match="p0: a law must have shape"):
+        c.transient([0.5, 0.5], t=[0.0])
+
+
+def test_duplicate_event_names_are_refused():
+    m = _mm1k()
+    n = m.variables[0]
+    with pytest.raises(ctmc.ModelError, match="'a': an event of that name is already declared"):
+        m.event("a", guard=n > 0, rate=3.0, update={n: n - 1})
+
+
+def test_a_non_integer_initial_value_is_refused():
+    with pytest.raises(ValueError, match="initial: n must be an integer, got 2.7"):
+        _mm1k().build(initial={"n": 2.7})
+    assert _mm1k().build(initial={"n": 2.0}).n_states == 6          # an integral float is fine
+
+
+def test_a_non_boolean_guard_is_refused():
+    m = ctmc.Model("g")
+    n = m.var("n", 0, 5)
+    m.event("a", guard=n - 4, rate=1.0, update={n: n + 1})
+    with pytest.raises(ctmc.ModelError, match="'a': guard must be boolean"):
+        m.build(initial={"n": 0})
+
+
+def test_a_complex_generator_and_a_complex_s_are_refused():
+    with pytest.raises(ValueError, match="Q: expected a real matrix"):
+        ctmc.CTMC(np.array([[-1, 1], [1j, -1j]]))
+    with pytest.raises(ValueError, match="s: expected real numbers >= 0"):
+        _mm1k().build(initial={"n": 0}).hitting_laplace([0], s=1 + 1j)
