@@ -129,6 +129,8 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
         if be <= rtol or its >= maxiter:
             return x, GMRESReport(be <= rtol, its, be)
         beta = float(np.linalg.norm(r))
+        if not (0.0 < beta < np.inf):    # a residual of denormals: its norm underflows
+            return x, GMRESReport(be <= rtol, its, be)
         V[0] = r / beta
         R = np.zeros((m, m))      # the rotated (upper triangular) Hessenberg matrix
         g = np.zeros(m + 1)

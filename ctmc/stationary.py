@@ -379,7 +379,7 @@ def grade_bound(status: Status, msg: str, bound: float, opts) -> tuple:
 # --------------------------------------------------------------------------
 _U = np.finfo(float).eps / 2
 #: the Krylov solve of the return times when no factorisation is at hand
-_RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-12, maxiter=500,
+_RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-9, maxiter=200,
                           restart=50)
 
 
@@ -427,7 +427,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None) 
     >>> bound, est = return_time_bound(op, np.ones(31, dtype=bool), 0)
     >>> # from the full queue: the sum over k of the mean passage times k -> k-1
     >>> exact = sum(sum(0.5 ** i for i in range(31 - k)) / 2.0 for k in range(1, 31))
-    >>> bool(abs(est / exact - 1) < 1e-12 and est <= bound <= est * (1 + 1e-10))
+    >>> bool(abs(est / exact - 1) < 1e-6 and exact <= bound <= est * (1 + 1e-5))
     True
     """
     X = support & ~_unit(op, pin)
@@ -471,6 +471,77 @@ def error_bound(op, support, pi, pin: int, m_bound: float) -> float:
         return np.inf
     beta = 2 * r1 * m_bound / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf
+
+
+def correction_estimate(op, support, pi, pin: int, backend_options=None) -> tuple:
+    r"""First-order estimate of :math:`\|\hat\pi - \pi\|_1` by one correction solve (iterative methods).
+
+    The error of the pinned solution is :math:`\hat x - x = M^{-T}(r_{-k}/\hat\pi_k)`
+    (see :func:`error_bound`): one more solve of the transposed pinned system,
+    with the residual as its right-hand side, computes it, and normalising gives
+    :math:`\|\hat\pi - \pi\|_1 \approx 2\hat\pi_k\|d\|_1`. The residual's
+    own round-off is added in proportion (:math:`\|d\|/\|r\|` estimates
+    :math:`\|M^{-T}\|`). It is an estimate, not a proof: it assumes the
+    correction solve is right to its first digit, which its own backward error
+    (``rtol`` 1e-8) vouches for unless the chain's condition exceeds 1e7, and
+    then the correction solve does not converge and the estimate is ``inf``.
+
+    Returns
+    -------
+    (estimate, iterations)
+    """
+    e = _unit(op, pin)
+    X = support & ~e
+    r = op.apply(pi, transpose=True)
+    pik = op.allmax(float(pi[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+    if not pik > 0:
+        return np.inf, 0
+    r1 = op.allsum(float(np.abs(r[support]).sum()))
+    if r1 == 0:       # the residual is round-off through and through: nothing to scale it by
+        return np.inf, 0
+    rounding = 2 * _gamma(op) * op.allsum(float((pi * op.exit_rates)[support].sum()))
+    spec = dataclasses.replace(_RETURN_SPEC, rtol=1e-8)
+    sysm = op.system(X, 0.0, spec, backend_options or {})
+    try:
+        d, rep = sysm.solve(np.where(X, r / pik, 0.0), transpose=True)
+    finally:
+        sysm.close()
+    if rep.status is not Status.SUCCESS or not np.all(np.isfinite(d)):
+        return np.inf, rep.iterations
+    d1 = op.allsum(float(np.abs(d[X]).sum()))
+    return 2 * pik * d1 * (1 + rounding / r1), rep.iterations
+
+
+#: classes up to this many states get a proven bound from a sparse LU of the return-time system
+_BOUND_LU_STATES = 5000
+
+
+def _iterative_bound(op, support, pi, pin, ctx) -> tuple:
+    """The error bound of an iterative method's answer: ``(bound, kind)``.
+
+    Proven (:func:`error_bound`) when the return-time system is solved well
+    enough to bound its solution: by sparse LU on classes up to
+    :data:`_BOUND_LU_STATES` states (``inf`` if even that cannot), else by
+    GMRES; when GMRES cannot, the first-order :func:`correction_estimate`.
+    """
+    spec = dataclasses.replace(_RETURN_SPEC, kind="lu") if ctx.size <= _BOUND_LU_STATES else _RETURN_SPEC
+    try:
+        system = op.system(support & ~_unit(op, pin), 0.0, spec, ctx.backend_options)
+    except MemoryError:
+        system = None
+    if system is not None:
+        try:
+            m_bound, m_est = return_time_bound(op, support, pin, system=system)
+        finally:
+            system.close()
+        if np.isfinite(m_bound):
+            ctx.info["condition"] = m_est * op.qmax
+            return error_bound(op, support, pi, pin, m_bound), "proven"
+        if spec.kind == "lu":     # a direct solve could not bound it: nothing cheaper will vouch for it
+            return np.inf, "proven"
+    est, its = correction_estimate(op, support, pi, pin, ctx.backend_options)
+    ctx.info["correction_iterations"] = its
+    return est, "estimate"
 
 
 def _gth_bound(n: int) -> float:
@@ -683,7 +754,9 @@ def _pinned(kind: str):
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
                     # the condition estimate of the error bound, from the same factors
+                    tb = time.perf_counter()
                     info["_return"] = (pin, return_time_bound(op, support, pin, system=sysm))
+                    info["error_bound_seconds"] = time.perf_counter() - tb
             finally:
                 sysm.close()
             its += rep.iterations
@@ -1235,19 +1308,23 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)
     info.update(relative_residual=rel, zero_with_inflow=lost)
     bound = np.inf
+    tb = time.perf_counter()
     if status in (Status.SUCCESS, Status.TAIL_INACCURATE):
         if ctx.size == 1:
             bound = 0.0
         elif method == "gth":
             bound = _gth_bound(ctx.size)
-        else:
-            if ret is None:
-                pin = _global_argmax(op, pi)[1]
-                ret = (pin, return_time_bound(op, support, pin, backend_options=ctx.backend_options))
+            info["error_bound_kind"] = "a priori"
+        elif ret is not None:            # a direct solve: proven, from the same factors
             pin, (m_bound, m_est) = ret
             bound = error_bound(op, support, pi, pin, m_bound)
-            info.update(condition=m_est * op.qmax, return_time_state=pin)
+            info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
+        else:                            # an iterative method
+            pin = _global_argmax(op, pi)[1]
+            bound, kind = _iterative_bound(op, support, pi, pin, ctx)
+            info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)
+        info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb
     return _Evaluated(pi, status, msg, residual, bal, under, info, bound)
 
 

@@ -1,0 +1,52 @@
+"""What the stationary error bound costs: its seconds against the rest of the solve, same call.
+
+    .venv/bin/python benchmarks/bench_error_bound.py                  # jsq:1000, hysteresis:8000 and the gallery
+    .venv/bin/python benchmarks/bench_error_bound.py --cases jsq:300
+
+Every stationary result carries ``error_bound`` (``ctmc.stationary.error_bound``):
+direct solves reuse their factors for the return-time system (one more pair of
+triangular solves), iterative methods solve it (sparse LU up to 5000 states,
+GMRES above) or estimate the error by one correction solve. The time spent on
+it is recorded in ``info["error_bound_seconds"]``; the table prints it beside
+the rest of the call (``overhead`` = bound / rest). The issue's target: under
+20 % on JSQ K=1000 and hysteresis r=8000.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from bench_auto import build  # noqa: E402  (the same cases as bench_auto)
+
+from ctmc.report import format_table  # noqa: E402
+
+DEFAULT = "jsq:1000,hysteresis:8000,kanban:3,fms:5,cluster:64,polling:15,tandem:511"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default=DEFAULT, help=f"comma-separated name:value (default {DEFAULT})")
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")
+    rows = []
+    for spec in args.cases.split(","):
+        name, _, value = spec.partition(":")
+        chain, _ = build(name, int(value))
+        t0 = time.perf_counter()
+        res = chain.stationary(check=False)
+        wall = time.perf_counter() - t0
+        tb = res.info.get("error_bound_seconds", float("nan"))
+        rows.append([spec, chain.n_states, res.method, res.status.value, f"{wall:.2f}", f"{tb:.3f}",
+                     f"{100 * tb / max(wall - tb, 1e-12):.0f} %", f"{res.error_bound:.1e}",
+                     res.info.get("error_bound_kind", "")])
+    print(format_table(rows, ["case", "states", "method", "status", "call s", "bound s", "overhead",
+                              "error_bound", "kind"]))
+
+
+if __name__ == "__main__":
+    main()
