@@ -10,8 +10,7 @@ import numpy as np
 from .results import StateSpaceTooLarge
 
 
-def available_memory() -> int:
-    """Bytes of memory available to new allocations (``MemAvailable``)."""
+def _meminfo_available() -> int:
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -23,6 +22,46 @@ def available_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover
         return 8 << 30
+
+
+def _address_space_left():
+    """Bytes the process may still map under ``ulimit -v`` (None: unlimited)."""
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # pragma: no cover
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/statm") as fh:
+            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # pragma: no cover
+        used = 0
+    return max(0, soft - used)
+
+
+def _cgroup_left():
+    """Bytes left under the cgroup (v2, else v1) memory limit (None: no limit found)."""
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as fh:
+                text = fh.read().strip()
+            if text == "max":
+                return None
+            with open(usage) as fh:
+                return max(0, int(text) - int(fh.read().strip()))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def available_memory() -> int:
+    """Bytes available to new allocations: the least of ``MemAvailable``, the room left under
+    the process's address-space limit (``ulimit -v``) and under its cgroup's memory limit."""
+    return min(v for v in (_meminfo_available(), _address_space_left(), _cgroup_left()) if v is not None)
 
 
 def memory_limit(max_memory) -> int:

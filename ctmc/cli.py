@@ -139,13 +139,25 @@ def main(argv=None) -> int:
             print()
             print(mod.report(args.plots))
     else:
-        from .results import ModelError, ReducibleChainError
+        from .results import ModelError, ReducibleChainError, SolverError, StateSpaceTooLarge
         try:
             out = fams[args.command].run(args)
         except (ModelError, ReducibleChainError):
             raise       # ValueError subclasses, but not a usage error: keep the traceback
         except ValueError as exc:   # bad parameters: one line, exit status 2
             parser.error(f"{args.command}: {exc}")
+        except StateSpaceTooLarge as exc:   # a memory guard: one line, exit status 1
+            msg = str(exc).replace("or raise max_memory", "(the command line allows the least of the free "
+                                   "memory, ulimit -v and the cgroup limit)")
+            print(f"ctmc {args.command}: error: {msg}", file=sys.stderr)
+            return 1
+        except MemoryError as exc:
+            print(f"ctmc {args.command}: error: out of memory ({exc or 'numpy could not allocate'}); "
+                  "try smaller parameters", file=sys.stderr)
+            return 1
+        except SolverError as exc:          # an answer that is not accurate: one line, exit status 1
+            print(f"ctmc {args.command}: error: {exc}", file=sys.stderr)
+            return 1
         print(out)
     return 0
 

@@ -62,3 +62,24 @@ def test_a_complex_generator_and_a_complex_s_are_refused():
         ctmc.CTMC(np.array([[-1, 1], [1j, -1j]]))
     with pytest.raises(ValueError, match="s: expected real numbers >= 0"):
         _mm1k().build(initial={"n": 0}).hitting_laplace([0], s=1 + 1j)
+
+
+def test_the_memory_guard_sees_the_address_space_limit():
+    """Finding 8: the guard read only MemAvailable; under ``ulimit -v`` it must see the limit."""
+    import subprocess
+    import sys
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from ctmc._util import available_memory; print(available_memory())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 0 < int(out.stdout) < 3 << 30
+
+
+def test_the_cli_turns_a_memory_guard_into_one_line(monkeypatch, capsys):
+    """Finding 7: StateSpaceTooLarge ended in a traceback naming an option the CLI lacks."""
+    import ctmc._util
+    from ctmc.cli import main
+    monkeypatch.setattr(ctmc._util, "available_memory", lambda: 20 << 20)     # 20 MiB
+    assert main(["jsq", "--K", "3000"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ctmc jsq: error:") and "GiB" in err[0]
+    assert "raise max_memory" not in err[0]
