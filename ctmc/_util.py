@@ -64,6 +64,30 @@ def available_memory() -> int:
     return min(v for v in (_meminfo_available(), _address_space_left(), _cgroup_left()) if v is not None)
 
 
+def as_points(x, name: str) -> np.ndarray:
+    """A number or 1-D array of real numbers >= 0 (times, transform arguments) as a float array.
+
+    >>> as_points(0.5, "t").tolist()
+    [0.5]
+    >>> as_points([], "t")
+    Traceback (most recent call last):
+    ...
+    ValueError: t: no values given (expected a number or a non-empty 1-D array of numbers >= 0)
+    """
+    raw = np.atleast_1d(np.asarray(x))
+    if raw.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: expected real numbers >= 0, got {x!r} (complex and other values are "
+                         "not supported)")
+    a = raw.astype(float)
+    if a.size == 0:
+        raise ValueError(f"{name}: no values given (expected a number or a non-empty 1-D array of numbers >= 0)")
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a number or a 1-D array of numbers, got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or (a < 0).any():
+        raise ValueError(f"{name}: values must be finite and >= 0, got {a[~(np.isfinite(a) & (a >= 0))][:3]}")
+    return a
+
+
 def memory_limit(max_memory) -> int:
     """Resolve a user's ``max_memory`` (bytes, or None for 80 % of free memory)."""
     if max_memory is None:

@@ -132,6 +132,15 @@ class Expr:
         return Expr(lambda env: np.logical_not(f(env)), f"~{self._text}")
 
 
+def _lookup(env, name: str):
+    """``env[name]``, or a ValueError naming the variables there (a variable of another model)."""
+    try:
+        return env[name]
+    except KeyError:
+        raise ValueError(f"variable {name!r} is not a state variable here (variables: {sorted(env)}); "
+                         "was it declared on another model?") from None
+
+
 class Var(Expr):
     """A bounded integer state variable, usable inside expressions.
 
@@ -149,7 +158,7 @@ class Var(Expr):
     __slots__ = ("name", "lo", "hi")
 
     def __init__(self, name: str, lo: int, hi: int):
-        super().__init__(lambda env: env[name], name)
+        super().__init__(lambda env: _lookup(env, name), name)
         self.name = name
         self.lo = int(lo)
         self.hi = int(hi)

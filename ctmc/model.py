@@ -250,7 +250,7 @@ class Model:
                     sub = {k: v[pos] for k, v in env.items()}
                 else:
                     sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
-                r = _full(ev.rate.evaluate(sub), pos.size, float)
+                r = _values(ev, "rate", ev.rate.evaluate(sub), pos.size, float)
                 live = r != 0  # NaN stays live and is caught below
                 bad = ~(np.isfinite(r) & (r >= 0))
                 if strict and bad.any():
@@ -262,7 +262,7 @@ class Model:
                 oob = np.zeros(pos.shape, dtype=bool)
                 for var, expr in ev.update:
                     i = names.index(var.name)
-                    new = _full(expr.evaluate(sub), pos.size)
+                    new = _values(ev, f"update of {var.name!r}", expr.evaluate(sub), pos.size)
                     if new.dtype.kind not in "iub":
                         newi = np.rint(new)
                         nonint = ~(newi == new) & live
@@ -695,7 +695,17 @@ def _guard(ev, env, n):
     if g.dtype != bool:
         raise ModelError(f"event {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
                          f"&, |, ~), got values of type {g.dtype} (write e.g. n != 4 instead of n - 4)")
-    return _full(g, n)
+    return _values(ev, "guard", g, n)
+
+
+def _values(ev, what, value, n, dtype=None):
+    """``_full`` for a value of event ``ev``: a function returning the wrong length is named."""
+    a = np.asarray(value, dtype=dtype)
+    if a.ndim and a.shape != (n,):
+        raise ModelError(f"event {ev.name!r}: its {what} gave {a.shape[0] if a.ndim == 1 else a.shape} "
+                         f"values for {n} states (a function must return one value per state of the "
+                         "variables it is given, or a scalar)")
+    return _full(a, n)
 
 
 def _full(value, n, dtype=None):

@@ -85,6 +85,7 @@ from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
+from ._util import as_points
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 from .sets import unit_mask as _unit
@@ -123,19 +124,6 @@ METHODS = {
 def make_options(method: str, options: dict):
     """Validate ``options`` for passage ``method`` into its frozen options class."""
     return _make_options("passage", METHODS, method, options)
-
-
-def _as_points(x, name):
-    raw = np.atleast_1d(np.asarray(x))
-    if raw.dtype.kind not in "iuf":
-        raise ValueError(f"{name}: expected real numbers >= 0, got {x!r} (complex and other values are "
-                         "not supported: transforms are taken at real s >= 0)")
-    a = raw.astype(float)
-    if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"{name}: expected a number or a 1-D array of numbers")
-    if not np.all(np.isfinite(a)) or (a < 0).any():
-        raise ValueError(f"{name}: values must be finite and >= 0, got {a[~(np.isfinite(a) & (a >= 0))][:3]}")
-    return a
 
 
 # --------------------------------------------------------------------------
@@ -637,7 +625,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     >>> c.hitting_laplace([1], [0.0, 1.0]).values[:, 0]
     array([1.        , 0.66666667])
     """
-    svals = _as_points(s, "s")
+    svals = as_points(s, "s")
     op, opts, bo, mode, tgt = _prepare(chain, target, method, options, backend, backend_options)
     t0 = time.perf_counter()
     ps = PassageSetup(op, tgt, method, opts, bo)
@@ -695,8 +683,8 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     """
     from .transient import check_uniformization, uniformize_operator
 
-    svals = None if s is None else _as_points(s, "s")
-    tvals = None if t is None else _as_points(t, "t")
+    svals = None if s is None else as_points(s, "s")
+    tvals = None if t is None else as_points(t, "t")
     check_uniformization(eps, max_terms)
     op, opts, bo, _, tgt = _prepare(chain, target, method, options, backend, backend_options)
     n = op.n

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import poisson
 
+from ._util import as_points
 from .backends import check_backend_options, operator_for
 from .backends.base import worst
 from .options import make_options, positive
@@ -223,9 +224,7 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     [1.0, 0.5676676416]
     """
     opts = _make_options(method, options)
-    tv = np.atleast_1d(np.asarray(t, dtype=float))
-    if tv.ndim != 1 or tv.size == 0 or not np.all(np.isfinite(tv)) or (tv < 0).any():
-        raise ValueError("t: times must be finite and >= 0")
+    tv = as_points(t, "t")
     bo = check_backend_options(backend, backend_options)
     mode = bo.pop("gather", None)
     op = operator_for(chain, backend)

@@ -83,3 +83,35 @@ def test_the_cli_turns_a_memory_guard_into_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ctmc jsq: error:") and "GiB" in err[0]
     assert "raise max_memory" not in err[0]
+
+
+def test_a_variable_of_another_model_is_named():
+    c = _mm1k().build(initial={"n": 0})
+    other = ctmc.Model("other").var("z", 0, 3)
+    with pytest.raises(ValueError, match="variable 'z' is not a state variable here \\(variables: \\['n'\\]\\)"):
+        c.hitting_times(other == 3)
+
+
+def test_a_rate_function_of_the_wrong_length_is_named():
+    m = ctmc.Model("r")
+    k = m.var("k", 0, 5)
+    m.event("grow", guard=k < 5, rate=lambda env: np.ones(3), update={k: k + 1})
+    m.event("d", guard=k > 0, rate=1.0, update={k: k - 1})
+    with pytest.raises(ctmc.ModelError, match="event 'grow': its rate gave 3 values for"):
+        m.build(initial={"k": 0})
+
+
+@pytest.mark.parametrize("call,name", [(lambda c: c.transient([0], t=[]), "t"),
+                                       (lambda c: c.hitting_laplace([0], s=[]), "s"),
+                                       (lambda c: c.first_passage([0], t=np.array([])), "t")])
+def test_empty_time_and_transform_lists_say_so(call, name):
+    c = _mm1k().build(initial={"n": 0})
+    with pytest.raises(ValueError, match=f"{name}: no values given"):
+        call(c)
+
+
+def test_saturation_mean_refuses_to_overflow_and_points_at_the_log_form():
+    from ctmc.models.jsq import log_saturation_mean, saturation_mean
+    with pytest.raises(OverflowError, match="use log_saturation_mean"):
+        saturation_mean(5000, 0.9, 0.5, states=[(0, 0)])
+    assert np.isfinite(log_saturation_mean(5000, 0.9, 0.5, states=[(0, 0)])).all()

@@ -314,8 +314,13 @@ def saturation_mean(K: int, rho: float, mu2: float, idle_rate: float | None = No
                     states=None) -> np.ndarray:
     r"""Mean time to saturation :math:`E_{(x,y)}[\tau]` in closed form.
 
-    ``exp`` of :func:`log_saturation_mean` (``inf`` only where the value
-    exceeds the double range).
+    ``exp`` of :func:`log_saturation_mean`.
+
+    Raises
+    ------
+    OverflowError
+        Where a mean exceeds the double range (about 1.8e308): use
+        :func:`log_saturation_mean` there.
 
     Examples
     --------
@@ -327,5 +332,9 @@ def saturation_mean(K: int, rho: float, mu2: float, idle_rate: float | None = No
     >>> abs(1 / (1 + e) / blocking_probability(10, 0.9, 0.5) - 1) < 1e-12
     True
     """
-    with np.errstate(over="ignore"):
-        return np.exp(log_saturation_mean(K, rho, mu2, idle_rate, states))
+    logs = log_saturation_mean(K, rho, mu2, idle_rate, states)
+    big = logs > np.log(np.finfo(float).max)
+    if big.any():
+        raise OverflowError(f"saturation_mean: {int(big.sum())} means exceed the double range (up to "
+                            f"exp({float(logs.max()):.1f})); use log_saturation_mean")
+    return np.exp(logs)
