@@ -83,14 +83,15 @@ import numpy as np
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU
-from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
 from ._util import as_points
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
+from .stationary import _gamma, _gth_bound
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
+__all__ = ["METHODS", "passage_bound", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
            "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
@@ -353,11 +354,11 @@ class PassageSetup:
         return err, op.allmax(bal)
 
     def condition(self, s, on):
-        """``||M||_inf ||M^-1 1||_inf`` on the set (exact for an M-matrix); ``(cond, status, reason)``.
+        """An upper bound on ``||M||_inf ||M^-1||_inf`` on the set; ``(cond, status, reason)``.
 
-        The estimate needs one more solve, ``M y = 1``; it is only a lower
-        bound if that solve is inaccurate, so its status and backward error
-        count: an unconverged or inaccurate solve gives ``inf``.
+        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf``: one more solve,
+        ``M y = 1``, whose residual then proves the bound (an unconverged or
+        inaccurate solve gives ``inf``).
         """
         op = self.op
         X = self.members(on)
@@ -369,8 +370,14 @@ class PassageSetup:
         if rep.status is not Status.SUCCESS or not err <= self.opts.tol:
             st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
             return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
-        cond = op.allmax(_row_norms(op, X, s).max(initial=0.0)) * op.allmax(np.abs(y).max(initial=0.0))
-        return cond, Status.SUCCESS, rep.reason
+        # ||M^-1|| = ||y|| for y = M^-1 1; from the computed y and its residual rho = 1 - M y:
+        # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
+        norm_m = op.allmax(_row_norms(op, X, s).max(initial=0.0))
+        ynorm = op.allmax(np.abs(y).max(initial=0.0))
+        rho = err * (norm_m * ynorm + 1.0) + _gamma(op) * norm_m * ynorm
+        if not rho < 1.0:
+            return np.inf, Status.INACCURATE, f"condition estimate: residual {rho:.1e} of M y = 1 is too large"
+        return norm_m * ynorm / (1.0 - rho), Status.SUCCESS, rep.reason
 
     def close(self):
         for sysm in self._sys.values():
@@ -425,6 +432,33 @@ def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS
             f"{msg}: component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
             "very small values are unreliable (try method='gth')")
     return Status.SUCCESS, msg
+
+
+def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0) -> tuple:
+    r"""Bound on the relative normwise error of a passage answer: ``(bound, kind)``.
+
+    With the backward error ``err`` of ``M x = b`` (relative to
+    :math:`\|M\|\|x\| + \|b\|`) and ``cond`` :math:`= \|M\|_\infty\|M^{-1}\|_\infty`
+    (exact for an M-matrix from :math:`M^{-1}\mathbf 1`), :math:`\|\hat x - x\|/\|\hat x\|
+    \le 2\,\mathrm{cond}\,\mathrm{err}` (``"proven"``, first order). The dense
+    subtraction-free elimination has an a-priori entrywise bound that does
+    not depend on the conditioning (``"a priori"``); a mean computed through a
+    regeneration state is bounded in :func:`hitting_times` itself (normwise,
+    not used for its status: that method keeps each mean's relative accuracy
+    where the normwise bound is astronomically loose).
+    ``gamma`` (the round-off of recomputing the residual, :math:`(k+1)u` for
+    ``k`` entries a row) is added to ``err``: a residual that happens to
+    cancel exactly proves nothing.
+
+    >>> passage_bound("lu", 1e3, 1e-16, 100)
+    (2e-13, 'proven')
+    >>> passage_bound("lu", float("inf"), 1e-16, 100)[0]
+    inf
+    """
+    if kind == "gth":
+        return _gth_bound(n), "a priori"
+    bound = 2.0 * cond * (err + gamma) if np.isfinite(cond) else np.inf
+    return bound, "proven"
 
 
 def _mass_defect(op, values, sure):
@@ -533,6 +567,19 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     defect = op.allmax(0.0 if (np.all(np.isfinite(finite_vals)) and (finite_vals >= 0).all()) else np.inf)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="moments")
+    if kind.endswith("-regenerative"):
+        # a proven but normwise bound for a mean kept accurate entrywise by another argument:
+        # ||M^-1|| <= ||h|| / min r on F (M h = r), from the computed h and its residual
+        Fm = ps.finite
+        rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
+        hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
+        norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
+        rho = (err * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0)))) + _gamma(op) * norm_m * hn)
+        inv = hn / (rmin - rho) if rmin > rho else np.inf
+        bound, bkind = 2.0 * norm_m * inv * (err + _gamma(op)), "normwise"
+    else:
+        bound, bkind = passage_bound(kind, cond, err, ps.count("finite"), _gamma(op))
+        status, msg = grade_bound(status, msg, bound, opts)
     if moments > 1 and kind.endswith("-regenerative") and status is Status.SUCCESS:
         status = Status.INACCURATE
         msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse solves "
@@ -540,14 +587,14 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     n_doomed = int(round(op.allsum(float((~F & ~tgt).sum()))))
     if n_doomed:
         msg += f"; {n_doomed} states do not reach the target almost surely (infinite moments)"
-    info.update(balance_error=bal, condition=cond, fallback=ps.fallback)
+    info.update(balance_error=bal, condition=cond, fallback=ps.fallback, error_bound_kind=bkind)
     ps.close()
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     mom = _gather_rows(op, out, mode)
     res = HittingResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
                         mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
-                        target=op.gather(tgt, mode).astype(bool))
+                        target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
 
@@ -649,14 +696,16 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     defect = _mass_defect(op, vals, sure)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="transform values")
-    info = dict(ps.info, balance_error=bal, condition=cond, fallback=ps.fallback)
+    bound, bkind = passage_bound(kind, cond, err, ps.count("reach"), _gamma(op))
+    status, msg = grade_bound(status, msg, bound, opts)
+    info = dict(ps.info, balance_error=bal, condition=cond, fallback=ps.fallback, error_bound_kind=bkind)
     ps.close()
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     full = _gather_rows(op, vals, mode)
     res = LaplaceResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
                         s=svals, values=full[0] if np.ndim(s) == 0 else full,
-                        target=op.gather(tgt, mode).astype(bool))
+                        target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
 

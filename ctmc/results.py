@@ -194,12 +194,20 @@ class HittingResult(AnalysisResult):
     ``info["balance_error"]`` is the component-wise check and
     ``info["condition"]`` the condition number ``||M||_inf ||M^-1||_inf``
     (sparse LU only).
+
+    ``error_bound`` bounds the relative normwise error of the means on the
+    states with finite moments (``info["error_bound_kind"]``: ``"proven"``
+    or ``"a priori"``, see :func:`ctmc.passage.passage_bound`, both graded
+    against ``error_tol``; ``"normwise"`` for means through a regeneration
+    state, reported but not graded: it is proven yet astronomically loose for
+    a rare target, whose means that method keeps entrywise accurate).
     """
 
     mean: np.ndarray = None
     moments: np.ndarray = None
     finite: np.ndarray = None
     target: np.ndarray = None
+    error_bound: float = float("inf")
 
     def variance(self) -> np.ndarray:
         """``Var_i[T_A]`` (requires ``moments >= 2``)."""
@@ -222,6 +230,8 @@ class LaplaceResult(AnalysisResult):
     s: np.ndarray = None
     values: np.ndarray = None
     target: np.ndarray = None
+    #: bound on the relative normwise error of ``values`` (see :func:`ctmc.passage.passage_bound`)
+    error_bound: float = float("inf")
 
 
 @dataclass(frozen=True, eq=False)

@@ -103,7 +103,7 @@ from ._util import Progress
 from .backends import check_backend_options, operator_for
 from .backends.base import LinearSpec, SolveReport
 from .linalg import gth_solve
-from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
 from .options import integer_in as _integer_in
 from .options import positive as _positive
@@ -353,25 +353,6 @@ def grade(status: Status, msg: str, *, rel_residual: float, balance: float, lost
             f"{msg}; {lost} states have probability 0 although their inflow is positive: small "
             "probabilities were lost (use 'lu' or 'gth')")
     return Status.SUCCESS, msg
-
-
-def grade_bound(status: Status, msg: str, bound: float, opts) -> tuple:
-    """``INACCURATE`` when the proven error bound exceeds ``error_tol`` (every analysis, every backend).
-
-    Examples
-    --------
-    >>> o = Tolerances()
-    >>> grade_bound(Status.SUCCESS, "lu", 1e-12, o)[0]
-    <Status.SUCCESS: 'success'>
-    >>> print(grade_bound(Status.TAIL_INACCURATE, "lu", 3e-4, o)[1])    # doctest: +ELLIPSIS
-    lu; error bound 3.0e-04 exceeds error_tol 1.0e-06: the answer as a whole...
-    """
-    if bound <= opts.error_tol:
-        return status, msg
-    what = "could not be bounded" if not np.isfinite(bound) else f"error bound {bound:.1e} exceeds error_tol {opts.error_tol:.1e}"
-    return Status.INACCURATE, (f"{msg}; {what}: the answer as a whole (not only its small entries) may be "
-                               "wrong by that much; the chain is ill-conditioned (nearly decomposable, or with "
-                               "very long passage times); try 'gth' on small chains, or a tighter tol")
 
 
 # --------------------------------------------------------------------------

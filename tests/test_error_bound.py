@@ -106,3 +106,31 @@ def test_the_bound_covers_a_perturbed_answer_and_is_not_vacuous():
         eb = error_bound(op, np.ones(pi.size, dtype=bool), bad, pin, mb)
         err = np.abs(bad - pi).sum()
         assert err <= eb <= err * 1e3 * est * op.qmax
+
+
+PASSAGE_METHODS = ["lu", "gmres", "bicgstab", "auto"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chain=chains(), method=st.sampled_from(PASSAGE_METHODS), backend=st.sampled_from(_backends()),
+       which=st.sampled_from(["mean", "laplace"]), seed=st.integers(0, 1000))
+def test_passage_answers_are_within_their_bound_or_not_success(chain, method, backend, which, seed):
+    """Mean hitting times and Laplace transforms against the dense subtraction-free solve."""
+    n = chain.n_states
+    target = np.random.default_rng(seed).choice(n, size=max(1, n // 4), replace=False)
+    run = ((lambda m, **kw: chain.hitting_times(target, method=m, check=False, **kw)) if which == "mean" else
+           (lambda m, **kw: chain.hitting_laplace(target, s=0.3, method=m, check=False, **kw)))
+    get = (lambda r: r.mean) if which == "mean" else (lambda r: r.values)
+    ref = run("gth")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            res = run(method, backend=backend)
+        except ctmc.SolverError:
+            return
+    if res.status is ctmc.Status.SUCCESS:
+        a, b = get(res), get(ref)
+        ok = np.isfinite(b)
+        err = np.abs(a[ok] - b[ok]).max() / max(np.abs(a[ok]).max(), 1e-300)
+        assert err <= res.error_bound + ref.error_bound, (method, backend, which, err, res.error_bound)
+        assert res.error_bound <= 1e-6 or res.info["error_bound_kind"] == "normwise"
