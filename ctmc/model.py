@@ -65,6 +65,7 @@ _BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
 #: (fit on JSQ K=2000, tandem c=511, polling N=15, cluster N=64: level 2-3e-5 s per event,
 #: a point 1-2e-8 s per event)
 _LEVEL_POINTS = 1500
+_PROBE_LEVELS = 64  # build(strategy="auto"): a breadth-first search this deep before the box
 _BITMAP_SHARE = 0.1  # state_space: a box bitmap when the box is at most this share of the memory limit
 
 
@@ -373,11 +374,21 @@ class Model:
             raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         reason = "asked for"
-        if strategy == "auto":
-            strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
+        probed = None
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
-            if strategy == "box":
+            if strategy == "auto":
+                strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
+                if strategy == "box":
+                    # a box far larger than the reachable set (a capacity beyond reach) costs
+                    # its size: a short breadth-first search finds a small chain first
+                    probed = self._build_bfs(init, layout, prog, limit, max_states, max_levels=_PROBE_LEVELS)
+                    if probed is not None:
+                        strategy, reason = "bfs", (f"the search ended within {_PROBE_LEVELS} levels "
+                                                   f"(the box of {box} points was not needed)")
+            if probed is not None:
+                codes, src, dst, rate = probed
+            elif strategy == "box":
                 check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
                 codes, src, dst, rate = self._build_box(init, layout, prog, max_states)
             else:
@@ -453,16 +464,26 @@ class Model:
             prog.update(f"assembly {min(codes.size, start + _CHUNK)}/{codes.size}")
         return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates)
 
-    def _build_bfs(self, init, layout, prog, limit, max_states):
-        # a dense code -> index table when the box is small next to the memory limit
-        dense = layout[4] * 8 <= _BITMAP_SHARE * limit
-        index = _DenseIndex(layout[4]) if dense else _CodeIndex()
+    def _build_bfs(self, init, layout, prog, limit, max_states, max_levels=None):
+        """Breadth-first exploration; ``None`` if it has not ended after ``max_levels`` frontiers."""
+        # a sorted index while few states are known; a dense code -> index table over the
+        # box once the states found are at least 1/64 of it (8 bytes a point: at most 512
+        # bytes a state) and the box is small next to the memory limit
+        box = layout[4]
+        dense_ok = box * 8 <= _BITMAP_SHARE * limit
+        index = _CodeIndex()
         index.add(init, np.arange(init.size))
         found = [init]
         n = init.size
-        frontier, f0, n_trans = init, 0, 0
+        frontier, f0, n_trans, levels = init, 0, 0, 0
         srcs, dsts, rates = [], [], []
         while frontier.size:
+            levels += 1
+            if max_levels is not None and levels > max_levels:
+                return None
+            if dense_ok and not isinstance(index, _DenseIndex) and 64 * n >= box:
+                index = _DenseIndex(box)
+                index.add(np.concatenate(found), np.arange(n))
             nxt = []
             for start in range(0, frontier.size, _CHUNK):
                 c = frontier[start:start + _CHUNK]
@@ -487,7 +508,7 @@ class Model:
                          f"building {self.name!r} ({n} states so far)")
             prog.update(f"{n} states found")
         codes_disc = np.concatenate(found)
-        if dense:
+        if isinstance(index, _DenseIndex):
             codes = np.flatnonzero(index.table >= 0)
             index.table[codes] = np.arange(codes.size)        # renumbered in code order
             rank = index.table[codes_disc]

@@ -115,3 +115,33 @@ def test_saturation_mean_refuses_to_overflow_and_points_at_the_log_form():
     with pytest.raises(OverflowError, match="use log_saturation_mean"):
         saturation_mean(5000, 0.9, 0.5, states=[(0, 0)])
     assert np.isfinite(log_saturation_mean(5000, 0.9, 0.5, states=[(0, 0)])).all()
+
+
+def test_a_capacity_beyond_reach_costs_nothing():
+    """Finding 6: capacity=30_000_000 used 1.7 GB for 49 states and capacity=1e9 died of
+    MemoryError. Under a 2 GiB address-space limit, capacity=1e9 must give the measures
+    of capacity=R (levels above R + 1 are unreachable under the instant policy)."""
+    import subprocess
+    import sys
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
+            "from ctmc.models.hysteresis import HysteresisQueue; "
+            "q = HysteresisQueue(10, 20, 30, 1.2, 0.6, capacity=10**9); s = q.summary(); "
+            "print(q.chain().n_states, q.chain().build_info['strategy'], repr(s['loss']), repr(s['E[N]']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    n, strategy, loss, en = out.stdout.split()
+    from ctmc.models.hysteresis import HysteresisQueue
+    ref = HysteresisQueue(10, 20, 30, 1.2, 0.6).summary()
+    assert int(n) == 49 and strategy == "bfs"
+    assert float(loss) == pytest.approx(ref["loss"], rel=1e-12)
+    assert float(en) == pytest.approx(ref["E[N]"], rel=1e-12)
+
+
+def test_build_auto_takes_a_short_search_before_a_huge_box():
+    m = ctmc.Model("far")
+    n, k = m.var("n", 0, 5), m.var("k", 0, 10**7)          # k never moves: the box is 6e7 points
+    m.event("a", guard=n < 5, rate=1.0, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=1.0, update={n: n - 1})
+    c = m.build(initial={"n": 0, "k": 0})
+    assert c.n_states == 6 and c.build_info["strategy"] == "bfs"
+    assert "ended within" in c.build_info["strategy_reason"] or "box x events" in c.build_info["strategy_reason"]

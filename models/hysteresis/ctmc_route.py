@@ -79,7 +79,7 @@ def stationary_law(q) -> HysteresisLaw:
     chain = q.chain()
     res = q._stationary_ctmc()
     st = chain.states
-    p = np.zeros((3, q.capacity + 1))
+    p = np.zeros((3, int(st["n"].max()) + 1))      # up to the highest reachable level
     np.add.at(p, (st["mode"], st["n"]), res.pi)
     return HysteresisLaw(p, "ctmc", res.status.value, res.residual, time.perf_counter() - t0,
                          {"n_states": chain.n_states, "method": res.method,

@@ -216,6 +216,7 @@ def stationary_law(q) -> HysteresisLaw:
     np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
     at_dep *= dep_rate
     p = (occ / occ.sum()).reshape(3, r + 1)
+    p = p[:, :int(np.flatnonzero(p.any(axis=0)).max()) + 1]     # up to the highest reachable level
     if mix is None:
         status = emb.status.value
         message = "phase-type service: exact service matrices (relative accuracy)"
@@ -253,7 +254,7 @@ def switch_rates(q) -> np.ndarray:
     np.fill_diagonal(out, 0.0)
     if q.policy.on_arrival:
         r = q.capacity
-        lev = np.arange(r + 1)
+        lev = np.arange(law.p.shape[1])         # the stored (reachable) levels
         for k, gk in enumerate(q._batch_pmf(), start=1):
             n_new, ok = q.acceptance.admit(lev, k, r)
             for a in range(3):

@@ -207,9 +207,12 @@ class HysteresisLaw:
 
     Attributes
     ----------
-    p : ndarray, shape (3, r + 1)
+    p : ndarray, shape (3, top + 1)
         ``p[s, n]``: probability of mode ``s`` (0 normal, 1 overload, 2
-        discard) with ``n`` customers in the system.
+        discard) with ``n`` customers in the system, up to the highest level
+        ``top <= r`` that can be reached from the empty system (levels above
+        it have probability 0 and are not stored: a capacity far beyond reach
+        costs nothing).
     route : str
         ``"ctmc"`` or ``"embedded"``.
     status : str
@@ -238,7 +241,7 @@ class HysteresisLaw:
 
     @property
     def marginal_n(self) -> np.ndarray:
-        """``P(N = n)``, ``n = 0..r``."""
+        """``P(N = n)``, ``n = 0..top``."""
         return self.p.sum(axis=0)
 
     @property
@@ -441,7 +444,8 @@ class HysteresisQueue:
         return self._laws[route]
 
     def distribution(self, route: str = "auto") -> np.ndarray:
-        """``p[s, n]``, shape ``(3, capacity + 1)`` (see :class:`HysteresisLaw`)."""
+        """``p[s, n]``, shape ``(3, top + 1)``, ``top <= capacity`` the highest reachable level
+        (see :class:`HysteresisLaw`)."""
         return self.stationary(route).p
 
     def mode_probabilities(self, route: str = "auto") -> np.ndarray:
@@ -449,19 +453,19 @@ class HysteresisQueue:
         return self.stationary(route).modes
 
     # -- customer measures ---------------------------------------------------------
-    def _admission(self):
-        """Per level n, for one batch arriving in a mode that admits: mean customers
+    def _admission(self, levels):
+        """Per level n < ``levels``, for one batch arriving in a mode that admits: mean customers
         admitted, mean customers lost for lack of room, P(batch not admitted in full).
 
         The last two are summed from the lost customers themselves (no ``1 - ...``),
         so small losses keep their relative accuracy.
         """
         r = self.capacity
-        n = np.arange(r + 1)
+        n = np.arange(levels)
         g = self._batch_pmf()
-        mean_in = np.zeros(r + 1)
-        mean_lost = np.zeros(r + 1)
-        cut = np.zeros(r + 1)
+        mean_in = np.zeros(levels)
+        mean_lost = np.zeros(levels)
+        cut = np.zeros(levels)
         for k, gk in enumerate(g, start=1):
             n_new, ok = self.acceptance.admit(n, k, r)
             enter = np.where(ok, n_new - n, 0)
@@ -477,7 +481,7 @@ class HysteresisQueue:
     def accepted_rate(self, route: str = "auto") -> float:
         """Customers admitted per unit time (equals the throughput)."""
         p = self.distribution(route)
-        mean_in, _, _ = self._admission()
+        mean_in, _, _ = self._admission(p.shape[1])
         return float(self.rates @ p @ mean_in)
 
     def throughput(self, route: str = "auto") -> float:
@@ -503,7 +507,7 @@ class HysteresisQueue:
         E[\text{admitted} \mid n]) / (\lambda_0 E[X])`.
         """
         p = self.distribution(route)
-        _, mean_lost, _ = self._admission()
+        _, mean_lost, _ = self._admission(p.shape[1])
         pm = p.sum(axis=1)
         thr = pm[1] * (self.lam - self.lam_overload) / self.lam
         dis = pm[2]
@@ -523,7 +527,7 @@ class HysteresisQueue:
         for lack of room).
         """
         p = self.distribution(route)
-        _, mean_lost, _ = self._admission()
+        _, mean_lost, _ = self._admission(p.shape[1])
         ex = self.batch.mean
         pm = p.sum(axis=1)
         over0 = float(p[0] @ mean_lost) / ex
@@ -533,7 +537,7 @@ class HysteresisQueue:
     def batch_loss_probability(self, route: str = "auto") -> float:
         """Fraction of offered batches not admitted in full (summed from the refused ones)."""
         p = self.distribution(route)
-        _, _, cut = self._admission()
+        _, _, cut = self._admission(p.shape[1])
         pm = p.sum(axis=1)
         refused = pm[1] * (self.lam - self.lam_overload) / self.lam + pm[2]
         return float(refused + self.rates @ p @ cut / self.lam)
