@@ -87,8 +87,8 @@ def test_return_times_against_the_birth_death_closed_form(K, lam, mu, backend):
     # mean passage k -> k-1: T_k = sum_{i=0}^{K-k} (lam/mu)^i / mu; the worst start is K
     exact = sum(sum((lam / mu) ** i for i in range(K - k + 1)) / mu for k in range(1, K + 1))
     bound, est = return_time_bound(op, np.ones(K + 1, dtype=bool), 0)
-    assert est == pytest.approx(exact, rel=1e-6)        # a GMRES solve to backward error 1e-9
-    assert exact <= bound <= est * (1 + 1e-5)           # proven: above the exact value, and tight
+    assert est == pytest.approx(exact, rel=1e-4)        # a GMRES solve to backward error 1e-6
+    assert exact <= bound <= est * (1 + 1e-3)           # proven: above the exact value, and tight
 
 
 def test_the_bound_covers_a_perturbed_answer_and_is_not_vacuous():
