@@ -66,14 +66,19 @@ class TripletLU:
         self._A, self._piv, self.n = A, piv, n
 
     def solve(self, b: np.ndarray) -> np.ndarray:
-        """Solve ``M x = b`` for ``b >= 0`` (one or several columns)."""
+        """Solve ``M x = b`` for ``b >= 0`` (one or several columns).
+
+        A solution beyond the double range comes back with ``inf`` (or
+        ``nan``) entries, silently: the callers grade it.
+        """
         A, piv = self._A, self._piv
         x = np.array(b, dtype=float)
         n = self.n
-        for k in range(n - 1):
-            x[k + 1:] += np.multiply.outer(A[k + 1:, k], x[k])
-        for k in range(n - 1, -1, -1):
-            x[k] = (x[k] + A[k, k + 1:] @ x[k + 1:]) / piv[k]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for k in range(n - 1):
+                x[k + 1:] += np.multiply.outer(A[k + 1:, k], x[k])
+            for k in range(n - 1, -1, -1):
+                x[k] = (x[k] + A[k, k + 1:] @ x[k + 1:]) / piv[k]
         return x
 
 

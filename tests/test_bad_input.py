@@ -145,3 +145,13 @@ def test_build_auto_takes_a_short_search_before_a_huge_box():
     c = m.build(initial={"n": 0, "k": 0})
     assert c.n_states == 6 and c.build_info["strategy"] == "bfs"
     assert "ended within" in c.build_info["strategy_reason"] or "box x events" in c.build_info["strategy_reason"]
+
+
+def test_the_cli_ends_an_overflowing_answer_with_one_line(capsys):
+    """Finding 1: ``ctmc jsq --K 20 --rho 1e-300`` printed nan and exited 0."""
+    from ctmc.cli import main
+    assert main(["jsq", "--K", "20", "--rho", "1e-300"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ctmc jsq: error:") and "inaccurate" in err[0]
+    assert "nan" not in captured.out

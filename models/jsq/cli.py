@@ -6,9 +6,11 @@ first line above is the command's help text.
 """
 from __future__ import annotations
 
+import math
+
 from ctmc.report import format_table
 
-from .closed_forms import saturation_mean
+from .closed_forms import log_saturation_mean
 from .model import JSQ2
 
 __all__ = ["add_arguments", "run", "report"]
@@ -35,11 +37,12 @@ def run(args) -> str:
     m = q.measures()
     ts = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sat = q.saturation_analysis(check=False)    # status printed below
+    # an answer that is not accurate (an overflowing mean, say) ends the command: one line, exit 1
+    sat = q.saturation_analysis()
     th = time.perf_counter() - t0
     i00 = chain.index(s=0, l=0)
     pb_cf = q.blocking_probability("closed_form")
-    e_cf = float(saturation_mean(q.K, q.rho, q.mu2, q.nu, states=[(0, 0)])[0])
+    le_cf = float(log_saturation_mean(q.K, q.rho, q.mu2, q.nu, states=[(0, 0)])[0])
     lines = [
         f"{q!r}: {chain.n_states} states, {chain.n_transitions} transitions (built in {tb:.2f} s)",
         f"  stationary solve ({m.status}, residual {m.residual:.1e}, {ts:.2f} s)",
@@ -49,11 +52,23 @@ def run(args) -> str:
         f"  mean number in system    {m.mean_total:.6f}",
         f"  throughput               {m.throughput:.6f}",
         f"  mean sojourn time        {m.mean_sojourn_time:.6f}",
-        f"  E_(0,0)[time to (K,K)]   {sat.mean[i00]:.12e}   closed form {e_cf:.12e}"
-        f"   rel. diff {_rel(sat.mean[i00], e_cf):.1e}",
+        f"  E_(0,0)[time to (K,K)]   {sat.mean[i00]:.12e}   closed form {_exp(le_cf)}"
+        f"   rel. diff {_rel_log(sat.mean[i00], le_cf):.1e}",
         f"  saturation analysis ({sat.method}, {sat.status.value}, residual {sat.residual:.1e}, {th:.2f} s)",
     ]
     return "\n".join(lines)
+
+
+def _exp(log_value: float) -> str:
+    """``exp(log_value)`` printed, or ``exp(...)`` beyond the double range."""
+    return f"{math.exp(log_value):.12e}" if log_value < 709.0 else f"exp({log_value:.6f})"
+
+
+def _rel_log(a: float, log_b: float) -> float:
+    """``|a / exp(log_b) - 1|`` without forming ``exp(log_b)``."""
+    if not (a > 0 and math.isfinite(a)):
+        return float("inf")
+    return abs(math.expm1(math.log(a) - log_b))
 
 
 def _rel(a, b) -> float:
@@ -76,9 +91,10 @@ def report(plots_dir=None) -> str:
         dt = time.perf_counter() - t0
         i00 = q.chain().index(s=0, l=0)
         pb_cf = q.blocking_probability("closed_form")
-        e_cf = float(saturation_mean(K, rho, mu2, q.nu, states=[(0, 0)])[0])
+        le_cf = float(log_saturation_mean(K, rho, mu2, q.nu, states=[(0, 0)])[0])
         rows.append([K, rho, mu2, q.nu, q.chain().n_states, f"{pb:.6e}", f"{_rel(pb, pb_cf):.1e}",
-                     f"{sat.mean[i00]:.6e}", f"{_rel(sat.mean[i00], e_cf):.1e}", sat.status.value, f"{dt:.2f}"])
+                     f"{sat.mean[i00]:.6e}", f"{_rel_log(sat.mean[i00], le_cf):.1e}", sat.status.value,
+                     f"{dt:.2f}"])
     out = format_table(rows, ["K", "rho", "mu2", "nu", "states", "P_block", "rel.err", "E_(0,0)[tau]",
                               "rel.err", "status", "s"],
                        title="Two-queue JSQ (Tibi 2019): chain vs closed forms")
