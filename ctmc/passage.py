@@ -822,10 +822,16 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     defect = _mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
                                 reason=state["reason"], cond_status=cst, cond_reason=creason, defect=defect)
+    if adjoint:
+        # the transposed solves' backward error is not in the norm of this condition number
+        sbound, skind = float("nan"), "not computed (adjoint solves)"
+    else:
+        sbound, skind = passage_bound(kind, cond, err, ps.count("reach"), _gamma(op))
+        status, msg = grade_bound(status, msg, sbound, opts)
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
-                adjoint=adjoint)
+                adjoint=adjoint, error_bound_kind=skind)
     ps.close()
     res = FirstPassageResult(kind, op.backend, status, msg, state["iters"], err, time.perf_counter() - t0, info,
                              targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
-                             t=tvals, cdf=cdf, error_bound=bound)
+                             t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)

@@ -252,6 +252,11 @@ class FirstPassageResult(AnalysisResult):
         ``P_i(T_A <= t, X_{T_A} = j)`` (``None`` unless ``t`` was given).
     error_bound : float
         Bound on the absolute truncation error of ``cdf`` (uniformisation).
+    solve_error_bound : float
+        Bound on the relative normwise error of ``probabilities`` and
+        ``laplace`` from their linear solves (see
+        :func:`ctmc.passage.passage_bound`; graded against ``error_tol``;
+        ``nan`` for the adjoint solves used when targets are fewer than sources).
     """
 
     targets: np.ndarray = None
@@ -262,6 +267,7 @@ class FirstPassageResult(AnalysisResult):
     t: Optional[np.ndarray] = None
     cdf: Optional[np.ndarray] = None
     error_bound: float = 0.0
+    solve_error_bound: float = float("nan")
 
 
 @dataclass(frozen=True, eq=False)
