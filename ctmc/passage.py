@@ -411,12 +411,16 @@ def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS
     >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, cond=1e12)[0]
     <Status.INACCURATE: 'inaccurate'>
     """
-    msg = _KIND_TEXT.get(kind, kind) + (f" ({reason})" if reason else "")
+    text = _KIND_TEXT.get(kind, kind)
+    msg = text + (f" ({reason})" if reason and reason != text else "")
     if solve_status is not Status.SUCCESS:
         return solve_status, msg
     if cond_status is not Status.SUCCESS:
         return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
                                    "the solves cannot be vouched for (a badly conditioned system)")
+    if not np.isfinite(defect):
+        return Status.INACCURATE, (f"{msg}: {what} are not finite: they overflow the double range (about "
+                                   "1.8e308) or the solve broke down")
     if not defect <= _MASS_TOL:
         rule = ("they must be finite and >= 0" if what == "moments" else
                 "finite, 0 <= p <= 1, total 1 where the target is reached almost surely")
