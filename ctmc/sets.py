@@ -46,7 +46,10 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
         if states is None:
             raise ValueError(f"{name}: this chain has no state table; give a mask or indices")
         full = np.zeros(n, dtype=bool)
-        full[states.index(**spec)] = True
+        try:
+            full[states.index(**spec)] = True
+        except ValueError as exc:           # name the parameter, not the helper
+            raise ValueError(f"{name}: {str(exc).removeprefix('index: ')}") from None
         return full[start:stop].copy()
     if isinstance(spec, Expr) or callable(spec):
         if states is None:

@@ -155,3 +155,11 @@ def test_the_cli_ends_an_overflowing_answer_with_one_line(capsys):
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ctmc jsq: error:") and "inaccurate" in err[0]
     assert "nan" not in captured.out
+
+
+def test_a_dict_naming_unknown_variables_names_the_parameter():
+    c = _mm1k().build(initial={"n": 0})
+    with pytest.raises(ValueError, match="p0: give exactly the variables \\['n'\\], got \\['m'\\]"):
+        c.transient({"m": 1}, t=1.0)
+    with pytest.raises(ValueError, match="target: give exactly the variables"):
+        c.hitting_times({"m": 1})
