@@ -41,21 +41,57 @@ def _address_space_left():
     return max(0, soft - used)
 
 
+def _cgroup_dirs():
+    """``(version, directory)`` of this process's memory cgroup and its ancestors, leaf first."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:  # pragma: no cover - non-Linux
+        return []
+    out = []
+    for line in lines:
+        _, ctrl, path = line.split(":", 2)
+        if ctrl == "memory":
+            base, version = "/sys/fs/cgroup/memory", 1
+        elif ctrl == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            base, version = "/sys/fs/cgroup", 2
+        else:
+            continue
+        parts = [q for q in path.split("/") if q]
+        for i in range(len(parts), -1, -1):
+            d = os.path.join(base, *parts[:i])
+            if os.path.isdir(d):
+                out.append((version, d))
+    return out
+
+
+def _read(path):
+    with open(path) as fh:
+        return fh.read().strip()
+
+
 def _cgroup_left():
-    """Bytes left under the cgroup (v2, else v1) memory limit (None: no limit found)."""
-    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    """Bytes left under the tightest memory limit of this process's cgroup and its ancestors
+    (v2 or v1; reclaimable inactive file cache counts as free); None where there is none."""
+    names = {2: ("memory.max", "memory.current", "inactive_file"),
+             1: ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")}
+    best = None
+    for version, d in _cgroup_dirs():
+        limit_f, usage_f, inactive_key = names[version]
         try:
-            with open(limit) as fh:
-                text = fh.read().strip()
-            if text == "max":
-                return None
-            with open(usage) as fh:
-                return max(0, int(text) - int(fh.read().strip()))
+            text = _read(os.path.join(d, limit_f))
+            if text == "max" or int(text) >= 1 << 60:
+                continue
+            used = int(_read(os.path.join(d, usage_f)))
+            for line in _read(os.path.join(d, "memory.stat")).splitlines():
+                key, _, value = line.partition(" ")
+                if key == inactive_key:
+                    used -= int(value)
+            left = max(0, int(text) - used)
         except (OSError, ValueError):
             continue
-    return None
+        best = left if best is None else min(best, left)
+    return best
 
 
 def available_memory() -> int:

@@ -62,6 +62,10 @@ class GMRESReport:
     breakdown: bool = False
 
 
+#: a Givens pivot below this share of its column is a singular step
+_SINGULAR = 16 * np.finfo(float).eps
+
+
 def _backward_error(r, x, b, norm_a):
     den = norm_a * float(np.abs(x).max(initial=0.0)) + float(np.abs(b).max(initial=0.0))
     res = float(np.abs(r).max(initial=0.0))
@@ -148,11 +152,16 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
             h += h2
             hn = float(np.linalg.norm(w))
             col = np.append(h, hn)
+            size = float(np.linalg.norm(col))       # ||A P v_j||
             for i in range(j):    # the rotations so far
                 col[i], col[i + 1] = cs[i] * col[i] + sn[i] * col[i + 1], -sn[i] * col[i] + cs[i] * col[i + 1]
             d = float(np.hypot(col[j], col[j + 1]))
-            if not (np.isfinite(d) and d > 0.0):     # a singular (or non-finite) step
-                return x, GMRESReport(False, its, be, True)
+            if not (np.isfinite(d) and d > _SINGULAR * size):
+                # a singular step (A P v_j in the span of the earlier ones, to round-off): keep the
+                # progress of the steps before it, and say the iteration broke down
+                if k:
+                    x = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
+                return x, GMRESReport(False, its, _backward_error(b - matvec(x), x, b, norm_a), True)
             cs[j], sn[j] = col[j] / d, col[j + 1] / d
             col[j] = d
             g[j + 1], g[j] = -sn[j] * g[j], cs[j] * g[j]

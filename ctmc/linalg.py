@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["TripletLU", "gth_solve"]
+__all__ = ["TripletLU", "gth_solve", "inverse_norm_bound"]
 
 
 class TripletLU:
@@ -124,3 +124,23 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
             # would underflow after the final normalisation anyway
             x[k:] /= x[k]
     return x / x.sum()
+
+
+def inverse_norm_bound(y_norm: float, residual_norm: float, rhs_min: float = 1.0) -> float:
+    r"""Proven bound on :math:`\|M^{-1}\|_\infty` for a nonsingular M-matrix from one approximate solve.
+
+    For :math:`M y = c` with :math:`c \ge c_{\min} > 0` and a computed
+    :math:`\hat y` whose residual :math:`\rho = c - M\hat y` has
+    :math:`\|\rho\|_\infty \le` ``residual_norm`` (round-off of computing it
+    included by the caller): :math:`M^{-1} \ge 0` gives
+    :math:`\|M^{-1}\|_\infty c_{\min} \le \|M^{-1}c\|_\infty \le \|\hat y\|_\infty
+    + \|M^{-1}\|_\infty\|\rho\|_\infty`, so
+    :math:`\|M^{-1}\|_\infty \le \|\hat y\|_\infty / (c_{\min} - \|\rho\|_\infty)`;
+    ``inf`` when the residual is not below :math:`c_{\min}`. Whatever solver
+    produced :math:`\hat y`.
+
+    >>> inverse_norm_bound(2.0, 0.0), inverse_norm_bound(2.0, 0.5), inverse_norm_bound(2.0, 1.0)
+    (2.0, 4.0, inf)
+    """
+    return y_norm / (rhs_min - residual_norm) if residual_norm < rhs_min else float("inf")
+

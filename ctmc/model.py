@@ -55,7 +55,7 @@ import scipy.sparse as sp
 
 from ._util import Progress, Timer, check_memory, memory_limit
 from .expr import Expr, Var, as_expr, calls_function
-from .results import ModelError
+from .results import ModelError, StateSpaceTooLarge
 
 __all__ = ["Model", "Event"]
 
@@ -382,7 +382,10 @@ class Model:
                 if strategy == "box":
                     # a box far larger than the reachable set (a capacity beyond reach) costs
                     # its size: a short breadth-first search finds a small chain first
-                    probed = self._build_bfs(init, layout, prog, limit, max_states, max_levels=_PROBE_LEVELS)
+                    try:
+                        probed = self._build_bfs(init, layout, prog, limit, max_states, max_levels=_PROBE_LEVELS)
+                    except (StateSpaceTooLarge, ModelError):
+                        probed = None       # the box decides (its own guards apply), as before the probe
                     if probed is not None:
                         strategy, reason = "bfs", (f"the search ended within {_PROBE_LEVELS} levels "
                                                    f"(the box of {box} points was not needed)")

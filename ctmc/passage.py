@@ -82,7 +82,7 @@ import numpy as np
 
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
-from .linalg import TripletLU
+from .linalg import TripletLU, inverse_norm_bound
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
 from ._util import as_points
@@ -374,10 +374,11 @@ class PassageSetup:
         # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
         norm_m = op.allmax(_row_norms(op, X, s).max(initial=0.0))
         ynorm = op.allmax(np.abs(y).max(initial=0.0))
-        rho = err * (norm_m * ynorm + 1.0) + _gamma(op) * norm_m * ynorm
-        if not rho < 1.0:
+        rho = (err + _gamma(op)) * (norm_m * ynorm + 1.0)
+        inv = inverse_norm_bound(ynorm, rho)
+        if not np.isfinite(inv):
             return np.inf, Status.INACCURATE, f"condition estimate: residual {rho:.1e} of M y = 1 is too large"
-        return norm_m * ynorm / (1.0 - rho), Status.SUCCESS, rep.reason
+        return norm_m * inv, Status.SUCCESS, rep.reason
 
     def close(self):
         for sysm in self._sys.values():
@@ -443,10 +444,13 @@ def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0
 
     With the backward error ``err`` of ``M x = b`` (relative to
     :math:`\|M\|\|x\| + \|b\|`) and ``cond`` :math:`= \|M\|_\infty\|M^{-1}\|_\infty`
-    (exact for an M-matrix from :math:`M^{-1}\mathbf 1`), :math:`\|\hat x - x\|/\|\hat x\|
-    \le 2\,\mathrm{cond}\,\mathrm{err}` (``"proven"``, first order). The dense
-    subtraction-free elimination has an a-priori entrywise bound that does
-    not depend on the conditioning (``"a priori"``); a mean computed through a
+    (an upper bound, proven by :meth:`PassageSetup.condition`): with
+    :math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)`,
+    :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1 - e)` (``"proven"``;
+    ``inf`` when :math:`e \ge 1`), since :math:`\|b\| \le \|M\|(\|\hat x\| +
+    \|x - \hat x\|)`. The dense subtraction-free elimination gets the
+    entrywise estimate of :func:`ctmc.stationary._gth_bound` (``"estimate"``),
+    which does not depend on the conditioning; a mean computed through a
     regeneration state is bounded in :func:`hitting_times` itself (normwise,
     not used for its status: that method keeps each mean's relative accuracy
     where the normwise bound is astronomically loose).
@@ -454,15 +458,16 @@ def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0
     ``k`` entries a row) is added to ``err``: a residual that happens to
     cancel exactly proves nothing.
 
-    >>> passage_bound("lu", 1e3, 1e-16, 100)
-    (2e-13, 'proven')
+    >>> b, kind = passage_bound("lu", 1e3, 1e-16, 100)
+    >>> kind, abs(b / 2e-13 - 1) < 1e-9
+    ('proven', True)
     >>> passage_bound("lu", float("inf"), 1e-16, 100)[0]
     inf
     """
     if kind == "gth":
-        return _gth_bound(n), "a priori"
-    bound = 2.0 * cond * (err + gamma) if np.isfinite(cond) else np.inf
-    return bound, "proven"
+        return _gth_bound(n), "estimate"
+    e = cond * (err + gamma)
+    return (2.0 * e / (1.0 - e) if e < 1.0 else np.inf), "proven"
 
 
 def _mass_defect(op, values, sure):
@@ -578,9 +583,10 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
         hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
         norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
-        rho = (err * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0)))) + _gamma(op) * norm_m * hn)
-        inv = hn / (rmin - rho) if rmin > rho else np.inf
-        bound, bkind = 2.0 * norm_m * inv * (err + _gamma(op)), "normwise"
+        rho = (err + _gamma(op)) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
+        bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
+                              _gamma(op))[0]
+        bkind = "normwise"
     else:
         bound, bkind = passage_bound(kind, cond, err, ps.count("finite"), _gamma(op))
         status, msg = grade_bound(status, msg, bound, opts)

@@ -197,7 +197,7 @@ class HittingResult(AnalysisResult):
 
     ``error_bound`` bounds the relative normwise error of the means on the
     states with finite moments (``info["error_bound_kind"]``: ``"proven"``
-    or ``"a priori"``, see :func:`ctmc.passage.passage_bound`, both graded
+    or ``"estimate"`` for GTH, see :func:`ctmc.passage.passage_bound`, both graded
     against ``error_tol``; ``"normwise"`` for means through a regeneration
     state, reported but not graded: it is proven yet astronomically loose for
     a rare target, whose means that method keeps entrywise accurate).
@@ -253,8 +253,11 @@ class FirstPassageResult(AnalysisResult):
     error_bound : float
         Bound on the absolute truncation error of ``cdf`` (uniformisation).
     solve_error_bound : float
-        Bound on the relative normwise error of ``probabilities`` and
-        ``laplace`` from their linear solves (see
+        Bound on the error of ``probabilities`` and ``laplace`` from their
+        linear solves, normwise: relative to the largest value of the whole
+        solution (every state that can reach the target, not only the
+        ``sources``), as the stationary bound is; small values are guarded by
+        the component-wise balance check (``TAIL_INACCURATE``) (see
         :func:`ctmc.passage.passage_bound`; graded against ``error_tol``;
         ``nan`` for the adjoint solves used when targets are fewer than sources).
     """

@@ -42,6 +42,8 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
     [True, True]
     """
     stop = n if stop is None else stop
+    if isinstance(spec, (set, frozenset, range)):      # the unambiguous spelling of a set of indices
+        spec = np.fromiter(sorted(spec), dtype=np.int64, count=len(spec))
     if isinstance(spec, Mapping):
         if states is None:
             raise ValueError(f"{name}: this chain has no state table; give a mask or indices")

@@ -185,14 +185,7 @@ def initial_law(op, p0) -> np.ndarray:
     ([0.0, 0.0, 1.0], [0.5, 0.5, 0.0])
     """
     n = op.n
-    if isinstance(p0, (set, frozenset, range)):
-        p0 = sorted(p0)
-        if not p0:
-            raise ValueError("p0: the set of states is empty")
-        p0 = np.asarray(p0, dtype=np.int64)
-        if p0.size == n:                      # every state: a set, not a law
-            p0 = np.ones(n, dtype=bool)
-    elif isinstance(p0, (np.ndarray, list, tuple)) and not isinstance(p0, str):
+    if isinstance(p0, (np.ndarray, list, tuple)) and not isinstance(p0, str):
         a = np.asarray(p0)
         if a.dtype.kind in "iuf" and a.shape == (n,):
             p = a.astype(float)

@@ -163,3 +163,18 @@ def test_a_dict_naming_unknown_variables_names_the_parameter():
         c.transient({"m": 1}, t=1.0)
     with pytest.raises(ValueError, match="target: give exactly the variables"):
         c.hitting_times({"m": 1})
+
+
+def test_the_cgroup_limit_counts_reclaimable_cache_as_free(tmp_path, monkeypatch):
+    """The tightest limit of the cgroup and its ancestors, inactive file cache not counted as used."""
+    import ctmc._util as u
+    leaf, parent = tmp_path / "leaf", tmp_path
+    leaf.mkdir()
+    (leaf / "memory.max").write_text("max\n")                 # no limit at the leaf ...
+    (parent / "memory.max").write_text("1000000000\n")        # ... its parent has one
+    (parent / "memory.current").write_text("600000000\n")
+    (parent / "memory.stat").write_text("anon 400000000\ninactive_file 100000000\n")
+    monkeypatch.setattr(u, "_cgroup_dirs", lambda: [(2, str(leaf)), (2, str(parent))])
+    assert u._cgroup_left() == 1000000000 - (600000000 - 100000000)
+    monkeypatch.setattr(u, "_cgroup_dirs", lambda: [(2, str(leaf))])
+    assert u._cgroup_left() is None

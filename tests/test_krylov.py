@@ -61,3 +61,11 @@ def test_gmres_reports_a_breakdown_on_non_finite_numbers():
     A = _m_matrix(50, 3)
     x, rep = gmres(lambda v: A @ v * np.nan, np.ones(50), rtol=1e-10, norm_a=10.0)
     assert rep.breakdown and not rep.converged
+
+
+def test_gmres_reports_a_singular_system_as_a_breakdown_keeping_its_progress():
+    """diag(0, 1) x = (1, 1) has no solution; the backward error test alone was met by x ~ -5e15."""
+    A = np.array([[0.0, 0.0], [0.0, 1.0]])
+    x, rep = gmres(lambda v: A @ v, np.array([1.0, 1.0]), rtol=1e-12, restart=5, maxiter=10, norm_a=1.0)
+    assert rep.breakdown and not rep.converged
+    assert np.abs(x).max() < 10 and x[1] == pytest.approx(1.0)     # the least-squares step before it

@@ -92,7 +92,8 @@ def report(plots_dir=None) -> str:
                         batch=geometric_batch(0.7))
     a, b = q.stationary("ctmc"), q.stationary("embedded")
     out.append(_format(q, q.summary("ctmc")))
-    out.append(f"  route (a) vs (b): max |p_a - p_b| = {abs(a.p - b.p).max():.2e}")
+    width = max(a.p.shape[1], b.p.shape[1])
+    out.append(f"  route (a) vs (b): max |p_a - p_b| = {abs(a.levels(width) - b.levels(width)).max():.2e}")
     if plots_dir:
         import pathlib
         import matplotlib

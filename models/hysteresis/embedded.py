@@ -216,7 +216,6 @@ def stationary_law(q) -> HysteresisLaw:
     np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
     at_dep *= dep_rate
     p = (occ / occ.sum()).reshape(3, r + 1)
-    p = p[:, :int(np.flatnonzero(p.any(axis=0)).max()) + 1]     # up to the highest reachable level
     if mix is None:
         status = emb.status.value
         message = "phase-type service: exact service matrices (relative accuracy)"

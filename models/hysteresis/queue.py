@@ -209,10 +209,11 @@ class HysteresisLaw:
     ----------
     p : ndarray, shape (3, top + 1)
         ``p[s, n]``: probability of mode ``s`` (0 normal, 1 overload, 2
-        discard) with ``n`` customers in the system, up to the highest level
-        ``top <= r`` that can be reached from the empty system (levels above
-        it have probability 0 and are not stored: a capacity far beyond reach
-        costs nothing).
+        discard) with ``n`` customers in the system. Route "ctmc" stores the
+        levels up to the highest one reachable from the empty system
+        (``top <= r``; above it every probability is 0, and a capacity far
+        beyond reach costs nothing); route "embedded" (``r <= 2000``) stores
+        every level, ``top = r``. :meth:`levels` gives either on a common width.
     route : str
         ``"ctmc"`` or ``"embedded"``.
     status : str
@@ -238,6 +239,12 @@ class HysteresisLaw:
     wall_time: float
     info: dict = field(default_factory=dict, repr=False)
     message: str = ""
+
+    def levels(self, width: int) -> np.ndarray:
+        """``p`` on levels ``0..width-1``: zeros above the stored levels (which must fit)."""
+        if width < self.p.shape[1]:
+            raise ValueError(f"width: the law stores {self.p.shape[1]} levels, got width={width}")
+        return np.pad(self.p, ((0, 0), (0, width - self.p.shape[1])))
 
     @property
     def marginal_n(self) -> np.ndarray:
@@ -444,8 +451,7 @@ class HysteresisQueue:
         return self._laws[route]
 
     def distribution(self, route: str = "auto") -> np.ndarray:
-        """``p[s, n]``, shape ``(3, top + 1)``, ``top <= capacity`` the highest reachable level
-        (see :class:`HysteresisLaw`)."""
+        """``p[s, n]``, shape ``(3, top + 1)``, ``top <= capacity`` (see :class:`HysteresisLaw`)."""
         return self.stationary(route).p
 
     def mode_probabilities(self, route: str = "auto") -> np.ndarray:
