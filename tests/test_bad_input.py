@@ -178,3 +178,18 @@ def test_the_cgroup_limit_counts_reclaimable_cache_as_free(tmp_path, monkeypatch
     assert u._cgroup_left() == 1000000000 - (600000000 - 100000000)
     monkeypatch.setattr(u, "_cgroup_dirs", lambda: [(2, str(leaf))])
     assert u._cgroup_left() is None
+
+
+def test_the_short_search_before_the_box_never_refuses_what_the_box_builds():
+    """The probe's memory guard is stricter than the box's: under a limit between the two,
+    auto must still build (review finding on the probe)."""
+    m = ctmc.Model("cube")
+    vs = [m.var(f"x{i}", 0, 20) for i in range(3)]
+    for i, v in enumerate(vs):
+        m.event(f"up{i}", guard=v < 20, rate=1.0, update={v: v + 1})
+        m.event(f"dn{i}", guard=v > 0, rate=2.0, update={v: v - 1})
+    init = {f"x{i}": 0 for i in range(3)}
+    box = m.build(init, strategy="box", max_memory=3_000_000)
+    auto = m.build(init, max_memory=3_000_000)
+    assert auto.n_states == box.n_states == 21 ** 3
+    assert (auto.Q != box.Q).nnz == 0
