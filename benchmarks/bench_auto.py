@@ -57,15 +57,20 @@ def timed(f):
     return out, time.perf_counter() - t0
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=DEFAULT, help=f"comma-separated name:value (default {DEFAULT})")
+def cases(argv, description: str, default: str):
+    """``[(spec, chain, reference options)]`` of the ``--cases`` option (warnings silenced)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--cases", default=default, help=f"comma-separated name:value (default {default})")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
-    rows = []
     for spec in args.cases.split(","):
         name, _, value = spec.partition(":")
-        chain, refs = build(name, int(value))
+        yield (spec, *build(name, int(value)))
+
+
+def main(argv=None):
+    rows = []
+    for spec, chain, refs in cases(argv, __doc__.splitlines()[0], DEFAULT):
         auto, ta = timed(lambda: chain.stationary(check=False))
         plan = auto.info.get("auto", {})
         rows.append([spec, chain.n_states, "auto", auto.method, f"{ta:.2f}", auto.status.value, "",

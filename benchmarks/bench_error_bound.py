@@ -13,15 +13,13 @@ the rest of the call (``overhead`` = bound / rest). The issue's target: under
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
-import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_auto import build  # noqa: E402  (the same cases as bench_auto)
+from bench_auto import cases  # noqa: E402  (the same cases and option as bench_auto)
 
 from ctmc.report import format_table  # noqa: E402
 
@@ -29,14 +27,8 @@ DEFAULT = "jsq:1000,hysteresis:8000,kanban:3,fms:5,cluster:64,polling:15,tandem:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", default=DEFAULT, help=f"comma-separated name:value (default {DEFAULT})")
-    args = p.parse_args(argv)
-    warnings.simplefilter("ignore")
     rows = []
-    for spec in args.cases.split(","):
-        name, _, value = spec.partition(":")
-        chain, _ = build(name, int(value))
+    for spec, chain, _ in cases(argv, __doc__.splitlines()[0], DEFAULT):
         t0 = time.perf_counter()
         res = chain.stationary(check=False)
         wall = time.perf_counter() - t0

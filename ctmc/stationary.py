@@ -501,23 +501,25 @@ def _iterative_bound(op, support, pi, pin, ctx, info) -> tuple:
     """The error bound of an iterative method's answer: ``(bound, kind)``; evidence into ``info``.
 
     Proven (:func:`error_bound`) when the return-time system is solved well
-    enough to bound its solution: by sparse LU on classes up to
-    :data:`_BOUND_LU_STATES` states (``inf`` if even that cannot), else by
-    GMRES; when GMRES cannot, the first-order :func:`correction_estimate`,
-    accepted only where the condition (from the unconverged return times, a
-    lower estimate) leaves its own 1e-8 solve a digit: ``inf`` otherwise.
+    enough to bound its solution (whatever solved it): by GMRES, else, on
+    classes up to :data:`_BOUND_LU_STATES` states, by sparse LU (``inf`` if
+    even that cannot); on larger classes the first-order
+    :func:`correction_estimate`, accepted only where the condition (from the
+    unconverged return times, a lower estimate) leaves its own 1e-8 solve a
+    digit: ``inf`` otherwise.
     """
-    spec = dataclasses.replace(_RETURN_SPEC, kind="lu") if ctx.size <= _BOUND_LU_STATES else _RETURN_SPEC
-    try:
-        system = op.system(support & ~_unit(op, pin), 0.0, spec, ctx.backend_options)
-    except MemoryError:
-        system = None
     m_est = 0.0
-    if system is not None:
+    specs = [_RETURN_SPEC] + ([dataclasses.replace(_RETURN_SPEC, kind="lu")] if ctx.size <= _BOUND_LU_STATES else [])
+    for spec in specs:
         try:
-            m_bound, m_est = return_time_bound(op, support, pin, system=system)
+            system = op.system(support & ~_unit(op, pin), 0.0, spec, ctx.backend_options)
+        except MemoryError:
+            continue
+        try:
+            m_bound, est = return_time_bound(op, support, pin, system=system)
         finally:
             system.close()
+        m_est = max(m_est, est if not np.isnan(est) else np.inf)      # inf: the solve overflowed
         info["condition"] = m_est * op.qmax
         if np.isfinite(m_bound):
             return error_bound(op, support, pi, pin, m_bound), "proven"
