@@ -346,7 +346,9 @@ class PassageSetup:
         if not transpose:
             lhs, rhs = (d * x)[X], (b + rx)[X]
             den2 = np.maximum(np.abs(lhs), np.abs(rhs))
-            ok = den2 > 0
+            # values below the smallest normal double carry no relative accuracy (as for stationary
+            # laws): a transform of 1e-310 from a far state is not a failed balance
+            ok = den2 >= np.finfo(float).tiny
             with np.errstate(invalid="ignore"):
                 bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
             if not np.isfinite(bal):
