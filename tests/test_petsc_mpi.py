@@ -74,7 +74,8 @@ def _job(out_path):
             out["stationary"][f"{case.name}/{m}"] = {
                 "status": r.status.value, "l1_exact": float(np.abs(r.pi - exact).sum()),
                 "rel_scipy": relative_error(r.pi, serial.pi), "residual": r.residual,
-                "recomputed": float(np.abs(r.pi @ chain.Q.toarray()).sum())}
+                "recomputed": float(np.abs(r.pi @ chain.Q.toarray()).sum()),
+                "error_bound": r.error_bound, "bound_kind": r.info.get("error_bound_kind")}
     for name in MODELS:
         chain, why = _model_chain(name)
         if chain is None:
@@ -275,6 +276,8 @@ def test_two_ranks_reference_chains(job, name, method):
         pytest.skip(r["skip"])
     assert r["l1_exact"] < 1e-8, r
     assert r["residual"] < 1e-8 and r["residual"] == pytest.approx(r["recomputed"], rel=1e-6, abs=1e-15)
+    if r["status"] == "success":   # the error bound, computed with collectives over both blocks, holds
+        assert r["l1_exact"] <= r["error_bound"] + 1e-15 and r["error_bound"] <= 1e-6, r
     if method in ("lu", "gth"):
         assert r["status"] == "success" and r["rel_scipy"] < 1e-9
     elif r["status"] == "success":
