@@ -5,6 +5,10 @@ rates down to 1e-12) and stiff ones (rates spread over 12 orders of magnitude),
 solved by every method: either the answer lies within its reported
 ``error_bound`` of GTH's (subtraction-free, entrywise accurate), or the status
 is not success. Plus the bound's two ingredients against closed forms.
+
+The property tests are derandomized (the same examples in every run, so CI is
+not at the mercy of a draw); larger random runs are made by hand by calling
+the test functions under other ``settings`` (600 and 500 examples passed).
 """
 import warnings
 
@@ -53,7 +57,7 @@ def chains(draw):
     return ctmc.CTMC(Q)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(chain=chains(), method=st.sampled_from(METHODS), backend=st.sampled_from(_backends()))
 def test_every_method_is_within_its_bound_or_not_success(chain, method, backend):
     gth = chain.stationary("gth")
@@ -111,7 +115,7 @@ def test_the_bound_covers_a_perturbed_answer_and_is_not_vacuous():
 PASSAGE_METHODS = ["lu", "gmres", "bicgstab", "auto"]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(chain=chains(), method=st.sampled_from(PASSAGE_METHODS), backend=st.sampled_from(_backends()),
        which=st.sampled_from(["mean", "laplace", "first_passage"]), seed=st.integers(0, 1000))
 def test_passage_answers_are_within_their_bound_or_not_success(chain, method, backend, which, seed):
