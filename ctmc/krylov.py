@@ -36,7 +36,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-__all__ = ["gmres", "GMRESReport"]
+__all__ = ["gmres", "GMRESReport", "backward_error"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ class GMRESReport:
 _SINGULAR = 16 * np.finfo(float).eps
 
 
-def _backward_error(r, x, b, norm_a):
+def backward_error(r, x, b, norm_a) -> float:
+    """``||r||_inf / (norm_a ||x||_inf + ||b||_inf)`` for the residual ``r = b - A x`` (``inf`` if undefined)."""
     den = norm_a * float(np.abs(x).max(initial=0.0)) + float(np.abs(b).max(initial=0.0))
     res = float(np.abs(r).max(initial=0.0))
     return res / den if den else (0.0 if res == 0 else np.inf)
@@ -127,7 +128,7 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
     its = 0
     while True:
         r = b - matvec(x)
-        be = _backward_error(r, x, b, norm_a)
+        be = backward_error(r, x, b, norm_a)
         if not np.isfinite(be):
             return x, GMRESReport(False, its, float("nan"), True)
         if be <= rtol or its >= maxiter:
@@ -161,7 +162,7 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
                 # progress of the steps before it, and say the iteration broke down
                 if k:
                     x = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
-                return x, GMRESReport(False, its, _backward_error(b - matvec(x), x, b, norm_a), True)
+                return x, GMRESReport(False, its, backward_error(b - matvec(x), x, b, norm_a), True)
             cs[j], sn[j] = col[j] / d, col[j + 1] / d
             col[j] = d
             g[j + 1], g[j] = -sn[j] * g[j], cs[j] * g[j]

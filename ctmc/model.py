@@ -664,7 +664,7 @@ class Model:
                 n = len(next(iter(env.values())))
                 with np.errstate(all="ignore"):
                     g = _guard(ev, env, n)
-                    r = np.broadcast_to(np.asarray(ev.rate.evaluate(env), dtype=float), (n,))
+                    r = _values(ev, "rate", ev.rate.evaluate(env), n, float)
                 return np.where(g, r, 0.0)
         raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}")
 

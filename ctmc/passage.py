@@ -472,6 +472,16 @@ def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0
     return (2.0 * e / (1.0 - e) if e < 1.0 else np.inf), "proven"
 
 
+def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
+    """:func:`passage_bound` of an answer and its grade against ``error_tol`` (:func:`ctmc.options.grade_bound`).
+
+    Returns ``(status, message, bound, bound kind)``.
+    """
+    bound, bkind = passage_bound(kind, cond, err, n, _gamma(op))
+    status, msg = grade_bound(status, msg, bound, opts)
+    return status, msg, bound, bkind
+
+
 def _mass_defect(op, values, sure):
     """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN)."""
     values = np.asarray(values, dtype=float)
@@ -585,13 +595,13 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
         hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
         norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
-        rho = (err + _gamma(op)) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
+        gamma = _gamma(op)
+        rho = (err + gamma) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
         bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
-                              _gamma(op))[0]
+                              gamma)[0]
         bkind = "normwise"
     else:
-        bound, bkind = passage_bound(kind, cond, err, ps.count("finite"), _gamma(op))
-        status, msg = grade_bound(status, msg, bound, opts)
+        status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("finite"), status, msg, opts)
     if moments > 1 and kind.endswith("-regenerative") and status is Status.SUCCESS:
         status = Status.INACCURATE
         msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse solves "
@@ -708,8 +718,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     defect = _mass_defect(op, vals, sure)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="transform values")
-    bound, bkind = passage_bound(kind, cond, err, ps.count("reach"), _gamma(op))
-    status, msg = grade_bound(status, msg, bound, opts)
+    status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
     info = dict(ps.info, balance_error=bal, condition=cond, fallback=ps.fallback, error_bound_kind=bkind)
     ps.close()
     if mode == "none":
@@ -838,8 +847,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
         # the transposed solves' backward error is not in the norm of this condition number
         sbound, skind = float("nan"), "not computed (adjoint solves)"
     else:
-        sbound, skind = passage_bound(kind, cond, err, ps.count("reach"), _gamma(op))
-        status, msg = grade_bound(status, msg, sbound, opts)
+        status, msg, sbound, skind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
                 adjoint=adjoint, error_bound_kind=skind)
     ps.close()

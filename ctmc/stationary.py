@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -364,13 +365,34 @@ _RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", r
                           restart=50)
 
 
+_GAMMA = weakref.WeakKeyDictionary()
+
+
 def _gamma(op) -> float:
-    """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q``: round-off of a product with ``Q``."""
-    k = 0
-    for transpose in (False, True):
-        A = op.local_rows(transpose)
-        k = max(k, int(np.diff(A.indptr).max(initial=0)))
-    return (op.allmax(float(k)) + 1) * _U
+    """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q``: round-off of a product with ``Q``.
+
+    Computed once per operator (a collective, and on PETSc a conversion of both rate matrices).
+    """
+    g = _GAMMA.get(op)
+    if g is None:
+        k = 0
+        for transpose in (False, True):
+            A = op.local_rows(transpose)
+            k = max(k, int(np.diff(A.indptr).max(initial=0)))
+        g = _GAMMA[op] = (op.allmax(float(k)) + 1) * _U
+    return g
+
+
+def _value_at(op, x, i: int) -> float:
+    """``x[i]`` for a global index ``i`` of an owned vector, on every process (a collective)."""
+    return op.allmax(float(x[i - op.start]) if op.start <= i < op.stop else -np.inf)
+
+
+def _residual_1norm(op, support, pi) -> tuple:
+    """``(r, ||r||_1 on the class, round-off bound of computing it)`` for ``r = pi Q`` (owned part)."""
+    r = op.apply(pi, transpose=True)
+    r1 = op.allsum(float(np.abs(r[support]).sum()))
+    return r, r1, 2 * _gamma(op) * op.allsum(float((pi * op.exit_rates)[support].sum()))
 
 
 def return_time_bound(op, support, pin: int, system=None, backend_options=None) -> tuple:
@@ -444,13 +466,11 @@ def error_bound(op, support, pi, pin: int, m_bound: float) -> float:
     Linear Algebra Appl. 316 (2000): it is huge exactly on nearly
     decomposable chains.
     """
-    r = op.apply(pi, transpose=True)
-    r1 = op.allsum(float(np.abs(r[support]).sum()))
-    r1 += 2 * _gamma(op) * op.allsum(float((pi * op.exit_rates)[support].sum()))
-    pik = op.allmax(float(pi[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+    _, r1, rounding = _residual_1norm(op, support, pi)
+    pik = _value_at(op, pi, pin)
     if not (pik > 0 and np.isfinite(m_bound)):
         return np.inf
-    beta = 2 * r1 * m_bound / pik
+    beta = 2 * (r1 + rounding) * m_bound / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf
 
 
@@ -471,16 +491,13 @@ def correction_estimate(op, support, pi, pin: int, backend_options=None) -> tupl
     -------
     (estimate, iterations)
     """
-    e = _unit(op, pin)
-    X = support & ~e
-    r = op.apply(pi, transpose=True)
-    pik = op.allmax(float(pi[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+    X = support & ~_unit(op, pin)
+    r, r1, rounding = _residual_1norm(op, support, pi)
+    pik = _value_at(op, pi, pin)
     if not pik > 0:
         return np.inf, 0
-    r1 = op.allsum(float(np.abs(r[support]).sum()))
     if r1 == 0:       # the residual is round-off through and through: nothing to scale it by
         return np.inf, 0
-    rounding = 2 * _gamma(op) * op.allsum(float((pi * op.exit_rates)[support].sum()))
     spec = dataclasses.replace(_RETURN_SPEC, rtol=1e-8)
     sysm = op.system(X, 0.0, spec, backend_options or {})
     try:
@@ -759,7 +776,7 @@ def _pinned(kind: str):
             else:
                 xmax, top = _global_argmax(op, x)
                 xmin = op.allmin(float(x.min()) if x.size else np.inf)
-                xp = op.allmax(float(x[pin - op.start]) if op.start <= pin < op.stop else -np.inf)
+                xp = _value_at(op, x, pin)
                 nxt = next_pin(xmax, top, xmin, xp, info["pins"], slowest, opts.repin,
                                argabs=_global_argmax(op, np.abs(x))[1])
             if attempt == 2 or nxt is None:

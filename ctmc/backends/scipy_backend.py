@@ -15,7 +15,6 @@ Backend settings (``backend_options``): ``ilu_drop_tol`` (default 1e-6) and
 """
 from __future__ import annotations
 
-import math
 import weakref
 
 import numpy as np
@@ -254,7 +253,7 @@ class ScipySystem(System):
         # Stop on the normwise backward error ||b - A y|| <= rtol (||A|| ||y|| + ||b||), which
         # is attainable (scipy's own test ||b - A y|| <= rtol ||b|| may not be, on
         # ill-conditioned systems): run in chunks, check, go on from the iterate.
-        nb = float(np.abs(b).max()) if b.size else 0.0
+        from ..krylov import backward_error
         y = np.zeros_like(b)
         chunk = 10 * spec.restart
         while True:
@@ -264,14 +263,13 @@ class ScipySystem(System):
                                    callback=cb)
             if code < 0 or not np.all(np.isfinite(y)):
                 return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", count[0])
-            r = float(np.abs(b - A @ y).max()) if b.size else 0.0
-            den = normA * float(np.abs(y).max(initial=0.0)) + nb
-            if code == 0 or r <= spec.rtol * den:
+            be = backward_error(b - A @ y, y, b, normA)
+            if code == 0 or be <= spec.rtol:
                 return y, SolveReport(Status.SUCCESS, f"{spec.kind} converged in {count[0]} iterations",
                                       count[0])
             if count[0] >= spec.maxiter or count[0] == before:
                 return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
-                                      f"(backward error {r / den if den else 0.0:.1e})", count[0])
+                                      f"(backward error {be:.1e})", count[0])
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
