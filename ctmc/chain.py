@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .analyses import Analyses
-from .sets import owned_mask
+from .sets import owned_mask, owned_values
 from .structure import ClassStructure, class_structure
 
 __all__ = ["CTMC", "StateTable"]
@@ -56,6 +56,19 @@ class StateTable:
 
     def __iter__(self):
         return iter(self._cols)
+
+    def __repr__(self) -> str:
+        spans = ", ".join(f"{k} in [{v.min()}, {v.max()}]" if v.size else k for k, v in self._cols.items())
+        return f"<StateTable: {len(self)} states; {spans}>"
+
+    def _repr_html_(self) -> str:
+        from .tables import html_table
+        return html_table(f"{len(self)} states", [(k, f"[{v.min()}, {v.max()}]") for k, v in self._cols.items()])
+
+    def to_frame(self):
+        """The states as a :class:`pandas.DataFrame`, one column per variable (needs pandas)."""
+        from .tables import frame
+        return frame(self)
 
     def as_dict(self) -> dict:
         """The columns as a ``{name: array}`` dict (the expression environment)."""
@@ -146,6 +159,16 @@ class CTMC(Analyses):
     states : mapping of str to int arrays, optional
         State variables (one column per variable). Default: one variable
         ``"state"`` equal to the index.
+    labels : mapping of str to set, optional
+        Named sets of states (``{"full": n == 10}``; masks, index sets or
+        expressions), usable wherever a set is expected by name
+        (``chain.hitting_times("full")``) and written by :mod:`ctmc.io`.
+    rewards : mapping of str to per-state values, optional
+        Named reward structures (arrays, expressions or constants), usable by
+        name wherever per-state values are expected.
+    initial : set of states, optional
+        The initial state(s): an index, a set, a mask, an expression or
+        ``{var: value}``. The one-liners (:meth:`prob_within`, ...) start there.
     check : bool, default True
         Validate ``Q`` (finite, non-negative off-diagonal, zero row sums).
 
@@ -165,7 +188,7 @@ class CTMC(Analyses):
     array([0.5, 0. ])
     """
 
-    def __init__(self, Q, states=None, *, check: bool = True):
+    def __init__(self, Q, states=None, *, labels=None, rewards=None, initial=None, check: bool = True):
         A = _as_csr(Q)
         if check:
             validate_generator(A)
@@ -182,6 +205,28 @@ class CTMC(Analyses):
         self._initial = None
         self._structure: Optional[ClassStructure] = None
         self.build_info: dict = {}
+        self.labels: dict = {}
+        self.rewards: dict = {}
+        for k, v in (labels or {}).items():
+            self.add_label(k, v)
+        for k, v in (rewards or {}).items():
+            self.add_reward(k, v)
+        if initial is not None:
+            if isinstance(initial, (int, np.integer)) and not isinstance(initial, bool):
+                initial = [int(initial)]
+            self._initial = np.flatnonzero(self._mask(initial, "initial"))
+
+    def add_label(self, name: str, states) -> None:
+        """Name a set of states (mask, indices, set, expression, callable or dict)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"labels: a label name must be a non-empty string, got {name!r}")
+        self.labels[name] = owned_mask(states, self.states, self.n_states, name=f"label {name!r}")
+
+    def add_reward(self, name: str, values) -> None:
+        """Name a per-state reward (array, constant, expression or callable)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"rewards: a reward name must be a non-empty string, got {name!r}")
+        self.rewards[name] = owned_values(values, self.states, self.n_states, name=f"reward {name!r}")
 
     @classmethod
     def from_rates(cls, R, states=None) -> "CTMC":
@@ -221,6 +266,44 @@ class CTMC(Analyses):
         name = f" {self._model.name!r}" if self._model is not None else ""
         return f"<CTMC{name}: {self.n_states} states, {self.n_transitions} transitions>"
 
+    def _repr_html_(self) -> str:
+        from .tables import html_table
+        rows = [("states", self.n_states), ("transitions", self.n_transitions),
+                ("variables", ", ".join(self.states.names))]
+        if self.labels:
+            rows.append(("labels", ", ".join(self.labels)))
+        if self.rewards:
+            rows.append(("rewards", ", ".join(self.rewards)))
+        if self._initial is not None:
+            rows.append(("initial", ", ".join(map(str, self._initial[:5])) + (" ..." if self._initial.size > 5 else "")))
+        return html_table(repr(self)[1:-1], rows)
+
+    def eval(self, expr) -> np.ndarray:
+        """Values of an expression of the model's variables over all states.
+
+        Also takes a reward name, a constant, an array or a callable
+        ``f(states)``; boolean expressions give 0/1.
+
+        >>> import ctmc
+        >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 3)
+        >>> m.event("a", guard=n < 3, rate=1.0, update={n: n + 1})
+        >>> m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+        >>> m.build(initial={"n": 0}).eval(n * (n - 1)).tolist()
+        [0.0, 0.0, 2.0, 6.0]
+        """
+        return owned_values(expr, self.states, self.n_states, name="expr", named=self.rewards)
+
+    def to_frame(self, **values):
+        """States as a :class:`pandas.DataFrame`, with the labels and any ``values`` as columns.
+
+        ``values`` maps column names to per-state vectors or expressions
+        (``chain.to_frame(load=n1 + n2)``). Needs pandas.
+        """
+        from .tables import frame
+        cols = {k: v for k, v in self.labels.items()}
+        cols.update({k: self.eval(v) for k, v in values.items()})
+        return frame(self.states, cols)
+
     def index(self, **values) -> int:
         """Index of the state with the given variable values (``chain.index(n=3)``)."""
         return self.states.index(**values)
@@ -238,6 +321,10 @@ class CTMC(Analyses):
         return self._mask(expr, "expr", allow_empty=True)
 
     def _mask(self, target, name="target", allow_empty=False) -> np.ndarray:
+        if isinstance(target, str) and hasattr(self, "labels"):
+            if target not in self.labels:
+                raise ValueError(f"{name}: no label {target!r}; this chain has {sorted(self.labels)}")
+            target = self.labels[target]
         mask = owned_mask(target, self.states, self.n_states, name=name)
         if not allow_empty and not mask.any():
             raise ValueError(f"{name}: the set of states is empty")

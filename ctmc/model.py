@@ -108,6 +108,8 @@ class Model:
         self.name = str(name)
         self._vars: Dict[str, Var] = {}
         self._events: list[Event] = []
+        self._labels: Dict[str, Any] = {}
+        self._rewards: Dict[str, Any] = {}
 
     # declaration ------------------------------------------------------------
     def var(self, name: str, lo: int, hi: int) -> Var:
@@ -178,6 +180,22 @@ class Model:
             if not (rate >= 0 and math.isfinite(rate)):
                 raise ModelError(f"event {name!r}: rate must be finite and >= 0, got {rate!r}")
         self._events.append(Event(str(name), as_expr(guard), as_expr(rate), tuple(items)))
+
+    def label(self, name: str, states: Any) -> None:
+        """Name a set of states (a boolean expression); built chains carry it in ``chain.labels``.
+
+        Labels are written by :func:`ctmc.io.write_prism` / :func:`ctmc.io.write_drn`
+        and accepted by name wherever a set of states is expected.
+        """
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"label name: expected a non-empty string, got {name!r}")
+        self._labels[name] = as_expr(states)
+
+    def reward(self, name: str, values: Any) -> None:
+        """Name a per-state reward rate (an expression); built chains carry it in ``chain.rewards``."""
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"reward name: expected a non-empty string, got {name!r}")
+        self._rewards[name] = as_expr(values)
 
     @property
     def variables(self) -> tuple:
@@ -404,6 +422,10 @@ class Model:
         chain = CTMC(Q, states=states, check=False)
         chain._model = self
         chain._initial = np.searchsorted(codes, init)
+        for k, v in self._labels.items():
+            chain.add_label(k, v)
+        for k, v in self._rewards.items():
+            chain.add_reward(k, v)
         chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
                             "seconds": timer.elapsed, "box": box, "strategy_reason": reason}
         return chain

@@ -15,7 +15,7 @@ import numpy as np
 
 from .expr import Expr
 
-__all__ = ["owned_mask", "global_indices", "unit_mask"]
+__all__ = ["owned_mask", "owned_values", "global_indices", "unit_mask"]
 
 
 def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "target") -> np.ndarray:
@@ -73,6 +73,58 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
         full[a] = True
         return full[start:stop].copy()
     raise ValueError(f"{name}: expected a mask, expression, callable, dict or state indices, got {a.dtype}")
+
+
+def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "reward",
+                 named: Mapping | None = None) -> np.ndarray:
+    """Owned part ``[start, stop)`` of a per-state vector described by ``spec`` (rewards, expectations).
+
+    Parameters
+    ----------
+    spec : number, array_like of shape (n,), Expr, callable or str
+        A constant, the values over all states, an expression of the model's
+        variables (``n1 + n2``; a boolean one counts 1 where it holds), a
+        callable ``f(states) -> values``, or the name of a vector in ``named``
+        (a chain's rewards, such as those read from a PRISM reward file).
+    states : StateTable or None
+        Needed for expressions and callables.
+    named : mapping of str to array, optional
+        Vectors that a string may name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc.chain import StateTable
+    >>> from ctmc.expr import Var
+    >>> S = StateTable({"n": np.arange(4)})
+    >>> owned_values(Var("n", 0, 3) ** 2 + 1, S, 4).tolist()
+    [1.0, 2.0, 5.0, 10.0]
+    >>> owned_values(2, S, 4, 1, 3).tolist()
+    [2.0, 2.0]
+    """
+    stop = n if stop is None else stop
+    if isinstance(spec, str):
+        if not named or spec not in named:
+            raise ValueError(f"{name}: no vector named {spec!r}; this chain has {sorted(named or {})}")
+        spec = named[spec]
+    if isinstance(spec, Expr) or (callable(spec) and not isinstance(spec, np.ndarray)):
+        if states is None:
+            raise ValueError(f"{name}: this chain has no state table; give the values as an array")
+        env = {k: v[start:stop] for k, v in states.as_dict().items()}
+        with np.errstate(all="ignore"):
+            val = spec.evaluate(env) if isinstance(spec, Expr) else spec(env)
+        a = np.asarray(val)
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{name}: the expression gives {a.dtype} values, expected real numbers")
+        return np.broadcast_to(a.astype(float), (stop - start,)).copy()
+    a = np.asarray(spec)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{name}: expected a number, {n} values, an expression or a callable, got {spec!r}")
+    if a.ndim == 0:
+        return np.full(stop - start, float(a))
+    if a.shape != (n,):
+        raise ValueError(f"{name}: expected {n} values (one per state), got shape {a.shape}")
+    return a[start:stop].astype(float)
 
 
 def global_indices(op, owned: np.ndarray) -> np.ndarray:
