@@ -23,6 +23,7 @@ their tables is reproduced. This script reproduces what can be cited:
 
 Run: python examples/hysteresis_literature.py
 """
+import argparse
 import textwrap
 from fractions import Fraction
 
@@ -128,4 +129,6 @@ def main():
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.parse_args()     # --help only: the checks take no options
     main()

@@ -11,18 +11,21 @@ the exact CTMC, the customer loss probability and the mean overload period
 (entering overload until normal again, discard excursions included), and draws
 both as heat maps.
 
-Run: python examples/hysteresis_sip_thresholds.py [--full] [--plots DIR]
-(the default is a coarse grid; plots go to a temporary directory unless --plots
-is given).
+Run::
+
+    python examples/hysteresis_sip_thresholds.py                 # grid step 6, seconds
+    python examples/hysteresis_sip_thresholds.py --full          # every pair (L, H)
+    python examples/hysteresis_sip_thresholds.py --plots DIR     # also write the heat maps to DIR
+
+With ``--plots DIR`` the heat maps go to ``DIR/hysteresis_sip_thresholds.png``
+(the path is printed); without it no figure is made and matplotlib is not needed.
 """
 import argparse
-import pathlib
-import tempfile
 
 import numpy as np
 
 from ctmc.models.hysteresis import HysteresisQueue, erlang, geometric_batch
-from ctmc.report import format_table
+from ctmc.report import add_plots_argument, format_table, new_figure, save_figure
 
 R = 40
 PARAMS = dict(lam=0.8, lam_overload=0.4, batch=geometric_batch(1 / 1.5), service=erlang(4, 1.0))
@@ -43,11 +46,10 @@ def grid(step):
     return Ls, Hs, loss, ret
 
 
-def plot(Ls, Hs, loss, ret, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+def plot(Ls, Hs, loss, ret, plots_dir):
+    """Heat maps of the loss and of the mean overload period over (L, H); the path written."""
+    fig = new_figure(figsize=(11, 4.5))
+    axes = fig.subplots(1, 2)
     for ax, z, title in ((axes[0], loss, "customer loss probability"),
                          (axes[1], ret, "mean overload period")):
         im = ax.pcolormesh(Hs, Ls, z, shading="nearest")
@@ -57,10 +59,7 @@ def plot(Ls, Hs, loss, ret, out):
         ax.set_title(title)
     fig.suptitle(f"M^X|E4|1|{R} with hysteretic control (lam=0.8, E[X]=1.5, lam_overload=0.4)")
     fig.tight_layout()
-    path = pathlib.Path(out) / "hysteresis_sip_thresholds.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, plots_dir, "hysteresis_sip_thresholds.png")
 
 
 def grid_table(Ls, Hs, values, fmt, title):
@@ -70,19 +69,22 @@ def grid_table(Ls, Hs, values, fmt, title):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--full", action="store_true", help="every integer pair (L, H)")
-    ap.add_argument("--plots", help="directory for the figure (default: a temporary one)")
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="every integer pair (L, H), the same as --step 1")
+    ap.add_argument("--step", type=int, default=6, help="spacing of the grid of thresholds (default 6)")
+    add_plots_argument(ap, what="the heat maps (hysteresis_sip_thresholds.png)")
     args = ap.parse_args(argv)
-    Ls, Hs, loss, ret = grid(1 if args.full else 6)
+    if args.step < 1:
+        ap.error(f"--step: must be >= 1, got {args.step}")
+    Ls, Hs, loss, ret = grid(1 if args.full else args.step)
     print(grid_table(Ls, Hs, loss, ".4f", f"loss probability (rows L, columns H), R = {R}"))
     print(grid_table(Ls, Hs, ret, ".2f", "mean overload period (rows L, columns H)"))
     i, j = np.unravel_index(np.nanargmin(loss), loss.shape)
     print(f"smallest loss {loss[i, j]:.5f} at L = {Ls[i]}, H = {Hs[j]} "
           f"(mean overload period {ret[i, j]:.2f})")
-    out = args.plots or tempfile.mkdtemp(prefix="hysteresis_")
-    pathlib.Path(out).mkdir(parents=True, exist_ok=True)
-    print(f"figure: {plot(Ls, Hs, loss, ret, out)}")
+    if args.plots:
+        plot(Ls, Hs, loss, ret, args.plots)
     return loss, ret
 
 

@@ -11,8 +11,10 @@ its transform E[exp(-sT); X_T = j] and the joint CDF P(T <= t, X_T = j).
 The mean time, minus the derivative of the transform at 0, is checked
 against the hitting-time solver.
 
-Run: python examples/jsq_first_equality.py
+Run: python examples/jsq_first_equality.py [--K 40] [--rho 0.9] [--mu1 0.3]
 """
+import argparse
+
 import numpy as np
 
 from ctmc.models.jsq import JSQ2
@@ -40,4 +42,9 @@ def main(K=40, rho=0.9, mu1=0.3):
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--K", type=int, default=40, help="capacity of each queue (default 40)")
+    ap.add_argument("--rho", type=float, default=0.9, help="total arrival rate (default 0.9)")
+    ap.add_argument("--mu1", type=float, default=0.3, help="service rate of the shortest queue (default 0.3)")
+    a = ap.parse_args()
+    main(a.K, a.rho, a.mu1)

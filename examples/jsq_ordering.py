@@ -14,14 +14,21 @@ complementary distribution functions P(N >= n) and P(longest >= n), prints
 the largest violation (zero up to rounding) and, with ``--plots DIR``, draws
 the curves.
 
-Run: python examples/jsq_ordering.py [--K 30] [--rho 0.9] [--plots DIR]
+Run::
+
+    python examples/jsq_ordering.py                       # K = 30, rho = 0.9, about a second
+    python examples/jsq_ordering.py --K 60 --rho 1.2
+    python examples/jsq_ordering.py --plots DIR           # also draw the curves
+
+With ``--plots DIR`` the figure goes to ``DIR/jsq_ordering.png`` (the path is
+printed); without it no figure is made and matplotlib is not needed.
 """
 import argparse
 
 import numpy as np
 
 from ctmc.models.jsq import JSQ2
-from ctmc.report import format_table
+from ctmc.report import add_plots_argument, format_table, new_figure, save_figure
 
 
 def ccdf(p):
@@ -48,14 +55,13 @@ def study(K=30, rho=0.9, n_mu=11):
     return mus, N, L, ext, viol
 
 
-def plot(K, rho, mus, N, L, ext, path):
+def plot(K, rho, mus, N, L, ext, plots_dir, say=print):
+    """The complementary distribution functions of N and of the longest queue; the path written."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    cmap = plt.get_cmap("viridis")
+    fig = new_figure(figsize=(15, 4.2))
+    ax = fig.subplots(1, 3)
+    cmap = matplotlib.colormaps["viridis"]
     n = np.arange(N.shape[1])
     for k, m in enumerate(mus):
         ax[0].semilogy(n, N[k], color=cmap(k / (len(mus) - 1)), label=f"mu2={m:.1f}" if k % 2 == 0 else None)
@@ -70,15 +76,14 @@ def plot(K, rho, mus, N, L, ext, path):
     ax[2].set(title="extended model (idle server helps/disturbs)", xlabel="n")
     ax[2].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return save_figure(fig, plots_dir, "jsq_ordering.png", say=say)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--K", type=int, default=30)
-    p.add_argument("--rho", type=float, default=0.9)
-    p.add_argument("--plots", metavar="DIR", default=None, help="write jsq_ordering.png to DIR")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--K", type=int, default=30, help="capacity of each queue (default 30)")
+    p.add_argument("--rho", type=float, default=0.9, help="total arrival rate (default 0.9)")
+    add_plots_argument(p, what="the figure (jsq_ordering.png)")
     a = p.parse_args(argv)
     mus, N, L, ext, viol = study(a.K, a.rho)
     title = f"JSQ ordering in mu2 (K = {a.K}, rho = {a.rho}): largest violations of each claim"
@@ -87,12 +92,7 @@ def main(argv=None):
     i = a.K  # P(N >= K) as a summary, decreasing in mu2
     lines.append("  P(N >= K) for mu2 = " + ", ".join(f"{m:.1f}: {N[k, i]:.3e}" for k, m in enumerate(mus)))
     if a.plots:
-        from pathlib import Path
-
-        d = Path(a.plots)
-        d.mkdir(parents=True, exist_ok=True)
-        plot(a.K, a.rho, mus, N, L, ext, d / "jsq_ordering.png")
-        lines.append(f"  figure: {d / 'jsq_ordering.png'}")
+        plot(a.K, a.rho, mus, N, L, ext, a.plots, say=lines.append)
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ import time
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="JSQ blocking probability with the PETSc backend")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--K", type=int, default=500, help="capacity of each queue (default 500)")
     p.add_argument("--rho", type=float, default=0.9, help="total arrival rate (default 0.9)")
     p.add_argument("--mu2", type=float, default=0.5, help="service rate of the longer queue (default 0.5)")

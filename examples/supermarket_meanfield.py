@@ -15,21 +15,24 @@ whose last increment is printed as the truncation-error estimate.
 
 Run::
 
-    python examples/supermarket_meanfield.py            # n = 2..8, seconds
-    python examples/supermarket_meanfield.py --full     # n = 2..20, about half an hour
-    python examples/supermarket_meanfield.py --plot DIR # also write the figure
+    python examples/supermarket_meanfield.py              # n = 2..4, seconds
+    python examples/supermarket_meanfield.py --full       # n = 2..20, about half an hour
+    python examples/supermarket_meanfield.py --plots DIR  # also write the error plot to DIR
+
+With ``--plots DIR`` the log-log plot of the errors goes to
+``DIR/supermarket_error.png`` (the path is printed); without it no figure is
+made and matplotlib is not needed.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import tempfile
 
 import numpy as np
 
 from ctmc.models.supermarket import (Supermarket, _plot_errors, mean_field_fixed_point, n_occupancy_states,
                                      refined_mean_field)
-from ctmc.report import format_table
+from ctmc.report import add_plots_argument, format_table
 
 LAM, D = 0.9, 2
 
@@ -72,8 +75,22 @@ def exact_mean(n, budget):
     return caps[-1], n_occupancy_states(n, caps[-1]), vals[-1], masses[-1], est, err
 
 
-def main(full=False, plot_dir=None, nmax=20, budget=None):
-    head, rows, (f1, f2) = seed_table((2, 5, 10), tol=1e-5) if full else seed_table()
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="n = 2..20 (about half an hour)")
+    ap.add_argument("--nmax", type=int, default=None, help="largest n (default 4, 20 with --full)")
+    ap.add_argument("--budget", type=int, default=None,
+                    help="states per chain (default 2e4, 3.2e6 with --full)")
+    ap.add_argument("--tol", type=float, default=None,
+                    help="boundary mass of the exact f_k columns (default 1e-8, 1e-5 with --full)")
+    add_plots_argument(ap, what="the error plot (supermarket_error.png)")
+    a = ap.parse_args(argv)
+    nmax = a.nmax if a.nmax is not None else (20 if a.full else 4)
+    if nmax < 2:
+        ap.error(f"--nmax: must be >= 2, got {nmax}")
+    seed_ns = tuple(n for n in ((2, 5, 10) if a.full else (2, 3)) if n <= nmax)
+    tol = a.tol if a.tol is not None else (1e-5 if a.full else 1e-8)
+    head, rows, (f1, f2) = seed_table(seed_ns, tol=tol)
     print(f"f_k at lambda = {LAM}: the seed's mean-field table (d = 1, d = 2) with exact and refined values")
     print(format_table(rows, head))
     # cross-checks of the seed's closed forms
@@ -81,8 +98,8 @@ def main(full=False, plot_dir=None, nmax=20, budget=None):
     k = np.arange(9)
     assert np.allclose(f2[:9], LAM ** (2.0 ** k - 1) - LAM ** (2.0 ** (k + 1) - 1), rtol=1e-12)
 
-    ns = list(range(2, nmax + 1)) if full else [2, 3, 4]
-    budget = budget or (3_200_000 if full else 20_000)
+    ns = list(range(2, nmax + 1))
+    budget = a.budget or (3_200_000 if a.full else 20_000)
     rmf = refined_mean_field(D, LAM)
     mf = rmf.mean_jobs_per_server()
     rows, err_mf, err_rmf, used = [], [], [], []
@@ -104,17 +121,12 @@ def main(full=False, plot_dir=None, nmax=20, budget=None):
         print(f"log-log slopes over n = {used[0]}..{used[-1]} (where the truncation error is < 20 % of the "
               f"refined error): mean field {s1:.2f}, refined {s2:.2f}")
         assert all(b < a for a, b in zip(err_mf, err_rmf)), "refined mean field should beat mean field"
-    if plot_dir and used:
-        print(_plot_errors(used, err_mf, err_rmf, plot_dir))
+    if a.plots and used:
+        _plot_errors(used, err_mf, err_rmf, a.plots)
+    elif a.plots:
+        print("no figure: no n where the truncation error is small enough (raise --budget)")
     return rows
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--full", action="store_true", help="n = 2..20 (about half an hour)")
-    ap.add_argument("--nmax", type=int, default=20, help="largest n of --full (default 20)")
-    ap.add_argument("--budget", type=int, default=None, help="states per chain (default 3.2e6 with --full)")
-    ap.add_argument("--plot", metavar="DIR", help="write the error plot to DIR")
-    a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        main(full=a.full, plot_dir=a.plot or tmp, nmax=a.nmax, budget=a.budget)
+    main()

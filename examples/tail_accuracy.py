@@ -14,6 +14,7 @@ LU (which loses every digit on such a problem and says so).
 
 Run: python examples/tail_accuracy.py
 """
+import argparse
 import warnings
 from fractions import Fraction
 
@@ -63,4 +64,6 @@ def main():
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.parse_args()     # --help only: the checks take no options
     main()

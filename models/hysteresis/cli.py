@@ -95,20 +95,14 @@ def report(plots_dir=None) -> str:
     width = max(a.p.shape[1], b.p.shape[1])
     out.append(f"  route (a) vs (b): max |p_a - p_b| = {abs(a.levels(width) - b.levels(width)).max():.2e}")
     if plots_dir:
-        import pathlib
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        d = pathlib.Path(plots_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        fig, ax = plt.subplots()
+        from ctmc.report import new_figure, save_figure
+        fig = new_figure()
+        ax = fig.subplots()
         ax.bar(range(a.p.shape[1]), a.p[0], label="normal")
         ax.bar(range(a.p.shape[1]), a.p[1], bottom=a.p[0], label="overload")
         ax.bar(range(a.p.shape[1]), a.p[2], bottom=a.p[0] + a.p[1], label="discard")
         ax.set_xlabel("customers in system")
         ax.set_ylabel("probability")
         ax.legend()
-        fig.savefig(d / "hysteresis_law.png", dpi=100)
-        plt.close(fig)
-        out.append(f"  plot: {d / 'hysteresis_law.png'}")
+        save_figure(fig, plots_dir, "hysteresis_law.png", dpi=100, say=out.append)
     return "\n".join(out)

@@ -96,19 +96,17 @@ def report(plots_dir=None) -> str:
                         title="supermarket d=2, lam=0.9 (with replacement): mean jobs per server "
                               "(capacity: boundary mass <= 1e-6)")]
     if plots_dir:
-        out.append(_plot_errors(ns, err_mf, err_rmf, plots_dir))
+        _plot_errors(ns, err_mf, err_rmf, plots_dir, say=out.append)
     return "\n".join(out)
 
 
-def _plot_errors(ns, err_mf, err_rmf, plots_dir, name="supermarket_error.png") -> str:
-    import os
+def _plot_errors(ns, err_mf, err_rmf, plots_dir, name="supermarket_error.png", say=print):
+    """Log-log plot of both errors against n, written by :func:`ctmc.report.save_figure`; the path."""
+    from ctmc.report import new_figure, save_figure
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    os.makedirs(plots_dir, exist_ok=True)
     ns = np.asarray(ns, dtype=float)
-    fig, ax = plt.subplots(figsize=(5, 4))
+    fig = new_figure(figsize=(5, 4))
+    ax = fig.subplots()
     ax.loglog(ns, err_mf, "o-", label="|exact - mean field|")
     ax.loglog(ns, err_rmf, "s-", label="|exact - refined|")
     ax.loglog(ns, err_mf[-1] * ns[-1] / ns, "k--", lw=0.8, label="slope -1")
@@ -118,7 +116,4 @@ def _plot_errors(ns, err_mf, err_rmf, plots_dir, name="supermarket_error.png") -
     ax.set_title("supermarket, d = 2, lambda = 0.9")
     ax.legend()
     fig.tight_layout()
-    path = os.path.join(plots_dir, name)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return f"plot written to {path}"
+    return save_figure(fig, plots_dir, name, dpi=120, say=say)
