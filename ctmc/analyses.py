@@ -11,7 +11,18 @@ any heavy work against the method's frozen options class.
 """
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 __all__ = ["Analyses"]
+
+
+def _drop_point_axes(res, fields: dict):
+    """The shape convention of :mod:`ctmc.results`: a scalar ``t`` or ``s`` gives no leading axis."""
+    change = {f: getattr(res, f)[0] for f, pts in fields.items()
+              if pts is not None and np.ndim(pts) == 0 and getattr(res, f) is not None}
+    return dataclasses.replace(res, **change) if change else res
 
 
 class Analyses:
@@ -22,6 +33,26 @@ class Analyses:
     default_backend = "scipy"
     #: backends this kind of chain can run on (None: every registered one)
     allowed_backends = None
+
+    def _named_set(self, spec, name="target"):
+        """A label name as its set of states; anything else unchanged."""
+        if isinstance(spec, str):
+            labels = getattr(self, "labels", None) or {}
+            if spec not in labels:
+                raise ValueError(f"{name}: no label {spec!r}; this chain has {sorted(labels)}")
+            return labels[spec]
+        return spec
+
+    def _values(self, spec, name="reward"):
+        """Per-state values from an array, a constant, an expression or a reward name (whole vector)."""
+        from .sets import owned_values
+        return owned_values(spec, getattr(self, "states", None), self.n_states, name=name,
+                            named=getattr(self, "rewards", None))
+
+    def _bind(self, res):
+        if isinstance(res, list):
+            return [self._bind(r) for r in res]
+        return res._bind(self)
 
     def _backend(self, backend):
         name = self.default_backend if backend is None else backend
@@ -64,8 +95,8 @@ class Analyses:
             Several closed classes (the message lists them).
         """
         from . import stationary as _st
-        return _st.stationary(self, method, backend=self._backend(backend), check=check, per_class=per_class,
-                              backend_options=backend_options, **options)
+        return self._bind(_st.stationary(self, method, backend=self._backend(backend), check=check,
+                                         per_class=per_class, backend_options=backend_options, **options))
 
     def hitting_times(self, target, moments: int = 1, method: str = "auto", *, reward=None, backend=None,
                       check: bool = True, backend_options=None, **options):
@@ -83,8 +114,10 @@ class Analyses:
         method : str
             A key of :data:`ctmc.passage.METHODS` (``"auto"``, ``"gth"``,
             ``"lu"``, ``"gmres"``, ``"bicgstab"``).
-        reward : array_like, optional
-            Non-negative per-state reward rates (default 1: the time itself).
+        reward : array_like, expression or str, optional
+            Non-negative per-state reward rates (default 1: the time itself):
+            values, an expression of the model's variables (``n1 + 1``) or the
+            name of one of the chain's rewards.
 
         Returns
         -------
@@ -92,9 +125,11 @@ class Analyses:
             ``mean`` is ``inf`` where ``A`` is not reached with probability 1.
         """
         from . import passage
-        return passage.hitting_times(self, target, moments, method, reward=reward,
-                                     backend=self._backend(backend), check=check,
-                                     backend_options=backend_options, **options)
+        if reward is not None and not isinstance(reward, (list, tuple, np.ndarray)):
+            reward = self._values(reward)
+        return self._bind(passage.hitting_times(self, self._named_set(target), moments, method, reward=reward,
+                                                backend=self._backend(backend), check=check,
+                                                backend_options=backend_options, **options))
 
     def hitting_laplace(self, target, s, method: str = "auto", *, backend=None, check: bool = True,
                         backend_options=None, **options):
@@ -113,8 +148,9 @@ class Analyses:
         LaplaceResult
         """
         from . import passage
-        return passage.hitting_laplace(self, target, s, method, backend=self._backend(backend), check=check,
-                                       backend_options=backend_options, **options)
+        return self._bind(passage.hitting_laplace(self, self._named_set(target), s, method,
+                                                  backend=self._backend(backend), check=check,
+                                                  backend_options=backend_options, **options))
 
     def first_passage(self, target, s=None, t=None, method: str = "auto", *, sources=None,
                       eps: float = 1e-13, max_terms: int = 10_000_000, backend=None, check: bool = True,
@@ -142,9 +178,11 @@ class Analyses:
         FirstPassageResult
         """
         from . import passage
-        return passage.first_passage(self, target, s, t, method, sources=sources, eps=eps, max_terms=max_terms,
-                                     backend=self._backend(backend), check=check,
-                                     backend_options=backend_options, **options)
+        res = passage.first_passage(self, self._named_set(target), s, t, method,
+                                    sources=self._named_set(sources, "sources"), eps=eps, max_terms=max_terms,
+                                    backend=self._backend(backend), check=check,
+                                    backend_options=backend_options, **options)
+        return self._bind(_drop_point_axes(res, {"laplace": s, "cdf": t}))
 
     def transient(self, p0, t, method: str = "auto", *, backend=None, check: bool = True, backend_options=None,
                   **options):
@@ -152,9 +190,11 @@ class Analyses:
 
         Parameters
         ----------
-        p0 : array_like, mask, expression or dict
+        p0 : array_like, mask, expression, label name or dict
             Initial law (non-negative, summing to 1), or a set of states
-            (uniform law on it), or one state as ``{var: value}``.
+            (uniform law on it: a set of indices, a boolean expression, a
+            label), or one state as ``{var: value}``, or a numeric expression
+            of the variables (weights, normalised).
         t : float or array_like of float >= 0
         method : str
             A key of :data:`ctmc.transient.METHODS`: ``"auto"``,
@@ -165,5 +205,79 @@ class Analyses:
         TransientResult
         """
         from . import transient
-        return transient.transient(self, p0, t, method, backend=self._backend(backend), check=check,
-                                   backend_options=backend_options, **options)
+        res = transient.transient(self, self._named_set(p0, "p0"), t, method, backend=self._backend(backend),
+                                  check=check, backend_options=backend_options, **options)
+        return self._bind(_drop_point_axes(res, {"p": t}))
+
+    # one-liners (Storm's usual questions) -------------------------------------
+    def prob_within(self, target, t, p0=None, *, eps: float = 1e-13, max_terms: int = 10_000_000,
+                    backend=None, check: bool = True):
+        """Probability of reaching ``target`` within time ``t``: ``P(T_A <= t)``.
+
+        Parameters
+        ----------
+        target : mask, expression, label name, callable, dict or indices
+        t : float or array_like of float >= 0
+        p0 : initial law or set of states, optional
+            Default: the chain's initial state(s) (uniform over them).
+
+        Returns
+        -------
+        MeasureResult
+            ``value``: from ``p0``; ``values``: from every state
+            (``result.at(n=3)``); ``error_bound``: absolute (uniformisation).
+            See :mod:`ctmc.measures`.
+        """
+        from . import measures
+        res = measures.prob_within(self, self._named_set(target), t, self._named_set(p0, "p0"), eps=eps,
+                                   max_terms=max_terms, backend=self._backend(backend), check=check)
+        return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
+
+    def cumulative_reward(self, reward, t, p0=None, *, eps: float = 1e-13, max_terms: int = 10_000_000,
+                          backend=None, check: bool = True):
+        """Expected reward accumulated up to ``t``: ``E[int_0^t r(X_s) ds]``.
+
+        Parameters
+        ----------
+        reward : array_like, number, expression or reward name
+        t : float or array_like of float >= 0
+        p0 : initial law or set of states, optional (default: the chain's initial states)
+
+        Returns
+        -------
+        MeasureResult
+            ``value`` from ``p0``, ``values`` from every state; see :mod:`ctmc.measures`.
+        """
+        from . import measures
+        res = measures.cumulative_reward(self, reward, t, self._named_set(p0, "p0"), eps=eps,
+                                         max_terms=max_terms, backend=self._backend(backend), check=check)
+        return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
+
+    def long_run(self, p0=None, method: str = "auto", *, backend=None, check: bool = True, **options):
+        """Long-run law ``lim p0 exp(Qt)``, also for chains with several closed classes.
+
+        Each closed class's stationary law, weighted by the probability of
+        entering the class from ``p0`` (default: the chain's initial
+        states). On an irreducible chain this is :meth:`stationary`.
+
+        Returns
+        -------
+        StationaryResult
+            ``info["absorption"]``: the class weights; see :mod:`ctmc.measures`.
+        """
+        from . import measures
+        return self._bind(measures.long_run(self, self._named_set(p0, "p0"), method, backend=backend,
+                                            check=check, **options))
+
+    def throughput(self, event: str, p0=None, method: str = "auto", *, backend=None, check: bool = True,
+                   **options):
+        """Long-run rate at which a model event fires, under :meth:`long_run`'s law.
+
+        Returns
+        -------
+        MeasureResult
+            ``value`` (also ``float(result)``), with the stationary evidence.
+        """
+        from . import measures
+        return self._bind(measures.throughput(self, event, self._named_set(p0, "p0"), method, backend=backend,
+                                              check=check, **options))

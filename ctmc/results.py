@@ -10,6 +10,22 @@ A result whose status is not :attr:`Status.SUCCESS` is raised as a
 passes ``check=False``; the one exception is :attr:`Status.TAIL_INACCURATE`,
 which only warns (:class:`TailAccuracyWarning`), since the bulk of the answer
 is valid and only probabilities far below the largest ones are in doubt.
+
+Shapes and labels
+-----------------
+One convention for every result: per-state arrays have the states on their
+**last** axis, indexed like the chain's states; an analysis asked for one
+time ``t`` or one transform argument ``s`` (a number) returns arrays without
+that axis, and one asked for a sequence of them returns a leading axis of the
+same length. So ``transient(p0, t=1.0).p`` and ``hitting_laplace(A, s=0.5).values``
+both have shape ``(n_states,)``, and with ``t=[1.0, 2.0]`` shape ``(2, n_states)``.
+
+Results returned by a chain's analyses know their chain: ``result.to_frame()``
+gives a table with the state variables as columns and the values beside them
+(needs pandas), ``result.marginal("n2")`` the law of one variable,
+``result.expect(expr)`` an expectation of an expression of the variables or
+of a named reward, and ``result.at(n=3)`` / ``result.at_initial()`` read a
+per-state answer at one state or at the chain's initial state. Reprs are short.
 """
 from __future__ import annotations
 
@@ -23,7 +39,7 @@ import numpy as np
 __all__ = [
     "Status", "SolverError", "ReducibleChainError", "TailAccuracyWarning",
     "ModelError", "StateSpaceTooLarge", "AnalysisResult", "StationaryResult",
-    "HittingResult", "LaplaceResult", "FirstPassageResult", "TransientResult",
+    "HittingResult", "LaplaceResult", "FirstPassageResult", "TransientResult", "MeasureResult",
 ]
 
 
@@ -79,7 +95,7 @@ class TailAccuracyWarning(RuntimeWarning):
     """Small probabilities of a result fail ctmc's component-wise check."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class AnalysisResult:
     """Fields common to all results.
 
@@ -126,8 +142,99 @@ class AnalysisResult:
                               f"{self.status.value}: {self.message}", self)
         return self
 
+    # labels, tables and short reprs (the chain is attached by the analyses) ----
+    _chain = None
 
-@dataclass(frozen=True, eq=False)
+    def _bind(self, chain):
+        """Attach the chain this result is about (its states, labels, rewards, initial states)."""
+        object.__setattr__(self, "_chain", chain)
+        return self
+
+    @property
+    def states(self):
+        """The chain's state table (None for a result not obtained from a chain's method)."""
+        return getattr(self._chain, "states", None)
+
+    def _per_state(self, spec, name="reward") -> np.ndarray:
+        from .sets import owned_values
+        st = self.states
+        n = self._n_states()
+        return owned_values(spec, st, n, name=name, named=getattr(self._chain, "rewards", None))
+
+    def _n_states(self) -> int:
+        cols = self._columns()
+        return next(iter(cols.values())).shape[-1]
+
+    def _columns(self) -> dict:
+        """Per-state columns of :meth:`to_frame` (name -> array of shape (n_states,))."""
+        raise TypeError(f"{type(self).__name__} has no per-state values")
+
+    def to_frame(self):
+        """The answer as a :class:`pandas.DataFrame`: state variables, then the values (needs pandas).
+
+        One row per state (per source state for first-passage results).
+        """
+        from .tables import frame
+        return frame(self.states, self._columns())
+
+    def _state_index(self, state=None, **values) -> int:
+        if state is not None and values:
+            raise ValueError("state: give a state index or variable values, not both")
+        if state is None:
+            if self.states is None:
+                raise ValueError("state: this result has no state table; give a state index")
+            return self.states.index(**values)
+        if isinstance(state, dict):
+            return self.states.index(**state)
+        if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+            return int(state)
+        raise ValueError(f"state: expected an index or {{var: value}}, got {state!r}")
+
+    def _at(self, i: int):
+        raise TypeError(f"{type(self).__name__} has no per-state answer to read at a state")
+
+    def at(self, state=None, **values):
+        """The per-state answer at one state: ``result.at(n1=3, n2=0)`` or ``result.at(17)``."""
+        return self._at(self._state_index(state, **values))
+
+    def at_initial(self):
+        """The per-state answer at the chain's initial state (Storm's default reading).
+
+        Raises ValueError if the chain has no initial state or several (then use :meth:`at`).
+        """
+        init = getattr(self._chain, "initial", None)
+        if init is None or len(init) == 0:
+            raise ValueError("at_initial: the chain has no initial state (build it with initial=...)")
+        if len(init) > 1:
+            raise ValueError(f"at_initial: the chain has {len(init)} initial states; read one with at(...)")
+        return self._at(int(init[0]))
+
+    def __repr__(self) -> str:
+        from dataclasses import fields
+        from .tables import summary
+        head = [f"method={self.method!r}", f"status={self.status.value}"]
+        body = []
+        for f in fields(self):
+            if f.name in ("method", "backend", "status", "message", "info"):
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, (float, np.floating)):
+                head.append(f"{f.name}={v:.3g}")
+            elif isinstance(v, (int, np.integer)):
+                head.append(f"{f.name}={v}")
+            else:
+                body.append(f"{f.name}: {summary(v)}")
+        return f"{type(self).__name__}({', '.join(head)}; {'; '.join(body)})"
+
+    def _repr_html_(self) -> str:
+        from dataclasses import fields
+        from .tables import html_table, summary
+        rows = [(f.name, summary(getattr(self, f.name)) if isinstance(getattr(self, f.name), np.ndarray)
+                 else getattr(self, f.name)) for f in fields(self) if f.name not in ("info", "status")]
+        return html_table(f"{type(self).__name__}: {self.status.value}", rows)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class StationaryResult(AnalysisResult):
     """Stationary distribution ``pi`` with ``pi Q = 0``, ``sum(pi) = 1``.
 
@@ -165,15 +272,23 @@ class StationaryResult(AnalysisResult):
 
         Parameters
         ----------
-        reward : array_like, shape (n_states,)
+        reward : array_like of shape (n_states,), number, expression, callable or str
+            Values per state, an expression of the model's variables
+            (``n1 + n2``; a boolean one gives a probability), or the name of
+            one of the chain's rewards.
         """
-        r = np.asarray(reward, dtype=float)
-        if r.shape != self.pi.shape:
-            raise ValueError(f"reward: expected shape {self.pi.shape}, got {r.shape}")
-        return float(self.pi @ r)
+        return float(self.pi @ self._per_state(reward))
+
+    def marginal(self, by) -> dict:
+        """Stationary law of a variable (or integer expression): ``{value: probability}``."""
+        from .tables import marginal
+        return marginal(self.pi, self.states, by)
+
+    def _columns(self):
+        return {"pi": self.pi}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class HittingResult(AnalysisResult):
     """Moments of the hitting time ``T_A = inf{t >= 0: X_t in A}``.
 
@@ -215,8 +330,18 @@ class HittingResult(AnalysisResult):
             raise ValueError("moments: variance needs moments >= 2")
         return self.moments[1] - self.moments[0] ** 2
 
+    def _columns(self):
+        cols = {"mean": self.mean}
+        for m in range(2, self.moments.shape[0] + 1):
+            cols[f"moment{m}"] = self.moments[m - 1]
+        return cols
 
-@dataclass(frozen=True, eq=False)
+    def _at(self, i):
+        """The mean at state ``i``."""
+        return float(self.mean[i])
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class LaplaceResult(AnalysisResult):
     """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]`` (0 when ``T_A = inf``).
 
@@ -233,8 +358,17 @@ class LaplaceResult(AnalysisResult):
     #: bound on the relative normwise error of ``values`` (see :func:`ctmc.passage.passage_bound`)
     error_bound: float = float("inf")
 
+    def _columns(self):
+        if self.values.ndim == 1:
+            return {f"s={_num(self.s[0])}": self.values}
+        return {f"s={_num(s)}": v for s, v in zip(self.s, self.values)}
 
-@dataclass(frozen=True, eq=False)
+    def _at(self, i):
+        v = self.values[..., i]
+        return float(v) if v.ndim == 0 else v.copy()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class FirstPassageResult(AnalysisResult):
     """Joint law of ``(T_A, X_{T_A})``.
 
@@ -272,8 +406,21 @@ class FirstPassageResult(AnalysisResult):
     error_bound: float = 0.0
     solve_error_bound: float = float("nan")
 
+    def _columns(self):
+        cols = {"P(reach)": self.probabilities.sum(axis=1)}
+        for k, j in enumerate(self.targets):
+            cols[f"P(enter {j})"] = self.probabilities[:, k]
+        return cols
 
-@dataclass(frozen=True, eq=False)
+    def to_frame(self):
+        """One row per source state: its variables, the probability of reaching the target and of each entrance."""
+        from .tables import frame
+        st = self.states
+        sub = None if st is None else _Rows(st, self.sources)
+        return frame(sub, self._columns(), index_name="source")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class TransientResult(AnalysisResult):
     """Transient distributions ``p(t) = p0 exp(Q t)``.
 
@@ -289,9 +436,84 @@ class TransientResult(AnalysisResult):
     p: np.ndarray = None
     error_bound: float = 0.0
 
-    def expect(self, reward) -> np.ndarray:
-        """``E[r(X_t)]`` for every requested ``t``."""
-        r = np.asarray(reward, dtype=float)
-        if r.shape != self.p.shape[1:]:
-            raise ValueError(f"reward: expected shape {self.p.shape[1:]}, got {r.shape}")
-        return self.p @ r
+    def expect(self, reward):
+        """``E[r(X_t)]`` for every requested ``t`` (a number for a scalar ``t``).
+
+        ``reward`` as for :meth:`StationaryResult.expect` (values, expression, reward name).
+        """
+        v = self.p @ self._per_state(reward)
+        return float(v) if np.ndim(v) == 0 else v
+
+    def marginal(self, by):
+        """Law of a variable at each time: a dict (scalar ``t``) or a list of dicts."""
+        from .tables import marginal
+        if self.p.ndim == 1:
+            return marginal(self.p, self.states, by)
+        return [marginal(row, self.states, by) for row in self.p]
+
+    def _columns(self):
+        if self.p.ndim == 1:
+            return {f"t={_num(self.t[0])}": self.p}
+        return {f"t={_num(t)}": row for t, row in zip(self.t, self.p)}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MeasureResult(AnalysisResult):
+    """A measure from the initial law, with its per-state values where they exist.
+
+    Returned by the one-liners of :class:`ctmc.analyses.Analyses`
+    (``prob_within``, ``cumulative_reward``, ``throughput``).
+
+    Attributes
+    ----------
+    value : float or ndarray
+        The measure from the initial law (one value per requested ``t``, a
+        number for a scalar ``t``).
+    values : ndarray or None
+        The measure from each starting state (states on the last axis), where
+        it is defined per state.
+    t : ndarray or None
+        The times.
+    error_bound : float
+        Bound on the absolute error of ``value`` and ``values``.
+    """
+
+    value: object = None
+    values: Optional[np.ndarray] = None
+    t: Optional[np.ndarray] = None
+    error_bound: float = 0.0
+
+    def __float__(self):
+        return float(self.value)
+
+    def _columns(self):
+        if self.values is None:
+            raise TypeError("this measure has no per-state values")
+        if self.values.ndim == 1:
+            return {"value": self.values}
+        return {f"t={_num(t)}": v for t, v in zip(self.t, self.values)}
+
+    def _at(self, i):
+        if self.values is None:
+            raise TypeError("this measure has no per-state values")
+        v = self.values[..., i]
+        return float(v) if v.ndim == 0 else v.copy()
+
+
+def _num(x) -> str:
+    """Short text of a time or transform argument for a column name."""
+    return f"{float(x):g}"
+
+
+class _Rows:
+    """A state table restricted to some rows (first-passage sources)."""
+
+    def __init__(self, states, rows):
+        self._st, self._rows = states, np.asarray(rows)
+
+    @property
+    def names(self):
+        return self._st.names
+
+    def __getitem__(self, name):
+        return self._st[name][self._rows]

@@ -30,6 +30,7 @@ Everything here is written once on the primitives of :mod:`ctmc.backends.base`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,8 +40,9 @@ from ._util import as_points
 from .backends import check_backend_options, operator_for
 from .backends.base import worst
 from .options import make_options, positive
+from .expr import Expr
 from .results import Status, TransientResult
-from .sets import owned_mask
+from .sets import owned_mask, owned_values
 
 __all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions",
            "uniformize_operator", "check_uniformization", "initial_law", "transient"]
@@ -55,7 +57,7 @@ def check_uniformization(eps, max_terms) -> None:
 
 
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = 1e-13,
-                        scaled: bool = False, max_terms: int | None = None):
+                        scaled: bool = False, max_terms: int | None = None, integrate: bool = False):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
 
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
@@ -76,12 +78,16 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         Poisson tail neglected per time point.
     max_terms : int, optional
         Refuse (ValueError, before any product) a sum needing more steps than this.
+    integrate : bool
+        Return :math:`\int_0^t e^{As} V_0\,ds = \sum_k \Lambda^{-1} P(N_{\Lambda t} > k)
+        (I + A/\Lambda)^k V_0` instead (cumulative rewards); no left truncation.
 
     Returns
     -------
     out : ndarray, shape (len(times),) + V0.shape
     bound : float
-        Neglected Poisson mass.
+        Neglected Poisson mass (with ``integrate``: the neglected weight
+        :math:`\sum_{k > K} \Lambda^{-1} P(N_{\Lambda t} > k)`, in time units, exact).
 
     Examples
     --------
@@ -93,7 +99,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     """
     out = np.zeros((times.size,) + V0.shape)
     if lam == 0.0:
-        out[:] = V0
+        out[:] = np.multiply.outer(times, V0) if integrate else V0
         return out, 0.0
     lt = lam * times
     if max_terms is not None and lt.max() > max_terms:
@@ -102,14 +108,17 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     kmax = int(max(poisson.isf(eps, lt.max()), 0)) + 1 if lt.max() > 0 else 0
     # left truncation: first k carrying mass for each time
     kmin = np.where(lt > 0, np.maximum(poisson.ppf(eps, lt), 0), 0).astype(np.int64)
-    kmin = np.minimum(kmin, kmax)
+    kmin = np.minimum(kmin, kmax) if not integrate else np.zeros_like(kmin)
     V = np.array(V0, dtype=float)
     total = np.zeros(times.size)
     chunk = 1 << 14
     for c0 in range(0, kmax + 1, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
-        W = poisson.pmf(ks[None, :], lt[:, None])
-        W[lt == 0] = (ks == 0)[None, :].astype(float)
+        if integrate:
+            W = poisson.sf(ks[None, :], lt[:, None]) / lam
+        else:
+            W = poisson.pmf(ks[None, :], lt[:, None])
+            W[lt == 0] = (ks == 0)[None, :].astype(float)
         W[ks[None, :] < kmin[:, None]] = 0.0
         total += W.sum(axis=1)
         for j, k in enumerate(ks):
@@ -119,7 +128,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                 out[nz] += np.multiply.outer(w[nz], V)
             if k < kmax:
                 V = V + (apply(V) if scaled else apply(V) / lam)
-    bound = float(max(0.0, 1.0 - total.min()))
+    full = times if integrate else np.ones(times.size)
+    bound = float(max(0.0, (full - total).max()))
     return out, bound
 
 
@@ -196,6 +206,15 @@ def initial_law(op, p0) -> np.ndarray:
             return p[op.start:op.stop].copy()
         if a.dtype.kind == "f":
             raise ValueError(f"p0: a law must have shape ({n},), got {a.shape}")
+    if isinstance(p0, Expr) or (callable(p0) and not isinstance(p0, Mapping)):
+        # an expression of the variables: weights (a boolean one: uniform on its set)
+        w = owned_values(p0, op.states, n, op.start, op.stop, "p0")
+        if not np.all(np.isfinite(w)) or (w < 0).any():
+            raise ValueError("p0: an expression used as initial weights must be finite and >= 0")
+        tot = op.allsum(float(w.sum()))
+        if not tot > 0:
+            raise ValueError("p0: the expression is 0 on every state")
+        return w / tot
     m = owned_mask(p0, op.states, n, op.start, op.stop, "p0")
     cnt = op.allsum(float(m.sum()))
     if cnt == 0:

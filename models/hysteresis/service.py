@@ -11,6 +11,9 @@ sums :math:`\le 0`, nonsingular) and exit rates :math:`s_0 = -S\mathbf 1`:
 
     G(t) = 1 - \alpha e^{St}\mathbf 1, \qquad E[T] = \alpha(-S)^{-1}\mathbf 1 .
 
+The law itself (validation, moments, CDF) is :class:`ctmc.ph.PhaseType`;
+:class:`PhaseType` here adds the Poisson mixing below, and any
+:class:`ctmc.ph.PhaseType` (e.g. :func:`ctmc.ph.fit`) is accepted as service.
 Helpers: :func:`exponential`, :func:`erlang` (deterministic service is its
 limit :math:`k \to \infty` at fixed mean), :func:`hyperexponential`,
 :func:`coxian`, :func:`phase_type`. Phase-type laws work on both routes of
@@ -50,6 +53,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ctmc import ph as _ph
+
 __all__ = [
     "PhaseType", "Deterministic", "GeneralService", "BatchSize",
     "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
@@ -86,19 +91,14 @@ class MixingResult:
     info: dict = field(default_factory=dict, repr=False)
 
 
-@dataclass(frozen=True, eq=False)
-class PhaseType:
-    r"""Phase-type service law :math:`PH(\alpha, S)` (validated on construction).
+@dataclass(frozen=True, eq=False, repr=False)
+class PhaseType(_ph.PhaseType):
+    r"""Phase-type service law :math:`PH(\alpha, S)`: the law of :class:`ctmc.ph.PhaseType`
+    (validation, moments, CDF) plus the Poisson mixing of the embedded-chain route.
 
-    Parameters
-    ----------
-    alpha : array_like, shape (m,)
-        Initial phase law, non-negative, summing to 1.
-    S : array_like, shape (m, m)
-        Sub-generator: negative diagonal, non-negative off-diagonal, row sums
-        <= 0, and absorption reachable from every phase (nonsingular).
-    name : str
-        Label for reports.
+    Any :class:`ctmc.ph.PhaseType` (e.g. :func:`ctmc.ph.fit`) given as the
+    service of a :class:`~models.hysteresis.HysteresisQueue` is taken as this
+    class (:meth:`of`).
 
     Examples
     --------
@@ -108,79 +108,10 @@ class PhaseType:
     (4, 2.0, 0.25)
     """
 
-    alpha: np.ndarray
-    S: np.ndarray
-    name: str = "PH"
-
-    def __post_init__(self):
-        a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
-        S = np.atleast_2d(np.asarray(self.S, dtype=float))
-        m = a.size
-        if a.ndim != 1 or m == 0:
-            raise ValueError("alpha: expected a non-empty 1-D array")
-        if S.shape != (m, m):
-            raise ValueError(f"S: expected shape ({m}, {m}) to match alpha, got {S.shape}")
-        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(S))):
-            raise ValueError("alpha, S: entries must be finite")
-        if (a < 0).any() or abs(a.sum() - 1) > 1e-12:
-            raise ValueError(f"alpha: must be >= 0 and sum to 1 (no atom at 0), sums to {a.sum()!r}")
-        off = S - np.diag(np.diag(S))
-        if (off < 0).any():
-            raise ValueError("S: off-diagonal entries must be >= 0")
-        if (np.diag(S) >= 0).any():
-            raise ValueError("S: diagonal entries must be < 0")
-        exit_ = -S.sum(axis=1)
-        if (exit_ < -1e-12 * np.abs(np.diag(S))).any():
-            raise ValueError("S: row sums must be <= 0 (exit rates s0 = -S 1 >= 0)")
-        exit_ = np.maximum(exit_, 0.0)
-        # unstable representation: some phase cannot reach absorption
-        ok = exit_ > 0
-        while True:
-            new = ok | ((off > 0) & ok[None, :]).any(axis=1)
-            if new.sum() == ok.sum():
-                break
-            ok = new
-        if not ok.all():
-            bad = np.flatnonzero(~ok).tolist()
-            raise ValueError(f"S: phases {bad} never reach absorption (singular sub-generator: "
-                             "not a valid phase-type representation)")
-        object.__setattr__(self, "alpha", a)
-        object.__setattr__(self, "S", S)
-
-    @property
-    def n_phases(self) -> int:
-        return self.alpha.size
-
-    @property
-    def exit_rates(self) -> np.ndarray:
-        """``s0 = -S 1``."""
-        return np.maximum(-self.S.sum(axis=1), 0.0)
-
-    def moment(self, k: int = 1) -> float:
-        """``E[T^k] = k! alpha (-S)^{-k} 1``."""
-        x = np.ones(self.n_phases)
-        M = -self.S
-        f = 1.0
-        for i in range(1, k + 1):
-            x = np.linalg.solve(M, x)
-            f *= i
-        return float(f * self.alpha @ x)
-
-    @property
-    def mean(self) -> float:
-        return self.moment(1)
-
-    @property
-    def scv(self) -> float:
-        """Squared coefficient of variation."""
-        m1 = self.mean
-        return self.moment(2) / m1 ** 2 - 1
-
-    def sf(self, t) -> np.ndarray:
-        """Survival function ``alpha exp(S t) 1``."""
-        import scipy.linalg as sl
-        t = np.atleast_1d(np.asarray(t, dtype=float))
-        return np.array([self.alpha @ sl.expm(self.S * ti) @ np.ones(self.n_phases) for ti in t])
+    @classmethod
+    def of(cls, law: _ph.PhaseType) -> "PhaseType":
+        """The same law (``alpha``, ``S``, ``name``) as this class."""
+        return law if isinstance(law, cls) else cls(law.alpha, law.S, name=law.name)
 
     def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
         """Exact Poisson mixing ``a_k``, ``b_k`` (see the module docstring)."""
@@ -298,66 +229,38 @@ class GeneralService:
 
 
 def exponential(rate: float = 1.0) -> PhaseType:
-    """Exponential service with the given rate (one phase)."""
-    r = _positive("rate", rate)
-    return PhaseType(np.ones(1), np.array([[-r]]), name=f"M(rate={r:g})")
+    """Exponential service with the given rate (one phase); :func:`ctmc.ph.exponential`."""
+    return PhaseType.of(_ph.exponential(rate))
 
 
 def erlang(k: int, mean: float = 1.0) -> PhaseType:
-    """Erlang-k service with the given mean (each of the k phases has rate k/mean).
+    """Erlang-k service with the given mean; :func:`ctmc.ph.erlang`.
 
     As ``k`` grows it tends to deterministic service with the same mean
     (squared coefficient of variation 1/k).
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k: number of Erlang phases must be an integer >= 1, got {k!r}")
-    mean = _positive("mean", mean)
-    r = k / mean
-    S = -r * np.eye(k) + r * np.eye(k, k=1)
-    a = np.zeros(k)
-    a[0] = 1.0
-    return PhaseType(a, S, name=f"E{k}(mean={mean:g})")
+    return PhaseType.of(_ph.erlang(k, mean))
 
 
 def hyperexponential(probs, rates) -> PhaseType:
-    """Mixture of exponentials: rate ``rates[i]`` with probability ``probs[i]``."""
-    p = np.asarray(probs, dtype=float)
-    r = np.asarray(rates, dtype=float)
-    if p.shape != r.shape or p.ndim != 1 or p.size == 0:
-        raise ValueError("probs, rates: expected two 1-D arrays of the same length")
-    if not (np.all(np.isfinite(r)) and (r > 0).all()):
-        raise ValueError(f"rates: must be finite and > 0, got {r}")
-    return PhaseType(p, -np.diag(r), name=f"H{p.size}")
+    """Mixture of exponentials: rate ``rates[i]`` with probability ``probs[i]``; :func:`ctmc.ph.hyperexponential`."""
+    return PhaseType.of(_ph.hyperexponential(probs, rates))
 
 
 def coxian(rates, continue_probs) -> PhaseType:
     """Coxian law: phase ``i`` (rate ``rates[i]``) moves on to ``i+1`` with
-    probability ``continue_probs[i]``, else service ends; the last phase ends.
-
-    Parameters
-    ----------
-    rates : array_like, shape (m,)
-    continue_probs : array_like, shape (m-1,), values in [0, 1]
+    probability ``continue_probs[i]``, else service ends; :func:`ctmc.ph.coxian`.
     """
-    r = np.asarray(rates, dtype=float)
-    c = np.asarray(continue_probs, dtype=float)
-    if r.ndim != 1 or r.size == 0:
-        raise ValueError("rates: expected a non-empty 1-D array")
-    if c.shape != (r.size - 1,):
-        raise ValueError(f"continue_probs: expected {r.size - 1} values, got shape {c.shape}")
-    if not (np.all(np.isfinite(r)) and (r > 0).all()):
-        raise ValueError(f"rates: must be finite and > 0, got {r}")
-    if ((c < 0) | (c > 1)).any():
-        raise ValueError(f"continue_probs: must lie in [0, 1], got {c}")
-    S = -np.diag(r) + np.diag(r[:-1] * c, k=1)
-    a = np.zeros(r.size)
-    a[0] = 1.0
-    return PhaseType(a, S, name=f"Cox{r.size}")
+    try:
+        law = _ph.coxian(rates, continue_probs)
+    except ValueError as exc:  # the core names the argument probs_continue
+        raise ValueError(str(exc).replace("probs_continue", "continue_probs")) from None
+    return PhaseType.of(law)
 
 
 def phase_type(alpha, S) -> PhaseType:
-    """General phase-type law from ``(alpha, S)`` (validated)."""
-    return PhaseType(alpha, S, name=f"PH{np.size(alpha)}")
+    """General phase-type law from ``(alpha, S)`` (validated); :func:`ctmc.ph.phase_type`."""
+    return PhaseType.of(_ph.phase_type(alpha, S))
 
 
 def deterministic(d: float = 1.0) -> Deterministic:
@@ -451,7 +354,9 @@ def as_service(service, mu: float):
     """Normalise the ``service`` argument (None: exponential with rate ``mu``)."""
     if service is None:
         return exponential(_positive("mu", mu))
-    if isinstance(service, (PhaseType, Deterministic, GeneralService)):
+    if isinstance(service, _ph.PhaseType):
+        return PhaseType.of(service)
+    if isinstance(service, (Deterministic, GeneralService)):
         return service
     if hasattr(service, "cdf") and hasattr(service, "dist"):
         return general(service)

@@ -1,0 +1,221 @@
+r"""The questions a model checker answers in one line, with the evidence of every analysis.
+
+Notation: :math:`Q` the generator, :math:`A` a set of states,
+:math:`T_A = \inf\{t \ge 0 : X_t \in A\}`, :math:`p_0` an initial law (by
+default the uniform law on the chain's initial states), :math:`r` a reward
+rate per state.
+
+``prob_within(A, t)``
+    :math:`u_i(t) = P_i(T_A \le t)` from every state, and :math:`p_0 u(t)`
+    (Storm: ``P=? [F<=t "A"]``). With :math:`Q'` equal to :math:`Q` with the
+    rows of :math:`A` set to zero (``A`` made absorbing),
+    :math:`u(t) = e^{Q't} 1_A`, computed by uniformisation
+    (:func:`ctmc.transient.uniformize_operator`): non-negative terms, so small
+    probabilities keep their relative accuracy; ``error_bound`` is the
+    neglected Poisson mass, an absolute bound.
+``cumulative_reward(r, t)``
+    :math:`v_i(t) = E_i[\int_0^t r(X_s)\,ds] = \int_0^t (e^{Qs} r)_i\,ds
+    = \sum_k \Lambda^{-1} P(N_{\Lambda t} > k) (P^k r)_i` and :math:`p_0 v(t)`
+    (Storm: ``R=? [C<=t]``); ``error_bound`` is :math:`\max|r|` times the
+    neglected weight, exact accounting of the truncated series.
+``long_run(p0)``
+    The long-run law :math:`\lim_{t\to\infty} p_0 e^{Qt}` of a chain with
+    several closed classes :math:`C_1, \dots, C_m`:
+    :math:`\sum_c a_c \pi^{(c)}`, with :math:`a_c = p_0 h^{(c)}` the
+    probability of ever entering :math:`C_c` (a hitting transform at
+    :math:`s = 0`) and :math:`\pi^{(c)}` the stationary law of the class
+    (Storm: ``LRA``/``S`` from the initial state). The bound adds the
+    classes' stationary bounds weighted by :math:`a_c` and the absolute
+    errors of the :math:`a_c`.
+``throughput(event)``
+    :math:`\sum_i \pi_i \lambda_e(i)`, the long-run rate at which a model
+    event fires (blocked firings that leave the state unchanged count), with
+    :math:`\pi` the long-run law from :math:`p_0`; bound
+    :math:`\|\hat\pi - \pi\|_1 \max_i \lambda_e(i)`.
+
+Every function is written once on the backend primitives or on the chain's
+analyses, so it serves every backend.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ._util import as_points
+from .backends import operator_for
+from .backends.base import worst
+from .results import MeasureResult, StationaryResult, Status
+from .sets import owned_mask, owned_values
+from .transient import initial_law, uniformize_operator
+
+__all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
+
+
+def _start_law(op, p0):
+    """Owned initial law: ``p0``, else uniform on the chain's initial states, else None."""
+    if p0 is not None:
+        return initial_law(op, p0)
+    if op.initial is None or len(op.initial) == 0:
+        return None
+    return initial_law(op, set(int(i) for i in op.initial))
+
+
+def _check_uniformization_args(eps, max_terms):
+    if not (isinstance(eps, float) or isinstance(eps, int)) or not 0 < eps < 1:
+        raise ValueError(f"eps: expected a number in (0, 1), got {eps!r}")
+    if not isinstance(max_terms, (int, np.integer)) or max_terms < 1:
+        raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
+
+
+def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
+    """Shared tail of prob_within and cumulative_reward: uniformise, check the range, weigh by p0."""
+    lam = 1.02 * op.qmax
+    U, trunc = uniformize_operator(apply, V0, tv, lam, eps=eps, max_terms=max_terms, integrate=integrate)
+    # an invariant as residual: every value lies in [lo(t), hi(t)] exactly; round-off only moves it out
+    viol = np.maximum(lo[:, None] - U, U - hi[:, None]) if U.size else np.zeros((tv.size, 0))
+    resid = max(0.0, op.allmax(float(viol.max())) if viol.size else 0.0)
+    bound = scale * trunc + resid
+    value = None if p is None else np.array([op.allsum(float(p @ row)) for row in U])
+    tol = max(10 * eps, 1e-10) * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
+    status = Status.SUCCESS if bound <= tol else Status.INACCURATE
+    msg = (f"{name}: uniformisation, rate {lam:.4g}; truncation {scale * trunc:.1e}, range check {resid:.1e}"
+           + ("" if p is not None else "; no initial law (the chain has no initial state): value is None"))
+    values = np.array([op.gather(row, op.default_gather) for row in U])
+    return MeasureResult("uniformization", op.backend, status, msg, 0, resid, time.perf_counter() - t0,
+                         {"uniformization_rate": lam, "truncation": scale * trunc}, value=value, values=values,
+                         t=tv, error_bound=bound)
+
+
+def prob_within(chain, target, t, p0=None, *, eps=1e-13, max_terms=10_000_000, backend="scipy", check=True):
+    """``P(T_A <= t)`` from every state and from the initial law; see :meth:`ctmc.CTMC.prob_within`.
+
+    Examples
+    --------
+    Exponential time to reach state 1 at rate 2: ``1 - exp(-2t)``.
+
+    >>> import ctmc
+    >>> c = ctmc.CTMC([[-2.0, 2.0], [0.0, 0.0]], initial=0)
+    >>> r = c.prob_within({1}, 0.5)
+    >>> round(float(r.value), 12), round(1 - 2.718281828459045 ** -1, 12)
+    (0.632120558829, 0.632120558829)
+    """
+    _check_uniformization_args(eps, max_terms)
+    tv = as_points(t, "t")
+    t0 = time.perf_counter()
+    op = operator_for(chain, backend)
+    A = owned_mask(target, op.states, op.n, op.start, op.stop, "target")
+    if op.allsum(float(A.sum())) == 0:
+        raise ValueError("target: the set of states is empty")
+    p = _start_law(op, p0)
+
+    def apply(x):                       # Q' x with the rows of A zeroed (A absorbing)
+        y = op.apply(x)
+        y[A] = 0.0
+        return y
+
+    res = _uniformized_measure(op, apply, A.astype(float), tv, p, eps=eps, max_terms=max_terms,
+                               integrate=False, scale=1.0, lo=np.zeros(tv.size), hi=np.ones(tv.size),
+                               name="prob_within", t0=t0)
+    return res.check(check)
+
+
+def cumulative_reward(chain, reward, t, p0=None, *, eps=1e-13, max_terms=10_000_000, backend="scipy",
+                      check=True):
+    """``E[int_0^t r(X_s) ds]`` from every state and from the initial law; see :meth:`ctmc.CTMC.cumulative_reward`.
+
+    Examples
+    --------
+    Reward 1 in state 0, left at rate 2 for an absorbing state: ``(1 - exp(-2t)) / 2``.
+
+    >>> import ctmc
+    >>> c = ctmc.CTMC([[-2.0, 2.0], [0.0, 0.0]], initial=0)
+    >>> round(float(c.cumulative_reward([1.0, 0.0], 0.5).value), 12)
+    0.316060279414
+    """
+    _check_uniformization_args(eps, max_terms)
+    tv = as_points(t, "t")
+    t0 = time.perf_counter()
+    op = operator_for(chain, backend)
+    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", getattr(chain, "rewards", None))
+    if not np.all(np.isfinite(r)):
+        raise ValueError("reward: values must be finite")
+    p = _start_law(op, p0)
+    rmax = op.allmax(float(np.abs(r).max()) if r.size else 0.0)
+    rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
+    res = _uniformized_measure(op, lambda x: op.apply(x), r.astype(float), tv, p, eps=eps, max_terms=max_terms,
+                               integrate=True, scale=rmax, lo=rlo * tv, hi=rmax * tv,
+                               name="cumulative_reward", t0=t0)
+    return res.check(check)
+
+
+def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **options) -> StationaryResult:
+    """Long-run law from ``p0`` of a chain with one or several closed classes; see :meth:`ctmc.CTMC.long_run`.
+
+    Examples
+    --------
+    From state 0, absorbed in state 1 w.p. 1/3 and in state 2 w.p. 2/3:
+
+    >>> import ctmc
+    >>> c = ctmc.CTMC([[-3.0, 1.0, 2.0], [0, 0, 0], [0, 0, 0]], initial=0)
+    >>> [round(float(x), 12) for x in c.long_run().pi]
+    [0.0, 0.333333333333, 0.666666666667]
+    """
+    t0 = time.perf_counter()
+    laws = chain.stationary(method, backend=backend, check=check, per_class=True, **options)
+    if len(laws) == 1:
+        return laws[0]
+    op = operator_for(chain, chain._backend(backend))
+    p = _start_law(op, p0)
+    if p is None:
+        raise ValueError("p0: the chain has several closed classes and no initial state: give the initial law")
+    pi = np.zeros(chain.n_states)
+    status, bound, iters, resid, bal, under = Status.SUCCESS, 0.0, 0, 0.0, 0.0, 0
+    weights, methods = [], []
+    for law in laws:
+        C = law.pi > 0 if law.pi is not None else None
+        support = np.flatnonzero(C)
+        hit = chain.hitting_laplace(set(support.tolist()), 0.0, backend=backend, check=check)
+        a = op.allsum(float(p @ np.asarray(hit.values)[op.start:op.stop]))
+        weights.append(a)
+        methods.append(law.method)
+        pi += a * law.pi
+        status = worst(worst(status, law.status), hit.status)
+        bound += a * law.error_bound + (hit.error_bound if np.isfinite(hit.error_bound) else np.inf)
+        iters += law.iterations + hit.iterations
+        resid = max(resid, law.residual)
+        bal, under = max(bal, law.balance_error), under + law.underflow
+    msg = (f"long-run law over {len(laws)} closed classes, entered with probabilities "
+           + ", ".join(f"{a:.6g}" for a in weights))
+    res = StationaryResult(f"long_run({'/'.join(sorted(set(methods)))})", laws[0].backend, status, msg, iters,
+                           resid, time.perf_counter() - t0,
+                           {"absorption": np.array(weights), "class_sizes": [int((law.pi > 0).sum()) for law in laws]},
+                           pi=pi, balance_error=bal, underflow=under, error_bound=bound)
+    return res.check(check)
+
+
+def throughput(chain, event, p0=None, method="auto", *, backend=None, check=True, **options) -> MeasureResult:
+    """Long-run rate at which the model event ``event`` fires; see :meth:`ctmc.CTMC.throughput`.
+
+    Examples
+    --------
+    M/M/1/3 with arrival rate 1, service rate 2: the departures' throughput
+    is ``1 - pi_3`` (arrivals not lost), ``pi_3 = 1/15``.
+
+    >>> import ctmc
+    >>> m = ctmc.Model("mm13"); n = m.var("n", 0, 3)
+    >>> m.event("arrive", guard=n < 3, rate=1.0, update={n: n + 1})
+    >>> m.event("depart", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> round(float(m.build(initial={"n": 0}).throughput("depart")), 12), round(1 - 1 / 15, 12)
+    (0.933333333333, 0.933333333333)
+    """
+    t0 = time.perf_counter()
+    rate = np.asarray(chain.event_rate(event), dtype=float)
+    law = long_run(chain, p0, method, backend=backend, check=check, **options)
+    value = float(law.pi @ rate)
+    rmax = float(rate.max()) if rate.size else 0.0
+    res = MeasureResult(law.method, law.backend, law.status,
+                        f"throughput of {event!r} under the long-run law ({law.message})", law.iterations,
+                        law.residual, time.perf_counter() - t0, {"law": law}, value=value, values=None,
+                        t=None, error_bound=law.error_bound * rmax)
+    return res.check(check)

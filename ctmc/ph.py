@@ -1,0 +1,712 @@
+r"""Phase-type laws and phase-type service stations for :class:`ctmc.Model`.
+
+A *phase-type* law :math:`PH(\alpha, S)` of order :math:`m` is the time to
+absorption of a CTMC on the transient phases :math:`1..m` plus one absorbing
+state, started in phase :math:`i` with probability :math:`\alpha_i`
+(:math:`\sum_i \alpha_i = 1`: no atom at zero). The *sub-generator*
+:math:`S` has a negative diagonal, a non-negative off-diagonal and row sums
+:math:`\le 0`; the *exit rates* are :math:`s = -S\mathbf 1`. With
+absorption reachable from every phase (:math:`S` nonsingular),
+
+.. math::
+
+    \bar F(x) = \alpha e^{Sx}\mathbf 1, \qquad
+    f(x) = \alpha e^{Sx} s, \qquad
+    E[T^k] = k!\, \alpha (-S)^{-k} \mathbf 1 .
+
+:class:`PhaseType` holds a validated law; :func:`exponential`,
+:func:`erlang`, :func:`hyperexponential` and :func:`coxian` build the usual
+ones, and :func:`fit`, :func:`fit_h2` and :func:`fit_coxian2` match a mean
+and a squared coefficient of variation (scv, :math:`c^2 = \mathrm{Var}\,T /
+(E\,T)^2`):
+
+=====================  ====================  ==========================================
+function               scv                   law
+=====================  ====================  ==========================================
+:func:`fit`            :math:`0 < c^2 < 1`   mixture of Erlang(k-1) and Erlang(k), equal rates
+:func:`fit`            :math:`c^2 = 1`       exponential
+:func:`fit`            :math:`c^2 > 1`       :func:`fit_h2`
+:func:`fit_h2`         :math:`c^2 \ge 1`     H2 with balanced means
+:func:`fit_coxian2`    :math:`c^2 \ge 1/2`   Coxian-2 of Marie
+=====================  ====================  ==========================================
+
+Service stations
+----------------
+:func:`add_service` declares the service of a single-server station of a
+model (a queue variable ``n``, jobs at the station, served one at a time) as
+events of the CTMC on :math:`(n, j)`, where the *phase variable* :math:`j`
+follows this convention:
+
+* :math:`j = 0` when the station is empty (:math:`n = 0`), and
+  :math:`j \in 1..m` is the phase of the job in service when :math:`n > 0`;
+* ``{name}_phase_{i}_{k}``: phase :math:`i \to k` at rate :math:`S_{ik}`;
+* ``{name}_done_{i}...``: completion from phase :math:`i` at rate
+  :math:`s_i`; :math:`n \to n - 1`, and the next job, if any, starts in phase
+  :math:`k` with probability :math:`\alpha_k` (suffix ``_next_{k}``, one
+  event per starting phase, its rate multiplied by :math:`\alpha_k`), else
+  :math:`j \to 0`;
+* a job joining the empty station starts in phase :math:`k` with probability
+  :math:`\alpha_k`: :meth:`Station.arrival` declares such arrival events, and
+  ``to=`` sends completed jobs to a downstream station with the same choice.
+
+Every random choice of phase is one event per outcome, so all rates stay
+constants and the generator is exactly that of the queue. See
+:func:`add_service` for an M/PH/1/K queue checked against the
+Pollaczek-Khinchine formula, and a tandem of two stations.
+
+References
+----------
+.. [Neuts81] M. F. Neuts, *Matrix-Geometric Solutions in Stochastic Models*,
+   Johns Hopkins University Press, 1981, ch. 2 (phase-type laws).
+.. [Tijms03] H. C. Tijms, *A First Course in Stochastic Models*, Wiley, 2003,
+   appendix on useful probability distributions: the two-moment fits by a
+   mixture of Erlang laws with a common rate (:math:`c^2 < 1`) and by an H2
+   law with balanced means (:math:`c^2 \ge 1`).
+.. [Marie80] R. Marie, "Calculating equilibrium probabilities for
+   :math:`\lambda(n)/C_k/1/N` queues", *ACM SIGMETRICS Performance Evaluation
+   Review* 9(2), 1980, 117-125; also G. Bolch, S. Greiner, H. de Meer,
+   K. S. Trivedi, *Queueing Networks and Markov Chains*, 2nd ed., Wiley, 2006,
+   ch. 1 (the Coxian-2 fit).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from .expr import Expr, Var
+from .model import Model
+
+__all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
+           "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
+
+
+def _positive(name, x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a positive number, got {x!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name}: must be finite and > 0, got {x!r}")
+    return v
+
+
+# ---------------------------------------------------------------------------
+# the law
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False, repr=False)
+class PhaseType:
+    r"""The phase-type law :math:`PH(\alpha, S)`, validated on construction.
+
+    Parameters
+    ----------
+    alpha : array_like, shape (m,)
+        Initial phase law: entries in [0, 1] summing to 1 (to 1e-12).
+    S : array_like, shape (m, m)
+        Sub-generator: diagonal < 0, off-diagonal >= 0, row sums <= 0, and
+        absorption reachable from every phase (else :math:`S` is singular).
+    name : str
+        A label for reports.
+
+    Raises
+    ------
+    ValueError
+        Naming ``alpha`` or ``S`` and the condition violated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc import ph
+    >>> law = ph.PhaseType([0.5, 0.5], [[-2.0, 1.0], [0.0, -1.0]])
+    >>> law.n_phases, law.exit_rates.tolist(), round(law.mean, 12)
+    (2, [1.0, 1.0], 1.0)
+    >>> ph.erlang(4, mean=2.0)
+    PhaseType(E4(mean=2): 4 phases, mean=2, scv=0.25)
+    """
+
+    alpha: np.ndarray
+    S: np.ndarray
+    name: str = "PH"
+
+    def __post_init__(self):
+        try:
+            a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
+            S = np.atleast_2d(np.asarray(self.S, dtype=float))
+        except (TypeError, ValueError):
+            raise ValueError("alpha, S: expected a vector and a square matrix of numbers") from None
+        m = a.size
+        if a.ndim != 1 or m == 0:
+            raise ValueError(f"alpha: expected a non-empty 1-D array, got shape {a.shape}")
+        if S.shape != (m, m):
+            raise ValueError(f"S: expected shape ({m}, {m}) to match alpha, got {S.shape}")
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(S))):
+            raise ValueError("alpha, S: entries must be finite")
+        if (a < 0).any() or abs(a.sum() - 1) > 1e-12:
+            raise ValueError(f"alpha: entries must be >= 0 and sum to 1 (no atom at 0), got {a.tolist()} "
+                             f"summing to {a.sum()!r}")
+        off = S - np.diag(np.diag(S))
+        if (off < 0).any():
+            raise ValueError("S: off-diagonal entries must be >= 0")
+        if (np.diag(S) >= 0).any():
+            raise ValueError("S: diagonal entries must be < 0")
+        exit_ = -S.sum(axis=1)
+        if (exit_ < -1e-12 * np.abs(np.diag(S))).any():
+            raise ValueError("S: row sums must be <= 0 (exit rates s = -S 1 >= 0)")
+        exit_ = np.maximum(exit_, 0.0)
+        # phases from which absorption is reachable: a fixed point over the graph of S
+        ok = exit_ > 0
+        while True:
+            new = ok | ((off > 0) & ok[None, :]).any(axis=1)
+            if new.sum() == ok.sum():
+                break
+            ok = new
+        if not ok.all():
+            bad = (np.flatnonzero(~ok) + 1).tolist()
+            raise ValueError(f"S: phases {bad} (numbered from 1) never reach absorption (S is singular: "
+                             "not a phase-type law)")
+        object.__setattr__(self, "alpha", a)
+        object.__setattr__(self, "S", S)
+        object.__setattr__(self, "name", str(self.name))
+
+    def __repr__(self) -> str:
+        return (f"PhaseType({self.name}: {self.n_phases} phase{'s' if self.n_phases > 1 else ''}, "
+                f"mean={self.mean:.6g}, scv={self.scv:.6g})")
+
+    # moments ------------------------------------------------------------------
+    @property
+    def n_phases(self) -> int:
+        """The order :math:`m`."""
+        return self.alpha.size
+
+    @property
+    def exit_rates(self) -> np.ndarray:
+        r"""The exit rates :math:`s = -S\mathbf 1` (shape (m,))."""
+        return np.maximum(-self.S.sum(axis=1), 0.0)
+
+    def moment(self, k: int = 1) -> float:
+        r"""The moment :math:`E[T^k] = k!\,\alpha(-S)^{-k}\mathbf 1` ([Neuts81]_ thm. 2.2.1).
+
+        Parameters
+        ----------
+        k : int, >= 0
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+            raise ValueError(f"k: the order of a moment must be an integer >= 0, got {k!r}")
+        import scipy.linalg as sl
+        lu = sl.lu_factor(-self.S)
+        x = np.ones(self.n_phases)
+        f = 1.0
+        for i in range(1, int(k) + 1):
+            x = sl.lu_solve(lu, x)
+            f *= i
+        return float(f * self.alpha @ x)
+
+    @property
+    def mean(self) -> float:
+        """:math:`E[T]`."""
+        return self.moment(1)
+
+    @property
+    def variance(self) -> float:
+        """:math:`E[T^2] - E[T]^2`."""
+        return self.moment(2) - self.mean ** 2
+
+    @property
+    def scv(self) -> float:
+        """The squared coefficient of variation :math:`\\mathrm{Var}\\,T / E[T]^2`."""
+        return self.moment(2) / self.mean ** 2 - 1.0
+
+    # distribution -------------------------------------------------------------
+    def _at(self, x):
+        r"""``(sf, cdf, pdf)`` at the points ``x``, each of the shape of ``x``.
+
+        One matrix exponential per distinct point, of the generator of the
+        absorbing chain :math:`G = \begin{pmatrix} S & s \\ 0 & 0\end{pmatrix}`
+        times :math:`x` (:func:`scipy.linalg.expm`, scaling and squaring):
+        :math:`\alpha e^{Gx}` holds :math:`\alpha e^{Sx}` (the survival
+        function and, times :math:`s`, the density) and in its last entry the
+        CDF. Each is computed directly, not as one minus the other, so both
+        tails keep their relative accuracy (squaring non-negative matrices
+        is componentwise stable).
+        """
+        import scipy.linalg as sl
+        try:
+            x = np.asarray(x, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"x: expected numbers, got {x!r}") from None
+        if np.isnan(x).any():
+            raise ValueError("x: must not contain NaN")
+        m = self.n_phases
+        s = self.exit_rates
+        G = np.zeros((m + 1, m + 1))
+        G[:m, :m] = self.S
+        G[:m, m] = s
+        sf = np.where(x > 0, 0.0, 1.0)
+        cdf = np.zeros(x.shape)
+        pdf = np.zeros(x.shape)
+        flat = x.ravel()
+        live = np.flatnonzero((flat > 0) & np.isfinite(flat))
+        if live.size:
+            pts, inv = np.unique(flat[live], return_inverse=True)
+            rows = np.array([self.alpha @ sl.expm(G * t)[:m] for t in pts])
+            sf.ravel()[live] = rows[inv, :m].sum(axis=1)
+            cdf.ravel()[live] = rows[inv, m]
+            pdf.ravel()[live] = rows[inv, :m] @ s
+        cdf[np.isposinf(x)] = 1.0
+        # the density at 0 is alpha s (right limit); at x = 0 exactly report it
+        pdf[x == 0] = float(self.alpha @ s)
+        return sf, cdf, pdf
+
+    def cdf(self, x) -> np.ndarray:
+        r"""The distribution function :math:`F(x) = 1 - \alpha e^{Sx}\mathbf 1` (0 for ``x <= 0``).
+
+        Vectorised over ``x``; accurate to a few ulps relative to :math:`F(x)`
+        itself for small :math:`x` (computed without the difference
+        :math:`1 - \bar F`).
+        """
+        return self._at(x)[1]
+
+    def sf(self, x) -> np.ndarray:
+        r"""The survival function :math:`\bar F(x) = \alpha e^{Sx}\mathbf 1` (relatively accurate in the tail)."""
+        return self._at(x)[0]
+
+    def pdf(self, x) -> np.ndarray:
+        r"""The density :math:`f(x) = \alpha e^{Sx} s` for ``x >= 0`` (0 for ``x < 0``)."""
+        return self._at(x)[2]
+
+
+# ---------------------------------------------------------------------------
+# constructors
+# ---------------------------------------------------------------------------
+def _count(name, k, what):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{name}: {what} must be an integer >= 1, got {k!r}")
+    return int(k)
+
+
+def exponential(rate: Optional[float] = None, *, mean: Optional[float] = None) -> PhaseType:
+    """The exponential law of the given ``rate`` or ``mean`` (one phase).
+
+    Examples
+    --------
+    >>> from ctmc import ph
+    >>> ph.exponential(mean=0.5).S.tolist()
+    [[-2.0]]
+    """
+    if (rate is None) == (mean is None):
+        raise ValueError("rate, mean: give exactly one of them")
+    r = _positive("rate", rate) if mean is None else 1.0 / _positive("mean", mean)
+    return PhaseType(np.ones(1), np.array([[-r]]), name=f"M(rate={r:g})")
+
+
+def erlang(k: int, mean: float = 1.0) -> PhaseType:
+    """The Erlang-``k`` law of the given ``mean``: ``k`` phases in series, each of rate ``k / mean``.
+
+    Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``.
+    """
+    k = _count("k", k, "the number of Erlang phases")
+    mean = _positive("mean", mean)
+    r = k / mean
+    S = -r * np.eye(k) + r * np.eye(k, k=1)
+    a = np.zeros(k)
+    a[0] = 1.0
+    return PhaseType(a, S, name=f"E{k}(mean={mean:g})")
+
+
+def hyperexponential(probs, rates) -> PhaseType:
+    """The mixture of exponentials: rate ``rates[i]`` with probability ``probs[i]``."""
+    p = np.atleast_1d(np.asarray(probs, dtype=float))
+    r = np.atleast_1d(np.asarray(rates, dtype=float))
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"probs: expected a non-empty 1-D array, got shape {p.shape}")
+    if r.shape != p.shape:
+        raise ValueError(f"rates: expected shape {p.shape} to match probs, got {r.shape}")
+    if not (np.all(np.isfinite(r)) and (r > 0).all()):
+        raise ValueError(f"rates: must be finite and > 0, got {r.tolist()}")
+    if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-12:
+        raise ValueError(f"probs: must be >= 0 and sum to 1, got {p.tolist()}")
+    return PhaseType(p, -np.diag(r), name=f"H{p.size}")
+
+
+def coxian(rates, probs_continue) -> PhaseType:
+    """The Coxian law: phase ``i`` (rate ``rates[i]``) moves on to phase ``i+1`` with
+    probability ``probs_continue[i]``, else the time ends; the last phase ends.
+
+    Parameters
+    ----------
+    rates : array_like, shape (m,)
+        Rates > 0.
+    probs_continue : array_like, shape (m-1,)
+        Values in [0, 1].
+    """
+    r = np.atleast_1d(np.asarray(rates, dtype=float))
+    c = np.asarray(probs_continue, dtype=float).reshape(-1)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"rates: expected a non-empty 1-D array, got shape {r.shape}")
+    if c.shape != (r.size - 1,):
+        raise ValueError(f"probs_continue: expected {r.size - 1} values (one per phase but the last), "
+                         f"got {c.size}")
+    if not (np.all(np.isfinite(r)) and (r > 0).all()):
+        raise ValueError(f"rates: must be finite and > 0, got {r.tolist()}")
+    if not np.all(np.isfinite(c)) or ((c < 0) | (c > 1)).any():
+        raise ValueError(f"probs_continue: must lie in [0, 1], got {c.tolist()}")
+    S = -np.diag(r) + np.diag(r[:-1] * c, k=1)
+    a = np.zeros(r.size)
+    a[0] = 1.0
+    return PhaseType(a, S, name=f"Cox{r.size}")
+
+
+def phase_type(alpha, S) -> PhaseType:
+    """A general law ``PH(alpha, S)`` (the same as :class:`PhaseType`, with a default name)."""
+    return PhaseType(alpha, S, name=f"PH{np.size(alpha)}")
+
+
+# ---------------------------------------------------------------------------
+# two-moment fits
+# ---------------------------------------------------------------------------
+def _mean_scv(mean, scv):
+    m = _positive("mean", mean)
+    try:
+        c2 = float(scv)
+    except (TypeError, ValueError):
+        raise ValueError(f"scv: expected a number > 0, got {scv!r}") from None
+    if not math.isfinite(c2) or c2 <= 0:
+        raise ValueError(f"scv: the squared coefficient of variation must be finite and > 0 "
+                         f"(only a constant has scv 0, and it is not phase-type), got {scv!r}")
+    return m, c2
+
+
+def fit_h2(mean: float, scv: float) -> PhaseType:
+    r"""The two-phase hyperexponential with balanced means matching ``mean`` and ``scv >= 1``.
+
+    Balanced means ([Tijms03]_): :math:`p_1/\mu_1 = p_2/\mu_2`, which gives
+
+    .. math::
+
+        p_{1,2} = \tfrac12\Bigl(1 \pm \sqrt{\tfrac{c^2 - 1}{c^2 + 1}}\Bigr), \qquad
+        \mu_i = \frac{2 p_i}{m}.
+
+    At ``scv == 1`` both phases have rate ``1/mean`` (the exponential law).
+
+    Examples
+    --------
+    >>> from ctmc import ph
+    >>> law = ph.fit_h2(2.0, 3.0)
+    >>> round(law.mean, 12), round(law.scv, 12)
+    (2.0, 3.0)
+    """
+    m, c2 = _mean_scv(mean, scv)
+    if c2 < 1:
+        raise ValueError(f"scv: an H2 law has scv >= 1, got {scv!r} (use fit or fit_coxian2)")
+    d = math.sqrt((c2 - 1) / (c2 + 1))
+    p1 = 0.5 * (1 + d)
+    p2 = 0.5 * (1 - d)
+    law = hyperexponential([p1, p2], [2 * p1 / m, 2 * p2 / m])
+    return PhaseType(law.alpha, law.S, name=f"H2(mean={m:g}, scv={c2:g})")
+
+
+def fit_coxian2(mean: float, scv: float) -> PhaseType:
+    r"""The Coxian-2 law of Marie matching ``mean`` and ``scv >= 1/2``.
+
+    [Marie80]_: the first phase has rate :math:`\mu_1 = 2/m`, the job moves on
+    with probability :math:`p = 1/(2c^2)` to a second phase of rate
+    :math:`\mu_2 = 1/(m c^2)`. Then :math:`E[T] = 1/\mu_1 + p/\mu_2 = m` and
+    :math:`E[T^2] = 2/\mu_1^2 + 2p/(\mu_1\mu_2) + 2p/\mu_2^2 = m^2(1 + c^2)`.
+    At ``scv == 1/2`` it is the Erlang-2 law.
+
+    Examples
+    --------
+    >>> from ctmc import ph
+    >>> law = ph.fit_coxian2(1.0, 0.8)
+    >>> round(law.mean, 12), round(law.scv, 12)
+    (1.0, 0.8)
+    """
+    m, c2 = _mean_scv(mean, scv)
+    if c2 < 0.5:
+        raise ValueError(f"scv: a Coxian-2 law has scv >= 1/2, got {scv!r} (use fit for smaller scv)")
+    law = coxian([2.0 / m, 1.0 / (m * c2)], [1.0 / (2.0 * c2)])
+    return PhaseType(law.alpha, law.S, name=f"Cox2(mean={m:g}, scv={c2:g})")
+
+
+def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
+    r"""A phase-type law with the given ``mean`` and ``scv > 0`` ([Tijms03]_).
+
+    * ``scv < 1``: with :math:`k = \lceil 1/c^2 \rceil` (so that
+      :math:`1/k \le c^2 \le 1/(k-1)`), the mixture of Erlang(k-1) (probability
+      :math:`p`) and Erlang(k) (probability :math:`1-p`) with the common
+      rate :math:`\mu = (k - p)/m`, where
+
+      .. math::
+
+          p = \frac{k c^2 - \sqrt{k(1 + c^2) - k^2 c^2}}{1 + c^2}.
+
+      It is written as one chain of :math:`k` phases of rate :math:`\mu`,
+      entered in phase 1 with probability :math:`1 - p` and in phase 2 with
+      probability :math:`p`.
+    * ``scv == 1``: the exponential law.
+    * ``scv > 1``: :func:`fit_h2` (balanced means).
+
+    Parameters
+    ----------
+    mean, scv : float
+        Both > 0.
+    max_phases : int
+        Refuse a fit needing more phases (``1/scv`` large): the station's
+        state space grows with them.
+
+    Examples
+    --------
+    >>> from ctmc import ph
+    >>> [ph.fit(1.0, c2).n_phases for c2 in (0.3, 0.5, 0.7, 1.0, 4.0)]
+    [4, 2, 2, 1, 2]
+    >>> law = ph.fit(3.0, 0.3)
+    >>> round(law.mean, 12), round(law.scv, 12)
+    (3.0, 0.3)
+    """
+    m, c2 = _mean_scv(mean, scv)
+    if c2 == 1:
+        return PhaseType(np.ones(1), np.array([[-1.0 / m]]), name=f"M(mean={m:g})")
+    if c2 > 1:
+        return fit_h2(m, c2)
+    k = max(2, math.ceil(1.0 / c2 - 1e-12))  # an exact 1/k gives p = 0, the Erlang-k law
+    max_phases = _count("max_phases", max_phases, "the largest number of phases")
+    if k > max_phases:
+        raise ValueError(f"scv: matching scv={c2!r} needs {k} phases, more than max_phases={max_phases} "
+                         "(raise max_phases, or use erlang(k) for an almost constant time)")
+    p = (k * c2 - math.sqrt(max(k * (1 + c2) - k * k * c2, 0.0))) / (1 + c2)
+    p = min(max(p, 0.0), 1.0)
+    mu = (k - p) / m
+    S = -mu * np.eye(k) + mu * np.eye(k, k=1)
+    a = np.zeros(k)
+    a[0], a[1] = 1.0 - p, p
+    return PhaseType(a, S, name=f"E{k - 1},{k}(mean={m:g}, scv={c2:g})")
+
+
+# ---------------------------------------------------------------------------
+# stations
+# ---------------------------------------------------------------------------
+def _key(v) -> str:
+    return v.name if isinstance(v, Var) else str(v)
+
+
+@dataclass(frozen=True, eq=False)
+class Station:
+    r"""A single-server station whose service events were declared by :func:`add_service`.
+
+    Attributes
+    ----------
+    model : Model
+    law : PhaseType
+    queue, phase : Var
+        Jobs at the station; phase of the job in service (0 when empty).
+    name : str
+        Prefix of the station's event names.
+    phase_events, completion_events : tuple of str
+        Names of the declared events (for :meth:`ctmc.CTMC.event_rate`: the
+        station's throughput is the sum over ``completion_events``).
+    """
+
+    model: Model
+    law: PhaseType
+    queue: Var
+    phase: Var
+    name: str
+    phase_events: tuple
+    completion_events: tuple
+
+    def _joins(self):
+        """``(guard, probability, update, suffix)`` for a job joining the station: on an empty
+        station one branch per starting phase ``k`` (probability ``alpha_k``)."""
+        n, j = self.queue, self.phase
+        out = [((n >= 1) & (n < n.hi), 1.0, {n: n + 1}, "")]
+        for k in np.flatnonzero(self.law.alpha > 0):
+            out.append((n == 0, float(self.law.alpha[k]), {n: 1, j: int(k) + 1}, f"_{self.name}_start_{k + 1}"))
+        return out
+
+    def arrival(self, name: str, rate: Any, *, guard: Any = True,
+                update: Optional[Mapping] = None) -> tuple:
+        """Declare the events of jobs arriving at rate ``rate`` (lost when the queue is full).
+
+        An arrival to a busy station is the event ``name``; one to the empty
+        station is the event ``{name}_{station}_start_{k}`` of rate
+        ``rate * alpha_k``, the job starting in phase ``k``. ``guard`` and
+        ``update`` (other variables only) apply to every one of them: an
+        arrival from elsewhere in the model (a server that is not a
+        phase-type station, a router) is written with them.
+
+        Returns
+        -------
+        tuple of str
+            The names of the events declared.
+        """
+        user = _user_update(update, self, "update")
+        names = []
+        for g, p, upd, sfx in self._joins():
+            nm = f"{name}{sfx}"
+            self.model.event(nm, guard=g & guard, rate=rate if p == 1.0 else rate * p,
+                             update={**upd, **user})
+            names.append(nm)
+        return tuple(names)
+
+
+def _user_update(update, station, what):
+    if update is None:
+        return {}
+    if not isinstance(update, Mapping):
+        raise ValueError(f"{what}: expected a dict {{var: expression}}, got {type(update).__name__}")
+    own = {station.queue.name, station.phase.name}
+    clash = sorted(own & {_key(k) for k in update})
+    if clash:
+        raise ValueError(f"{what}: must not change the station's own variables {clash} "
+                         "(the helper sets them)")
+    return dict(update)
+
+
+def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] = None, *,
+                name: str = "service", guard: Any = True, speed: Any = 1.0,
+                update: Optional[Mapping] = None, to: Optional[Station] = None) -> Station:
+    r"""Declare the phase-type service of a single-server station on ``model``.
+
+    The phase convention is the one of the module docstring: ``phase`` is 0
+    when ``queue == 0`` and the phase (1..m) of the job in service otherwise.
+    Declared events, all with constant rates (times ``speed``):
+
+    * ``{name}_phase_{i}_{k}`` (:math:`S_{ik} > 0`): phase :math:`i \to k`;
+    * ``{name}_done_{i}`` (``queue == 1``): completion from phase :math:`i`
+      at rate :math:`s_i`, the station empties (``phase = 0``);
+    * ``{name}_done_{i}_next_{k}`` (``queue >= 2``): completion, the next job
+      starts in phase :math:`k` (rate :math:`s_i \alpha_k`);
+    * with ``to``, each completion also puts the job into the downstream
+      station ``to``: when that is empty, one event per starting phase
+      :math:`l` (suffix ``_{to.name}_start_{l}``, rate times
+      :math:`\alpha'_l`); completions are disabled while ``to.queue`` is at
+      its upper bound (blocking: the job keeps its phase and waits).
+
+    Arrivals are declared by :meth:`Station.arrival` of the returned station.
+
+    Parameters
+    ----------
+    model : Model
+    law : PhaseType
+        The service-time law.
+    queue : Var
+        Jobs at the station (in service and waiting); bounds ``0..K``.
+    phase : Var, optional
+        The phase variable, with bounds covering ``0..m``; by default declared
+        here as ``{name}_phase`` with bounds ``0..m``.
+    name : str
+        Prefix of the event names (and of the phase variable).
+    guard : Expr or bool
+        Where the server works (e.g. a mode in which it is switched off); the
+        phase moves and completions are disabled elsewhere, the job keeping
+        its phase.
+    speed : Expr or float
+        Multiplies every service rate (e.g. a mode-dependent service speed).
+    update : dict, optional
+        Further updates at a completion (other variables than the station's
+        own), e.g. a counter or a job sent to a station that is not
+        phase-type.
+    to : Station, optional
+        A downstream phase-type station receiving the completed jobs.
+
+    Returns
+    -------
+    Station
+
+    Raises
+    ------
+    ValueError
+        For an invalid argument, naming it.
+
+    Examples
+    --------
+    An M/PH/1/K queue with H2 service (mean 1, scv 3) and arrival rate 0.5;
+    for a large capacity its mean number of jobs is the Pollaczek-Khinchine
+    value :math:`\rho + \rho^2(1 + c^2)/(2(1-\rho))`:
+
+    >>> import ctmc
+    >>> from ctmc import ph
+    >>> lam, K = 0.5, 120
+    >>> m = ctmc.Model("mph1k")
+    >>> n = m.var("n", 0, K)
+    >>> server = ph.add_service(m, ph.fit(1.0, 3.0), n, name="server")
+    >>> server.arrival("arrival", rate=lam)
+    ('arrival', 'arrival_server_start_1', 'arrival_server_start_2')
+    >>> chain = m.build(initial={"n": 0, "server_phase": 0})
+    >>> pi = chain.stationary().pi
+    >>> L = float(pi @ chain.states["n"])
+    >>> rho = lam * 1.0
+    >>> round(L, 8), round(rho + rho ** 2 * (1 + 3.0) / (2 * (1 - rho)), 8)
+    (1.5, 1.5)
+
+    A tandem of two stations, the second with a finite buffer that blocks
+    the first:
+
+    >>> m = ctmc.Model("tandem")
+    >>> n1, n2 = m.var("n1", 0, 10), m.var("n2", 0, 3)
+    >>> s2 = ph.add_service(m, ph.erlang(2, mean=0.5), n2, name="s2")
+    >>> s1 = ph.add_service(m, ph.fit(0.8, 2.0), n1, name="s1", to=s2)
+    >>> _ = s1.arrival("arrival", rate=1.0)
+    >>> chain = m.build(initial={"n1": 0, "n2": 0, "s1_phase": 0, "s2_phase": 0})
+    >>> res = chain.stationary()
+    >>> thr = sum(chain.event_rate(e) @ res.pi for e in s2.completion_events)
+    >>> bool(abs(thr - 1.0 * (1 - res.pi[chain.states["n1"] == 10].sum())) < 1e-10)
+    True
+    """
+    if not isinstance(model, Model):
+        raise ValueError(f"model: expected a ctmc.Model, got {type(model).__name__}")
+    if not isinstance(law, PhaseType):
+        raise ValueError(f"law: expected a ctmc.ph.PhaseType (e.g. ph.fit(mean, scv)), got "
+                         f"{type(law).__name__}")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name: expected an identifier (it prefixes event and variable names), got {name!r}")
+    if not isinstance(queue, Var) or queue.lo != 0 or queue.hi < 1:
+        raise ValueError(f"queue: expected a variable of the model with bounds 0..K, K >= 1, got {queue!r}")
+    declared = {v.name: v for v in model.variables}
+    if declared.get(queue.name) is not queue:
+        raise ValueError(f"queue: {queue!r} is not a variable of model {model.name!r}")
+    mph = law.n_phases
+    if phase is None:
+        phase = model.var(f"{name}_phase", 0, mph)
+    elif not isinstance(phase, Var) or declared.get(phase.name) is not phase:
+        raise ValueError(f"phase: expected a variable of model {model.name!r}, got {phase!r}")
+    elif phase.lo > 0 or phase.hi < mph:
+        raise ValueError(f"phase: bounds must cover 0..{mph} (0 = empty, 1..{mph} = phase in service), "
+                         f"got {phase.lo}..{phase.hi}")
+    if to is not None and (not isinstance(to, Station) or to.model is not model):
+        raise ValueError("to: expected a Station of the same model (returned by add_service)")
+    if to is not None and to.queue is queue:
+        raise ValueError("to: a station cannot send its jobs to itself")
+    st = Station(model, law, queue, phase, name, (), ())
+    user = _user_update(update, st, "update")
+    if to is not None:
+        _user_update(update, to, "update")
+    n, j = queue, phase
+    work = (n > 0) & guard
+
+    def scaled(r):
+        return r if (isinstance(speed, (int, float)) and speed == 1.0) else speed * r
+
+    moves = []
+    for i, k in zip(*np.nonzero(law.S - np.diag(np.diag(law.S)))):
+        nm = f"{name}_phase_{i + 1}_{k + 1}"
+        model.event(nm, guard=work & (j == int(i) + 1), rate=scaled(float(law.S[i, k])),
+                    update={j: int(k) + 1})
+        moves.append(nm)
+    own = [(n == 1, 1.0, {n: 0, j: 0}, "")]
+    for k in np.flatnonzero(law.alpha > 0):
+        own.append((n >= 2, float(law.alpha[k]), {n: n - 1, j: int(k) + 1}, f"_next_{k + 1}"))
+    down = [(True, 1.0, {}, "")] if to is None else to._joins()
+    done = []
+    s = law.exit_rates
+    for i in np.flatnonzero(s > 0):
+        for g1, p1, u1, x1 in own:
+            for g2, p2, u2, x2 in down:
+                nm = f"{name}_done_{i + 1}{x1}{x2}"
+                model.event(nm, guard=work & (j == int(i) + 1) & g1 & g2,
+                            rate=scaled(float(s[i]) * p1 * p2), update={**u1, **u2, **user})
+                done.append(nm)
+    st = Station(model, law, queue, phase, name, tuple(moves), tuple(done))
+    return st

@@ -1,0 +1,165 @@
+"""One-liners (prob_within, cumulative_reward, long_run, throughput) against independent answers."""
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from scipy import stats
+
+import ctmc
+
+
+def erlang_line(k, lam):
+    """0 -> 1 -> ... -> k at rate lam, k absorbing: T_k from 0 is Erlang(k, lam)."""
+    m = ctmc.Model("line")
+    n = m.var("n", 0, k)
+    m.event("step", guard=n < k, rate=lam, update={n: n + 1})
+    m.label("end", n == k)
+    return m.build(initial={"n": 0}), n
+
+
+def test_prob_within_is_the_erlang_cdf_with_relative_accuracy_in_the_tail():
+    ch, n = erlang_line(60, 2.0)
+    t = np.array([0.01, 0.5, 10.0, 40.0])
+    r = ch.prob_within("end", t)
+    exact = stats.gamma.cdf(t, 60, scale=0.5)          # down to ~1e-150
+    assert exact[0] < 1e-140
+    np.testing.assert_allclose(r.value, exact, rtol=1e-10, atol=0)
+    # per state: from n = j the remaining time is Erlang(60 - j)
+    j = 40
+    np.testing.assert_allclose(r.values[:, ch.index(n=j)], stats.gamma.cdf(t, 60 - j, scale=0.5), rtol=1e-10)
+    assert r.status.ok and r.error_bound < 1e-12
+    assert r.at(n=j).shape == (4,)
+
+
+def _cycle():
+    m = ctmc.Model("tandem")
+    a, b = m.var("a", 0, 4), m.var("b", 0, 3)
+    m.event("arr", guard=a < 4, rate=1.3, update={a: a + 1})
+    m.event("move", guard=(a > 0) & (b < 3), rate=2.0, update={a: a - 1, b: b + 1})
+    m.event("dep", guard=b > 0, rate=1.1 + 0.2 * b, update={b: b - 1})
+    return m.build(initial={"a": 0, "b": 0}), a, b
+
+
+def test_prob_within_matches_first_passage_cdf_and_an_absorbed_transient():
+    ch, a, b = _cycle()
+    A = (a == 4) & (b == 3)
+    t = [0.3, 2.0, 7.5]
+    r = ch.prob_within(A, t)
+    fp = ch.first_passage(A, t=t)
+    np.testing.assert_allclose(r.values, fp.cdf.sum(axis=2), rtol=1e-9, atol=1e-14)
+    # from the initial state: dense expm of the absorbed generator
+    Q = ch.Q.toarray()
+    mask = ch.where(A)
+    Q[mask] = 0.0
+    e0 = np.zeros(ch.n_states)
+    e0[ch.initial[0]] = 1
+    ref = [float(e0 @ sla.expm(Q * s) @ mask) for s in t]
+    np.testing.assert_allclose(r.value, ref, rtol=1e-9)
+
+
+def test_cumulative_reward_against_the_augmented_matrix_exponential():
+    ch, a, b = _cycle()
+    rew = (a + 2 * b) ** 2
+    r = ch.cumulative_reward(rew, [0.5, 3.0])
+    rv = ch.eval(rew)
+    n = ch.n_states
+    B = np.zeros((n + 1, n + 1))
+    B[:n, :n] = ch.Q.toarray()
+    B[:n, n] = rv
+    for k, t in enumerate([0.5, 3.0]):
+        v = sla.expm(B * t)[:n, n]        # int_0^t exp(Qs) r ds
+        np.testing.assert_allclose(r.values[k], v, rtol=1e-10)
+        assert r.value[k] == pytest.approx(v[ch.initial[0]], rel=1e-10)
+    assert r.status.ok
+
+
+def test_cumulative_reward_of_a_constant_is_time():
+    ch, a, b = _cycle()
+    r = ch.cumulative_reward(3.0, 2.5)
+    np.testing.assert_allclose(r.values, 7.5, rtol=1e-12)
+    assert float(r) == pytest.approx(7.5, rel=1e-12)
+
+
+def gambler(N=6, p=0.4):
+    """Gambler's ruin on 0..N with two absorbing ends, plus a flip-flop class hung off state 0? no: ends only."""
+    m = ctmc.Model("ruin")
+    x = m.var("x", 0, N)
+    m.event("up", guard=(x > 0) & (x < N), rate=p, update={x: x + 1})
+    m.event("down", guard=(x > 0) & (x < N), rate=1 - p, update={x: x - 1})
+    return m, x
+
+
+def test_long_run_weights_closed_classes_by_absorption_probabilities():
+    N, p = 6, 0.4
+    m, x = gambler(N, p)
+    # the top end is a closed class of two states (x = N, a flip-flop y) to test the class law too
+    y = m.var("y", 0, 1)
+    m.event("flip", guard=(x == N) & (y == 0), rate=1.0, update={y: 1})
+    m.event("flop", guard=(x == N) & (y == 1), rate=3.0, update={y: 0})
+    ch = m.build(initial={"x": 2, "y": 0})
+    res = ch.long_run()
+    rho = (1 - p) / p
+    win = (1 - rho ** 2) / (1 - rho ** N)           # P(reach N from 2), gambler's ruin
+    assert res.pi[ch.index(x=0, y=0)] == pytest.approx(1 - win, rel=1e-12)
+    assert res.pi[ch.index(x=N, y=0)] == pytest.approx(win * 0.75, rel=1e-12)
+    assert res.pi[ch.index(x=N, y=1)] == pytest.approx(win * 0.25, rel=1e-12)
+    assert res.status.ok and res.error_bound < 1e-10
+    # independent: the transient law at a late time
+    late = ch.transient({"x": 2, "y": 0}, 400.0).p
+    np.testing.assert_allclose(res.pi, late, atol=1e-10)
+    # another initial law
+    r3 = ch.long_run({"x": 3, "y": 0})
+    assert r3.pi[ch.index(x=0, y=0)] == pytest.approx(1 - (1 - rho ** 3) / (1 - rho ** N), rel=1e-12)
+
+
+def test_long_run_on_an_irreducible_chain_is_the_stationary_law():
+    ch, a, b = _cycle()
+    np.testing.assert_allclose(ch.long_run().pi, ch.stationary().pi, rtol=1e-12)
+
+
+def test_long_run_without_initial_law_names_p0():
+    ch = ctmc.CTMC([[-2.0, 1.0, 1.0], [0, 0, 0], [0, 0, 0]])
+    with pytest.raises(ValueError, match="p0"):
+        ch.long_run()
+    assert ch.long_run({0}).pi[1] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("K", [3, 40])
+def test_throughput_of_mm1k_departures_is_lambda_times_not_blocked(K):
+    lam, mu = 0.7, 1.0
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, K)
+    m.event("arrive", guard=n < K, rate=lam, update={n: n + 1})
+    m.event("lost", guard=n == K, rate=lam, update={})
+    m.event("depart", guard=n > 0, rate=mu, update={n: n - 1})
+    ch = m.build(initial={"n": 0})
+    r = lam / mu
+    piK = r ** K * (1 - r) / (1 - r ** (K + 1))
+    assert float(ch.throughput("depart")) == pytest.approx(lam * (1 - piK), rel=1e-12)
+    assert float(ch.throughput("lost")) == pytest.approx(lam * piK, rel=1e-10)
+    t = ch.throughput("depart")
+    assert t.status.ok and t.error_bound < 1e-10
+
+
+def test_bad_arguments_are_named():
+    ch, n = erlang_line(5, 1.0)
+    with pytest.raises(ValueError, match="eps"):
+        ch.prob_within("end", 1.0, eps=2.0)
+    with pytest.raises(ValueError, match="t:"):
+        ch.prob_within("end", -1.0)
+    with pytest.raises(ValueError, match="no label 'nope'"):
+        ch.prob_within("nope", 1.0)
+    with pytest.raises(ValueError, match="reward"):
+        ch.cumulative_reward(np.ones(3), 1.0)
+
+
+def test_one_liners_agree_across_backends(backend):
+    ch, a, b = _cycle()
+    A = (a == 4) & (b == 3)
+    s = ch.prob_within(A, [0.5, 2.0])
+    p = ch.prob_within(A, [0.5, 2.0], backend=backend)
+    np.testing.assert_allclose(p.value, s.value, rtol=1e-12)
+    np.testing.assert_allclose(p.values, s.values, rtol=1e-12, atol=1e-300)
+    c1, c2 = ch.cumulative_reward(a + b, 1.5), ch.cumulative_reward(a + b, 1.5, backend=backend)
+    assert float(c2.value) == pytest.approx(float(c1.value), rel=1e-12)
+    t = ch.throughput("dep", backend=backend)
+    assert float(t) == pytest.approx(float(ch.stationary().pi @ ch.event_rate("dep")), rel=1e-10)
