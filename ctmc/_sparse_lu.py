@@ -15,6 +15,12 @@ so ``ordering="auto"`` keeps the natural order when that envelope is at most
 :math:`\sum_i w_i^2` over the row widths, is at most :data:`NATURAL_FLOPS`
 (:func:`natural_is_cheap`, an O(nnz) test), and falls back to
 ``MMD_AT_PLUS_A`` otherwise.
+
+SuperLU reports nothing while it factorises, so :func:`splu` shows a spinner
+(:meth:`ctmc.progress.Progress.spin`) when it runs longer than two seconds on
+a terminal; in state order its estimate of the time left is the profile bound
+on the work at :data:`FLOPS_PER_SECOND` (an upper bound: the fill of the
+natural order stays inside the envelope).
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-__all__ = ["ORDERINGS", "ENVELOPE_FACTOR", "NATURAL_FLOPS", "row_widths", "envelope", "natural_is_cheap",
+__all__ = ["ORDERINGS", "ENVELOPE_FACTOR", "NATURAL_FLOPS", "FLOPS_PER_SECOND", "row_widths", "envelope", "natural_is_cheap",
            "choose_ordering", "splu"]
 
 #: orderings accepted by :func:`splu` ("auto" picks one of the others)
@@ -31,6 +37,8 @@ ORDERINGS = ("auto", "MMD_AT_PLUS_A", "COLAMD", "MMD_ATA", "NATURAL")
 ENVELOPE_FACTOR = 10
 #: ... or when the profile bound on the work, sum of squared row widths, is at most this
 NATURAL_FLOPS = 1e9
+#: rate assumed to turn the profile bound on the work into seconds (progress estimate only)
+FLOPS_PER_SECOND = 1e9
 
 
 def row_widths(A) -> np.ndarray:
@@ -70,14 +78,20 @@ def natural_is_cheap(envelope_entries: float, flops: float, nnz: float) -> bool:
 
 def choose_ordering(A, ordering: str = "auto") -> str:
     """The SuperLU ``permc_spec`` that :func:`splu` uses for ``A``."""
+    return _choose(A, ordering)[0]
+
+
+def _choose(A, ordering):
+    """``(permc_spec, profile bound on the work of the natural order or None)``."""
     if ordering not in ORDERINGS:
         raise ValueError(f"ordering: expected one of {ORDERINGS}, got {ordering!r}")
-    if ordering != "auto":
-        return ordering
+    if ordering not in ("auto", "NATURAL"):
+        return ordering, None
     w = row_widths(A).astype(float)
-    if natural_is_cheap(w.sum(), float(w @ w), A.nnz):
-        return "NATURAL"
-    return "MMD_AT_PLUS_A"
+    flops = float(w @ w)
+    if ordering == "NATURAL" or natural_is_cheap(w.sum(), flops, A.nnz):
+        return "NATURAL", flops
+    return "MMD_AT_PLUS_A", None
 
 
 def splu(A, ordering: str = "auto"):
@@ -88,5 +102,9 @@ def splu(A, ordering: str = "auto"):
     RuntimeError
         From SuperLU, for an exactly singular pivot.
     """
-    spec = choose_ordering(A, ordering)
-    return sla.splu(sp.csc_matrix(A), permc_spec=spec, diag_pivot_thresh=0.0), spec
+    from .progress import Progress
+    spec, flops = _choose(A, ordering)
+    A = sp.csc_matrix(A)
+    with Progress(f"sparse LU of {A.shape[0]} unknowns (SuperLU, {spec})") as prog:
+        with prog.spin("factorising", None if flops is None else flops / FLOPS_PER_SECOND):
+            return sla.splu(A, permc_spec=spec, diag_pivot_thresh=0.0), spec

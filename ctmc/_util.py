@@ -1,12 +1,12 @@
-"""Small internal helpers: memory limits, progress reporting, timing, masks."""
+"""Small internal helpers: memory limits, timing, masks; :class:`~ctmc.progress.Progress` re-exported."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
 
+from .progress import Progress  # noqa: F401  (the one progress class; re-exported for the build)
 from .results import StateSpaceTooLarge
 
 
@@ -141,37 +141,6 @@ def check_memory(estimate: float, limit: int, what: str):
             f"{what} needs about {estimate / 2**30:.2f} GiB but only "
             f"{limit / 2**30:.2f} GiB are allowed (max_memory); reduce the model "
             "or raise max_memory")
-
-
-class Progress:
-    """Throttled progress lines on stderr for long builds and solves.
-
-    Silent unless enabled (default: only when stderr is a terminal) and the
-    task has run for more than ``delay`` seconds.
-    """
-
-    def __init__(self, label: str, enabled=None, delay: float = 2.0, every: float = 1.0):
-        if enabled is None:
-            enabled = sys.stderr.isatty()
-        self.label, self.enabled, self.delay, self.every = label, bool(enabled), delay, every
-        self.t0 = time.perf_counter()
-        self._last = self.t0
-        self._printed = False
-
-    def update(self, text: str):
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self.t0 >= self.delay and now - self._last >= self.every:
-            self._last = now
-            self._printed = True
-            print(f"\r[ctmc] {self.label}: {text} ({now - self.t0:.1f} s)",
-                  end="", file=sys.stderr, flush=True)
-
-    def close(self, text: str = "done"):
-        if self._printed:
-            print(f"\r[ctmc] {self.label}: {text} ({time.perf_counter() - self.t0:.1f} s)",
-                  file=sys.stderr, flush=True)
 
 
 class Timer:

@@ -204,7 +204,6 @@ class MultilevelOptions(Tolerances):
     smoother: str = "symmetric"
     maxiter: int = 1000
     x0: Optional[np.ndarray] = None
-    progress: Optional[bool] = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -597,25 +596,24 @@ def cycle(H, l, x, shape, pre, post, symmetric):
 def iterate(op, support, H, x, opts, *, pre, post, symmetric, shape, label):
     """Cycles until the stopping rule of the other iterations holds (:class:`ctmc.stationary._Stop`)."""
     from . import stationary as _st
-    from ._util import Progress
+    from .progress import Progress
     stop = _st._Stop(op, opts)
-    prog = Progress(f"stationary ({label})", opts.progress)
-    status, it = Status.MAX_ITERATIONS, 0
-    for it in range(1, opts.maxiter + 1):
-        try:
-            ok = cycle(H, 0, x, shape, pre, post, symmetric)
-        except (ValueError, ZeroDivisionError) as exc:
-            return None, it, Status.BREAKDOWN, f"{label}: the coarse solve failed ({exc})"
-        if not ok:
-            return None, it, Status.BREAKDOWN, f"{label}: the iteration diverged"
-        r = op.apply(x, transpose=True)
-        if stop(it, x, r):
-            status = Status.SUCCESS
-            break
-        if not np.isfinite(stop.rel):
-            return None, it, Status.BREAKDOWN, f"{label}: the iteration diverged"
-        prog.update(f"cycle {it}, residual {stop.rel:.2e}")
-    prog.close(f"{it} cycles")
+    with Progress(f"stationary ({label})", opts.progress) as prog:
+        status, it = Status.MAX_ITERATIONS, 0
+        for it in range(1, opts.maxiter + 1):
+            try:
+                ok = cycle(H, 0, x, shape, pre, post, symmetric)
+            except (ValueError, ZeroDivisionError) as exc:
+                return None, it, Status.BREAKDOWN, f"{label}: the coarse solve failed ({exc})"
+            if not ok:
+                return None, it, Status.BREAKDOWN, f"{label}: the iteration diverged"
+            r = op.apply(x, transpose=True)
+            if stop(it, x, r):
+                status = Status.SUCCESS
+                break
+            if not np.isfinite(stop.rel):
+                return None, it, Status.BREAKDOWN, f"{label}: the iteration diverged"
+            prog.residual(stop.rel, opts.tol, f"cycle {it}")
     return x, it, status, None
 
 

@@ -119,6 +119,13 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
     >>> bool(np.allclose(x, np.linalg.solve(A.toarray(), b), rtol=1e-10))
     True
     """
+    from .progress import Progress
+    with Progress(f"GMRES({restart}) on {np.size(b)} unknowns") as prog:
+        return _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog)
+
+
+def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog):
+    """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``."""
     b = np.asarray(b, dtype=float)
     n, m = b.size, max(1, int(restart))
     psolve = psolve or (lambda v: v)
@@ -169,6 +176,7 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
             R[:j + 1, j] = col[:j + 1]
             its += 1
             k = j + 1
+            prog.residual(abs(g[j + 1]) / den if den else np.inf, rtol, f"iteration {its}")
             if not np.isfinite(g[j + 1]):
                 return x, GMRESReport(False, its, float("nan"), True)
             # ||r||_inf <= ||r||_2 = |g[j+1]|: a conservative test, then the true one at the cycle's end

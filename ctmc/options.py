@@ -65,16 +65,25 @@ class Tolerances:
     error_tol : float
         Largest accepted ``error_bound`` (the proven bound on the normwise
         error of the answer, from a condition estimate) before ``INACCURATE``.
+    progress : bool, optional
+        Show progress with an estimate of the time left on stderr while the
+        analysis runs longer than two seconds (factorisations, iterations,
+        many right-hand sides): True or False; None (default) follows
+        :func:`ctmc.progress.set_progress`, ``CTMC_PROGRESS``, and is on only
+        when stderr is a terminal (:mod:`ctmc.progress`).
     """
 
     tol: float = 1e-10
     tail_tol: float = 1e-6
     error_tol: float = 1e-6
+    progress: Optional[bool] = None
 
     def __post_init__(self):
         positive("tol", self.tol)
         positive("tail_tol", self.tail_tol)
         positive("error_tol", self.error_tol)
+        if self.progress is not None and not isinstance(self.progress, (bool, np.bool_)):
+            raise ValueError(f"progress: expected True, False or None, got {self.progress!r}")
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,7 @@ from .linalg import TripletLU, inverse_norm_bound
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
 from ._util import as_points
+from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 from .stationary import _gamma, _gth_bound
@@ -100,6 +101,8 @@ _COND_RTOL = 1e-8
 #: largest accepted violation of a probability invariant
 _MASS_TOL = 1e-6
 _DENSE_AUTO = 1000
+#: right-hand sides solved together; more are solved block by block, with progress between blocks
+RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
 
 
@@ -266,6 +269,27 @@ class PassageSetup:
 
     def solve(self, s: float, on: str, b, transpose: bool = False):
         """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``.
+
+        Many right-hand sides (columns of ``b``) are solved in blocks of
+        :data:`RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
+        """
+        b = np.asarray(b, dtype=float)
+        ncols = b.shape[1] if b.ndim == 2 else 1
+        if ncols <= RHS_BLOCK:
+            return self._solve(s, on, b, transpose)
+        x = np.empty_like(b)
+        reps = []
+        with Progress(f"passage solves, {ncols} right-hand sides", total=ncols) as prog:
+            for c0 in range(0, ncols, RHS_BLOCK):
+                c1 = min(ncols, c0 + RHS_BLOCK)
+                x[:, c0:c1], rep = self._solve(s, on, b[:, c0:c1], transpose)
+                reps.append(rep)
+                prog.update(done=c1)
+        return x, SolveReport(worst(*(r.status for r in reps)), next((r.reason for r in reps[::-1] if r.reason), ""),
+                              sum(r.iterations for r in reps))
+
+    def _solve(self, s: float, on: str, b, transpose: bool = False):
+        """:meth:`solve` on one block of right-hand sides.
 
         Under ``auto``, a Krylov solve that stalls or breaks down is redone by
         the direct solver, and a direct solve that meets an exactly singular
@@ -513,6 +537,7 @@ def _gather_rows(op, arrays, mode):
 # --------------------------------------------------------------------------
 # hitting times
 # --------------------------------------------------------------------------
+@scoped
 def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backend="scipy", check=True,
                   backend_options=None, **options):
     """Moments of the hitting time (or accumulated reward) of ``target``; see :meth:`ctmc.CTMC.hitting_times`.
@@ -681,6 +706,7 @@ def _regenerative_mean(op, ps, r, kind):
 # --------------------------------------------------------------------------
 # Laplace-Stieltjes transform
 # --------------------------------------------------------------------------
+@scoped
 def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=True, backend_options=None,
                     **options):
     """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]``; see :meth:`ctmc.CTMC.hitting_laplace`.
@@ -704,13 +730,15 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     vals[:, tgt] = 1.0
     err = bal = 0.0
     st, reason, iters = Status.SUCCESS, "", 0
-    for k, sk in enumerate(svals):
-        x, rep = ps.solve(sk, "reach", b)
-        iters += rep.iterations
-        st, reason = worst(st, rep.status), rep.reason
-        e, bl = ps.errors(sk, "reach", x, b)
-        err, bal = max(err, e), max(bal, bl)
-        vals[k, Rm] = x[Rm]
+    with Progress(f"hitting_laplace, {svals.size} points", total=svals.size) as prog:
+        for k, sk in enumerate(svals):
+            x, rep = ps.solve(sk, "reach", b)
+            iters += rep.iterations
+            st, reason = worst(st, rep.status), rep.reason
+            e, bl = ps.errors(sk, "reach", x, b)
+            err, bal = max(err, e), max(bal, bl)
+            vals[k, Rm] = x[Rm]
+            prog.update(f"s = {sk:g}", done=k + 1)
     kind = ps.kind("reach")
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
     # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
@@ -733,6 +761,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
 # --------------------------------------------------------------------------
 # first passage: joint law of (T_A, X_{T_A})
 # --------------------------------------------------------------------------
+@scoped
 def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=1e-13,
                   max_terms=10_000_000, backend="scipy", check=True, backend_options=None, **options):
     """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
@@ -811,9 +840,11 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     lap = None
     if svals is not None:
         lap = np.empty((svals.size, r, m))
-        for k, sv in enumerate(svals):
-            lap[k], e, b2 = joint(sv)
-            err, bal = max(err, e), max(bal, b2)
+        with Progress(f"first_passage, {svals.size} transform points", total=svals.size) as prog:
+            for k, sv in enumerate(svals):
+                lap[k], e, b2 = joint(sv)
+                err, bal = max(err, e), max(bal, b2)
+                prog.update(f"s = {sv:g}", done=k + 1)
     cdf, bound = None, 0.0
     if tvals is not None:
         keep = (~tgt).astype(float)

@@ -100,7 +100,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._sparse_lu import natural_is_cheap
-from ._util import Progress
+from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
 from .backends.base import LinearSpec, SolveReport
 from .linalg import gth_solve, inverse_norm_bound
@@ -171,7 +171,6 @@ class IterativeOptions(StationaryOptions):
 
     maxiter: int = 100_000
     x0: Optional[np.ndarray] = None
-    progress: Optional[bool] = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -245,7 +244,6 @@ class LevelIADOptions(StationaryOptions):
     levels: object = None
     maxiter: int = 1000
     x0: Optional[np.ndarray] = None
-    progress: Optional[bool] = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -843,16 +841,15 @@ def _power(op, support, opts: IterativeOptions, hint, ctx):
     ctx.info["uniformization_rate"] = lam
     x = _start(op, support, opts.x0)
     stop = _Stop(op, opts)
-    prog = Progress("stationary (power)", opts.progress)
-    for it in range(opts.maxiter):
-        r = op.apply(x, transpose=True)
-        if stop(it, x, r):
-            prog.close(f"converged in {it} iterations")
-            return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
-        prog.update(f"iteration {it}, residual {stop.rel:.2e}")
-        x = x + r / lam
-        if it % 10 == 9:
-            x /= op.allsum(float(x.sum()))
+    with Progress("stationary (power)", opts.progress) as prog:
+        for it in range(opts.maxiter):
+            r = op.apply(x, transpose=True)
+            if stop(it, x, r):
+                return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
+            prog.residual(stop.rel, opts.tol, f"iteration {it}")
+            x = x + r / lam
+            if it % 10 == 9:
+                x /= op.allsum(float(x.sum()))
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"power: not converged after {opts.maxiter} iterations"
 
 
@@ -935,15 +932,14 @@ def _sor(op, support, opts: IterativeOptions, hint, ctx):
     sweeper = _Sweeper(op, support)
     x = np.ascontiguousarray(_start(op, support, opts.x0))
     stop = _Stop(op, opts)
-    prog = Progress(f"stationary (sor, omega={omega})", opts.progress)
-    for it in range(1, opts.maxiter + 1):
-        if not sweeper(x, omega):
-            return None, it, Status.BREAKDOWN, "iteration diverged"
-        r = op.apply(x, transpose=True)
-        if stop(it, x, r):
-            prog.close(f"converged in {it} sweeps")
-            return x, it, Status.SUCCESS, f"converged in {it} sweeps"
-        prog.update(f"sweep {it}, residual {stop.rel:.2e}")
+    with Progress(f"stationary (sor, omega={omega})", opts.progress) as prog:
+        for it in range(1, opts.maxiter + 1):
+            if not sweeper(x, omega):
+                return None, it, Status.BREAKDOWN, "iteration diverged"
+            r = op.apply(x, transpose=True)
+            if stop(it, x, r):
+                return x, it, Status.SUCCESS, f"converged in {it} sweeps"
+            prog.residual(stop.rel, opts.tol, f"sweep {it}")
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps"
 
 
@@ -1096,31 +1092,30 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     lv = np.where(support, lev, 0)
     status, it = Status.MAX_ITERATIONS, 0
     stop = _Stop(op, opts)
-    prog = Progress("stationary (level_iad)", opts.progress)
-    for it in range(1, opts.maxiter + 1):
-        X = op.allsum(np.bincount(lv, weights=x, minlength=n_lev))
-        a = op.allsum(np.bincount(lv, weights=x * up, minlength=n_lev)) / X
-        dn = op.allsum(np.bincount(lv, weights=x * down, minlength=n_lev)) / X
-        with np.errstate(divide="ignore"):
-            logp = np.concatenate([[0.0], np.cumsum(np.log(a[:-1]) - np.log(dn[1:]))])
-        p = np.exp(logp - logp.max())
-        p /= p.sum()
-        x = np.where(support, x * (p / X)[lv], 0.0)
-        xf = op.gather(x, "all")          # the scipy backend: x itself, updated in place
-        for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):
-            loc, B = blocks[L]
-            if loc.size:
-                xf[op.start + loc] = (B @ xf) / out[loc]
-        x = np.array(xf[op.start:op.stop])
-        x /= op.allsum(float(x.sum()))
-        r = op.apply(x, transpose=True)
-        if stop(it, x, r):
-            status = Status.SUCCESS
-            break
-        if not np.isfinite(stop.rel):
-            return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-        prog.update(f"iteration {it}, residual {stop.rel:.2e}")
-    prog.close(f"{it} iterations")
+    with Progress("stationary (level_iad)", opts.progress) as prog:
+        for it in range(1, opts.maxiter + 1):
+            X = op.allsum(np.bincount(lv, weights=x, minlength=n_lev))
+            a = op.allsum(np.bincount(lv, weights=x * up, minlength=n_lev)) / X
+            dn = op.allsum(np.bincount(lv, weights=x * down, minlength=n_lev)) / X
+            with np.errstate(divide="ignore"):
+                logp = np.concatenate([[0.0], np.cumsum(np.log(a[:-1]) - np.log(dn[1:]))])
+            p = np.exp(logp - logp.max())
+            p /= p.sum()
+            x = np.where(support, x * (p / X)[lv], 0.0)
+            xf = op.gather(x, "all")          # the scipy backend: x itself, updated in place
+            for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):
+                loc, B = blocks[L]
+                if loc.size:
+                    xf[op.start + loc] = (B @ xf) / out[loc]
+            x = np.array(xf[op.start:op.stop])
+            x /= op.allsum(float(x.sum()))
+            r = op.apply(x, transpose=True)
+            if stop(it, x, r):
+                status = Status.SUCCESS
+                break
+            if not np.isfinite(stop.rel):
+                return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
+            prog.residual(stop.rel, opts.tol, f"iteration {it}")
     ctx.info.update(levels=n_lev)
     return x, it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
 
@@ -1355,6 +1350,7 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
                             error_bound=ev.error_bound)
 
 
+@scoped
 def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bool = True,
                per_class: bool = False, backend_options=None, **options):
     """Stationary distribution of ``chain``; see :meth:`ctmc.CTMC.stationary`.

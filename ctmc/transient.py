@@ -40,6 +40,7 @@ from ._util import as_points
 from .backends import check_backend_options, operator_for
 from .backends.base import worst
 from .options import make_options, positive
+from .progress import Progress
 from .expr import Expr
 from .results import Status, TransientResult
 from .sets import owned_mask, owned_values
@@ -112,6 +113,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     V = np.array(V0, dtype=float)
     total = np.zeros(times.size)
     chunk = 1 << 14
+    prog = Progress(f"uniformisation, {kmax} steps", total=max(kmax, 1))
     for c0 in range(0, kmax + 1, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
         if integrate:
@@ -128,6 +130,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                 out[nz] += np.multiply.outer(w[nz], V)
             if k < kmax:
                 V = V + (apply(V) if scaled else apply(V) / lam)
+                prog.update(f"step {k + 1}", done=k + 1)
+    prog.close()
     full = times if integrate else np.ones(times.size)
     bound = float(max(0.0, (full - total).max()))
     return out, bound

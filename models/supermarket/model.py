@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import ctmc
+from ctmc.progress import CtmcWarning, Progress
 
 from ._params import _check_model, _int_param
 from .occupancy import n_occupancy_states, occupancy_generator, occupancy_states, sample_all_at_least
@@ -47,8 +48,8 @@ __all__ = ["Supermarket", "Truncation", "TruncationWarning", "MAX_STATES"]
 MAX_STATES = 4_000_000
 
 
-class TruncationWarning(UserWarning):
-    """The automatic capacity could not reach the boundary-mass tolerance."""
+class TruncationWarning(CtmcWarning, UserWarning):
+    """The automatic capacity could not reach the boundary-mass tolerance (printed as one line)."""
 
 
 # ---------------------------------------------------------------------------
@@ -203,18 +204,22 @@ class Supermarket:
             self._trunc = Truncation(self._capacity, False, self.tol, boundary, loss, decay,
                                      ((self._capacity, boundary, chain.n_states, secs),), "fixed")
         else:
-            chain, res, build, EM, loss, self._trunc = self._auto()
+            # the boundary mass falls geometrically in the capacity: its fall towards tol gives the time left
+            with Progress(f"supermarket n={self.n} d={self.d}: capacity search") as prog:
+                chain, res, build, EM, loss, self._trunc = self._auto(prog)
         self._chain, self._res, self.build_seconds = chain, res, build
         self._EM = EM
         self._loss = loss
 
-    def _auto(self):
+    def _auto(self, prog=None):
         tried = []
         B = 2
         while True:
             chain, res, build, secs = self._solve(B)
             EM, boundary, reach, loss = self._measures(chain, res, B)
             tried.append((B, boundary, chain.n_states, secs))
+            if prog is not None:
+                prog.residual(boundary, self.tol, f"capacity {B} ({chain.n_states} states)", name="boundary mass")
             decay = reach[B] / reach[B - 1] if reach[B - 1] > 0 else 0.0
             if boundary <= self.tol:
                 best = (B, chain, res, build, EM, loss, boundary, decay)
