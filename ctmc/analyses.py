@@ -47,7 +47,13 @@ class Analyses:
         """Per-state values from an array, a constant, an expression or a reward name (whole vector)."""
         from .sets import owned_values
         return owned_values(spec, getattr(self, "states", None), self.n_states, name=name,
-                            named=getattr(self, "rewards", None))
+                            named=self._named_vectors())
+
+    def _named_vectors(self) -> dict:
+        """Names usable as per-state values: the rewards, and the labels as 0/1 indicators."""
+        out = {k: np.asarray(v, dtype=float) for k, v in (getattr(self, "labels", None) or {}).items()}
+        out.update(getattr(self, "rewards", None) or {})
+        return out
 
     def _bind(self, res):
         if isinstance(res, list):

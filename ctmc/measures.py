@@ -137,7 +137,8 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=1e-13, max_terms=10_000_
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
-    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", getattr(chain, "rewards", None))
+    named = chain._named_vectors() if hasattr(chain, "_named_vectors") else None
+    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", named)
     if not np.all(np.isfinite(r)):
         raise ValueError("reward: values must be finite")
     p = _start_law(op, p0)

@@ -159,7 +159,8 @@ class AnalysisResult:
         from .sets import owned_values
         st = self.states
         n = self._n_states()
-        return owned_values(spec, st, n, name=name, named=getattr(self._chain, "rewards", None))
+        named = self._chain._named_vectors() if hasattr(self._chain, "_named_vectors") else None
+        return owned_values(spec, st, n, name=name, named=named)
 
     def _n_states(self) -> int:
         cols = self._columns()

@@ -105,7 +105,7 @@ def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, 
     stop = n if stop is None else stop
     if isinstance(spec, str):
         if not named or spec not in named:
-            raise ValueError(f"{name}: no vector named {spec!r}; this chain has {sorted(named or {})}")
+            raise ValueError(f"{name}: no reward or label named {spec!r}; this chain has {sorted(named or {})}")
         spec = named[spec]
     if isinstance(spec, Expr) or (callable(spec) and not isinstance(spec, np.ndarray)):
         if states is None:

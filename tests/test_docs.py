@@ -115,3 +115,29 @@ def test_doctest_count_did_not_go_down():
                 raise
     assert sum(found.values()) >= DOCTESTS_BEFORE, (
         f"{sum(found.values())} docstrings with examples, {DOCTESTS_BEFORE} before: {found}")
+
+
+# ---------------------------------------------------------------------------
+# The pages themselves: every ``>>>`` example of every page under docs/ runs
+# (one namespace per page, in order), so a page that shows an answer is
+# checked against it. Pages without examples are listed as such.
+
+PAGES = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.rst") if "literature" not in p.parts)
+#: pages that must carry runnable examples (the cookbook and the how-to pages)
+RUNNABLE = ("cookbook",)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_doc_page_examples_run(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)            # pages that write files write them here
+    path = DOCS / page
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(path.read_text(encoding="utf-8"), {"__name__": "__docs__"}, page, str(path), 0)
+    if any(page.startswith(r) for r in RUNNABLE) and not page.endswith("index.rst"):
+        assert test.examples, f"{page}: a cookbook page must show runnable >>> examples"
+    if not test.examples:
+        pytest.skip(f"{page} has no >>> examples")
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    runner.run(test, out=report.append)
+    assert runner.summarize(verbose=False).failed == 0, "".join(report)
