@@ -42,10 +42,37 @@ long thin chain such as a tandem line or a JSQ grid) and fits
 
 Transitions of rate 0 are not transitions (they do not make states
 reachable); self-loops are dropped from ``Q``.
+
+**Immediate moves** (:meth:`Model.immediate`) take no time. A state where one
+is enabled with a positive weight :math:`w_k(x)` is *vanishing*; the others
+are *tangible*. Immediate moves have priority (as in generalised stochastic
+Petri nets): a vanishing state's timed events never fire, and it is left at
+once by move :math:`k` with probability :math:`w_k(x) / \sum_j w_j(x)`. Both
+strategies explore the tangible states' timed events and the vanishing
+states' immediate moves; then the vanishing states :math:`V` are eliminated
+exactly. With :math:`R` the timed rates out of the tangible states :math:`T`
+and :math:`P` the jump chain of the vanishing states (a self-loop only
+repeats the choice, so it is divided out: :math:`P'_{vy} = w_{vy} / \sum_{z
+\ne v} w_{vz}`), the absorption probabilities :math:`X = (I - P'_{VV})^{-1}
+P'_{VT}` give the tangible generator
+
+.. math::
+
+    Q_{ij} = R_{ij} + \sum_{v \in V} R_{iv} X_{vj} \quad (i \ne j \in T).
+
+:math:`X` is found level by level of the vanishing graph (exact sparse
+products when it is acyclic, the usual case; a sparse LU per strong component
+otherwise). A set of vanishing states that immediate moves cannot leave (a
+timeless trap) raises :class:`~ctmc.results.ModelError` naming one of them.
+The chain holds the tangible states only (its labels and rewards too);
+a vanishing initial state is replaced by the tangible states it leads to
+(``build_info["initial_law"]`` holds their law when there are several), and
+``build_info["vanishing"]`` counts the states eliminated.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Dict, Optional
@@ -75,8 +102,9 @@ class Event:
 
     name: str
     guard: Expr
-    rate: Expr
+    rate: Expr     # the weight of an immediate move
     update: tuple  # ((Var, Expr), ...)
+    immediate: bool = False
 
 
 class Model:
@@ -108,6 +136,7 @@ class Model:
         self.name = str(name)
         self._vars: Dict[str, Var] = {}
         self._events: list[Event] = []
+        self._immediates: list[Event] = []
         self._labels: Dict[str, Any] = {}
         self._rewards: Dict[str, Any] = {}
 
@@ -165,21 +194,82 @@ class Model:
         ModelError
             For an unknown variable in ``update`` or a negative constant rate.
         """
+        self._events.append(self._declare(name, guard, rate, update, "rate", immediate=False))
+
+    def immediate(self, name: str, *, guard: Any = True, update: Mapping, weight: Any = 1.0) -> None:
+        r"""Declare an immediate (zero-time) move, eliminated exactly by :meth:`build`.
+
+        A state where some immediate move is enabled (its guard holds and its
+        weight is positive) is *vanishing*: the chain leaves it at once, by one
+        of its enabled immediate moves chosen with probability weight / total
+        weight. Immediate moves have priority over timed events, as in
+        generalised stochastic Petri nets: the timed events of a vanishing
+        state never fire there. The built chain has the other (*tangible*)
+        states only; see the module docstring for the elimination.
+
+        Parameters
+        ----------
+        name : str
+            Unique among the model's events and immediate moves; by
+            :meth:`ctmc.CTMC.event_rate` its flow (expected firings per unit
+            time from each tangible state).
+        guard : Expr, callable or bool, default True
+            Boolean expression: where the move is enabled.
+        update : dict
+            ``{var: expression}``, as for :meth:`event`. An update that leaves
+            the state unchanged is allowed (the choice is redrawn).
+        weight : Expr, callable or number, default 1.0
+            Weight (>= 0, finite) where enabled; may depend on the state. A
+            weight of 0 disables the move in that state.
+
+        Raises
+        ------
+        ModelError
+            For an unknown variable in ``update``, a duplicate name or a
+            negative constant weight (a negative weight in a reachable state is
+            reported by :meth:`build`, naming the move and the state).
+
+        Examples
+        --------
+        A server that serves queue ``q`` and moves on at once when it is empty
+        (``s`` is the queue being served):
+
+        >>> import ctmc
+        >>> m = ctmc.Model("polling")
+        >>> a, b, s = m.var("a", 0, 1), m.var("b", 0, 1), m.var("s", 0, 1)
+        >>> m.event("arrive_a", guard=a < 1, rate=1.0, update={a: 1})
+        >>> m.event("arrive_b", guard=b < 1, rate=1.0, update={b: 1})
+        >>> m.event("serve_a", guard=(s == 0) & (a > 0), rate=2.0, update={a: 0})
+        >>> m.event("serve_b", guard=(s == 1) & (b > 0), rate=2.0, update={b: 0})
+        >>> m.immediate("switch_ab", guard=(s == 0) & (a == 0) & (b > 0), update={s: 1})
+        >>> m.immediate("switch_ba", guard=(s == 1) & (b == 0) & (a > 0), update={s: 0})
+        >>> chain = m.build(initial={"a": 0, "b": 0, "s": 0})
+        >>> chain.n_states, chain.build_info["vanishing"]
+        (6, 2)
+        >>> chain.Q[chain.index(a=0, b=0, s=0), chain.index(a=0, b=1, s=1)]  # arrival at b, switch at once
+        1.0
+        """
+        self._immediates.append(self._declare(name, guard, weight, update, "weight", immediate=True))
+
+    def _declare(self, name, guard, rate, update, what, immediate):
+        """The checked :class:`Event` of :meth:`event` / :meth:`immediate`."""
+        kind = "immediate move" if immediate else "event"
+        name = str(name)
         if not isinstance(update, Mapping):
-            raise ModelError(f"event {name!r}: update must be a dict {{var: expression}}")
-        if any(e.name == str(name) for e in self._events):
-            raise ModelError(f"event {name!r}: an event of that name is already declared (names must be "
-                             "unique: event_rate and throughput look events up by name)")
+            raise ModelError(f"{kind} {name!r}: update must be a dict {{var: expression}}")
+        if any(e.name == name for e in (*self._events, *self._immediates)):
+            raise ModelError(f"{kind} {name!r}: an event or immediate move of that name is already declared "
+                             "(names must be unique: event_rate and throughput look events up by name)")
         items = []
         for key, val in update.items():
             vname = key.name if isinstance(key, Var) else key
             if vname not in self._vars:
-                raise ModelError(f"event {name!r}: update names unknown variable {key!r}")
+                raise ModelError(f"{kind} {name!r}: update names unknown variable {key!r}")
             items.append((self._vars[vname], as_expr(val)))
         if isinstance(rate, (int, float)) and not isinstance(rate, bool):
             if not (rate >= 0 and math.isfinite(rate)):
-                raise ModelError(f"event {name!r}: rate must be finite and >= 0, got {rate!r}")
-        self._events.append(Event(str(name), as_expr(guard), as_expr(rate), tuple(items)))
+                raise ModelError(f"{kind} {name!r}: {what} must be finite and >= 0, got {rate!r}")
+        return Event(name, as_expr(guard), as_expr(rate), tuple(items), immediate)
 
     def label(self, name: str, states: Any) -> None:
         """Name a set of states (a boolean expression); built chains carry it in ``chain.labels``.
@@ -204,8 +294,13 @@ class Model:
 
     @property
     def events(self) -> tuple:
-        """The declared events."""
+        """The declared (timed) events."""
         return tuple(self._events)
+
+    @property
+    def immediates(self) -> tuple:
+        """The declared immediate moves (:meth:`immediate`)."""
+        return tuple(self._immediates)
 
     # encoding ---------------------------------------------------------------
     def _layout(self):
@@ -232,7 +327,7 @@ class Model:
 
     def _calls_function(self) -> bool:
         """Whether a guard, rate or update of the model calls a user function."""
-        return any(calls_function(e) for ev in self._events
+        return any(calls_function(e) for ev in (*self._events, *self._immediates)
                    for e in (ev.guard, ev.rate, *(u for _, u in ev.update)))
 
     @staticmethod
@@ -243,13 +338,21 @@ class Model:
         return _LazyEnv(names, lambda nm: (codes // strides[col[nm]]) % span[col[nm]] + lo[col[nm]])
 
     # expansion --------------------------------------------------------------
-    def _expand(self, codes, layout, strict: bool):
+    def _expand(self, codes, layout, strict: bool, detail: bool = False):
         """All transitions out of a batch of states.
 
-        Returns ``(src_pos, dst_code, rate, oob_pos)``: positions into
-        ``codes``; with ``strict`` an out-of-bounds update or an invalid rate
-        raises, otherwise out-of-bounds sources are returned in ``oob_pos``
-        (to be checked once reachability is known).
+        Returns ``(src_pos, dst_code, rate, oob_pos, vanishing)``: positions
+        into ``codes``; with ``strict`` an out-of-bounds update or an invalid
+        rate raises, otherwise out-of-bounds sources are returned in
+        ``oob_pos`` (to be checked once reachability is known).
+
+        ``vanishing`` is ``None`` for a model without immediate moves. With
+        them it is a boolean mask over ``codes`` (an immediate move enabled
+        with a positive weight); a vanishing state's transitions are its
+        immediate moves with their *weights* (self-loops kept: they count for
+        the probabilities), a tangible state's are its timed events. With
+        ``detail`` the mask is a pair ``(mask, move)``: ``move`` gives, for
+        each transition, the index of its immediate move (-1 for a timed event).
         """
         names, lo, span, strides, _ = layout
         # a user function gets the documented plain dict of every variable (and its own copy
@@ -257,62 +360,101 @@ class Model:
         eager = self._calls_function()
         env = self._decode(codes, layout) if eager else self._lazy_decode(codes, layout)
         n = codes.shape[0]
-        srcs, dsts, rates, oobs = [], [], [], []
+        srcs, dsts, rates, oobs, moves = [], [], [], [], []
+        vanishing = None
         with np.errstate(all="ignore"):
+            if self._immediates:
+                vanishing = np.zeros(n, dtype=bool)
+                for k, ev in enumerate(self._immediates):
+                    out = self._fire(ev, env, n, codes, layout, strict, eager, None)
+                    if out is None:
+                        continue
+                    pos, w, dcode, live, oob = out
+                    vanishing[pos[live | oob]] = True       # enabled; an out-of-bounds move is an error later
+                    if not strict:
+                        oobs.append(pos[oob])
+                    srcs.append(pos[live])
+                    dsts.append(dcode[live])
+                    rates.append(np.array(w[live], dtype=float))
+                    if detail:
+                        moves.append(np.full(int(live.sum()), k, dtype=np.int64))
+                tangible = ~vanishing
             for ev in self._events:
-                g = _guard(ev, env, n)
-                pos = np.flatnonzero(g)
-                if pos.size == 0:
+                out = self._fire(ev, env, n, codes, layout, strict, eager, None if vanishing is None else tangible)
+                if out is None:
                     continue
-                # the enabled states' values, each variable taken when first read
-                if eager:
-                    sub = {k: v[pos] for k, v in env.items()}
-                else:
-                    sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
-                r = _values(ev, "rate", ev.rate.evaluate(sub), pos.size, float)
-                live = r != 0  # NaN stays live and is caught below
-                bad = ~(np.isfinite(r) & (r >= 0))
-                if strict and bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    raise ModelError(
-                        f"event {ev.name!r}: invalid rate {r[k]!r} in state "
-                        f"{self._state_text(sub, k)} (rates must be finite and >= 0)")
-                dcode = codes[pos].copy()
-                oob = np.zeros(pos.shape, dtype=bool)
-                for var, expr in ev.update:
-                    i = names.index(var.name)
-                    new = _values(ev, f"update of {var.name!r}", expr.evaluate(sub), pos.size)
-                    if new.dtype.kind not in "iub":
-                        newi = np.rint(new)
-                        nonint = ~(newi == new) & live
-                        if strict and nonint.any():
-                            k = int(np.flatnonzero(nonint)[0])
-                            raise ModelError(
-                                f"event {ev.name!r}: update of {var.name!r} gives the "
-                                f"non-integer {new[k]!r} in state {self._state_text(sub, k)}")
-                        oob |= nonint
-                        new = np.where(nonint, sub[var.name], np.nan_to_num(newi))
-                    new = new.astype(np.int64)
-                    out = (new < var.lo) | (new > var.hi)
-                    oob |= out
-                    dcode += (np.where(out, sub[var.name], new) - sub[var.name]) * strides[i]
-                oob &= live
-                if strict and oob.any():
-                    k = int(np.flatnonzero(oob)[0])
-                    raise ModelError(
-                        f"event {ev.name!r}: update leaves the declared bounds from state "
-                        f"{self._state_text(sub, k)}; bounds are "
-                        + ", ".join(f"{v.lo} <= {v.name} <= {v.hi}" for v, _ in ev.update))
+                pos, r, dcode, live, oob = out
                 if not strict:
                     oobs.append(pos[oob])
-                    live &= ~oob
                 keep = live & (dcode != codes[pos])
                 srcs.append(pos[keep])
                 dsts.append(dcode[keep])
                 rates.append(np.array(r[keep], dtype=float))
+                if detail:
+                    moves.append(np.full(int(keep.sum()), -1, dtype=np.int64))
         cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
+        if detail and vanishing is not None:
+            vanishing = (vanishing, cat(moves, np.int64))
         return (cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float),
-                cat(oobs, np.int64))
+                cat(oobs, np.int64), vanishing)
+
+    def _fire(self, ev, env, n, codes, layout, strict, eager, where):
+        """One event (or immediate move) on a batch: ``(pos, rate, dst_code, live, oob)`` or ``None``.
+
+        ``pos`` are the positions where the guard holds (and ``where``, if
+        given); ``live`` marks the transitions with a non-zero rate (or
+        weight) that stay in bounds, ``oob`` those that leave them.
+        """
+        names, lo, span, strides, _ = layout
+        what = "weight" if ev.immediate else "rate"
+        g = _guard(ev, env, n)
+        if where is not None:
+            g = g & where
+        pos = np.flatnonzero(g)
+        if pos.size == 0:
+            return None
+        # the enabled states' values, each variable taken when first read
+        if eager:
+            sub = {k: v[pos] for k, v in env.items()}
+        else:
+            sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
+        r = _values(ev, what, ev.rate.evaluate(sub), pos.size, float)
+        live = r != 0  # NaN stays live and is caught below
+        bad = ~(np.isfinite(r) & (r >= 0))
+        if strict and bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ModelError(
+                f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
+                f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
+        dcode = codes[pos].copy()
+        oob = np.zeros(pos.shape, dtype=bool)
+        for var, expr in ev.update:
+            i = names.index(var.name)
+            new = _values(ev, f"update of {var.name!r}", expr.evaluate(sub), pos.size)
+            if new.dtype.kind not in "iub":
+                newi = np.rint(new)
+                nonint = ~(newi == new) & live
+                if strict and nonint.any():
+                    k = int(np.flatnonzero(nonint)[0])
+                    raise ModelError(
+                        f"{_kind(ev)} {ev.name!r}: update of {var.name!r} gives the "
+                        f"non-integer {new[k]!r} in state {self._state_text(sub, k)}")
+                oob |= nonint
+                new = np.where(nonint, sub[var.name], np.nan_to_num(newi))
+            new = new.astype(np.int64)
+            out = (new < var.lo) | (new > var.hi)
+            oob |= out
+            dcode += (np.where(out, sub[var.name], new) - sub[var.name]) * strides[i]
+        oob &= live
+        if strict and oob.any():
+            k = int(np.flatnonzero(oob)[0])
+            raise ModelError(
+                f"{_kind(ev)} {ev.name!r}: update leaves the declared bounds from state "
+                f"{self._state_text(sub, k)}; bounds are "
+                + ", ".join(f"{v.lo} <= {v.name} <= {v.hi}" for v, _ in ev.update))
+        if not strict:
+            live &= ~oob
+        return pos, r, dcode, live, oob
 
     @staticmethod
     def _state_text(env, k):
@@ -408,12 +550,17 @@ class Model:
                         strategy, reason = "bfs", (f"the search ended within {_PROBE_LEVELS} levels "
                                                    f"(the box of {box} points was not needed)")
             if probed is not None:
-                codes, src, dst, rate = probed
+                codes, src, dst, rate, van = probed
             elif strategy == "box":
                 check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
-                codes, src, dst, rate = self._build_box(init, layout, prog, max_states)
+                codes, src, dst, rate, van = self._build_box(init, layout, prog, max_states)
             else:
-                codes, src, dst, rate = self._build_bfs(init, layout, prog, limit, max_states)
+                codes, src, dst, rate, van = self._build_bfs(init, layout, prog, limit, max_states)
+            initial = np.searchsorted(codes, init)
+            extra = {}
+            if van is not None:
+                codes, src, dst, rate, initial, extra = self._eliminate(codes, layout, src, dst, rate, van,
+                                                                        initial)
             n = codes.size
             Q = _assemble(n, src, dst, rate)
             prog.close(f"{n} states, {src.size} transitions")
@@ -421,14 +568,81 @@ class Model:
         states = StateTable(env, codes=codes, layout=layout)
         chain = CTMC(Q, states=states, check=False)
         chain._model = self
-        chain._initial = np.searchsorted(codes, init)
+        chain._initial = initial
         for k, v in self._labels.items():
             chain.add_label(k, v)
         for k, v in self._rewards.items():
             chain.add_reward(k, v)
         chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
-                            "seconds": timer.elapsed, "box": box, "strategy_reason": reason}
+                            "seconds": timer.elapsed, "box": box, "strategy_reason": reason, **extra}
         return chain
+
+    def _eliminate(self, codes, layout, src, dst, val, van, initial):
+        """The tangible chain: vanishing states eliminated (the module docstring's equations).
+
+        Returns ``(codes, src, dst, rate, initial, info)`` of the tangible
+        states, the transitions with ``Q_TT + R_TV X`` (self-loops dropped),
+        and the build information (``vanishing``, ``initial_law``).
+        """
+        n = codes.size
+        V = np.flatnonzero(van)
+        T = np.flatnonzero(~van)
+        info = {"vanishing": int(V.size), "n_explored": int(n)}
+        if V.size == 0:
+            return codes, src, dst, val, initial, info
+        if T.size == 0:
+            raise self._trap_error(codes[V[:1]], layout)
+        local = np.empty(n, dtype=np.int64)
+        local[T] = np.arange(T.size)
+        local[V] = np.arange(V.size)
+        from_v = van[src]
+        to_v = van[dst]
+        # timed rates out of tangible states: R_TT and R_TV
+        ft = ~from_v
+        tt, tv = ft & ~to_v, ft & to_v
+        R_TV = sp.csr_matrix((val[tv], (local[src[tv]], local[dst[tv]])), shape=(T.size, V.size))
+        # the jump chain on the vanishing states, self-loops divided out: P' = W_off^-1 W_off-diagonal
+        P_VV, P_VT = _jump_chain(local[src[from_v]], dst[from_v], val[from_v], van, local, V.size, T.size,
+                                 self_loops=(src[from_v] == dst[from_v]))
+        trapped = _trapped(P_VV, P_VT)
+        if trapped.size:
+            raise self._trap_error(codes[V[trapped[:1]]], layout)
+        X = _absorb(P_VV, P_VT)
+        # Q_TT + R_TV X, self-loops i -> v -> i dropped (they do not change the law)
+        add = (R_TV @ X).tocoo()
+        s2 = np.concatenate([local[src[tt]], add.row.astype(np.int64)])
+        d2 = np.concatenate([local[dst[tt]], add.col.astype(np.int64)])
+        r2 = np.concatenate([val[tt], add.data])
+        keep = s2 != d2
+        # the initial states: each vanishing one replaced by the tangible states it leads to
+        iv = van[initial]
+        if iv.any():
+            law = X[local[initial[iv]]].tocsr()
+            law.eliminate_zeros()
+            rows = [local[initial[~iv]]] + [law.indices]
+            initial_t = np.unique(np.concatenate(rows))
+            deterministic = bool(np.all(np.diff(law.indptr) == 1))
+            if not deterministic:
+                full = sp.vstack([sp.csr_matrix((np.ones(int((~iv).sum())),
+                                                 (np.arange(int((~iv).sum())), local[initial[~iv]])),
+                                                shape=(int((~iv).sum()), T.size)), law]).tocsr()
+                order = np.argsort(np.concatenate([np.flatnonzero(~iv), np.flatnonzero(iv)]), kind="stable")
+                full = full[order]
+                info["initial_law"] = full.toarray().ravel() if initial.size == 1 else full
+                warnings.warn(
+                    f"model {self.name!r}: the initial state is vanishing and leads at once to "
+                    f"{initial_t.size} tangible states at random; chain.initial holds them as a set, "
+                    "build_info['initial_law'] their law (use it as p0)", stacklevel=3)
+        else:
+            initial_t = local[initial]
+        return codes[T], s2[keep], d2[keep], r2[keep], initial_t, info
+
+    def _trap_error(self, code, layout):
+        env = self._decode(np.asarray(code, dtype=np.int64), layout)
+        return ModelError(
+            f"model {self.name!r}: timeless trap: from state {self._state_text(env, 0)} the immediate moves "
+            "never reach a tangible state (every state they lead to has an immediate move enabled, so time "
+            "would stop); give the immediate moves a way out, or make one of them a timed event")
 
     def _prepare(self, initial, max_states, max_memory):
         """Checks and layout shared by :meth:`build` and :meth:`state_space`.
@@ -437,12 +651,12 @@ class Model:
         """
         if max_states is not None and not (isinstance(max_states, (int, np.integer)) and max_states > 0):
             raise ValueError(f"max_states: expected a positive integer, got {max_states!r}")
-        if not self._events:
+        if not self._events and not self._immediates:
             raise ModelError(f"model {self.name!r}: declare at least one event")
         layout = self._layout()
         limit = memory_limit(max_memory)
         init = self._initial_codes(initial, layout)
-        return layout, limit, init, layout[4], len(self._events)
+        return layout, limit, init, layout[4], len(self._events) + len(self._immediates)
 
     def _build_box(self, init, layout, prog, max_states):
         codes = self._reachable_box(init, layout, prog, max_states)
@@ -454,7 +668,7 @@ class Model:
         srcs, dsts, oob_src = [], [], []
         for start in range(0, box, _CHUNK):
             codes = np.arange(start, min(box, start + _CHUNK), dtype=np.int64)
-            s, d, _, oob = self._expand(codes, layout, strict=False)
+            s, d, _, oob, _ = self._expand(codes, layout, strict=False)
             srcs.append(codes[s])
             dsts.append(d)
             oob_src.append(codes[oob])
@@ -479,15 +693,17 @@ class Model:
         return codes
 
     def _assemble_edges(self, codes, layout, prog):
-        srcs, dsts, rates = [], [], []
+        srcs, dsts, rates, vans = [], [], [], []
         for start in range(0, codes.size, _CHUNK):
             c = codes[start:start + _CHUNK]
-            s, d, r, _ = self._expand(c, layout, strict=True)
+            s, d, r, _, v = self._expand(c, layout, strict=True)
             srcs.append(s + start)
             dsts.append(np.searchsorted(codes, d))
             rates.append(r)
+            vans.append(v)
             prog.update(f"assembly {min(codes.size, start + _CHUNK)}/{codes.size}")
-        return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates)
+        van = np.concatenate(vans) if self._immediates else None
+        return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates), van
 
     def _build_bfs(self, init, layout, prog, limit, max_states, max_levels=None):
         """Breadth-first exploration; ``None`` if it has not ended after ``max_levels`` frontiers."""
@@ -501,7 +717,7 @@ class Model:
         found = [init]
         n = init.size
         frontier, f0, n_trans, levels = init, 0, 0, 0
-        srcs, dsts, rates = [], [], []
+        srcs, dsts, rates, vans = [], [], [], []
         while frontier.size:
             levels += 1
             if max_levels is not None and levels > max_levels:
@@ -512,10 +728,11 @@ class Model:
             nxt = []
             for start in range(0, frontier.size, _CHUNK):
                 c = frontier[start:start + _CHUNK]
-                s, d, r, _ = self._expand(c, layout, strict=True)
+                s, d, r, _, v = self._expand(c, layout, strict=True)
                 srcs.append(s + f0 + start)
                 dsts.append(d)
                 rates.append(r)
+                vans.append(v)
                 nxt.append(d)
                 n_trans += s.size
             f0 += frontier.size
@@ -546,7 +763,11 @@ class Model:
             dst = np.searchsorted(codes, np.concatenate(dsts)) if dsts else np.empty(0, np.int64)
         src = rank[np.concatenate(srcs)] if srcs else np.empty(0, np.int64)
         rate = np.concatenate(rates) if rates else np.empty(0)
-        return codes, src, dst, rate
+        van = None
+        if self._immediates:            # in discovery order (each state expanded once), then by code
+            van = np.zeros(codes.size, dtype=bool)
+            van[rank] = np.concatenate(vans)
+        return codes, src, dst, rate, van
 
     # distributed assembly ---------------------------------------------------
     def state_space(self, initial=None, *, max_states: Optional[int] = None, max_memory=None,
@@ -561,6 +782,11 @@ class Model:
         compiled box strategy; a larger one by a breadth-first search that
         keeps state codes only (a one-byte flag per point of the box when the
         box is below a tenth of the memory limit, a sorted index otherwise).
+
+        For a model with immediate moves (:meth:`immediate`) the states are
+        the *tangible* ones, those of the built chain, and finding them needs
+        the elimination: this calls :meth:`build` (and :meth:`generator_rows`
+        refuses such a model).
 
         Parameters
         ----------
@@ -583,6 +809,9 @@ class Model:
         """
         from .chain import StateTable
 
+        if self._immediates:
+            # the tangible states are known once the vanishing ones are eliminated: a build
+            return self.build(initial, max_memory=max_memory, max_states=max_states, progress=progress).states
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         prog = Progress(f"exploring {self.name}", progress)
         if box * n_ev <= _BOX_LIMIT // 8:
@@ -606,7 +835,7 @@ class Model:
         while frontier.size:
             nxt = []
             for start in range(0, frontier.size, _CHUNK):
-                _, d, _, _ = self._expand(frontier[start:start + _CHUNK], layout, strict=True)
+                _, d, _, _, _ = self._expand(frontier[start:start + _CHUNK], layout, strict=True)
                 nxt.append(d)
             cand = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
             if bitmap:
@@ -651,6 +880,12 @@ class Model:
         >>> m.generator_rows(m.state_space(initial={"n": 0}), 1, 2).toarray()
         array([[ 2., -3.,  1.,  0.,  0.]])
         """
+        if self._immediates:
+            raise ModelError(
+                f"model {self.name!r}: generator_rows cannot assemble a model with immediate moves "
+                f"({', '.join(e.name for e in self._immediates)}): eliminating the vanishing states mixes "
+                "rows of different blocks; build the chain serially with Model.build (the distributed "
+                "PETSc build does not support immediate moves)")
         codes, layout = getattr(states, "_codes", None), getattr(states, "_layout", None)
         if codes is None or layout is None or list(layout[0]) != list(self._vars):
             raise ValueError("states: expected the state table of this model (from state_space or build)")
@@ -661,7 +896,7 @@ class Model:
         srcs, dsts, rates = [], [], []
         for a in range(start, stop, _CHUNK):
             b = min(stop, a + _CHUNK)
-            s, d, r, _ = self._expand(codes[a:b], layout, strict=True)
+            s, d, r, _, _ = self._expand(codes[a:b], layout, strict=True)
             col = np.searchsorted(codes, d)
             if col.size and ((col >= n) | (codes[np.minimum(col, n - 1)] != d)).any():
                 raise ValueError("states: a transition leaves the given state table (not this model's "
@@ -680,15 +915,89 @@ class Model:
         return rows
 
     def event_rate(self, name: str, env) -> np.ndarray:
-        """Rate of event ``name`` in each state of ``env`` (0 where disabled)."""
+        r"""Rate of event ``name`` in each state of ``env`` (0 where disabled).
+
+        For a timed event, its rate where enabled; 0 in a vanishing state
+        (immediate moves have priority, so timed events never fire there).
+        For an immediate move, its *flow*: the expected number of its firings
+        per unit time from each (tangible) state, that is
+        :math:`\sum_v R_{iv} N_v` over the vanishing states :math:`v` the
+        state's timed events lead to, with :math:`N = (I - P')^{-1} f` the
+        expected number of firings in the zero-time excursion from :math:`v`
+        (:math:`f_v` the move's weight over the total weight of the moves
+        that leave :math:`v`; the module docstring defines :math:`P'`). So
+        ``pi @ chain.event_rate(name)`` is its throughput in both cases.
+        """
+        n = len(next(iter(env.values())))
         for ev in self._events:
             if ev.name == name:
-                n = len(next(iter(env.values())))
                 with np.errstate(all="ignore"):
                     g = _guard(ev, env, n)
                     r = _values(ev, "rate", ev.rate.evaluate(env), n, float)
+                    if self._immediates:
+                        g = g & ~self._vanishing(env, n)
                 return np.where(g, r, 0.0)
-        raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}")
+        for k, ev in enumerate(self._immediates):
+            if ev.name == name:
+                return self._immediate_flow(k, env, n)
+        raise ValueError(f"name: no event {name!r}; events are {[e.name for e in self._events]}"
+                         + (f", immediate moves {[e.name for e in self._immediates]}" if self._immediates else ""))
+
+    def _vanishing(self, env, n):
+        """Mask of the states of ``env`` where an immediate move is enabled with a non-zero weight."""
+        van = np.zeros(n, dtype=bool)
+        for ev in self._immediates:
+            w = _values(ev, "weight", ev.rate.evaluate(env), n, float)
+            van |= _guard(ev, env, n) & (w != 0)
+        return van
+
+    def _immediate_flow(self, k, env, n):
+        """Expected firings per unit time of immediate move ``k`` from each state of ``env`` (see event_rate)."""
+        layout = self._layout()
+        names, lo, span, strides, _ = layout
+        codes = np.zeros(n, dtype=np.int64)
+        for i, nm in enumerate(names):
+            codes += (np.asarray(env[nm], dtype=np.int64) - lo[i]) * strides[i]
+        s, d, r, _, (van0, move) = self._expand(codes, layout, strict=True, detail=True)
+        timed = move < 0
+        s, d, r = s[timed], d[timed], r[timed]
+        # the vanishing states the timed events lead to, and all those their immediate moves reach
+        vcodes, vsrc, vdst, vw, vmove = [], [], [], [], []
+        known = np.empty(0, dtype=np.int64)
+        frontier = np.unique(d)
+        while frontier.size:
+            s2, d2, w2, _, (v2, m2) = self._expand(frontier, layout, strict=True, detail=True)
+            imm = m2 >= 0
+            vcodes.append(frontier[v2])
+            vsrc.append(frontier[s2[imm]]), vdst.append(d2[imm]), vw.append(w2[imm]), vmove.append(m2[imm])
+            known = np.union1d(known, frontier)
+            frontier = np.setdiff1d(np.unique(d2[imm]), known, assume_unique=True)
+        Vc = np.sort(np.concatenate(vcodes))
+        flow = np.zeros(n)
+        if Vc.size == 0:
+            return flow
+        vsrc, vdst, vw, vmove = (np.concatenate(x) for x in (vsrc, vdst, vw, vmove))
+        allc = np.union1d(Vc, vdst)
+        van = np.isin(allc, Vc)
+        local = np.empty(allc.size, dtype=np.int64)
+        local[van] = np.arange(Vc.size)
+        local[~van] = np.arange(int((~van).sum()))
+        src_l = np.searchsorted(Vc, vsrc)
+        loops = vsrc == vdst
+        P_VV, P_VT = _jump_chain(src_l, np.searchsorted(allc, vdst), vw, van, local, Vc.size,
+                                 int((~van).sum()), self_loops=loops)
+        trapped = _trapped(P_VV, P_VT)
+        if trapped.size:
+            raise self._trap_error(Vc[trapped[:1]], layout)
+        # f_v: the move's weight (self-loops included) over the weight of the moves leaving v
+        leave = np.bincount(src_l[~loops], weights=vw[~loops], minlength=Vc.size)
+        mine = vmove == k
+        f = np.bincount(src_l[mine], weights=vw[mine], minlength=Vc.size) / leave
+        N = _absorb(P_VV, sp.csr_matrix(f[:, None])).toarray().ravel()
+        pos = np.searchsorted(Vc, d)
+        hit = (pos < Vc.size) & (Vc[np.minimum(pos, Vc.size - 1)] == d)
+        flow += np.bincount(s[hit], weights=r[hit] * N[pos[hit]], minlength=n)
+        return flow
 
 
 def _choose_strategy(box: int, n_events: int, span_sum: int) -> tuple:
@@ -735,11 +1044,15 @@ class _LazyEnv(Mapping):
         return len(self._names)
 
 
+def _kind(ev):
+    return "immediate move" if ev.immediate else "event"
+
+
 def _guard(ev, env, n):
     """The guard of ``ev`` on ``env`` as a boolean array of shape ``(n,)``; a non-boolean guard is an error."""
     g = np.asarray(ev.guard.evaluate(env))
     if g.dtype != bool:
-        raise ModelError(f"event {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
+        raise ModelError(f"{_kind(ev)} {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
                          f"&, |, ~), got values of type {g.dtype} (write e.g. n != 4 instead of n - 4)")
     return _values(ev, "guard", g, n)
 
@@ -748,7 +1061,7 @@ def _values(ev, what, value, n, dtype=None):
     """``_full`` for a value of event ``ev``: a function returning the wrong length is named."""
     a = np.asarray(value, dtype=dtype)
     if a.ndim and a.shape != (n,):
-        raise ModelError(f"event {ev.name!r}: its {what} gave {a.shape[0] if a.ndim == 1 else a.shape} "
+        raise ModelError(f"{_kind(ev)} {ev.name!r}: its {what} gave {a.shape[0] if a.ndim == 1 else a.shape} "
                          f"values for {n} states (a function must return one value per state of the "
                          "variables it is given, or a scalar)")
     return _full(a, n)
@@ -758,6 +1071,183 @@ def _full(value, n, dtype=None):
     """``value`` as an array of shape ``(n,)`` (scalars broadcast, no copy when it already is one)."""
     a = np.asarray(value, dtype=dtype)
     return a if a.shape == (n,) else np.broadcast_to(a, (n,))
+
+
+def _jump_chain(src, dst, w, van, local, nv, nt, self_loops):
+    """``(P_VV, P_VT)``: the embedded jump chain on the vanishing states, self-loops divided out.
+
+    ``src`` are local vanishing indices, ``dst`` global state indices, ``w``
+    weights. A self-loop of probability :math:`p_{vv}` only repeats the
+    choice, so row :math:`v` is divided by :math:`1 - p_{vv}`: the weights of
+    the moves that leave :math:`v` divided by their sum. A state whose every
+    move is a self-loop gets an empty row (a trap, found by :func:`_trapped`).
+    """
+    off = ~self_loops
+    s, d, w = src[off], dst[off], w[off]
+    total = np.bincount(s, weights=w, minlength=nv)
+    p = w / total[s]
+    to_v = van[d]
+    P_VV = sp.csr_matrix((p[to_v], (s[to_v], local[d[to_v]])), shape=(nv, nv))
+    P_VT = sp.csr_matrix((p[~to_v], (s[~to_v], local[d[~to_v]])), shape=(nv, nt))
+    P_VV.sum_duplicates()
+    P_VT.sum_duplicates()
+    return P_VV, P_VT
+
+
+def _trapped(P_VV, P_VT):
+    """Local indices of the vanishing states from which no tangible state can be reached."""
+    from scipy.sparse.csgraph import breadth_first_order
+    nv = P_VV.shape[0]
+    exits = np.flatnonzero(np.diff(P_VT.indptr))
+    A = P_VV.tocoo()
+    # reversed edges, plus a root (index nv) linked to every state with a move to a tangible state
+    G = sp.csr_matrix((np.ones(A.nnz + exits.size, dtype=np.int8),
+                       (np.concatenate([A.col, np.full(exits.size, nv)]), np.concatenate([A.row, exits]))),
+                      shape=(nv + 1, nv + 1))
+    seen = np.zeros(nv + 1, dtype=bool)
+    seen[breadth_first_order(G, nv, directed=True, return_predecessors=False)] = True
+    return np.flatnonzero(~seen[:nv])
+
+
+def _gather(indptr, indices, cols):
+    """The concatenated ``indices[indptr[c]:indptr[c + 1]]`` of the columns (or rows) ``cols``."""
+    starts, stops = indptr[cols], indptr[cols + 1]
+    lens = stops - starts
+    if not lens.sum():
+        return np.empty(0, dtype=indices.dtype)
+    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return indices[offs + np.arange(lens.sum())]
+
+
+def _levels(P):
+    """Strong components of the graph of ``P`` and their level in the condensation.
+
+    The level of a component is the length of the longest path from it to a
+    component with no successor (level 0), found by peeling sinks (Kahn's
+    algorithm, one vectorised step per level). Returns ``(comp, level)``,
+    ``comp[i]`` the component of state ``i``.
+    """
+    from scipy.sparse.csgraph import connected_components
+    nv = P.shape[0]
+    nc, comp = connected_components(P, directed=True, connection="strong")
+    A = P.tocoo()
+    cr, cc = comp[A.row], comp[A.col]
+    between = cr != cc
+    C = sp.csr_matrix((np.ones(int(between.sum()), dtype=np.int8), (cr[between], cc[between])), shape=(nc, nc))
+    C.sum_duplicates()
+    outdeg = np.diff(C.indptr).astype(np.int64)
+    Ct = C.tocsc()
+    level = np.full(nc, -1, dtype=np.int64)
+    ready, depth = np.flatnonzero(outdeg == 0), 0
+    while ready.size:
+        level[ready] = depth
+        preds, counts = np.unique(_gather(Ct.indptr, Ct.indices, ready), return_counts=True)
+        outdeg[preds] -= counts
+        ready = preds[outdeg[preds] == 0]
+        depth += 1
+    assert (level >= 0).all() and nv == comp.size
+    return comp, level
+
+
+def _absorb(P, B):
+    r"""``X = (I - P)^{-1} B``, sparse, for a jump chain ``P`` on vanishing states that all reach an exit.
+
+    The states are taken level by level of the condensation of the graph of
+    ``P`` (:func:`_levels`), lowest first: at level :math:`\ell` the rows
+    :math:`L` satisfy :math:`(I - P_{LL}) X_L = B_L + P_{L,<\ell} X_{<\ell}`
+    where :math:`P_{LL}` is block diagonal (one block per strong component:
+    different components of a level have no move between them). When the
+    graph is acyclic (the usual case) :math:`P_{LL} = 0` and no system is
+    solved: each level is one sparse product, exact. A cycle's block is
+    solved by a sparse LU (:func:`_solve_cycles`).
+    """
+    nv, k = B.shape
+    comp, level = _levels(P)
+    lv = level[comp]
+    perm = np.lexsort((comp, lv))
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(nv)
+    Pp = P[perm][:, perm].tocsr()
+    Bp = B.tocsr()[perm]
+    bounds = np.searchsorted(lv[perm], np.arange(int(level.max()) + 2))
+    cp = comp[perm]
+    X = _Rows(k)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        rhs = Bp[a:b]
+        if a:
+            lower = Pp[a:b, :a]
+            if lower.nnz:
+                rhs = rhs + lower @ X.matrix()
+        D = Pp[a:b, a:b]
+        if D.nnz:
+            rhs = _solve_cycles(D, rhs.tocsr(), cp[a:b])
+        X.append(rhs.tocsr())
+    return X.matrix()[inv]
+
+
+#: dense right-hand side entries per sparse-LU solve of :func:`_solve_cycles`
+_DENSE_RHS = 1 << 22
+
+
+def _solve_cycles(D, rhs, comp):
+    """``(I - D)^{-1} rhs`` for a block-diagonal ``D`` (blocks: runs of equal ``comp``)."""
+    from scipy.sparse.linalg import splu
+    m, k = rhs.shape
+    starts = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
+    sizes = np.diff(np.r_[starts, m])
+    cyc = np.repeat(sizes > 1, sizes)                 # rows of components with a cycle
+    out_r, out_c, out_v = [], [], []
+    triv = np.flatnonzero(~cyc)
+    t = rhs[triv].tocoo()
+    out_r.append(triv[t.row]), out_c.append(t.col), out_v.append(t.data)
+    # components with a cycle, grouped (whole components) into batches of about 2048 rows
+    rows = np.flatnonzero(cyc)
+    offs = np.r_[0, np.cumsum(sizes[sizes > 1])]
+    idx = np.searchsorted(offs, np.arange(0, rows.size, 2048), side="right") - 1
+    cuts = np.unique(np.r_[offs[idx], rows.size])
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        r = rows[a:b]
+        A = (sp.identity(r.size, format="csc") - D[r][:, r]).tocsc()
+        lu = splu(A)
+        R = rhs[r]
+        cols = np.unique(R.indices)
+        step = max(1, _DENSE_RHS // max(r.size, 1))
+        for c0 in range(0, cols.size, step):
+            cc = cols[c0:c0 + step]
+            Y = lu.solve(np.asarray(R[:, cc].toarray(), dtype=float))
+            np.maximum(Y, 0.0, out=Y)                 # (I - D)^{-1} >= 0: clip round-off
+            i, j = np.nonzero(Y)
+            out_r.append(r[i]), out_c.append(cc[j]), out_v.append(Y[i, j])
+    return sp.csr_matrix((np.concatenate(out_v), (np.concatenate(out_r), np.concatenate(out_c))), shape=(m, k))
+
+
+class _Rows:
+    """A CSR matrix grown by appending rows, in amortised O(1) per entry."""
+
+    def __init__(self, k):
+        self.k, self.m, self.nnz = k, 0, 0
+        self.indptr = [np.zeros(1, dtype=np.int64)]
+        self.indices = np.empty(1024, dtype=np.int64)
+        self.data = np.empty(1024)
+
+    def append(self, A):
+        A.sum_duplicates()
+        need = self.nnz + A.nnz
+        if need > self.data.size:
+            cap = max(need, 2 * self.data.size)
+            self.indices = np.resize(self.indices, cap)
+            self.data = np.resize(self.data, cap)
+        self.indices[self.nnz:need] = A.indices
+        self.data[self.nnz:need] = A.data
+        self.indptr.append(A.indptr[1:] + self.nnz)
+        self.m += A.shape[0]
+        self.nnz = need
+
+    def matrix(self):
+        if len(self.indptr) > 1:
+            self.indptr = [np.concatenate(self.indptr)]
+        return sp.csr_matrix((self.data[:self.nnz], self.indices[:self.nnz], self.indptr[0]),
+                             shape=(self.m, self.k))
 
 
 def _assemble(n, src, dst, rate):
