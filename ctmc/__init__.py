@@ -18,7 +18,8 @@ its status, residual and timing (:mod:`ctmc.results`).
 from .chain import CTMC, StateTable
 from .expr import Expr, Var, maximum, minimum, where
 from .model import Model
-from .results import (FirstPassageResult, HittingResult, LaplaceResult, ModelError,
+from .progress import CtmcWarning, set_progress
+from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError,
                       ReducibleChainError, SolverError, StateSpaceTooLarge, StationaryResult,
                       Status, TailAccuracyWarning, TransientResult)
 
@@ -28,5 +29,5 @@ __all__ = [
     "CTMC", "StateTable", "Model", "Expr", "Var", "where", "minimum", "maximum",
     "Status", "SolverError", "ReducibleChainError", "ModelError", "StateSpaceTooLarge",
     "TailAccuracyWarning", "StationaryResult", "HittingResult", "LaplaceResult",
-    "FirstPassageResult", "TransientResult",
+    "FirstPassageResult", "TransientResult", "MeasureResult", "CtmcWarning", "set_progress",
 ]

@@ -36,6 +36,8 @@ from typing import Optional
 
 import numpy as np
 
+from .progress import CtmcWarning
+
 __all__ = [
     "Status", "SolverError", "ReducibleChainError", "TailAccuracyWarning",
     "ModelError", "StateSpaceTooLarge", "AnalysisResult", "StationaryResult",
@@ -91,7 +93,7 @@ class StateSpaceTooLarge(MemoryError):
     """A build or solve would not fit in the memory the user allows."""
 
 
-class TailAccuracyWarning(RuntimeWarning):
+class TailAccuracyWarning(CtmcWarning, RuntimeWarning):
     """Small probabilities of a result fail ctmc's component-wise check."""
 
 
