@@ -141,8 +141,10 @@ class PhaseType:
             raise ValueError(f"alpha: expected a non-empty 1-D array, got shape {a.shape}")
         if S.shape != (m, m):
             raise ValueError(f"S: expected shape ({m}, {m}) to match alpha, got {S.shape}")
-        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(S))):
-            raise ValueError("alpha, S: entries must be finite")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"alpha: entries must be finite, got {a.tolist()}")
+        if not np.all(np.isfinite(S)):
+            raise ValueError("S: entries must be finite")
         if (a < 0).any() or abs(a.sum() - 1) > 1e-12:
             raise ValueError(f"alpha: entries must be >= 0 and sum to 1 (no atom at 0), got {a.tolist()} "
                              f"summing to {a.sum()!r}")
