@@ -417,3 +417,45 @@ def test_guide_example_runs():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         exec(compile(textwrap.dedent(block), "guide.rst: Immediate moves", "exec"), {})
+
+
+def test_many_vanishing_cycles_in_batches(monkeypatch):
+    """2-cycles of vanishing states (over 2048 rows: several LU batches, columns in chunks) and chains into them."""
+    import ctmc.model as cm
+    monkeypatch.setattr(cm, "_DENSE_RHS", 5000)          # a few columns per solve
+    rng = np.random.default_rng(7)
+    nt, npairs, nextra = 60, 1100, 200
+    nv = 2 * npairs + nextra
+    n = nt + nv
+    v = np.arange(nt, nt + 2 * npairs)
+    succ0 = np.zeros(n, np.int64)
+    succ0[v] = np.where((v - nt) % 2 == 0, v + 1, v - 1)            # partner in the pair
+    ex = np.arange(nt + 2 * npairs, n)                                  # extra states: into a pair or down a chain
+    succ0[ex] = np.where(rng.random(ex.size) < 0.5, rng.integers(nt, nt + 2 * npairs, ex.size),
+                         np.maximum(ex - 1 - rng.integers(0, 5, ex.size), nt + 2 * npairs))
+    succ0[nt + 2 * npairs] = 0
+    succ1 = np.r_[np.zeros(nt, np.int64), rng.integers(0, nt, nv)]
+    w0, w1 = rng.uniform(0.5, 2, n), rng.uniform(0.01, 0.5, n)
+    m = ctmc.Model("pairs")
+    x = m.var("x", 0, n - 1)
+    m.event("next", guard=x < nt, rate=1.0, update={x: (x + 1) % nt})
+    m.event("jump", guard=x < nt, rate=2.0, update={x: nt + (x * 37) % nv})
+    m.immediate("i0", guard=x >= nt, weight=lambda e: w0[e["x"]], update={x: lambda e: succ0[e["x"]]})
+    m.immediate("i1", guard=x >= nt, weight=lambda e: w1[e["x"]], update={x: lambda e: succ1[e["x"]]})
+    with pytest.warns(UserWarning, match="initial_law"):
+        chain = m.build(initial=[{"x": i} for i in range(n)], progress=False)    # every state explored
+    assert chain.build_info["vanishing"] == nv and chain.n_states == nt
+    # reference: dense jump chain
+    W = np.zeros((nv, n))
+    np.add.at(W, (np.arange(nv), succ0[nt:]), w0[nt:])
+    np.add.at(W, (np.arange(nv), succ1[nt:]), w1[nt:])
+    P = W / W.sum(axis=1, keepdims=True)
+    X = np.linalg.solve(np.eye(nv) - P[:, nt:], P[:, :nt])
+    Q = np.zeros((nt, nt))
+    np.add.at(Q, (np.arange(nt), (np.arange(nt) + 1) % nt), 1.0)
+    Q += 2.0 * X[(np.arange(nt) * 37) % nv]
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    np.testing.assert_allclose(chain.Q.toarray(), Q, rtol=1e-10, atol=1e-13)
+    # initial law of the given vanishing states: their absorption probabilities
+    np.testing.assert_allclose(chain.build_info["initial_law"][nt:].toarray(), X, rtol=1e-10, atol=1e-13)
