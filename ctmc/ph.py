@@ -16,18 +16,18 @@ absorption reachable from every phase (:math:`S` nonsingular),
 
 :class:`PhaseType` holds a validated law; :func:`exponential`,
 :func:`erlang`, :func:`hyperexponential` and :func:`coxian` build the usual
-ones, and :func:`fit`, :func:`fit_h2` and :func:`fit_coxian2` match a mean
-and a squared coefficient of variation (scv, :math:`c^2 = \mathrm{Var}\,T /
+ones ([Neuts81]_), and :func:`fit`, :func:`fit_h2` and :func:`fit_coxian2`
+match a mean and a squared coefficient of variation (scv, :math:`c^2 = \mathrm{Var}\,T /
 (E\,T)^2`):
 
 =====================  ====================  ==========================================
 function               scv                   law
 =====================  ====================  ==========================================
-:func:`fit`            :math:`0 < c^2 < 1`   mixture of Erlang(k-1) and Erlang(k), equal rates
+:func:`fit`            :math:`0 < c^2 < 1`   Erlang(k-1) and Erlang(k) mixed, one rate [Tijms03]_
 :func:`fit`            :math:`c^2 = 1`       exponential
 :func:`fit`            :math:`c^2 > 1`       :func:`fit_h2`
-:func:`fit_h2`         :math:`c^2 \ge 1`     H2 with balanced means
-:func:`fit_coxian2`    :math:`c^2 \ge 1/2`   Coxian-2 of Marie
+:func:`fit_h2`         :math:`c^2 \ge 1`     H2 with balanced means [Tijms03]_
+:func:`fit_coxian2`    :math:`c^2 \ge 1/2`   Coxian-2 [Marie80]_
 =====================  ====================  ==========================================
 
 Service stations
@@ -81,6 +81,12 @@ from .model import Model
 
 __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
            "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
+
+
+#: points with ``q x`` up to this are evaluated by uniformisation (see :meth:`PhaseType.cdf`)
+_UNIFORMIZE_MAX = 50.0
+_UNIFORMIZE_TOL = 1e-17  # Poisson tail left out, relative to the smallest of the CDF and survival so far
+_UNIFORMIZE_TERMS = 5000  # far more than qx <= 50 needs: its weights underflow to 0 before n = 500
 
 
 def _positive(name, x) -> float:
@@ -188,7 +194,7 @@ class PhaseType:
         return np.maximum(-self.S.sum(axis=1), 0.0)
 
     def moment(self, k: int = 1) -> float:
-        r"""The moment :math:`E[T^k] = k!\,\alpha(-S)^{-k}\mathbf 1` ([Neuts81]_ thm. 2.2.1).
+        r"""The moment :math:`E[T^k] = k!\,\alpha(-S)^{-k}\mathbf 1` (Neuts 1981, thm. 2.2.1).
 
         Parameters
         ----------
@@ -222,17 +228,7 @@ class PhaseType:
 
     # distribution -------------------------------------------------------------
     def _at(self, x):
-        r"""``(sf, cdf, pdf)`` at the points ``x``, each of the shape of ``x``.
-
-        One matrix exponential per distinct point, of the generator of the
-        absorbing chain :math:`G = \begin{pmatrix} S & s \\ 0 & 0\end{pmatrix}`
-        times :math:`x` (:func:`scipy.linalg.expm`, scaling and squaring):
-        :math:`\alpha e^{Gx}` holds :math:`\alpha e^{Sx}` (the survival
-        function and, times :math:`s`, the density) and in its last entry the
-        CDF. Each is computed directly, not as one minus the other, so both
-        tails keep their relative accuracy (squaring non-negative matrices
-        is componentwise stable).
-        """
+        """``(sf, cdf, pdf)`` at the points ``x``, each of the shape of ``x`` (method: :meth:`sf`)."""
         import scipy.linalg as sl
         try:
             x = np.asarray(x, dtype=float)
@@ -245,33 +241,76 @@ class PhaseType:
         G = np.zeros((m + 1, m + 1))
         G[:m, :m] = self.S
         G[:m, m] = s
-        sf = np.where(x > 0, 0.0, 1.0)
-        cdf = np.zeros(x.shape)
-        pdf = np.zeros(x.shape)
-        flat = x.ravel()
+        q = float(np.max(-np.diag(self.S)))
+        flat = x.reshape(-1)
+        rows = np.zeros((flat.size, m + 1))
+        rows[flat <= 0, :m] = self.alpha
+        rows[np.isposinf(flat), m] = 1.0
         live = np.flatnonzero((flat > 0) & np.isfinite(flat))
         if live.size:
             pts, inv = np.unique(flat[live], return_inverse=True)
-            rows = np.array([self.alpha @ sl.expm(G * t)[:m] for t in pts])
-            sf.ravel()[live] = rows[inv, :m].sum(axis=1)
-            cdf.ravel()[live] = rows[inv, m]
-            pdf.ravel()[live] = rows[inv, :m] @ s
-        cdf[np.isposinf(x)] = 1.0
-        # the density at 0 is alpha s (right limit); at x = 0 exactly report it
-        pdf[x == 0] = float(self.alpha @ s)
+            out = np.empty((pts.size, m + 1))
+            small = q * pts <= _UNIFORMIZE_MAX
+            if small.any():
+                out[small] = self._uniformized(G, q, pts[small])
+            for i in np.flatnonzero(~small):
+                out[i] = self.alpha @ sl.expm(G * pts[i])[:m]
+            rows[live] = out[inv.reshape(-1)]
+        sf = rows[:, :m].sum(axis=1).reshape(x.shape)
+        cdf = rows[:, m].reshape(x.shape)
+        pdf = np.where(flat < 0, 0.0, rows[:, :m] @ s).reshape(x.shape)  # at 0: the right limit alpha s
         return sf, cdf, pdf
+
+    def _uniformized(self, G, q, t):
+        """Rows ``alpha exp(G t_i)`` for ``q t_i <= _UNIFORMIZE_MAX`` (see :meth:`_at`)."""
+        m = self.n_phases
+        P = np.eye(m + 1) + G / q
+        qt = q * t
+        v = np.concatenate([self.alpha, [0.0]])
+        w = np.exp(-qt)
+        acc = w[:, None] * v[None, :]
+        for n in range(1, _UNIFORMIZE_TERMS):
+            v = v @ P
+            w = w * qt / n
+            acc += w[:, None] * v[None, :]
+            # P(Poisson(qt) > n) <= w_{n+1} / (1 - qt / (n + 2)) once n + 2 > qt
+            tail = np.where(n + 2 > qt, w * qt / (n + 1) / np.maximum(1 - qt / (n + 2), 1e-300), np.inf)
+            small = np.minimum(acc[:, m], acc[:, :m].sum(axis=1))
+            if np.all((w == 0) | (tail <= _UNIFORMIZE_TOL * small)):
+                break
+        return acc
 
     def cdf(self, x) -> np.ndarray:
         r"""The distribution function :math:`F(x) = 1 - \alpha e^{Sx}\mathbf 1` (0 for ``x <= 0``).
 
-        Vectorised over ``x``; accurate to a few ulps relative to :math:`F(x)`
-        itself for small :math:`x` (computed without the difference
-        :math:`1 - \bar F`).
+        Vectorised over ``x`` (the result has its shape). Computed directly,
+        not as :math:`1 - \bar F`, so a tiny :math:`F(x)` near 0 keeps its
+        relative accuracy; method and cost in :meth:`sf`.
         """
         return self._at(x)[1]
 
     def sf(self, x) -> np.ndarray:
-        r"""The survival function :math:`\bar F(x) = \alpha e^{Sx}\mathbf 1` (relatively accurate in the tail)."""
+        r"""The survival function :math:`\bar F(x) = \alpha e^{Sx}\mathbf 1` (1 for ``x <= 0``).
+
+        It, :meth:`cdf` and :meth:`pdf` come from :math:`\alpha e^{Gx}` for the generator of the
+        absorbing chain :math:`G = \begin{pmatrix} S & s \\ 0 & 0\end{pmatrix}`:
+        its first :math:`m` entries are :math:`\alpha e^{Sx}` (summing to the
+        survival function; times :math:`s`, the density), its last is the
+        CDF. Each is computed directly, not as one minus the other, so both
+        tails keep their relative accuracy:
+
+        * where :math:`qx \le 50` (:math:`q = \max_i |S_{ii}|`), by
+          uniformisation: :math:`\alpha e^{Gx} = \sum_n e^{-qx}(qx)^n/n!\;
+          \alpha P^n` with :math:`P = I + G/q \ge 0`, a
+          sum of non-negative terms, stopped when the Poisson tail is below
+          :math:`10^{-17}` times the smallest of the CDF and the survival
+          function so far (so a CDF of :math:`10^{-100}` near 0 is accurate to
+          a few ulps);
+        * elsewhere by :func:`scipy.linalg.expm` of :math:`Gx` (scaling and
+          squaring; the squarings of a non-negative matrix keep the right
+          tail's relative accuracy), one :math:`(m+1)`-square exponential per
+          distinct point.
+        """
         return self._at(x)[0]
 
     def pdf(self, x) -> np.ndarray:
@@ -383,7 +422,7 @@ def _mean_scv(mean, scv):
 def fit_h2(mean: float, scv: float) -> PhaseType:
     r"""The two-phase hyperexponential with balanced means matching ``mean`` and ``scv >= 1``.
 
-    Balanced means ([Tijms03]_): :math:`p_1/\mu_1 = p_2/\mu_2`, which gives
+    Balanced means (Tijms 2003, see :mod:`ctmc.ph`): :math:`p_1/\mu_1 = p_2/\mu_2`, which gives
 
     .. math::
 
@@ -412,7 +451,7 @@ def fit_h2(mean: float, scv: float) -> PhaseType:
 def fit_coxian2(mean: float, scv: float) -> PhaseType:
     r"""The Coxian-2 law of Marie matching ``mean`` and ``scv >= 1/2``.
 
-    [Marie80]_: the first phase has rate :math:`\mu_1 = 2/m`, the job moves on
+    Marie (1980), see :mod:`ctmc.ph`: the first phase has rate :math:`\mu_1 = 2/m`, the job moves on
     with probability :math:`p = 1/(2c^2)` to a second phase of rate
     :math:`\mu_2 = 1/(m c^2)`. Then :math:`E[T] = 1/\mu_1 + p/\mu_2 = m` and
     :math:`E[T^2] = 2/\mu_1^2 + 2p/(\mu_1\mu_2) + 2p/\mu_2^2 = m^2(1 + c^2)`.
@@ -433,7 +472,7 @@ def fit_coxian2(mean: float, scv: float) -> PhaseType:
 
 
 def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
-    r"""A phase-type law with the given ``mean`` and ``scv > 0`` ([Tijms03]_).
+    r"""A phase-type law with the given ``mean`` and ``scv > 0`` (Tijms 2003, see :mod:`ctmc.ph`).
 
     * ``scv < 1``: with :math:`k = \lceil 1/c^2 \rceil` (so that
       :math:`1/k \le c^2 \le 1/(k-1)`), the mixture of Erlang(k-1) (probability
