@@ -326,7 +326,8 @@ class Progress:
             fmt = "{desc}: {line}" if self.fraction is None else "{desc}: {percentage:3.0f}%|{bar}| {line}"
             n = 0 if self.fraction is None else int(1000 * self.fraction)
             if self._bar is None:
-                width = dict(dynamic_ncols=True) if _columns(self.file) > 0 else dict(ncols=100)
+                # a pseudo-terminal without a size (0 columns, 0 rows): tqdm would draw nothing
+                width = dict(dynamic_ncols=True) if _columns(self.file) > 0 else dict(ncols=100, nrows=50)
                 self._bar = _bar_class()(total=1000, initial=n, line=self.line(), bar_format=fmt, file=self.file,
                                          leave=False, desc=f"[ctmc] {self.label}", mininterval=0, delay=0, **width)
             else:
