@@ -623,7 +623,11 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
       station ``to``: when that is empty, one event per starting phase
       :math:`l` (suffix ``_{to.name}_start_{l}``, rate times
       :math:`\alpha'_l`); completions are disabled while ``to.queue`` is at
-      its upper bound (blocking: the job keeps its phase and waits).
+      its upper bound: the job keeps its phase and its service ends only
+      once there is room. For exponential service this is blocking after
+      service; for other laws a job that has finished and waits (blocking
+      after service proper) needs a state of its own, e.g. a flag variable
+      set by ``update`` on a completion routed elsewhere.
 
     Arrivals are declared by :meth:`Station.arrival` of the returned station.
 
