@@ -52,10 +52,14 @@ from .transient import initial_law, uniformize_operator
 __all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
 
 
-def _start_law(op, p0):
-    """Owned initial law: ``p0``, else uniform on the chain's initial states, else None."""
+def _start_law(op, p0, chain=None):
+    """Owned initial law: ``p0``, else the chain's initial law (a build that eliminated a vanishing
+    initial state records it), else uniform on the chain's initial states, else None."""
     if p0 is not None:
         return initial_law(op, p0)
+    law = (getattr(chain, "build_info", None) or {}).get("initial_law")
+    if isinstance(law, np.ndarray) and law.shape == (op.n,):
+        return initial_law(op, law)
     if op.initial is None or len(op.initial) == 0:
         return None
     return initial_law(op, set(int(i) for i in op.initial))
@@ -107,7 +111,7 @@ def prob_within(chain, target, t, p0=None, *, eps=1e-13, max_terms=10_000_000, b
     A = owned_mask(target, op.states, op.n, op.start, op.stop, "target")
     if op.allsum(float(A.sum())) == 0:
         raise ValueError("target: the set of states is empty")
-    p = _start_law(op, p0)
+    p = _start_law(op, p0, chain)
 
     def apply(x):                       # Q' x with the rows of A zeroed (A absorbing)
         y = op.apply(x)
@@ -141,7 +145,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=1e-13, max_terms=10_000_
     r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", named)
     if not np.all(np.isfinite(r)):
         raise ValueError("reward: values must be finite")
-    p = _start_law(op, p0)
+    p = _start_law(op, p0, chain)
     rmax = op.allmax(float(np.abs(r).max()) if r.size else 0.0)
     rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
     res = _uniformized_measure(op, lambda x: op.apply(x), r.astype(float), tv, p, eps=eps, max_terms=max_terms,
@@ -167,7 +171,7 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
     if len(laws) == 1:
         return laws[0]
     op = operator_for(chain, chain._backend(backend))
-    p = _start_law(op, p0)
+    p = _start_law(op, p0, chain)
     if p is None:
         raise ValueError("p0: the chain has several closed classes and no initial state: give the initial law")
     pi = np.zeros(chain.n_states)
