@@ -3,6 +3,9 @@
 ``ctmc report``
     Run the study of every available model family (the main job) and print
     its tables; ``--plots DIR`` also writes figures (needs matplotlib).
+``ctmc solve FILE``
+    Solve a model file: a Python file defining a :class:`ctmc.Model`, or a
+    PRISM/Storm/NumPy export (:mod:`ctmc.solve_cli`).
 ``ctmc demo``
     The core study: reference chains built with :class:`ctmc.Model`, solved,
     compared with closed forms, with residuals and timings.
@@ -22,7 +25,7 @@ import argparse
 import sys
 import time
 
-__all__ = ["main", "core_study", "load_families", "ENTRY_POINT_GROUP"]
+__all__ = ["main", "run_command", "core_study", "load_families", "ENTRY_POINT_GROUP"]
 
 #: entry-point group of model families: name -> module with ``add_arguments``,
 #: ``run`` and ``report``.
@@ -116,19 +119,71 @@ def _help(mod, name: str) -> str:
     return doc.splitlines()[0] if doc else name
 
 
+def run_command(parser, name: str, run, args) -> int:
+    """Run one subcommand, ``run(args) -> str``, print its text; return the exit status.
+
+    The one error policy of the command line (model families and ``ctmc
+    solve``): a :class:`ValueError` (bad parameters, a bad file) is a usage
+    error, one line and exit status 2 (``SystemExit(2)``, as argparse's own
+    errors); a memory guard, an out-of-memory, a missing optional dependency (an
+    :class:`ImportError` says how to install it) and a :class:`SolverError`
+    (an answer that is not accurate) are one line on standard error and exit
+    status 1. :class:`ModelError` and :class:`ReducibleChainError` are
+    ValueErrors raised by a family's own code, not by its user: their
+    traceback is kept.
+    """
+    from .results import ModelError, ReducibleChainError, SolverError, StateSpaceTooLarge
+    try:
+        out = run(args)
+    except (ModelError, ReducibleChainError):
+        raise       # ValueError subclasses, but not a usage error: keep the traceback
+    except ValueError as exc:   # bad parameters: one line (no usage block), exit status 2
+        msg = str(exc) if parser.prog.endswith(f" {name}") else f"{name}: {exc}"
+        parser.exit(2, f"{parser.prog}: error: {msg}\n")
+    except StateSpaceTooLarge as exc:   # a memory guard: one line, exit status 1
+        msg = str(exc).replace("or raise max_memory", "(the command line allows the least of the free "
+                               "memory, ulimit -v and the cgroup limit)")
+        print(f"ctmc {name}: error: {msg}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:
+        print(f"ctmc {name}: error: out of memory ({exc or 'numpy could not allocate'}); "
+              "try smaller parameters", file=sys.stderr)
+        return 1
+    except ImportError as exc:          # an optional backend or extra: the message says how to install it
+        print(f"ctmc {name}: error: {exc}", file=sys.stderr)
+        return 1
+    except SolverError as exc:          # an answer that is not accurate: one line, exit status 1
+        print(f"ctmc {name}: error: {exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+#: subcommands of the core; a family registered under one of these names is skipped
+BUILTIN_COMMANDS = ("demo", "report", "solve")
+
+
 def main(argv=None) -> int:
     """Entry point of the ``ctmc`` command."""
-    from . import __version__
+    from . import __version__, solve_cli
+    from .report import add_plots_argument
 
     parser = argparse.ArgumentParser(prog="ctmc", description="Exact numerical analysis of CTMCs.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="core study: reference chains against closed forms")
     rep = sub.add_parser("report", help="studies of every model family (the main job)")
-    rep.add_argument("--plots", metavar="DIR", help="also write figures to DIR (needs matplotlib)")
+    add_plots_argument(rep, what="the figures of every family")
+    solve = sub.add_parser("solve", help="solve a model file (.py defining a ctmc.Model, .drn, .tra, .npz)",
+                           description=solve_cli.__doc__.split("\n\n")[0].replace("``", ""))
+    solve_cli.add_arguments(solve)
     fams = load_families()
+    for name in BUILTIN_COMMANDS:
+        if fams.pop(name, None) is not None:
+            print(f"ctmc: family {name!r} not loaded: the name is a core command", file=sys.stderr)
+    subparsers = {"solve": solve}
     for name, mod in fams.items():
-        p = sub.add_parser(name, help=_help(mod, name))
+        subparsers[name] = p = sub.add_parser(name, help=_help(mod, name))
         mod.add_arguments(p)
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -138,27 +193,10 @@ def main(argv=None) -> int:
         for name, mod in fams.items():
             print()
             print(mod.report(args.plots))
+    elif args.command == "solve":
+        return run_command(solve, "solve", solve_cli.run, args)
     else:
-        from .results import ModelError, ReducibleChainError, SolverError, StateSpaceTooLarge
-        try:
-            out = fams[args.command].run(args)
-        except (ModelError, ReducibleChainError):
-            raise       # ValueError subclasses, but not a usage error: keep the traceback
-        except ValueError as exc:   # bad parameters: one line, exit status 2
-            parser.error(f"{args.command}: {exc}")
-        except StateSpaceTooLarge as exc:   # a memory guard: one line, exit status 1
-            msg = str(exc).replace("or raise max_memory", "(the command line allows the least of the free "
-                                   "memory, ulimit -v and the cgroup limit)")
-            print(f"ctmc {args.command}: error: {msg}", file=sys.stderr)
-            return 1
-        except MemoryError as exc:
-            print(f"ctmc {args.command}: error: out of memory ({exc or 'numpy could not allocate'}); "
-                  "try smaller parameters", file=sys.stderr)
-            return 1
-        except SolverError as exc:          # an answer that is not accurate: one line, exit status 1
-            print(f"ctmc {args.command}: error: {exc}", file=sys.stderr)
-            return 1
-        print(out)
+        return run_command(subparsers[args.command], args.command, fams[args.command].run, args)
     return 0
 
 
