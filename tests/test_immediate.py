@@ -463,3 +463,18 @@ def test_many_vanishing_cycles_in_batches(monkeypatch):
     np.testing.assert_allclose(chain.Q.toarray(), Q, rtol=1e-10, atol=1e-13)
     # initial law of the given vanishing states: their absorption probabilities
     np.testing.assert_allclose(chain.build_info["initial_law"][nt:].toarray(), X, rtol=1e-10, atol=1e-13)
+
+
+def test_distributed_build_refuses_immediate_moves_before_exploring():
+    from ctmc.backends import petsc
+    if not petsc.available():
+        pytest.skip("petsc4py not installed")
+    from ctmc.backends.petsc_backend import DistributedChain
+    m = ctmc.Model("imm")
+    x, s = m.var("x", 0, 3), m.var("s", 0, 1)
+    m.event("up", guard=x < 3, rate=1.0, update={x: x + 1})
+    m.event("down", guard=x > 0, rate=1.0, update={x: x - 1})
+    m.immediate("flip", guard=(s == 0) & (x == 3), update={s: 1})
+    m.event("back", guard=s == 1, rate=1.0, update={s: 0})
+    with pytest.raises(ctmc.ModelError, match="immediate moves"):
+        DistributedChain.from_model(m, {"x": 0, "s": 0})

@@ -184,6 +184,11 @@ class DistributedChain(Analyses, Operator):
         Every process computes the same sorted state table; process ``p``
         then evaluates the events of its block only.
         """
+        if getattr(model, "immediates", ()):
+            from ...results import ModelError
+            raise ModelError(f"model {model.name!r}: the distributed build does not support immediate moves "
+                             "(their elimination needs the whole chain); build it with Model.build and use the "
+                             "scipy backend, or give the moves a rate")
         PETSc = load_petsc()
         comm = comm if comm is not None else PETSc.COMM_WORLD
         t0 = time.perf_counter()
