@@ -39,7 +39,7 @@ def test_index_sets_are_spelled_as_sets_and_a_non_law_vector_is_refused():
 def test_duplicate_event_names_are_refused():
     m = _mm1k()
     n = m.variables[0]
-    with pytest.raises(ctmc.ModelError, match="'a': an event of that name is already declared"):
+    with pytest.raises(ctmc.ModelError, match="'a': an event or immediate move of that name is already declared"):
         m.event("a", guard=n > 0, rate=3.0, update={n: n - 1})
 
 
