@@ -216,7 +216,7 @@ class Analyses:
         return self._bind(_drop_point_axes(res, {"p": t}))
 
     # one-liners (Storm's usual questions) -------------------------------------
-    def prob_within(self, target, t, p0=None, *, eps: float = 1e-13, max_terms: int = 10_000_000,
+    def prob_within(self, target, t, p0=None, *, eps: float = 1e-300, max_terms: int = 10_000_000,
                     backend=None, check: bool = True):
         """Probability of reaching ``target`` within time ``t``: ``P(T_A <= t)``.
 
@@ -226,6 +226,10 @@ class Analyses:
         t : float or array_like of float >= 0
         p0 : initial law or set of states, optional
             Default: the chain's initial state(s) (uniform over them).
+        eps : float
+            Poisson mass left out of the uniformisation sum; the default
+            (:data:`ctmc.measures.TAIL_EPS`) keeps relative accuracy for
+            probabilities far below 1.
 
         Returns
         -------
@@ -239,7 +243,7 @@ class Analyses:
                                    max_terms=max_terms, backend=self._backend(backend), check=check)
         return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
 
-    def cumulative_reward(self, reward, t, p0=None, *, eps: float = 1e-13, max_terms: int = 10_000_000,
+    def cumulative_reward(self, reward, t, p0=None, *, eps: float = 1e-300, max_terms: int = 10_000_000,
                           backend=None, check: bool = True):
         """Expected reward accumulated up to ``t``: ``E[int_0^t r(X_s) ds]``.
 

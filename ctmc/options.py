@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
+import math
+
 import numpy as np
 
 from ._sparse_lu import ORDERINGS
@@ -34,6 +36,25 @@ def positive(name: str, value, integer: bool = False) -> None:
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
         raise ValueError(f"{name}: expected a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+def positive_number(name: str, value) -> float:
+    """``value`` as a float, or ValueError naming ``name`` unless it is a finite number > 0.
+
+    >>> positive_number("mean", "2.5")
+    2.5
+    >>> positive_number("rate", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: rate: must be finite and > 0, got 0
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected a positive number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name}: must be finite and > 0, got {value!r}")
+    return v
 
 
 def integer_in(name: str, value, lo: int = 0, hi=None) -> None:

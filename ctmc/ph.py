@@ -76,8 +76,9 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from .expr import Expr, Var
+from .expr import Var
 from .model import Model
+from .options import positive_number
 
 __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
            "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
@@ -85,18 +86,9 @@ __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "
 
 #: points with ``q x`` up to this are evaluated by uniformisation (see :meth:`PhaseType.cdf`)
 _UNIFORMIZE_MAX = 50.0
-_UNIFORMIZE_TOL = 1e-17  # Poisson tail left out, relative to the smallest of the CDF and survival so far
-_UNIFORMIZE_TERMS = 5000  # far more than qx <= 50 needs: its weights underflow to 0 before n = 500
+_UNIFORMIZE_TAIL = 1e-300  # Poisson mass left out: relative accuracy for values far below 1
 
 
-def _positive(name, x) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a positive number, got {x!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name}: must be finite and > 0, got {x!r}")
-    return v
 
 
 # ---------------------------------------------------------------------------
@@ -262,23 +254,13 @@ class PhaseType:
         return sf, cdf, pdf
 
     def _uniformized(self, G, q, t):
-        """Rows ``alpha exp(G t_i)`` for ``q t_i <= _UNIFORMIZE_MAX`` (see :meth:`_at`)."""
-        m = self.n_phases
-        P = np.eye(m + 1) + G / q
-        qt = q * t
-        v = np.concatenate([self.alpha, [0.0]])
-        w = np.exp(-qt)
-        acc = w[:, None] * v[None, :]
-        for n in range(1, _UNIFORMIZE_TERMS):
-            v = v @ P
-            w = w * qt / n
-            acc += w[:, None] * v[None, :]
-            # P(Poisson(qt) > n) <= w_{n+1} / (1 - qt / (n + 2)) once n + 2 > qt
-            tail = np.where(n + 2 > qt, w * qt / (n + 1) / np.maximum(1 - qt / (n + 2), 1e-300), np.inf)
-            small = np.minimum(acc[:, m], acc[:, :m].sum(axis=1))
-            if np.all((w == 0) | (tail <= _UNIFORMIZE_TOL * small)):
-                break
-        return acc
+        """Rows ``alpha exp(G t_i)`` for ``q t_i <= _UNIFORMIZE_MAX`` (see :meth:`_at`), by the core's
+        uniformisation (:func:`ctmc.transient.uniformize_operator`) with a Poisson tail of 1e-300: all
+        terms are non-negative, so a CDF or survival far below 1 keeps its relative accuracy."""
+        from .transient import uniformize_operator
+        v0 = np.concatenate([self.alpha, [0.0]])
+        out, _ = uniformize_operator(lambda v: G.T @ v, v0, np.asarray(t, dtype=float), q, eps=_UNIFORMIZE_TAIL)
+        return out
 
     def cdf(self, x) -> np.ndarray:
         r"""The distribution function :math:`F(x) = 1 - \alpha e^{Sx}\mathbf 1` (0 for ``x <= 0``).
@@ -338,7 +320,7 @@ def exponential(rate: Optional[float] = None, *, mean: Optional[float] = None) -
     """
     if (rate is None) == (mean is None):
         raise ValueError("rate, mean: give exactly one of them")
-    r = _positive("rate", rate) if mean is None else 1.0 / _positive("mean", mean)
+    r = positive_number("rate", rate) if mean is None else 1.0 / positive_number("mean", mean)
     return PhaseType(np.ones(1), np.array([[-r]]), name=f"M(rate={r:g})")
 
 
@@ -348,7 +330,7 @@ def erlang(k: int, mean: float = 1.0) -> PhaseType:
     Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``.
     """
     k = _count("k", k, "the number of Erlang phases")
-    mean = _positive("mean", mean)
+    mean = positive_number("mean", mean)
     r = k / mean
     S = -r * np.eye(k) + r * np.eye(k, k=1)
     a = np.zeros(k)
@@ -408,7 +390,7 @@ def phase_type(alpha, S) -> PhaseType:
 # two-moment fits
 # ---------------------------------------------------------------------------
 def _mean_scv(mean, scv):
-    m = _positive("mean", mean)
+    m = positive_number("mean", mean)
     try:
         c2 = float(scv)
     except (TypeError, ValueError):

@@ -29,6 +29,7 @@ Everything here is written once on the primitives of :mod:`ctmc.backends.base`.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from .results import Status, TransientResult
 from .sets import owned_mask, owned_values
 
 __all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions",
-           "uniformize_operator", "check_uniformization", "initial_law", "transient"]
+           "uniformize_operator", "poisson_window", "check_uniformization", "initial_law", "transient"]
 
 
 def check_uniformization(eps, max_terms) -> None:
@@ -55,6 +56,58 @@ def check_uniformization(eps, max_terms) -> None:
         raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
     if isinstance(max_terms, bool) or not isinstance(max_terms, (int, np.integer)) or max_terms < 1:
         raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
+
+
+def poisson_window(eps: float, mu: float) -> tuple:
+    r"""Terms ``kmin..kmax`` of Poisson(``mu``) outside which each tail holds mass ``<= eps``.
+
+    Exact-enough for any ``eps`` down to the smallest doubles (scipy's
+    ``poisson.isf`` returns NaN below about 1e-30), from the log-probabilities
+    and the geometric tail bounds :math:`P(N > K) \le p_{K+1} / (1 - \mu/(K+2))`
+    and :math:`P(N < k) \le p_{k-1} / (1 - (k-1)/\mu)`.
+
+    >>> poisson_window(1e-13, 0.0)
+    (0, 0)
+    >>> poisson_window(1e-13, 50.0), poisson_window(1e-300, 0.5)     # scipy: isf(1e-13, 50) = 110
+    ((8, 110), (0, 146))
+    """
+    if mu <= 0:
+        return 0, 0
+    from scipy.special import gammaln
+    lm, le = math.log(mu), math.log(eps)
+
+    def logpmf(k):
+        return k * lm - mu - gammaln(k + 1.0)
+
+    def right(K):                  # log of the bound on P(N > K), K + 2 > mu
+        return logpmf(K + 1) - math.log1p(-mu / (K + 2))
+
+    lo = int(math.floor(mu))
+    hi = lo + 1
+    while right(hi) > le:
+        hi = 2 * hi - lo + 1
+    while lo < hi:                 # smallest K with right(K) <= le
+        mid = (lo + hi) // 2
+        if right(mid) <= le:
+            hi = mid
+        else:
+            lo = mid + 1
+    kmax = lo
+
+    def left(k):                   # log of the bound on P(N < k), k - 1 < mu
+        return logpmf(k - 1) - math.log1p(-(k - 1) / mu)
+
+    a, b = 0, max(int(math.ceil(mu)) - 1, 0)   # largest k in [0, b] with left(k) <= le (left grows with k)
+    if b == 0 or left(1) > le:
+        return 0, kmax
+    a = 1
+    while a < b:
+        mid = (a + b + 1) // 2
+        if left(mid) <= le:
+            a = mid
+        else:
+            b = mid - 1
+    return min(a, kmax), kmax
 
 
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = 1e-13,
@@ -106,9 +159,9 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     if max_terms is not None and lt.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lt.max():.3g} uniformisation steps, above "
                          f"max_terms={max_terms}; raise max_terms, use smaller times or method='expm'")
-    kmax = int(max(poisson.isf(eps, lt.max()), 0)) + 1 if lt.max() > 0 else 0
+    kmax = poisson_window(eps, float(lt.max()))[1] + 1 if lt.max() > 0 else 0
     # left truncation: first k carrying mass for each time
-    kmin = np.where(lt > 0, np.maximum(poisson.ppf(eps, lt), 0), 0).astype(np.int64)
+    kmin = np.array([poisson_window(eps, float(x))[0] if x > 0 else 0 for x in lt], dtype=np.int64)
     kmin = np.minimum(kmin, kmax) if not integrate else np.zeros_like(kmin)
     V = np.array(V0, dtype=float)
     total = np.zeros(times.size)

@@ -30,6 +30,21 @@ def test_prob_within_is_the_erlang_cdf_with_relative_accuracy_in_the_tail():
     assert r.at(n=j).shape == (4,)
 
 
+def test_one_small_time_keeps_relative_accuracy():
+    """Alone, t = 0.01 needs terms up to k = 60: a truncation at 1e-13 mass stops near k = 3 and gives 0."""
+    ch, n = erlang_line(60, 2.0)
+    r = ch.prob_within("end", 0.01)
+    exact = stats.gamma.cdf(0.01, 60, scale=0.5)
+    assert 0 < exact < 1e-180
+    assert float(r.value) == pytest.approx(exact, rel=1e-10)
+    assert float(ch.prob_within("end", 0.01, eps=1e-13).value) == 0.0      # what the coarse cut gives
+    # the same for an accumulated reward: the time spent in the last state by t
+    c = ch.cumulative_reward(n == 60, 0.01)
+    t, k, th = 0.01, 60, 0.5
+    ref = t * stats.gamma.cdf(t, k, scale=th) - k * th * stats.gamma.cdf(t, k + 1, scale=th)  # E[(t - T)^+]
+    assert float(c.value) == pytest.approx(ref, rel=1e-6)
+
+
 def _cycle():
     m = ctmc.Model("tandem")
     a, b = m.var("a", 0, 4), m.var("b", 0, 3)

@@ -162,7 +162,8 @@ def _ode_sf(law, x):
 def test_cdf_by_two_routes(law):
     x = np.sort(law.mean * np.array([0.01, 0.2, 0.7, 1.0, 1.5, 3.0, 6.0]))
     assert law.cdf(x) == pytest.approx(1 - _ode_sf(law, x), abs=1e-10)
-    assert law.sf(x) + law.cdf(x) == pytest.approx(np.ones(x.size), abs=1e-14)
+    # mass conservation, up to the round-off of a few hundred uniformisation terms
+    assert law.sf(x) + law.cdf(x) == pytest.approx(np.ones(x.size), abs=5e-14)
     # the mean is the integral of the survival function; the density integrates to the CDF
     assert quad(lambda t: float(law.sf(t)), 0, np.inf, epsrel=1e-11, limit=200)[0] == pytest.approx(
         law.mean, rel=1e-8)

@@ -54,6 +54,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ctmc import ph as _ph
+from ctmc.options import positive_number
 
 __all__ = [
     "PhaseType", "Deterministic", "GeneralService", "BatchSize",
@@ -65,14 +66,6 @@ _TAIL = 1e-15  # mass of the Poisson mixing left out of the sums
 _KMAX = 200_000
 
 
-def _positive(name, x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a positive number, got {x!r}") from None
-    if not (np.isfinite(v) and v > 0):
-        raise ValueError(f"{name}: must be finite and > 0, got {x!r}")
-    return v
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +108,7 @@ class PhaseType(_ph.PhaseType):
 
     def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
         """Exact Poisson mixing ``a_k``, ``b_k`` (see the module docstring)."""
-        lam = _positive("rate", rate)
+        lam = positive_number("rate", rate)
         m = self.n_phases
         U = np.linalg.inv(lam * np.eye(m) - self.S)
         LU = lam * U
@@ -146,7 +139,7 @@ class Deterministic:
     name: str = "D"
 
     def __post_init__(self):
-        object.__setattr__(self, "d", _positive("d", self.d))
+        object.__setattr__(self, "d", positive_number("d", self.d))
 
     @property
     def mean(self) -> float:
@@ -164,7 +157,7 @@ class Deterministic:
         transition probabilities then have *relative* accuracy, however small.
         """
         from scipy.stats import poisson
-        lam = _positive("rate", rate)
+        lam = positive_number("rate", rate)
         x = lam * self.d
         # first k with P(Poisson(x) > k) < tol (log scale: isf fails near 1e-300)
         k = np.arange(int(x + 40 * np.sqrt(x) + 1000))
@@ -198,7 +191,7 @@ class GeneralService:
     def mixing(self, rate: float, tol: float = 1e-13) -> MixingResult:
         from scipy.integrate import quad_vec
         from scipy.stats import poisson
-        lam = _positive("rate", rate)
+        lam = positive_number("rate", rate)
         x = lam * self.mean
         kmax = max(int(x + 12 * np.sqrt(x + 1) + 30), 40)
         kcap = 16 * kmax  # a valid law's series is done long before: stop and report "truncated"
@@ -293,7 +286,7 @@ def general(dist=None, *, cdf=None, mean=None, points=()) -> GeneralService:
         lo = float(dist.support()[0]) if hasattr(dist, "support") else 0.0
         if lo < 0:
             raise ValueError(f"dist: service times must be >= 0, the support starts at {lo}")
-        m = _positive("mean", dist.mean())
+        m = positive_number("mean", dist.mean())
         sup = [float(x) for x in dist.support() if np.isfinite(x) and x > 0]
         pts = tuple(points) or tuple(float(q) for q in dist.ppf([0.5, 0.9, 0.99]) if np.isfinite(q))
         pts = tuple(sorted(set(pts) | set(sup)))
@@ -303,7 +296,7 @@ def general(dist=None, *, cdf=None, mean=None, points=()) -> GeneralService:
         raise ValueError("cdf: expected a callable G(t)")
     pts = tuple(sorted(float(p) for p in points if np.isfinite(p) and p > 0))
     _check_cdf(cdf, mean, pts)
-    m = _positive("mean", _cdf_mean(cdf, pts) if mean is None else mean)
+    m = positive_number("mean", _cdf_mean(cdf, pts) if mean is None else mean)
     if mean is not None:
         mq = _cdf_mean(cdf, pts)
         if not abs(mq - m) <= _MEAN_RTOL * m:
@@ -353,7 +346,7 @@ def _check_cdf(cdf, mean, points):
 def as_service(service, mu: float):
     """Normalise the ``service`` argument (None: exponential with rate ``mu``)."""
     if service is None:
-        return exponential(_positive("mu", mu))
+        return exponential(positive_number("mu", mu))
     if isinstance(service, _ph.PhaseType):
         return PhaseType.of(service)
     if isinstance(service, (Deterministic, GeneralService)):
