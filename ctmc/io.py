@@ -221,6 +221,16 @@ def _check_label_names(chain: CTMC) -> None:
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
+def _label_sets(chain: CTMC) -> list:
+    """``[(name, mask)]``: the initial states as ``init``, then the chain's labels (both writers)."""
+    sets = []
+    if chain.initial is not None:
+        mask = np.zeros(chain.n_states, dtype=bool)
+        mask[chain.initial] = True
+        sets.append((INIT, mask))
+    return sets + [(k, np.asarray(v, dtype=bool)) for k, v in chain.labels.items()]
+
+
 def _make_chain(Q, columns, labels, rewards, initial_mask) -> CTMC:
     init = initial_mask if initial_mask is not None and initial_mask.any() else None
     return CTMC(Q, columns, labels=labels, rewards=rewards, initial=init)
@@ -290,12 +300,7 @@ def write_prism(chain: CTMC, basename: PathLike) -> List[Path]:
     with open(paths[1], "w", encoding="utf-8") as fh:
         fh.write("(" + ",".join(names) + ")\n")
         fh.writelines(f"{i}:(" + ",".join(str(c[i]) for c in cols_) + ")\n" for i in range(n))
-    sets = []
-    if chain.initial is not None:
-        mask = np.zeros(n, dtype=bool)
-        mask[chain.initial] = True
-        sets.append((INIT, mask))
-    sets += [(k, np.asarray(v, dtype=bool)) for k, v in chain.labels.items()]
+    sets = _label_sets(chain)
     with open(paths[2], "w", encoding="utf-8") as fh:
         fh.write(" ".join(f'{k}="{name}"' for k, (name, _) in enumerate(sets)) + "\n")
         if sets:
@@ -659,12 +664,7 @@ def write_drn(chain: CTMC, path: PathLike) -> Path:
     cols_ = [np.asarray(chain.states[k]).astype(np.int64).tolist() for k in names]
     rew_names = list(chain.rewards)
     rew = [np.asarray(chain.rewards[k], dtype=float).tolist() for k in rew_names]
-    sets = []
-    if chain.initial is not None:
-        mask = np.zeros(n, dtype=bool)
-        mask[chain.initial] = True
-        sets.append((INIT, mask))
-    sets += [(k, np.asarray(v, dtype=bool)) for k, v in chain.labels.items()]
+    sets = _label_sets(chain)
     quoted = [f'"{k}"' if any(ch.isspace() for ch in k) else k for k, _ in sets]
     member = np.column_stack([m for _, m in sets]) if sets else np.zeros((n, 0), dtype=bool)
     from . import __version__
