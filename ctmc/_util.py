@@ -1,4 +1,4 @@
-"""Small internal helpers: memory limits, timing, masks; :class:`~ctmc.progress.Progress` re-exported."""
+"""Small internal helpers: memory limits, timing, masks."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 
-from .progress import Progress  # noqa: F401  (the one progress class; re-exported for the build)
 from .results import StateSpaceTooLarge
 
 

@@ -108,12 +108,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
 
-from .chain import CTMC, StateTable
+from .chain import CTMC
 
 __all__ = ["write_prism", "read_prism", "write_drn", "read_drn", "save_npz", "load_npz",
            "write_mtx", "read_mtx"]

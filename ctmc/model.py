@@ -80,7 +80,8 @@ from typing import Any, Dict, Optional
 import numpy as np
 import scipy.sparse as sp
 
-from ._util import Progress, Timer, check_memory, memory_limit
+from ._util import Timer, check_memory, memory_limit
+from .progress import Progress
 from .expr import Expr, Var, as_expr, calls_function
 from .results import ModelError, StateSpaceTooLarge
 

@@ -31,7 +31,7 @@ def test_marginal_and_table_in_one_call_each(three):
     # a marginal of an integer expression
     tot = res.marginal(n1 + n2)
     np.testing.assert_allclose(list(tot.values()), np.bincount(S["n1"] + S["n2"], weights=res.pi), rtol=1e-14)
-    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pandas")
     df = res.to_frame()
     assert list(df.columns) == ["n1", "n2", "on", "pi"]
     assert len(df) == ch.n_states
