@@ -254,22 +254,25 @@ class ScipySystem(System):
         # is attainable (scipy's own test ||b - A y|| <= rtol ||b|| may not be, on
         # ill-conditioned systems): run in chunks, check, go on from the iterate.
         from ..krylov import backward_error
+        from ..progress import Progress
         y = np.zeros_like(b)
         chunk = 10 * spec.restart
-        while True:
-            before = count[0]
-            left = spec.maxiter - count[0]
-            y, code = sla.bicgstab(A, b, x0=y, rtol=spec.rtol, atol=0.0, maxiter=min(chunk, left), M=P,
-                                   callback=cb)
-            if code < 0 or not np.all(np.isfinite(y)):
-                return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", count[0])
-            be = backward_error(b - A @ y, y, b, normA)
-            if code == 0 or be <= spec.rtol:
-                return y, SolveReport(Status.SUCCESS, f"{spec.kind} converged in {count[0]} iterations",
-                                      count[0])
-            if count[0] >= spec.maxiter or count[0] == before:
-                return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
-                                      f"(backward error {be:.1e})", count[0])
+        with Progress(f"BiCGStab on {np.size(b)} unknowns") as prog:
+            while True:
+                before = count[0]
+                left = spec.maxiter - count[0]
+                y, code = sla.bicgstab(A, b, x0=y, rtol=spec.rtol, atol=0.0, maxiter=min(chunk, left), M=P,
+                                       callback=cb)
+                if code < 0 or not np.all(np.isfinite(y)):
+                    return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", count[0])
+                be = backward_error(b - A @ y, y, b, normA)
+                if code == 0 or be <= spec.rtol:
+                    return y, SolveReport(Status.SUCCESS, f"{spec.kind} converged in {count[0]} iterations",
+                                          count[0])
+                if count[0] >= spec.maxiter or count[0] == before:
+                    return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
+                                          f"(backward error {be:.1e})", count[0])
+                prog.residual(be, spec.rtol, f"step {count[0]}", name="backward error")
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
