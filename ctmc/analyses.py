@@ -159,7 +159,7 @@ class Analyses:
                                                   backend_options=backend_options, **options))
 
     def first_passage(self, target, s=None, t=None, method: str = "auto", *, sources=None,
-                      eps: float = 1e-13, max_terms: int = 10_000_000, backend=None, check: bool = True,
+                      eps: float = 1e-300, max_terms: int = 10_000_000, backend=None, check: bool = True,
                       backend_options=None, **options):
         """Joint law of the time and place of the first entrance into ``target``.
 
@@ -175,7 +175,8 @@ class Analyses:
         sources : mask, expression, dict or indices, optional
             Starting states (rows of the answer); default all states.
         eps : float
-            Uniformisation: neglected Poisson mass per time point.
+            Uniformisation: neglected Poisson mass per time point (default
+            :data:`ctmc.transient.TAIL_EPS`: small CDF values keep their relative accuracy).
         max_terms : int
             Refuse a CDF needing more uniformisation steps than this.
 
@@ -228,7 +229,7 @@ class Analyses:
             Default: the chain's initial state(s) (uniform over them).
         eps : float
             Poisson mass left out of the uniformisation sum; the default
-            (:data:`ctmc.measures.TAIL_EPS`) keeps relative accuracy for
+            (:data:`ctmc.transient.TAIL_EPS`) keeps relative accuracy for
             probabilities far below 1.
 
         Returns

@@ -47,16 +47,10 @@ from .backends import operator_for
 from .backends.base import worst
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
-from .transient import initial_law, uniformize_operator
+from .transient import TAIL_EPS, initial_law, uniformize_operator
 
-__all__ = ["prob_within", "cumulative_reward", "long_run", "throughput", "TAIL_EPS"]
+__all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
 
-#: Poisson mass left out of the uniformisation sums of the one-liners. Every term is
-#: non-negative and every value at most 1 (times ``max|r| t``), so a probability far below 1
-#: (1e-184 for an Erlang-60 time at 1/300 of its mean) keeps its relative accuracy; with
-#: transient's 1e-13 it would come out as 0. The cost: about 5 standard deviations of the
-#: Poisson count more steps than at 1e-13.
-TAIL_EPS = 1e-300
 
 
 def _start_law(op, p0, chain=None):

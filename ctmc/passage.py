@@ -85,6 +85,7 @@ from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU, inverse_norm_bound
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
+from .transient import TAIL_EPS
 from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
@@ -762,7 +763,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
 # first passage: joint law of (T_A, X_{T_A})
 # --------------------------------------------------------------------------
 @scoped
-def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=1e-13,
+def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=TAIL_EPS,
                   max_terms=10_000_000, backend="scipy", check=True, backend_options=None, **options):
     """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
 

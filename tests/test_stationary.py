@@ -163,7 +163,7 @@ def test_stationary_reward_expectation():
 
 
 def test_progress_reports_long_iterations(capsys):
-    import ctmc._util as util
+    import ctmc.progress as util
     chain = CASES[1].build()
     res = chain.stationary("power", progress=True, tol=1e-12)
     # a short run stays below the 2 s delay: silent
