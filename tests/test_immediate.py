@@ -7,9 +7,6 @@ algebra on the jump chain written out in the test. Every built chain is
 checked for the invariants of a generator (non-negative off-diagonal, zero
 row sums) and for the same result from both exploration strategies.
 """
-import doctest
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -404,23 +401,6 @@ def test_unknown_event_name_lists_immediate_moves():
     chain = cycle_model().build(initial={"x": 0}, progress=False)
     with pytest.raises(ValueError, match="a_stay"):
         chain.event_rate("nope")
-
-
-# ---------------------------------------------------------------------------
-# the guide's example runs
-
-def test_guide_example_runs():
-    """The guide's section shows its answers as >>> examples (tests/test_docs.py runs the whole page too)."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.rst").read_text(encoding="utf-8")
-    section = text.split("Immediate moves\n---------------", 1)[1].split("\n----", 1)[0]
-    test = doctest.DocTestParser().get_doctest(section, {}, "guide: Immediate moves", "guide.rst", 0)
-    assert len(test.examples) >= 10
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    report = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        runner.run(test, out=report.append)
-    assert runner.summarize(verbose=False).failed == 0, "".join(report)
 
 
 def test_many_vanishing_cycles_in_batches(monkeypatch):

@@ -17,10 +17,8 @@ References used here:
   rho + rho^2 (1 + scv) / (2 (1 - rho)).
 * a tandem of two phase-type stations against a generator written by hand.
 """
-import doctest
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -317,23 +315,9 @@ def queue_law(chain, res, K):
 
 
 def mg1k_niu_cooper(lam, K, a, mean):
-    """M/G/1/K: departure-epoch chain on 0..K-1 (a_k = P(k arrivals in a service)) and
-    p_n = pi_n / (pi_0 + rho), n < K, p_K = 1 - 1 / (pi_0 + rho)."""
-    P = np.zeros((K, K))
-    for i in range(K):
-        for j in range(K - 1):
-            k = j - max(i - 1, 0)
-            P[i, j] = a[k] if 0 <= k < a.size else 0.0
-        P[i, K - 1] = 1 - P[i, : K - 1].sum()
-    M = np.vstack([(P.T - np.eye(K))[:-1], np.ones(K)])
-    b = np.zeros(K)
-    b[-1] = 1
-    pid = np.linalg.solve(M, b)
-    rho = lam * mean
-    p = np.empty(K + 1)
-    p[:K] = pid / (pid[0] + rho)
-    p[K] = 1 - 1 / (pid[0] + rho)
-    return p
+    """M/G/1/K by the departure-epoch chain and the Niu-Cooper relation (tests/test_hysteresis.py)."""
+    from test_hysteresis import mg1r_classic
+    return mg1r_classic(lam, K, a, mean)
 
 
 def _a_erlang(lam, k, mean, n):
@@ -508,16 +492,3 @@ def test_tandem_matches_a_hand_built_generator(A, B):
     assert t1 == pytest.approx(t2, rel=1e-10)
 
 
-# ---------------------------------------------------------------------------
-# the guide's example runs
-# ---------------------------------------------------------------------------
-def test_guide_example_runs():
-    """The guide's section on phase-type service, its >>> examples with their answers."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.rst").read_text(encoding="utf-8")
-    section = text.split("Phase-type service\n------------------\n", 1)[1].split("\n--------", 1)[0]
-    test = doctest.DocTestParser().get_doctest(section, {}, "guide: Phase-type service", "guide.rst", 0)
-    assert len(test.examples) >= 10
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    report = []
-    runner.run(test, out=report.append)
-    assert runner.summarize(verbose=False).failed == 0, "".join(report)
