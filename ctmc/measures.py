@@ -45,6 +45,7 @@ import numpy as np
 from ._util import as_points
 from .backends import operator_for
 from .backends.base import worst
+from .options import Tolerances
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
 from .transient import TAIL_EPS, initial_law, uniformize_operator
@@ -76,13 +77,15 @@ def _check_uniformization_args(eps, max_terms):
 def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
     """Shared tail of prob_within and cumulative_reward: uniformise, check the range, weigh by p0."""
     lam = 1.02 * op.qmax
-    U, trunc = uniformize_operator(apply, V0, tv, lam, eps=eps, max_terms=max_terms, integrate=integrate)
+    U, trunc = uniformize_operator(apply, V0, tv, lam, eps=eps, max_terms=max_terms, integrate=integrate,
+                                   roundoff=op.product_roundoff())
     # an invariant as residual: every value lies in [lo(t), hi(t)] exactly; round-off only moves it out
     viol = np.maximum(lo[:, None] - U, U - hi[:, None]) if U.size else np.zeros((tv.size, 0))
     resid = max(0.0, op.allmax(float(viol.max())) if viol.size else 0.0)
     bound = scale * trunc + resid
     value = None if p is None else np.array([op.allsum(float(p @ row)) for row in U])
-    tol = 1e-10 * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
+    # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
+    tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
     status = Status.SUCCESS if bound <= tol else Status.INACCURATE
     msg = (f"{name}: uniformisation, rate {lam:.4g}; truncation {scale * trunc:.1e}, range check {resid:.1e}"
            + ("" if p is not None else "; no initial law (the chain has no initial state): value is None"))

@@ -855,14 +855,16 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
                 return op.apply(W, transpose=True)
             V0 = np.zeros((tgt.size, r))
             V0[lrow, np.flatnonzero(own)] = 1.0
-            Pt, bound = uniformize_operator(apply, V0, tvals, lam, eps=eps, max_terms=max_terms)
+            Pt, bound = uniformize_operator(apply, V0, tvals, lam, eps=eps, max_terms=max_terms,
+                                           roundoff=op.product_roundoff())
             part = np.zeros((tvals.size, m, r))
             part[:, np.flatnonzero(tl), :] = Pt[:, targets[tl] - op.start, :]
             cdf = np.transpose(op.allsum(part.ravel()).reshape(tvals.size, m, r), (0, 2, 1))
         else:  # backward from each target: Qa v
             def apply(V):
                 return keep[:, None] * op.apply(V)
-            Pt, bound = uniformize_operator(apply, E_t, tvals, lam, eps=eps, max_terms=max_terms)
+            Pt, bound = uniformize_operator(apply, E_t, tvals, lam, eps=eps, max_terms=max_terms,
+                                           roundoff=op.product_roundoff())
             part = np.zeros((tvals.size, r, m))
             part[:, np.flatnonzero(own), :] = Pt[:, lrow, :]
             cdf = op.allsum(part.ravel()).reshape(tvals.size, r, m)

@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -102,7 +101,7 @@ import scipy.sparse as sp
 from ._sparse_lu import natural_is_cheap
 from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
-from .backends.base import LinearSpec, SolveReport
+from .backends.base import UNIT_ROUNDOFF, LinearSpec, SolveReport
 from .linalg import gth_solve, inverse_norm_bound
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
 from .options import make_options as _make_options
@@ -357,28 +356,15 @@ def grade(status: Status, msg: str, *, rel_residual: float, balance: float, lost
 # --------------------------------------------------------------------------
 # the error bound: a condition estimate by mean times to reach the pin
 # --------------------------------------------------------------------------
-_U = np.finfo(float).eps / 2
+_U = UNIT_ROUNDOFF
 #: the Krylov solve of the return times when no factorisation is at hand
 _RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-6, maxiter=200,
                           restart=50)
 
 
-_GAMMA = weakref.WeakKeyDictionary()
-
-
 def _gamma(op) -> float:
-    """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q``: round-off of a product with ``Q``.
-
-    Computed once per operator (a collective, and on PETSc a conversion of both rate matrices).
-    """
-    g = _GAMMA.get(op)
-    if g is None:
-        k = 0
-        for transpose in (False, True):
-            A = op.local_rows(transpose)
-            k = max(k, int(np.diff(A.indptr).max(initial=0)))
-        g = _GAMMA[op] = (op.allmax(float(k)) + 1) * _U
-    return g
+    """Relative round-off of a product with ``Q`` (:meth:`ctmc.backends.base.Operator.product_roundoff`)."""
+    return op.product_roundoff()
 
 
 def _value_at(op, x, i: int) -> float:

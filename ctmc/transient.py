@@ -47,7 +47,7 @@ from .results import Status, TransientResult
 from .sets import owned_mask, owned_values
 
 __all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions",
-           "uniformize_operator", "poisson_window", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
+           "uniformize_operator", "poisson_window", "poisson_weights", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
 
 
 def check_uniformization(eps, max_terms) -> None:
@@ -118,14 +118,38 @@ def poisson_window(eps: float, mu: float) -> tuple:
     return min(a, kmax), kmax
 
 
+def poisson_weights(eps: float, mu: float) -> tuple:
+    r"""``(kmin, w)``: the Poisson(``mu``) probabilities of ``kmin .. kmin + len(w) - 1``, accurate to a few ``u``.
+
+    The terms of :func:`poisson_window` are computed from the mode outwards by the ratios
+    :math:`p_{k+1}/p_k = \mu/(k+1)` and normalised to sum to one, so each carries a relative
+    error of about :math:`|k - \mu|\,u` (scipy's ``poisson.pmf`` goes through
+    :math:`\exp(k\log\mu - \mu - \log k!)` and loses :math:`\mu \log\mu\, u` relative:
+    1e-9 at :math:`\mu = 10^6`). The mass outside is at most ``2 eps``.
+
+    >>> kmin, w = poisson_weights(1e-300, 3.0)
+    >>> kmin, round(float(w[3] / w[2]), 15), abs(float(w.sum()) - 1) < 1e-15      # p_3 / p_2 = mu / 3
+    (0, 1.0, True)
+    """
+    if mu <= 0:
+        return 0, np.ones(1)
+    kmin, kmax = poisson_window(eps, mu)
+    m = min(max(int(math.floor(mu)), kmin), kmax)
+    up = np.cumprod(mu / np.arange(m + 1, kmax + 1, dtype=float))               # p_k / p_m, k > m
+    down = np.cumprod(np.arange(m, kmin, -1, dtype=float) / mu)[::-1]          # p_k / p_m, k < m
+    w = np.concatenate([down, [1.0], up])
+    return kmin, w / math.fsum(w)
+
+
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = TAIL_EPS,
-                        scaled: bool = False, max_terms: int | None = None, integrate: bool = False):
+                        scaled: bool = False, max_terms: int | None = None, integrate: bool = False,
+                        roundoff: float = 0.0):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
 
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
     for a rate :math:`\Lambda \ge \max_i |a_{ii}|`; the sum is truncated left
-    and right where the Poisson weights fall below ``eps``. The analyses pass
-    the backend's product on owned parts.
+    and right where the Poisson weights fall below ``eps`` (:func:`poisson_weights`).
+    The analyses pass the backend's product on owned parts.
 
     Parameters
     ----------
@@ -143,13 +167,20 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     integrate : bool
         Return :math:`\int_0^t e^{As} V_0\,ds = \sum_k \Lambda^{-1} P(N_{\Lambda t} > k)
         (I + A/\Lambda)^k V_0` instead (cumulative rewards); no left truncation.
+    roundoff : float
+        Relative round-off of one product ``apply`` (for a generator:
+        :meth:`ctmc.backends.base.Operator.product_roundoff`), for the bound.
 
     Returns
     -------
     out : ndarray, shape (len(times),) + V0.shape
     bound : float
-        Neglected Poisson mass (with ``integrate``: the neglected weight
-        :math:`\sum_{k > K} \Lambda^{-1} P(N_{\Lambda t} > k)`, in time units, exact).
+        A bound on the error of ``out``, relative to the norm of ``V0`` in which
+        ``I + A/lam`` does not expand (the 1-norm for a law times a generator,
+        the max-norm for a generator times a vector): the Poisson mass left out
+        (with ``integrate``: the weight left out, in time units), the error of
+        the weights, and the round-off of the products and of the sum, each
+        step adding at most ``3 (roundoff + 4u)`` relative.
 
     Examples
     --------
@@ -167,23 +198,36 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     if max_terms is not None and lt.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lt.max():.3g} uniformisation steps, above "
                          f"max_terms={max_terms}; raise max_terms, use smaller times or method='expm'")
-    kmax = poisson_window(eps, float(lt.max()))[1] + 1 if lt.max() > 0 else 0
-    # left truncation: first k carrying mass for each time
-    kmin = np.array([poisson_window(eps, float(x))[0] if x > 0 else 0 for x in lt], dtype=np.int64)
-    kmin = np.minimum(kmin, kmax) if not integrate else np.zeros_like(kmin)
+    u = np.finfo(float).eps / 2
+    # per time: its weights on kmin..kmax (integrate: P(N > k) / lam on 0..kmax), and the bound's terms
+    rows, spans, tail = [], [], np.zeros(times.size)
+    for i, mu in enumerate(lt):
+        k0, w = poisson_weights(eps, float(mu))
+        if integrate:
+            # P(N > k): 1 below the window (off by <= eps), sums of the weights above k in it, 0 at its end
+            sf = np.concatenate([np.ones(k0), np.cumsum(w[::-1])[::-1][1:], [0.0]])
+            rows.append((0, sf / lam))
+            K = k0 + w.size - 1          # sum over k >= K of P(N > k) <= eps (K + 2) / (K + 2 - mu)
+            tail[i] = eps * (k0 + 2 + (K + 2) / max(K + 2 - mu, 1.0)) / lam
+        else:
+            rows.append((0, np.ones(1)) if mu == 0 else (k0, w))
+            tail[i] = 0.0 if mu == 0 else 2 * eps
+        spans.append(rows[-1][1].size)
+    kmax = max(r[0] + r[1].size for r in rows) - 1
     V = np.array(V0, dtype=float)
     total = np.zeros(times.size)
+    kw = np.zeros(times.size)
     chunk = 1 << 14
     prog = Progress(f"uniformisation, {kmax} steps", total=max(kmax, 1))
     for c0 in range(0, kmax + 1, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
-        if integrate:
-            W = poisson.sf(ks[None, :], lt[:, None]) / lam
-        else:
-            W = poisson.pmf(ks[None, :], lt[:, None])
-            W[lt == 0] = (ks == 0)[None, :].astype(float)
-        W[ks[None, :] < kmin[:, None]] = 0.0
+        W = np.zeros((times.size, ks.size))
+        for i, (k0, w) in enumerate(rows):
+            a, b = max(c0, k0), min(ks[-1] + 1, k0 + w.size)
+            if a < b:
+                W[i, a - c0:b - c0] = w[a - k0:b - k0]
         total += W.sum(axis=1)
+        kw += W @ ks.astype(float)
         for j, k in enumerate(ks):
             w = W[:, j]
             nz = np.flatnonzero(w)
@@ -193,8 +237,11 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                 V = V + (apply(V) if scaled else apply(V) / lam)
                 prog.update(f"step {k + 1}", done=k + 1)
     prog.close()
-    full = times if integrate else np.ones(times.size)
-    bound = float(max(0.0, (full - total).max()))
+    # round-off: each product adds 3 (roundoff + 4u) relative and I + A/lam does not expand it; the
+    # weights carry (span + 4) u relative; the sum over k adds (kmax + 1) u
+    step = 3 * (roundoff + 4 * u)
+    rounding = step * kw + (np.asarray(spans, dtype=float) + kmax + 5) * u * total
+    bound = float((tail + rounding).max())
     return out, bound
 
 
@@ -317,7 +364,7 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     status = Status.SUCCESS
     if used == "uniformization":
         P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, lam, eps=opts.eps,
-                                       max_terms=opts.max_terms)
+                                       max_terms=opts.max_terms, roundoff=op.product_roundoff())
     else:
         P = np.empty((tv.size, p.size))
         cur, tcur = p.copy(), 0.0

@@ -38,6 +38,9 @@ import numpy as np
 
 from ..results import Status
 
+#: unit round-off of double precision
+UNIT_ROUNDOFF = np.finfo(float).eps / 2
+
 __all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDITIONERS"]
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
@@ -226,6 +229,22 @@ class Operator(abc.ABC):
         Shape ``(stop - start, n)``. With ``transpose`` the rows are the
         in-flow rates: row ``j`` holds ``R_ij`` at column ``i``.
         """
+
+    def product_roundoff(self) -> float:
+        """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q`` (``u`` the unit round-off):
+        the relative round-off of a product with ``Q`` or ``Q^T``.
+
+        Computed once per operator (a collective, and on PETSc a conversion of both rate matrices).
+        """
+        g = getattr(self, "_product_roundoff", None)
+        if g is None:
+            k = 0
+            for transpose in (False, True):
+                A = self.local_rows(transpose)
+                k = max(k, int(np.diff(A.indptr).max(initial=0)))
+            g = (self.allmax(float(k)) + 1) * UNIT_ROUNDOFF
+            self._product_roundoff = g
+        return g
 
     # --- structure ---------------------------------------------------------
     @abc.abstractmethod
