@@ -166,9 +166,11 @@ class CTMC(Analyses):
     rewards : mapping of str to per-state values, optional
         Named reward structures (arrays, expressions or constants), usable by
         name wherever per-state values are expected.
-    initial : set of states, optional
+    initial : set of states or law, optional
         The initial state(s): an index, a set, a mask, an expression or
-        ``{var: value}``. The one-liners (:meth:`prob_within`, ...) start there.
+        ``{var: value}``; or an initial law (floats of length n summing to
+        1: ``chain.initial`` is then its support). The one-liners
+        (:meth:`prob_within`, ...) start there (:attr:`initial_law`).
     check : bool, default True
         Validate ``Q`` (finite, non-negative off-diagonal, zero row sums).
 
@@ -211,10 +213,18 @@ class CTMC(Analyses):
             self.add_label(k, v)
         for k, v in (rewards or {}).items():
             self.add_reward(k, v)
+        self._initial_law = None
         if initial is not None:
             if isinstance(initial, (int, np.integer)) and not isinstance(initial, bool):
                 initial = [int(initial)]
-            self._initial = np.flatnonzero(self._mask(initial, "initial"))
+            a = None if isinstance(initial, (set, frozenset, range, dict)) else np.asarray(initial)
+            if a is not None and a.dtype.kind == "f" and a.shape == (n,):
+                self.set_initial_law(a)
+            elif a is not None and a.dtype.kind == "f":
+                raise ValueError(f"initial: a law must be {n} floats (one per state) summing to 1, got shape "
+                                 f"{a.shape}; give states as indices, a set, a mask or {{var: value}}")
+            else:
+                self._initial = np.flatnonzero(self._mask(initial, "initial"))
 
     def add_label(self, name: str, states) -> None:
         """Name a set of states (mask, indices, set, expression, callable or dict)."""
@@ -259,8 +269,29 @@ class CTMC(Analyses):
 
     @property
     def initial(self) -> Optional[np.ndarray]:
-        """Indices of the model's initial states (None for matrix-made chains)."""
+        """Indices of the initial states (None when none were given)."""
         return self._initial
+
+    @property
+    def initial_law(self) -> Optional[np.ndarray]:
+        """The law the one-liners start from: the one given (or left by eliminating a vanishing
+        initial state, :meth:`ctmc.Model.immediate`), else uniform on :attr:`initial`, else None."""
+        if self._initial_law is not None:
+            return self._initial_law
+        if self._initial is None or len(self._initial) == 0:
+            return None
+        p = np.zeros(self.n_states)
+        p[self._initial] = 1.0 / len(self._initial)
+        return p
+
+    def set_initial_law(self, law) -> None:
+        """Start from the law ``law`` (floats, one per state, >= 0, summing to 1); ``initial`` becomes its support."""
+        p = np.asarray(law, dtype=float)
+        if p.shape != (self.n_states,) or not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+            raise ValueError(f"initial: a law must be {self.n_states} finite values >= 0 summing to 1 "
+                             f"(got shape {p.shape}, sum {p.sum() if p.size else 0:.6g})")
+        self._initial_law = p
+        self._initial = np.flatnonzero(p > 0)
 
     def __repr__(self) -> str:
         name = f" {self._model.name!r}" if self._model is not None else ""

@@ -107,6 +107,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
@@ -221,6 +222,16 @@ def _check_label_names(chain: CTMC) -> None:
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
+def _warn_initial_law(chain: CTMC, fmt: str) -> None:
+    """PRISM and DRN files hold initial states, not an initial law: say so when the chain has one."""
+    law = getattr(chain, "_initial_law", None)
+    if law is not None and not np.allclose(law[law > 0], law[law > 0].max(), rtol=1e-12, atol=0):
+        from .progress import CtmcWarning
+        warnings.warn(f"{fmt} files hold initial states, not an initial law: the chain's law (non-uniform "
+                      f"over {int((law > 0).sum())} states) is written as the set of its states; save_npz "
+                      "keeps it", CtmcWarning, stacklevel=3)
+
+
 def _label_sets(chain: CTMC) -> list:
     """``[(name, mask)]``: the initial states as ``init``, then the chain's labels (both writers)."""
     sets = []
@@ -300,6 +311,7 @@ def write_prism(chain: CTMC, basename: PathLike) -> List[Path]:
     with open(paths[1], "w", encoding="utf-8") as fh:
         fh.write("(" + ",".join(names) + ")\n")
         fh.writelines(f"{i}:(" + ",".join(str(c[i]) for c in cols_) + ")\n" for i in range(n))
+    _warn_initial_law(chain, "PRISM")
     sets = _label_sets(chain)
     with open(paths[2], "w", encoding="utf-8") as fh:
         fh.write(" ".join(f'{k}="{name}"' for k, (name, _) in enumerate(sets)) + "\n")
@@ -664,6 +676,7 @@ def write_drn(chain: CTMC, path: PathLike) -> Path:
     cols_ = [np.asarray(chain.states[k]).astype(np.int64).tolist() for k in names]
     rew_names = list(chain.rewards)
     rew = [np.asarray(chain.rewards[k], dtype=float).tolist() for k in rew_names]
+    _warn_initial_law(chain, "DRN")
     sets = _label_sets(chain)
     quoted = [f'"{k}"' if any(ch.isspace() for ch in k) else k for k, _ in sets]
     member = np.column_stack([m for _, m in sets]) if sets else np.zeros((n, 0), dtype=bool)
@@ -977,6 +990,8 @@ def save_npz(chain: CTMC, path: PathLike) -> Path:
         arrays[f"reward_{c}"] = np.asarray(v, dtype=float)
     if chain.initial is not None:
         arrays["initial"] = np.asarray(chain.initial, dtype=np.int64)
+    if getattr(chain, "_initial_law", None) is not None:
+        arrays["initial_law"] = np.asarray(chain.initial_law, dtype=float)
     p = Path(path)
     if p.suffix != ".npz":
         p = p.with_name(p.name + ".npz")
@@ -1009,6 +1024,7 @@ def load_npz(path: PathLike) -> CTMC:
             labels = {str(k): z[f"label_{c}"] for c, k in enumerate(z["label_names"].tolist())}
             rewards = {str(k): z[f"reward_{c}"] for c, k in enumerate(z["reward_names"].tolist())}
             initial = z["initial"] if "initial" in z.files else None
+            law = z["initial_law"] if "initial_law" in z.files else None
         except (KeyError, ValueError) as exc:
             raise ValueError(f"{path}: incomplete or inconsistent archive ({exc})") from None
     try:
@@ -1016,7 +1032,10 @@ def load_npz(path: PathLike) -> CTMC:
         if initial is not None:
             mask = np.zeros(shape[0], dtype=bool)
             mask[initial] = True
-        return _make_chain(Q, states or None, labels, rewards, mask)
+        chain = _make_chain(Q, states or None, labels, rewards, mask)
+        if law is not None:
+            chain.set_initial_law(law)
+        return chain
     except (ValueError, IndexError) as exc:
         raise ValueError(f"{path}: {exc}") from None
 

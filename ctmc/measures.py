@@ -48,30 +48,23 @@ from .backends.base import worst
 from .options import Tolerances
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
-from .transient import TAIL_EPS, initial_law, uniformize_operator
+from .transient import TAIL_EPS, check_uniformization, initial_law, uniformize_operator
 
 __all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
 
 
 
 def _start_law(op, p0, chain=None):
-    """Owned initial law: ``p0``, else the chain's initial law (a build that eliminated a vanishing
-    initial state records it), else uniform on the chain's initial states, else None."""
+    """Owned initial law: ``p0``, else the chain's :attr:`~ctmc.CTMC.initial_law`, else uniform on
+    the operator's initial states (a distributed chain), else None."""
     if p0 is not None:
         return initial_law(op, p0)
-    law = (getattr(chain, "build_info", None) or {}).get("initial_law")
-    if isinstance(law, np.ndarray) and law.shape == (op.n,):
+    law = getattr(chain, "initial_law", None)
+    if law is not None:
         return initial_law(op, law)
     if op.initial is None or len(op.initial) == 0:
         return None
     return initial_law(op, set(int(i) for i in op.initial))
-
-
-def _check_uniformization_args(eps, max_terms):
-    if not (isinstance(eps, float) or isinstance(eps, int)) or not 0 < eps < 1:
-        raise ValueError(f"eps: expected a number in (0, 1), got {eps!r}")
-    if not isinstance(max_terms, (int, np.integer)) or max_terms < 1:
-        raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
 
 
 def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
@@ -108,7 +101,7 @@ def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000
     >>> round(float(r.value), 12), round(1 - 2.718281828459045 ** -1, 12)
     (0.632120558829, 0.632120558829)
     """
-    _check_uniformization_args(eps, max_terms)
+    check_uniformization(eps, max_terms)
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
@@ -141,7 +134,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     >>> round(float(c.cumulative_reward([1.0, 0.0], 0.5).value), 12)
     0.316060279414
     """
-    _check_uniformization_args(eps, max_terms)
+    check_uniformization(eps, max_terms)
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)

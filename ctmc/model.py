@@ -66,7 +66,8 @@ otherwise). A set of vanishing states that immediate moves cannot leave (a
 timeless trap) raises :class:`~ctmc.results.ModelError` naming one of them.
 The chain holds the tangible states only (its labels and rewards too);
 a vanishing initial state is replaced by the tangible states it leads to
-(``build_info["initial_law"]`` holds their law when there are several), and
+(``chain.initial_law`` holds their law when there are several: uniform over the
+given initial states, each replaced by where it leads), and
 ``build_info["vanishing"]`` counts the states eliminated.
 """
 from __future__ import annotations
@@ -570,6 +571,8 @@ class Model:
         chain = CTMC(Q, states=states, check=False)
         chain._model = self
         chain._initial = initial
+        if "initial_law" in extra:
+            chain.set_initial_law(extra["initial_law"])
         for k, v in self._labels.items():
             chain.add_label(k, v)
         for k, v in self._rewards.items():
@@ -629,11 +632,14 @@ class Model:
                                                 shape=(int((~iv).sum()), T.size)), law]).tocsr()
                 order = np.argsort(np.concatenate([np.flatnonzero(~iv), np.flatnonzero(iv)]), kind="stable")
                 full = full[order]
-                info["initial_law"] = full.toarray().ravel() if initial.size == 1 else full
+                # one law: uniform over the given initial states, each replaced by where it leads
+                info["initial_rows"] = full       # one row per given initial state (code order)
+                info["initial_law"] = np.asarray(full.mean(axis=0)).ravel()
                 warnings.warn(
                     f"model {self.name!r}: the initial state is vanishing and leads at once to "
-                    f"{initial_t.size} tangible states at random; chain.initial holds them as a set, "
-                    "build_info['initial_law'] their law (use it as p0)", stacklevel=3)
+                    f"{initial_t.size} tangible states at random; chain.initial holds them as a set and "
+                    "chain.initial_law their law (where the one-liners start; give it as p0 to the other "
+                    "analyses)", stacklevel=3)
         else:
             initial_t = local[initial]
         return codes[T], s2[keep], d2[keep], r2[keep], initial_t, info

@@ -416,15 +416,8 @@ def _initial_law(chain, p0: Optional[dict]) -> Optional[np.ndarray]:
         e = np.zeros(n)
         e[i] = 1.0
         return e
-    law = getattr(chain, "build_info", {}).get("initial_law")
-    if isinstance(law, np.ndarray) and law.shape == (n,):
-        return law.astype(float)
-    init = chain.initial
-    if init is None or len(init) == 0:
-        return None
-    e = np.zeros(n)
-    e[np.asarray(init)] = 1.0 / len(init)
-    return e
+    law = chain.initial_law
+    return None if law is None else np.asarray(law, dtype=float)
 
 
 def _start_text(chain, p0vec) -> str:

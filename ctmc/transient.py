@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import poisson
 
 from ._util import as_points
 from .backends import check_backend_options, operator_for

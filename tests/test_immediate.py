@@ -9,6 +9,7 @@ row sums) and for the same result from both exploration strategies.
 """
 
 import numpy as np
+import scipy.linalg
 import pytest
 
 import ctmc
@@ -315,11 +316,32 @@ def test_initial_vanishing_random_records_the_law():
     np.testing.assert_array_equal(chain.states["x"], [0, 3, 4])
     np.testing.assert_array_equal(chain.initial, [1, 2])
     np.testing.assert_allclose(chain.build_info["initial_law"], [0.0, 0.75, 0.25], rtol=1e-14)
-    # several initial states: one row each, in code order
+    np.testing.assert_allclose(chain.initial_law, [0.0, 0.75, 0.25], rtol=1e-14)
+    # several initial states: one row each, in code order, and the law is uniform over them
     with pytest.warns(UserWarning):
         chain = cycle_model().build(initial=[{"x": 2}, {"x": 0}], progress=False)
-    np.testing.assert_allclose(chain.build_info["initial_law"].toarray(), [[1, 0, 0], [0, 0.5, 0.5]], rtol=1e-14)
+    np.testing.assert_allclose(chain.build_info["initial_rows"].toarray(), [[1, 0, 0], [0, 0.5, 0.5]],
+                               rtol=1e-14)
+    np.testing.assert_allclose(chain.initial_law, [0.5, 0.25, 0.25], rtol=1e-14)
     np.testing.assert_array_equal(chain.initial, [0, 1, 2])
+
+
+def test_one_liners_start_from_the_law_a_vanishing_initial_state_leaves():
+    """Review finding: with several initial states the one-liners started uniform on the union."""
+    m = ctmc.Model("v")
+    x = m.var("x", 0, 3)
+    m.event("up", guard=x < 2, rate=1.0, update={x: x + 1})
+    m.event("down", guard=(x > 0) & (x < 3), rate=2.0, update={x: x - 1})
+    m.immediate("to1", guard=x == 3, weight=9.0, update={x: 1})
+    m.immediate("to2", guard=x == 3, weight=1.0, update={x: 2})
+    with pytest.warns(UserWarning, match="initial_law"):
+        chain = m.build(initial=[{"x": 3}, {"x": 0}])
+    p0 = np.array([0.5, 0.45, 0.05])                      # half from x=0, half split 9:1
+    np.testing.assert_allclose(chain.initial_law, p0, rtol=1e-14)
+    Qa = chain.Q.toarray()
+    Qa[0] = 0.0                                           # x = 0 made absorbing
+    ref = float(p0 @ scipy.linalg.expm(Qa * 0.7)[:, 0])
+    assert float(chain.prob_within(x == 0, 0.7).value) == pytest.approx(ref, rel=1e-12)
 
 
 # ---------------------------------------------------------------------------
@@ -442,7 +464,7 @@ def test_many_vanishing_cycles_in_batches(monkeypatch):
     np.fill_diagonal(Q, -Q.sum(axis=1))
     np.testing.assert_allclose(chain.Q.toarray(), Q, rtol=1e-10, atol=1e-13)
     # initial law of the given vanishing states: their absorption probabilities
-    np.testing.assert_allclose(chain.build_info["initial_law"][nt:].toarray(), X, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(chain.build_info["initial_rows"][nt:].toarray(), X, rtol=1e-10, atol=1e-13)
 
 
 def test_distributed_build_refuses_immediate_moves_before_exploring():

@@ -516,3 +516,20 @@ def test_kanban_from_storm(tmp_path):
 
 
 # (the worked example of docs/io.rst runs with every docs page: tests/test_docs.py)
+
+
+def test_an_initial_law_survives_npz_and_is_announced_by_prism_and_drn(tmp_path):
+    """Review finding: exports dropped the law a vanishing initial state leaves (a uniform law came back)."""
+    from ctmc.progress import CtmcWarning
+    Q = ctmc.CTMC.from_rates([[0, 1.0, 2.0], [3.0, 0, 1.0], [1.0, 1.0, 0]]).Q
+    chain = ctmc.CTMC(Q, initial=np.array([0.0, 0.9, 0.1]))
+    assert chain.initial.tolist() == [1, 2]
+    back = cio.load_npz(cio.save_npz(chain, tmp_path / "c"))
+    np.testing.assert_array_equal(back.initial_law, chain.initial_law)
+    assert float(back.prob_within({0}, 1.0).value) == float(chain.prob_within({0}, 1.0).value)
+    with pytest.warns(CtmcWarning, match="initial law"):
+        cio.write_drn(chain, tmp_path / "c.drn")
+    with pytest.warns(CtmcWarning, match="initial law"):
+        cio.write_prism(chain, tmp_path / "c")
+    with pytest.raises(ValueError, match="initial: a law"):
+        ctmc.CTMC(Q, initial=np.array([0.5, 0.6, 0.1]))
