@@ -154,9 +154,9 @@ class Analyses:
         LaplaceResult
         """
         from . import passage
-        return self._bind(passage.hitting_laplace(self, self._named_set(target), s, method,
-                                                  backend=self._backend(backend), check=check,
-                                                  backend_options=backend_options, **options))
+        res = passage.hitting_laplace(self, self._named_set(target), s, method, backend=self._backend(backend),
+                                      check=check, backend_options=backend_options, **options)
+        return self._bind(_drop_point_axes(res, {"values": s}))
 
     def first_passage(self, target, s=None, t=None, method: str = "auto", *, sources=None,
                       eps: float = 1e-300, max_terms: int = 10_000_000, backend=None, check: bool = True,

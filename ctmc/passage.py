@@ -754,7 +754,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
         info["rows"] = (op.start, op.stop)
     full = _gather_rows(op, vals, mode)
     res = LaplaceResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
-                        s=svals, values=full[0] if np.ndim(s) == 0 else full,
+                        s=svals, values=full,
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 

@@ -142,7 +142,7 @@ def return_time_cdf(q, t) -> np.ndarray:
     src = np.flatnonzero(f > 0)
     fp = chain.first_passage(~inside, t=t, sources=src)
     w = f[fp.sources] / f[fp.sources].sum()
-    return np.einsum("r,trm->t", w, fp.cdf)
+    return np.einsum("r,...rm->...", w, fp.cdf)          # a number for one t (ctmc's shape rule)
 
 
 def return_time_laplace(q, s) -> np.ndarray:
@@ -151,5 +151,4 @@ def return_time_laplace(q, s) -> np.ndarray:
     inside = mode_mask(q, [1, 2])
     f = entrance(q, inside)
     res = chain.hitting_laplace(~inside, s)
-    vals = np.atleast_2d(res.values)
-    return vals @ f / f.sum()
+    return res.values @ f / f.sum()                      # a number for one s (ctmc's shape rule)
