@@ -47,7 +47,7 @@ class Analyses:
         """Per-state values from an array, a constant, an expression or a reward name (whole vector)."""
         from .sets import owned_values
         return owned_values(spec, getattr(self, "states", None), self.n_states, name=name,
-                            named=self._named_vectors())
+                            named=self._named_vectors(), finite=True)
 
     def _named_vectors(self) -> dict:
         """Names usable as per-state values: the rewards, and the labels as 0/1 indicators."""

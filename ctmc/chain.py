@@ -236,7 +236,7 @@ class CTMC(Analyses):
         """Name a per-state reward (array, constant, expression or callable)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"rewards: a reward name must be a non-empty string, got {name!r}")
-        self.rewards[name] = owned_values(values, self.states, self.n_states, name=f"reward {name!r}")
+        self.rewards[name] = owned_values(values, self.states, self.n_states, name=f"reward {name!r}", finite=True)
 
     @classmethod
     def from_rates(cls, R, states=None) -> "CTMC":

@@ -262,16 +262,23 @@ class Model:
         if any(e.name == name for e in (*self._events, *self._immediates)):
             raise ModelError(f"{kind} {name!r}: an event or immediate move of that name is already declared "
                              "(names must be unique: event_rate and throughput look events up by name)")
+        def expr(value, part):
+            try:
+                return as_expr(value)
+            except TypeError as exc:           # name the declaration and the parameter
+                raise ModelError(f"{kind} {name!r}: {part}: {exc} (give a number, an expression of the "
+                                 "variables or a function of the state)") from None
+
         items = []
         for key, val in update.items():
             vname = key.name if isinstance(key, Var) else key
             if vname not in self._vars:
                 raise ModelError(f"{kind} {name!r}: update names unknown variable {key!r}")
-            items.append((self._vars[vname], as_expr(val)))
+            items.append((self._vars[vname], expr(val, f"update of {vname}")))
         if isinstance(rate, (int, float)) and not isinstance(rate, bool):
             if not (rate >= 0 and math.isfinite(rate)):
                 raise ModelError(f"{kind} {name!r}: {what} must be finite and >= 0, got {rate!r}")
-        return Event(name, as_expr(guard), as_expr(rate), tuple(items), immediate)
+        return Event(name, expr(guard, "guard"), expr(rate, what), tuple(items), immediate)
 
     def label(self, name: str, states: Any) -> None:
         """Name a set of states (a boolean expression); built chains carry it in ``chain.labels``.

@@ -689,6 +689,8 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
                          f"{type(law).__name__}")
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name: expected an identifier (it prefixes event and variable names), got {name!r}")
+    if isinstance(speed, (int, float, np.integer, np.floating)) and not isinstance(speed, bool):
+        positive_number("speed", speed)
     if not isinstance(queue, Var) or queue.lo != 0 or queue.hi < 1:
         raise ValueError(f"queue: expected a variable of the model with bounds 0..K, K >= 1, got {queue!r}")
     declared = {v.name: v for v in model.variables}

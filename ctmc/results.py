@@ -162,7 +162,7 @@ class AnalysisResult:
         st = self.states
         n = self._n_states()
         named = self._chain._named_vectors() if hasattr(self._chain, "_named_vectors") else None
-        return owned_values(spec, st, n, name=name, named=named)
+        return owned_values(spec, st, n, name=name, named=named, finite=True)
 
     def _n_states(self) -> int:
         cols = self._columns()

@@ -58,8 +58,11 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
             raise ValueError(f"{name}: this chain has no state table; give a mask or indices")
         env = {k: v[start:stop] for k, v in states.as_dict().items()}
         with np.errstate(all="ignore"):
-            val = spec.evaluate(env) if isinstance(spec, Expr) else spec(env)
-        return np.broadcast_to(np.asarray(val, dtype=bool), (stop - start,)).copy()
+            val = np.asarray(spec.evaluate(env) if isinstance(spec, Expr) else spec(env))
+        if val.dtype != bool and not (val.dtype.kind in "iuf" and np.isin(val, (0, 1)).all()):
+            raise ValueError(f"{name}: expected a condition (a boolean expression such as n1 == 5), got "
+                             f"{val.dtype} values such as {val.ravel()[:3].tolist()}")
+        return np.broadcast_to(val.astype(bool), (stop - start,)).copy()
     a = np.asarray(spec)
     if a.dtype == bool:
         if a.shape != (n,):
@@ -76,7 +79,7 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
 
 
 def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "reward",
-                 named: Mapping | None = None) -> np.ndarray:
+                 named: Mapping | None = None, finite: bool = False) -> np.ndarray:
     """Owned part ``[start, stop)`` of a per-state vector described by ``spec`` (rewards, expectations).
 
     Parameters
@@ -90,6 +93,9 @@ def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, 
         Needed for expressions and callables.
     named : mapping of str to array, optional
         Vectors that a string may name.
+    finite : bool
+        Refuse NaN and infinite values (rewards and expectations: a reward of
+        ``n / 0`` is a mistake, not an answer).
 
     Examples
     --------
@@ -116,15 +122,22 @@ def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, 
         a = np.asarray(val)
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{name}: the expression gives {a.dtype} values, expected real numbers")
-        return np.broadcast_to(a.astype(float), (stop - start,)).copy()
+        return _finite(np.broadcast_to(a.astype(float), (stop - start,)).copy(), finite, name, start)
     a = np.asarray(spec)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{name}: expected a number, {n} values, an expression or a callable, got {spec!r}")
     if a.ndim == 0:
-        return np.full(stop - start, float(a))
+        return _finite(np.full(stop - start, float(a)), finite, name, start)
     if a.shape != (n,):
         raise ValueError(f"{name}: expected {n} values (one per state), got shape {a.shape}")
-    return a[start:stop].astype(float)
+    return _finite(a[start:stop].astype(float), finite, name, start)
+
+
+def _finite(v: np.ndarray, finite: bool, name: str, start: int) -> np.ndarray:
+    if finite and not np.all(np.isfinite(v)):
+        k = int(np.flatnonzero(~np.isfinite(v))[0])
+        raise ValueError(f"{name}: values must be finite, got {v[k]} at state {start + k}")
+    return v
 
 
 def global_indices(op, owned: np.ndarray) -> np.ndarray:
