@@ -250,3 +250,17 @@ def test_prob_within_bound_holds_on_random_chains():
             got = c.prob_within(A, t)
             ref = sla.expm(Qa * t)[:, A].sum(axis=1)
             assert np.abs(got.values - ref).max() <= got.error_bound
+
+
+def test_transient_at_a_huge_time_is_dense_or_refused_not_a_hang():
+    """Review finding: ctmc solve --transient 1e12 ran for minutes (a Krylov exponential of 1e12 steps)."""
+    ch, a, b = _cycle()
+    r = ch.transient({"a": 0, "b": 0}, 1e12)
+    assert r.method == "expm" and r.status.ok
+    np.testing.assert_allclose(r.p, ch.stationary().pi, atol=1e-9)
+    big = ctmc.Model("big")
+    k = big.var("k", 0, 1500)
+    big.event("up", guard=k < 1500, rate=1.0, update={k: k + 1})
+    big.event("down", guard=k > 0, rate=2.0, update={k: k - 1})
+    with pytest.raises(ValueError, match="t: the largest time needs about"):
+        big.build(initial={"k": 0}).transient({"k": 0}, 1e12)
