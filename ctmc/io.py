@@ -418,6 +418,12 @@ def _read_sta(path, n: int) -> Dict[str, np.ndarray]:
     if not seen.all():
         raise _fail(path, None, f"{int((~seen).sum())} of the {n} states have no line "
                     f"(first missing: {int(np.flatnonzero(~seen)[0])})")
+    _, first, counts = np.unique(vals, axis=0, return_index=True, return_counts=True)
+    if (counts > 1).any():     # two states with the same values: index(...) could not tell them apart
+        row = vals[first[np.flatnonzero(counts > 1)[0]]]
+        twins = np.flatnonzero((vals == row).all(axis=1))[:2].tolist()
+        raise _fail(path, None, f"states {twins[0]} and {twins[1]} have the same values "
+                    f"{tuple(int(v) for v in row)}")
     return {name: vals[:, c].copy() for c, name in enumerate(names)}
 
 

@@ -351,7 +351,7 @@ class LaplaceResult(AnalysisResult):
     Attributes
     ----------
     s : ndarray, shape (n_s,)
-    values : ndarray, shape (n_s, n_states) or (n_states,) for a scalar ``s``.
+    values : ndarray, shape (n_s, n_states), or (n_states,) for one number ``s``
     target : ndarray of bool
     """
 
@@ -383,9 +383,9 @@ class FirstPassageResult(AnalysisResult):
         Indices of the starting states (rows).
     probabilities : ndarray, shape (r, m)
         ``P_i(T_A < inf, X_{T_A} = j)``.
-    s, laplace : ndarray, shapes (n_s,) and (n_s, r, m)
+    s, laplace : ndarray, shapes (n_s,) and (n_s, r, m), or (r, m) for one number ``s``
         ``E_i[exp(-s T_A); X_{T_A} = j]`` (``None`` unless ``s`` was given).
-    t, cdf : ndarray, shapes (n_t,) and (n_t, r, m)
+    t, cdf : ndarray, shapes (n_t,) and (n_t, r, m), or (r, m) for one number ``t``
         ``P_i(T_A <= t, X_{T_A} = j)`` (``None`` unless ``t`` was given).
     error_bound : float
         Bound on the absolute truncation error of ``cdf`` (uniformisation).
@@ -430,7 +430,7 @@ class TransientResult(AnalysisResult):
     Attributes
     ----------
     t : ndarray, shape (n_t,)
-    p : ndarray, shape (n_t, n_states)
+    p : ndarray, shape (n_t, n_states), or (n_states,) for one number ``t``
     error_bound : float
         Bound on the 1-norm truncation error of each ``p(t)``.
     """

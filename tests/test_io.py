@@ -533,3 +533,10 @@ def test_an_initial_law_survives_npz_and_is_announced_by_prism_and_drn(tmp_path)
         cio.write_prism(chain, tmp_path / "c")
     with pytest.raises(ValueError, match="initial: a law"):
         ctmc.CTMC(Q, initial=np.array([0.5, 0.6, 0.1]))
+
+
+def test_sta_with_two_states_of_the_same_values_is_refused(tmp_path):
+    (tmp_path / "d.tra").write_text("2 2\n0 1 1\n1 0 1\n")
+    (tmp_path / "d.sta").write_text("(x)\n0:(3)\n1:(3)\n")
+    with pytest.raises(ValueError, match=r"d\.sta.*states 0 and 1 have the same values \(3,\)"):
+        cio.read_prism(tmp_path / "d.tra", tmp_path / "d.sta")
