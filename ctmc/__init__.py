@@ -20,7 +20,7 @@ from .expr import Expr, Var, maximum, minimum, where
 from .model import Model
 from . import io, ph  # noqa: F401  (ctmc.io, ctmc.ph after a plain "import ctmc")
 from .progress import CtmcWarning, set_progress
-from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError,
+from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError, ModelWarning,
                       ReducibleChainError, SolverError, StateSpaceTooLarge, StationaryResult,
                       Status, TailAccuracyWarning, TransientResult)
 
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CTMC", "StateTable", "Model", "Expr", "Var", "where", "minimum", "maximum",
-    "Status", "SolverError", "ReducibleChainError", "ModelError", "StateSpaceTooLarge",
+    "Status", "SolverError", "ReducibleChainError", "ModelError", "ModelWarning", "StateSpaceTooLarge",
     "TailAccuracyWarning", "StationaryResult", "HittingResult", "LaplaceResult",
     "FirstPassageResult", "TransientResult", "MeasureResult", "CtmcWarning", "set_progress",
 ]

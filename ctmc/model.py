@@ -84,7 +84,7 @@ import scipy.sparse as sp
 from ._util import Timer, check_memory, memory_limit
 from .progress import Progress
 from .expr import Expr, Var, as_expr, calls_function
-from .results import ModelError, StateSpaceTooLarge
+from .results import ModelError, ModelWarning, StateSpaceTooLarge
 
 __all__ = ["Model", "Event"]
 
@@ -646,7 +646,7 @@ class Model:
                     f"model {self.name!r}: the initial state is vanishing and leads at once to "
                     f"{initial_t.size} tangible states at random; chain.initial holds them as a set and "
                     "chain.initial_law their law (where the one-liners start; give it as p0 to the other "
-                    "analyses)", stacklevel=3)
+                    "analyses)", ModelWarning, stacklevel=3)
         else:
             initial_t = local[initial]
         return codes[T], s2[keep], d2[keep], r2[keep], initial_t, info

@@ -40,7 +40,7 @@ from .progress import CtmcWarning
 
 __all__ = [
     "Status", "SolverError", "ReducibleChainError", "TailAccuracyWarning",
-    "ModelError", "StateSpaceTooLarge", "AnalysisResult", "StationaryResult",
+    "ModelError", "ModelWarning", "StateSpaceTooLarge", "AnalysisResult", "StationaryResult",
     "HittingResult", "LaplaceResult", "FirstPassageResult", "TransientResult", "MeasureResult",
 ]
 
@@ -87,6 +87,10 @@ class ReducibleChainError(ValueError):
 
 class ModelError(ValueError):
     """A model declaration is invalid (bad bounds, update out of bounds, ...)."""
+
+
+class ModelWarning(CtmcWarning, UserWarning):
+    """Something about a built model the user should know (printed as one line)."""
 
 
 class StateSpaceTooLarge(MemoryError):
