@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .analyses import Analyses
-from .sets import owned_mask, owned_values
+from .sets import as_law, owned_mask, owned_values
 from .structure import ClassStructure, class_structure
 
 __all__ = ["CTMC", "StateTable"]
@@ -168,8 +168,9 @@ class CTMC(Analyses):
         name wherever per-state values are expected.
     initial : set of states or law, optional
         The initial state(s): an index, a set, a mask, an expression or
-        ``{var: value}``; or an initial law (floats of length n summing to
-        1: ``chain.initial`` is then its support). The one-liners
+        ``{var: value}``; or an initial law (a numeric vector of length n,
+        the rule of ``p0``: ``[0, 0, 1]`` is state 2; ``chain.initial`` is
+        then its support). The one-liners
         (:meth:`prob_within`, ...) start there (:attr:`initial_law`).
     check : bool, default True
         Validate ``Q`` (finite, non-negative off-diagonal, zero row sums).
@@ -216,13 +217,10 @@ class CTMC(Analyses):
         self._initial_law = None
         if initial is not None:
             if isinstance(initial, (int, np.integer)) and not isinstance(initial, bool):
-                initial = [int(initial)]
-            a = None if isinstance(initial, (set, frozenset, range, dict)) else np.asarray(initial)
-            if a is not None and a.dtype.kind == "f" and a.shape == (n,):
-                self.set_initial_law(a)
-            elif a is not None and a.dtype.kind == "f":
-                raise ValueError(f"initial: a law must be {n} floats (one per state) summing to 1, got shape "
-                                 f"{a.shape}; give states as indices, a set, a mask or {{var: value}}")
+                initial = {int(initial)}
+            law = as_law(initial, n, "initial")      # the rule of p0: a vector of length n is a law
+            if law is not None:
+                self.set_initial_law(law)
             else:
                 self._initial = np.flatnonzero(self._mask(initial, "initial"))
 
@@ -277,7 +275,9 @@ class CTMC(Analyses):
         """The law the one-liners start from: the one given (or left by eliminating a vanishing
         initial state, :meth:`ctmc.Model.immediate`), else uniform on :attr:`initial`, else None."""
         if self._initial_law is not None:
-            return self._initial_law
+            view = self._initial_law.view()
+            view.flags.writeable = False
+            return view
         if self._initial is None or len(self._initial) == 0:
             return None
         p = np.zeros(self.n_states)

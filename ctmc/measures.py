@@ -151,6 +151,11 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     return res.check(check)
 
 
+def _everywhere(chain, backend):
+    """``backend_options`` gathering whole vectors on every process (PETSc; the scipy backend has them)."""
+    return {"gather": "all"} if chain._backend(backend) == "petsc" else None
+
+
 def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **options) -> StationaryResult:
     """Long-run law from ``p0`` of a chain with one or several closed classes; see :meth:`ctmc.CTMC.long_run`.
 
@@ -164,7 +169,8 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
     [0.0, 0.333333333333, 0.666666666667]
     """
     t0 = time.perf_counter()
-    laws = chain.stationary(method, backend=backend, check=check, per_class=True, **options)
+    bo = _everywhere(chain, backend)
+    laws = chain.stationary(method, backend=backend, check=check, per_class=True, backend_options=bo, **options)
     if len(laws) == 1:
         return laws[0]
     op = operator_for(chain, chain._backend(backend))
@@ -177,7 +183,7 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
     for law in laws:
         C = law.pi > 0 if law.pi is not None else None
         support = np.flatnonzero(C)
-        hit = chain.hitting_laplace(set(support.tolist()), 0.0, backend=backend, check=check)
+        hit = chain.hitting_laplace(set(support.tolist()), 0.0, backend=backend, check=check, backend_options=bo)
         a = op.allsum(float(p @ np.asarray(hit.values)[op.start:op.stop]))
         weights.append(a)
         methods.append(law.method)
@@ -212,10 +218,11 @@ def throughput(chain, event, p0=None, method="auto", *, backend=None, check=True
     (0.933333333333, 0.933333333333)
     """
     t0 = time.perf_counter()
-    rate = np.asarray(chain.event_rate(event), dtype=float)
+    rate = np.asarray(chain.event_rate(event), dtype=float)      # the owned states' rates
     law = long_run(chain, p0, method, backend=backend, check=check, **options)
-    value = float(law.pi @ rate)
-    rmax = float(rate.max()) if rate.size else 0.0
+    op = operator_for(chain, chain._backend(backend))
+    value = op.allsum(float(law.pi[op.start:op.stop] @ rate))
+    rmax = op.allmax(float(rate.max()) if rate.size else 0.0)
     res = MeasureResult(law.method, law.backend, law.status,
                         f"throughput of {event!r} under the long-run law ({law.message})", law.iterations,
                         law.residual, time.perf_counter() - t0, {"law": law}, value=value, values=None,

@@ -85,10 +85,8 @@ __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "
 
 
 #: points with ``q x`` up to this are evaluated by uniformisation (see :meth:`PhaseType.cdf`)
-_UNIFORMIZE_MAX = 50.0
+_UNIFORMIZE_MAX = 1000.0  # q x up to which uniformisation is used (about 2200 small steps at most)
 _UNIFORMIZE_TAIL = 1e-300  # Poisson mass left out: relative accuracy for values far below 1
-
-
 
 
 # ---------------------------------------------------------------------------
@@ -221,7 +219,7 @@ class PhaseType:
     # distribution -------------------------------------------------------------
     def _at(self, x):
         """``(sf, cdf, pdf)`` at the points ``x``, each of the shape of ``x`` (method: :meth:`sf`)."""
-        import scipy.linalg as sl
+        from .transient import stochastic_exp
         try:
             x = np.asarray(x, dtype=float)
         except (TypeError, ValueError):
@@ -246,7 +244,7 @@ class PhaseType:
             if small.any():
                 out[small] = self._uniformized(G, q, pts[small])
             for i in np.flatnonzero(~small):
-                out[i] = self.alpha @ sl.expm(G * pts[i])[:m]
+                out[i] = self.alpha @ stochastic_exp(G, pts[i])[:m]
             rows[live] = out[inv.reshape(-1)]
         sf = rows[:, :m].sum(axis=1).reshape(x.shape)
         cdf = rows[:, m].reshape(x.shape)
@@ -281,17 +279,16 @@ class PhaseType:
         CDF. Each is computed directly, not as one minus the other, so both
         tails keep their relative accuracy:
 
-        * where :math:`qx \le 50` (:math:`q = \max_i |S_{ii}|`), by
-          uniformisation: :math:`\alpha e^{Gx} = \sum_n e^{-qx}(qx)^n/n!\;
-          \alpha P^n` with :math:`P = I + G/q \ge 0`, a
-          sum of non-negative terms, stopped when the Poisson tail is below
-          :math:`10^{-17}` times the smallest of the CDF and the survival
-          function so far (so a CDF of :math:`10^{-100}` near 0 is accurate to
-          a few ulps);
-        * elsewhere by :func:`scipy.linalg.expm` of :math:`Gx` (scaling and
-          squaring; the squarings of a non-negative matrix keep the right
-          tail's relative accuracy), one :math:`(m+1)`-square exponential per
-          distinct point.
+        * where :math:`qx \le 1000` (:math:`q = \max_i |S_{ii}|`), by
+          uniformisation (:func:`ctmc.transient.uniformize_operator`):
+          :math:`\alpha e^{Gx} = \sum_n e^{-qx}(qx)^n/n!\; \alpha P^n` with
+          :math:`P = I + G/q \ge 0`, a sum of non-negative terms with a
+          Poisson tail of :math:`10^{-300}` left out (so a CDF of
+          :math:`10^{-100}` near 0 is accurate to a few ulps);
+        * elsewhere (far right tail) by :func:`ctmc.transient.stochastic_exp`
+          of :math:`Gx` (squarings of non-negative matrices), one
+          :math:`(m+1)`-square exponential per distinct point; values are
+          kept in :math:`[0, 1]`.
         """
         return self._at(x)[0]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .expr import Expr
 
-__all__ = ["owned_mask", "owned_values", "global_indices", "unit_mask"]
+__all__ = ["owned_mask", "owned_values", "as_law", "global_indices", "unit_mask"]
 
 
 def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "target") -> np.ndarray:
@@ -138,6 +138,32 @@ def _finite(v: np.ndarray, finite: bool, name: str, start: int) -> np.ndarray:
         k = int(np.flatnonzero(~np.isfinite(v))[0])
         raise ValueError(f"{name}: values must be finite, got {v[k]} at state {start + k}")
     return v
+
+
+def as_law(spec, n: int, name: str = "p0"):
+    """The law a numeric vector of length ``n`` spells, or None when ``spec`` is a set of states.
+
+    One rule for initial laws everywhere (``p0`` of the analyses, ``initial`` of a chain): a
+    numeric vector of length ``n``, integers included (``[0, 0, 1]`` is the law of state 2), is a
+    law and must be finite, >= 0 and sum to 1; a set of states is spelled unambiguously (a Python
+    ``set`` or ``range``, a boolean mask, an expression, a dict), and a list of indices is read as
+    a set only when it cannot be a law (its length is not ``n``).
+
+    >>> as_law([0, 0, 1], 3).tolist(), as_law([2], 3), as_law({0, 1}, 3)
+    ([0.0, 0.0, 1.0], None, None)
+    """
+    if isinstance(spec, (np.ndarray, list, tuple)) and not isinstance(spec, str):
+        a = np.asarray(spec)
+        if a.dtype.kind in "iuf" and a.shape == (n,):
+            p = a.astype(float)
+            if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
+                raise ValueError(f"{name}: a numeric vector of length {n} is read as a law and must be finite, "
+                                 f">= 0 and sum to 1 (it sums to {p.sum():.6g}); for a set of states give a "
+                                 "Python set of indices such as {0, 2}, or a boolean mask")
+            return p
+        if a.dtype.kind == "f":
+            raise ValueError(f"{name}: a law must have shape ({n},), got {a.shape}")
+    return None
 
 
 def global_indices(op, owned: np.ndarray) -> np.ndarray:

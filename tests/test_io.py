@@ -531,7 +531,7 @@ def test_an_initial_law_survives_npz_and_is_announced_by_prism_and_drn(tmp_path)
         cio.write_drn(chain, tmp_path / "c.drn")
     with pytest.warns(CtmcWarning, match="initial law"):
         cio.write_prism(chain, tmp_path / "c")
-    with pytest.raises(ValueError, match="initial: a law"):
+    with pytest.raises(ValueError, match="initial: a numeric vector of length 3 is read as a law"):
         ctmc.CTMC(Q, initial=np.array([0.5, 0.6, 0.1]))
 
 

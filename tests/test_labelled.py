@@ -151,3 +151,17 @@ def test_labels_of_a_matrix_chain():
         ctmc.CTMC(Q, rewards={"bad": [1.0, 2.0]})
     with pytest.raises(ValueError, match="label 'x'"):
         ctmc.CTMC(Q, labels={"x": [5]})
+
+
+def test_initial_of_a_chain_follows_the_rule_of_p0():
+    """Review finding: initial=[1, 0, 0] was read as the set {0, 1} while p0=[1, 0, 0] is the law of state 0."""
+    Q = [[-1.0, 1.0, 0], [0, -1.0, 1.0], [1.0, 0, -1.0]]
+    for spec, law in (([1, 0, 0], [1, 0, 0]), ([0, 0, 1], [0, 0, 1]), (0, [1, 0, 0]), ({0, 1}, [0.5, 0.5, 0]),
+                      ([2], [0, 0, 1]), (np.array([0.25, 0.75, 0.0]), [0.25, 0.75, 0])):
+        c = ctmc.CTMC(Q, initial=spec)
+        np.testing.assert_allclose(c.initial_law, law)
+        assert float(c.prob_within({2}, 1.0).value) == pytest.approx(
+            float(c.prob_within({2}, 1.0, p0=np.asarray(law, dtype=float)).value), rel=1e-15)
+    c = ctmc.CTMC(Q, initial=[0.5, 0.5, 0.0])
+    with pytest.raises(ValueError, match="read-only"):
+        c.initial_law[0] = 3.0           # the chain's law cannot be changed through the view

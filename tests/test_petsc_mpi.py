@@ -180,6 +180,22 @@ def _job(out_path):
     st = dc.stationary("lu")  # a DistributedChain gathers to the root by default
     sizes = [r.pi.size, h.mean.size, h.moments.size, h.finite.size, lap.values.size, tr.p.size, st.pi.size]
     out["distributed"]["root_sizes"] = dc.allgather(sizes).astype(int).tolist()
+    # the one-liners on two ranks against scipy (review: throughput and a reducible long_run crashed)
+    ev = mdl.events[0].name
+    ol = {"prob_within": relative_error(dc.prob_within(tgt, [1.0, 5.0]).value, chain.prob_within(tgt, [1.0, 5.0]).value),
+          "cumulative": relative_error([float(dc.cumulative_reward(1.0, 2.0).value)],
+                                       [float(chain.cumulative_reward(1.0, 2.0).value)]),
+          "throughput": relative_error([float(dc.throughput(ev))], [float(chain.throughput(ev))])}
+    g = ctmc.Model("ruin")
+    gx = g.var("x", 0, 9)
+    g.event("up", guard=(gx > 0) & (gx < 9), rate=1.0, update={gx: gx + 1})
+    g.event("down", guard=(gx > 0) & (gx < 9), rate=1.5, update={gx: gx - 1})
+    gd = DistributedChain.from_model(g, {"x": 3})
+    gs = g.build(initial={"x": 3})
+    lr = gd.long_run()
+    ol["long_run"] = relative_error(lr.pi, gs.long_run().pi)
+    ol["long_run_status"] = lr.status.value
+    out["one_liners"] = ol
     if comm.getRank() == 0:
         Path(out_path).write_text(json.dumps(out))
 
@@ -373,3 +389,10 @@ def test_two_ranks_ill_conditioned_passage_not_vouched_for(job, case):
             assert r["row_sums"] == pytest.approx([1.0], abs=1e-8), r
     else:
         assert r["status"] in ("inaccurate", "max_iterations", "breakdown"), r
+
+
+def test_one_liners_on_two_ranks_match_scipy(job):
+    ol = job["one_liners"]
+    assert ol["long_run_status"] == "success"
+    for k in ("prob_within", "cumulative", "throughput", "long_run"):
+        assert ol[k] < 1e-10, (k, ol[k])
