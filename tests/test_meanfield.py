@@ -1,0 +1,284 @@
+"""ctmc.meanfield against independent answers.
+
+- the supermarket model declared as a population process against the hand-derived
+  tail-coordinate code of ``models/supermarket/meanfield.py`` (fixed point, V, W to 1e-10)
+  and the published table of Gast, Bortolussi & Tribastone (2018) that test_supermarket
+  checks (numbers imported from there, not retyped);
+- the malware/SIS example of the same paper (Table tab:SIS: exact E[X] and x* + V/N);
+- SIS closed-form fixed point and a birth-death product-form exact law;
+- the order of the expansions: errors against the exact finite-N answer fall like
+  1/N, 1/N^2 and 1/N^3 (fitted log-log slopes) on a 2- and a 3-species model;
+- the transient expansion: its shape rule, its long-time limit (= refined()), and
+  E[X_N(t)/N] from the exact chain's transient law;
+- bad inputs are refused naming the parameter.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from ctmc.meanfield import MeanFieldError, PopulationModel
+from ctmc.models.supermarket import refined_mean_field
+from test_supermarket import PUBLISHED_RMF, test_refined_correction_on_published_one_dimensional_example
+
+# ---------------------------------------------------------------------------
+# reference models
+# ---------------------------------------------------------------------------
+
+
+def supermarket(d, lam, B):
+    """Power-of-d with buffer B: species x_k = servers with k jobs, k = 0..B (tails s_k = sum_{j>=k} x_j)."""
+    sp = [f"x{k}" for k in range(B + 1)]
+    m = PopulationModel(f"supermarket(d={d}, lam={lam}, B={B})", sp)
+
+    def tail(x, k):
+        return sum(x[s] for s in sp[k:]) if k <= B else 0
+
+    for k in range(B):
+        m.transition(f"arrival{k}", {sp[k]: -1, sp[k + 1]: +1},
+                     lambda x, k=k: lam * (tail(x, k) ** d - tail(x, k + 1) ** d))
+    for k in range(1, B + 1):
+        m.transition(f"departure{k}", {sp[k]: -1, sp[k - 1]: +1}, lambda x, k=k: x[sp[k]])
+    return m
+
+
+def _tails(v):
+    """(x_0..x_B) -> (u_1..u_B), u_k = sum_{j>=k} x_j (linear, so it maps V and W too)."""
+    return np.cumsum(np.asarray(v)[::-1])[::-1][1:]
+
+
+def sis(beta=2.0, eps=0.1, gamma=1.0):
+    m = PopulationModel("sis", ["S", "I"])
+    m.transition("infection", {"S": -1, "I": +1}, lambda x: beta * x["S"] * x["I"] + eps * x["S"])
+    m.transition("recovery", {"I": -1, "S": +1}, lambda x: gamma * x["I"])
+    return m
+
+
+def sis_fixed_point(beta, eps, gamma):
+    # beta x (1 - x) + eps (1 - x) = gamma x
+    b = beta - gamma - eps
+    return (b + math.sqrt(b * b + 4 * beta * eps)) / (2 * beta)
+
+
+def sirs():
+    m = PopulationModel("sirs", ["S", "I", "R"])
+    m.transition("infection", {"S": -1, "I": +1}, "3*S*I + 0.05*S")   # a string rate
+    m.transition("recovery", {"I": -1, "R": +1}, lambda x: x["I"])
+    m.transition("loss", {"R": -1, "S": +1}, lambda x: 0.5 * x["R"])
+    return m
+
+
+def slope(Ns, errors):
+    return float(np.polyfit(np.log(Ns), np.log(errors), 1)[0])
+
+
+# ---------------------------------------------------------------------------
+# 1. supermarket against the hand-derived code
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("d,lam,B", [(2, 0.9, 6), (3, 0.8, 5), (2, 0.95, 10), (1, 0.7, 4), (2, 1.3, 4)])
+def test_supermarket_matches_hand_derived_mean_field_and_V(d, lam, B):
+    m = supermarket(d, lam, B)
+    ref = refined_mean_field(d, lam, capacity=B)
+    r = m.refined(10)
+    assert m.mean_field().stable
+    assert abs(r.fixed_point.sum() - 1) < 1e-14
+    assert np.abs(_tails(r.fixed_point) - ref.pi).max() < 1e-10
+    assert np.abs(_tails(r.V) - ref.V).max() < 1e-10
+    T = np.triu(np.ones((B + 1, B + 1)))[1:]          # x -> (u_1..u_B)
+    assert np.abs(T @ r.W @ T.T - ref.W).max() < 1e-10
+    assert abs(r.V.sum()) < 1e-13                      # V lies in the tangent space
+
+
+@pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
+def test_supermarket_reproduces_published_table(N, d, rho, mf, rmf):
+    # Gast, Bortolussi & Tribastone (2018), tab:supermarket; infinite buffers, here B = 10 (u_10 < 1e-20)
+    m = supermarket(d, rho, 10)
+    k = np.arange(11)
+    r = m.refined(N)
+    assert r.fixed_point @ k == pytest.approx(mf, abs=5e-5)
+    assert r.densities @ k == pytest.approx(rmf, abs=5e-5)
+    assert r.densities @ k == pytest.approx(refined_mean_field(d, rho).mean_jobs_per_server(N), abs=1e-10)
+
+
+# the malware model of the same paper: (N, exact E[X], x* + V/N), imported from test_supermarket
+MALWARE = next(mk for mk in test_refined_correction_on_published_one_dimensional_example.pytestmark
+               if mk.name == "parametrize").args[1]
+
+
+@pytest.mark.parametrize("N,exact,expansion", MALWARE)
+def test_published_one_dimensional_example(N, exact, expansion):
+    # up at N (1 - x)(1 + x), down at N x (x = density of I)
+    m = PopulationModel("malware", ["S", "I"])
+    m.transition("up", {"S": -1, "I": +1}, lambda x: x["S"] * (1 + x["I"]))
+    m.transition("down", {"I": -1, "S": +1}, lambda x: x["I"])
+    assert m.mean_field().fixed_point[1] == pytest.approx((math.sqrt(5) - 1) / 2, abs=1e-14)
+    assert m.refined(N).densities[1] == pytest.approx(expansion, abs=6e-8)
+    e = m.exact(N)
+    assert e.densities[1] == pytest.approx(exact, abs=6e-8)
+    assert e.stationary.error_bound < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# 2. SIS: closed form, product-form exact law, error slopes
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("beta,eps,gamma", [(2.0, 0.1, 1.0), (0.5, 0.2, 1.0), (4.0, 0.0, 1.5)])
+def test_sis_fixed_point_closed_form(beta, eps, gamma):
+    mf = sis(beta, eps, gamma).mean_field(x0=[0.5, 0.5])
+    x = sis_fixed_point(beta, eps, gamma)
+    assert mf.fixed_point == pytest.approx([1 - x, x], abs=1e-12)
+    assert mf.stable and mf.residual < 1e-12
+    # f_I = beta S I + eps S - gamma I: the full Jacobian's I row, and 1^T Df = 0
+    assert mf.jacobian[1] == pytest.approx([beta * x + eps, beta * (1 - x) - gamma], abs=1e-12)
+    assert np.abs(mf.jacobian.sum(axis=0)).max() < 1e-12
+    # on the tangent space (I = 1 - S eliminated): d/dI [beta (1 - I) I + eps (1 - I) - gamma I]
+    assert mf.eigenvalues[0].real == pytest.approx(beta * (1 - 2 * x) - eps - gamma, abs=1e-12)
+
+
+@pytest.mark.parametrize("N", [5, 17, 60])
+def test_sis_exact_against_birth_death_product_form(N):
+    beta, eps, gamma = 2.0, 0.1, 1.0
+    i = np.arange(N + 1)
+    up = N * (beta * (1 - i / N) * (i / N) + eps * (1 - i / N))
+    down = gamma * i
+    logp = np.concatenate([[0.0], np.cumsum(np.log(up[:-1]) - np.log(down[1:]))])
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    e = sis(beta, eps, gamma).exact(N)
+    assert e.n_states == N + 1
+    assert e.densities == pytest.approx([1 - p @ i / N, p @ i / N], abs=1e-12)
+
+
+def test_sis_error_slopes_are_1_2_3():
+    Ns = [20, 40, 80, 160]
+    df = sis().compare(Ns)
+    rows = df.to_dict("records") if hasattr(df, "to_dict") else df
+    for col, expected in [("error_mean_field", -1), ("error_refined_1", -2), ("error_refined_2", -3)]:
+        s = slope(Ns, [r[col] for r in rows])
+        assert abs(s - expected) < 0.3, (col, s)
+    assert all(r["error_refined_2"] < r["error_refined_1"] < r["error_mean_field"] for r in rows)
+
+
+def test_three_species_error_slopes_are_1_2_3():
+    # SIRS: the reduced system is 2-dimensional, so the cross terms of the 1/N^2 coefficient count
+    m = sirs()
+    Ns = [80, 160, 320]
+    exact = [m.exact(N).densities for N in Ns]
+    x = m.mean_field().fixed_point
+    errs = {0: [], 1: [], 2: []}
+    for N, ex in zip(Ns, exact):
+        errs[0].append(np.abs(ex - x).max())
+        errs[1].append(np.abs(ex - m.refined(N, 1).densities).max())
+        errs[2].append(np.abs(ex - m.refined(N, 2).densities).max())
+    for k in (0, 1, 2):
+        assert abs(slope(Ns, errs[k]) + (k + 1)) < 0.3, (k, errs[k])
+
+
+# ---------------------------------------------------------------------------
+# 3. transient expansion
+# ---------------------------------------------------------------------------
+def test_refined_transient_shape_rule():
+    m = sirs()
+    x0 = [0.9, 0.1, 0.0]
+    one = m.refined_transient(1.5, x0, 50, order=2)
+    many = m.refined_transient([0.0, 1.5, 3.0], x0, 50, order=2)
+    assert one.densities.shape == (3,) and one.W.shape == (3, 3) and one.A.shape == (3,)
+    assert many.densities.shape == (3, 3) and many.W.shape == (3, 3, 3) and many.x.shape == (3, 3)
+    assert np.allclose(many.densities[1], one.densities, atol=1e-9)
+    assert np.allclose(many.densities[0], x0) and np.abs(many.V[0]).max() == 0
+    assert m.refined_transient(1.5, x0, 50).A is None
+    assert np.allclose(m.mean_field().ode([0.0, 1.5], x0)[1], one.x, atol=1e-8)
+    assert m.mean_field().ode(1.5, x0).shape == (3,)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_refined_transient_converges_to_refined(order):
+    m = sirs()
+    tr = m.refined_transient(200.0, [0.9, 0.1, 0.0], 30, order=order)
+    st = m.refined(30, order=order)
+    assert np.abs(tr.x - st.fixed_point).max() < 1e-8
+    assert np.abs(tr.V - st.V).max() < 1e-7
+    assert np.abs(tr.W - st.W).max() < 1e-7
+    assert np.abs(tr.densities - st.densities).max() < 1e-8
+    if order == 2:
+        assert np.abs(tr.A - st.A).max() < 1e-6
+
+
+def test_refined_transient_against_exact_transient():
+    # E[X_N(t)/N] from the exact chain's transient law: errors fall like 1/N, 1/N^2, 1/N^3
+    m = sis()
+    t, Ns = 2.0, [20, 40, 80, 160]
+    errs = {0: [], 1: [], 2: []}
+    for N in Ns:
+        x0 = [0.8, 0.2]
+        start = {"S": int(0.8 * N), "I": int(0.2 * N)}
+        ch = m.chain(N, initial=start)
+        p = ch.transient(start, t).p
+        ex = np.array([p @ ch.states["S"], p @ ch.states["I"]]) / N
+        r2 = m.refined_transient(t, x0, N, order=2)
+        errs[0].append(np.abs(ex - r2.x).max())
+        errs[1].append(np.abs(ex - m.refined_transient(t, x0, N).densities).max())
+        errs[2].append(np.abs(ex - r2.densities).max())
+    for k in (0, 1, 2):
+        assert abs(slope(Ns, errs[k]) + (k + 1)) < 0.3, (k, errs[k])
+
+
+# ---------------------------------------------------------------------------
+# 4. the chain, compare, bad inputs
+# ---------------------------------------------------------------------------
+def test_chain_is_named_after_species_and_starts_near_the_fixed_point():
+    m = sirs()
+    ch = m.chain(30)
+    assert ch.states.names == ("S", "I", "R")
+    assert ch.n_states == math.comb(32, 2)
+    assert np.all(ch.states["S"] + ch.states["I"] + ch.states["R"] == 30)
+    x = m.mean_field().fixed_point
+    start = np.flatnonzero(ch.initial_law)[0] if hasattr(ch, "initial_law") and ch.initial_law is not None else None
+    if start is not None:
+        got = np.array([ch.states[s][start] for s in "SIR"])
+        assert got.sum() == 30 and np.abs(got - 30 * x).max() < 1
+    e = m.exact(30)
+    assert e.stationary.status.name == "SUCCESS" and e.densities.sum() == pytest.approx(1, abs=1e-12)
+
+
+def test_compare_table_and_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    df = sis().compare([10, 20], orders=(1,), plot=tmp_path / "errors.png")
+    assert (tmp_path / "errors.png").stat().st_size > 0
+    rows = df.to_dict("records") if hasattr(df, "to_dict") else df
+    assert [r["N"] for r in rows] == [10, 20] and "refined_2" not in rows[0]
+    assert rows[1]["error_refined_1"] < rows[1]["error_mean_field"]
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: PopulationModel("m", ["S"]), "species"),
+    (lambda: PopulationModel("m", ["S", "S"]), "species: duplicate"),
+    (lambda: PopulationModel("m", ["S", "not valid"]), "species"),
+    (lambda: sis().transition("recovery", {"I": -1, "S": 1}, 1.0), "name: transition 'recovery'"),
+    (lambda: sis().transition("t", {"Z": -1, "S": 1}, 1.0), "change: .*unknown species 'Z'"),
+    (lambda: sis().transition("t", {"I": -0.5, "S": 0.5}, 1.0), "change: .*must be an integer"),
+    (lambda: sis().transition("t", {"I": -1}, 1.0), "change: .*closed"),
+    (lambda: sis().transition("t", {"I": -1, "S": 1}, "k * I"), "rate: .*unknown symbols"),
+    (lambda: sis().transition("t", {"I": -1, "S": 1}, lambda x: x["Q"]), "rate: "),
+    (lambda: sis().refined(0), "N: "),
+    (lambda: sis().refined(10, order=3), "order: "),
+    (lambda: sis().refined_transient([1.0, 0.5], [0.5, 0.5], 10), "t: "),
+    (lambda: sis().refined_transient(1.0, [0.5, 0.6], 10), "x0: "),
+    (lambda: sis().chain(10.5), "N: "),
+    (lambda: PopulationModel("m", ["A", "B"]).mean_field(), "transition: .*no transitions"),
+])
+def test_bad_inputs_are_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_unstable_fixed_point_is_refused_by_refined():
+    # f_A = 3 A B (A - B): the uniform start is the unstable fixed point (f' = +3/2 there)
+    m = PopulationModel("bistable", ["A", "B"])
+    m.transition("up", {"B": -1, "A": +1}, lambda x: 3 * x["A"] ** 2 * x["B"])
+    m.transition("down", {"A": -1, "B": +1}, lambda x: 3 * x["A"] * x["B"] ** 2)
+    mf = m.mean_field()
+    assert mf.fixed_point == pytest.approx([0.5, 0.5]) and not mf.stable
+    assert mf.eigenvalues[0].real == pytest.approx(1.5)
+    with pytest.raises(MeanFieldError, match="not stable"):
+        m.refined(10)
+    assert m.mean_field(x0=[0.9, 0.1]).stable
