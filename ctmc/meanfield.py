@@ -97,6 +97,7 @@ True
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Mapping
@@ -135,7 +136,9 @@ class MeanFieldResult:
     fixed_point : ndarray (S,)
         :math:`x^*`, densities in species order (sum 1).
     jacobian : ndarray (S, S)
-        :math:`Df(x^*)` in full coordinates (singular: :math:`\\mathbf 1^T Df = 0`).
+        :math:`Df(x^*)` in full coordinates, differentiating the rates as written
+        (singular: :math:`\\mathbf 1^T Df = 0`; off the simplex the rates are not
+        unique, so only its action on the tangent space is intrinsic).
     jacobian_reduced : ndarray (S-1, S-1)
         The Jacobian on the simplex's tangent space (last species eliminated).
     eigenvalues : ndarray (S-1,)
@@ -333,20 +336,23 @@ class _System:
                     exprs.append(e)
             fn = sympy.lambdify(self.y, exprs, "numpy") if exprs else None
             self._tensor_cache[key] = (keys, fn)
-        keys, fn = self._tensor_cache[key]
-        import itertools
+            # scatter plan: every symmetric copy of each computed entry, as flat indices
+            shape = (self.m,) * ((1 if which == "f" else 2) + order)
+            flat, pos = [], []
+            for n, (c, idx) in enumerate(keys):
+                heads = [c] if which == "f" or c[0] == c[1] else [c, (c[1], c[0])]
+                for p in set(itertools.permutations(idx)):
+                    for h in heads:
+                        flat.append(np.ravel_multi_index(h + p, shape))
+                        pos.append(n)
+            self._tensor_cache[key] = (shape, fn, np.array(flat, dtype=np.intp), np.array(pos, dtype=np.intp))
+        shape, fn, flat, pos = self._tensor_cache[key]
 
         def make(yv):
-            shape = (self.m,) * ((1 if which == "f" else 2) + order)
             out = np.zeros(shape)
-            if fn is None:
-                return out
-            vals = np.array(fn(*yv), dtype=float).reshape(-1)
-            for (c, idx), v in zip(keys, vals):
-                for p in set(itertools.permutations(idx)):
-                    out[c + p] = v
-                    if which == "Q" and c[0] != c[1]:
-                        out[(c[1], c[0]) + p] = v
+            if fn is not None:
+                vals = np.array(fn(*yv), dtype=float).reshape(-1)
+                out.flat[flat] = vals[pos]
             return out
         return make
 
