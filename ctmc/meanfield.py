@@ -198,6 +198,9 @@ class RefinedResult:
         The :math:`1/N^2` coefficient (order 2 only).
     W : ndarray (S, S)
         :math:`\\operatorname{Cov}(X_N/N) \\approx W/N`.
+    residual : float
+        The largest relative residual of the linear equations solved (W, V and for
+        order 2 C, B, A; reduced coordinates), recomputed.
     """
 
     N: int
@@ -207,6 +210,7 @@ class RefinedResult:
     V: np.ndarray = field(repr=False)
     A: Optional[np.ndarray] = field(repr=False)
     W: np.ndarray = field(repr=False)
+    residual: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -390,15 +394,24 @@ class _System:
         return x0
 
     def ode(self, t, x0):
-        from scipy.integrate import solve_ivp
         x0 = self.check_x0(x0)
         ts, scalar = _times(t)
-        sol = solve_ivp(lambda _, yv: self.g_num(yv), (0.0, float(ts[-1])), x0[:-1], t_eval=ts,
-                        method="LSODA", rtol=1e-11, atol=1e-13, jac=lambda _, yv: self.jac(yv))
-        if not sol.success:  # pragma: no cover
-            raise MeanFieldError(f"ode: integration failed: {sol.message}")
-        x = self.full(sol.y.T, affine=True)
+        Z = _integrate(lambda _, yv: self.g_num(yv), x0[:-1], ts, jac=lambda _, yv: self.jac(yv))
+        x = self.full(Z, affine=True)
         return x[0] if scalar else x
+
+
+def _integrate(rhs, z0, ts, jac=None):
+    """``z(t)`` at the (non-decreasing) times ``ts`` as rows; LSODA at tight tolerances."""
+    from scipy.integrate import solve_ivp
+    uniq, back = np.unique(ts, return_inverse=True)
+    if uniq[-1] == 0:
+        return np.tile(z0, (ts.size, 1))
+    kw = {} if jac is None else {"jac": jac}
+    sol = solve_ivp(rhs, (0.0, float(uniq[-1])), z0, t_eval=uniq, method="LSODA", rtol=1e-11, atol=1e-13, **kw)
+    if not sol.success:  # pragma: no cover - smooth bounded systems
+        raise MeanFieldError(f"ODE integration failed: {sol.message}")
+    return sol.y.T[back]
 
 
 def _times(t):
@@ -412,17 +425,32 @@ def _times(t):
 # ---------------------------------------------------------------------------
 # steady-state expansion
 # ---------------------------------------------------------------------------
+def _rel(r, ref):
+    return float(np.abs(r).max() / max(np.abs(ref).max(), 1e-300))
+
+
 def _solve_kron3(F, rhs):
-    """Solve ``sum of the three placements of F acting on C = rhs`` (Kronecker sum) in F's eigenbasis."""
+    """Solve ``_op3(F, C) = rhs`` (the Kronecker sum F + F + F) in F's eigenbasis.
+
+    The eigenbasis may be ill-conditioned, so the answer is refined iteratively
+    on its recomputed residual; if that stalls, a dense Kronecker solve is used.
+    """
     lam, P = np.linalg.eig(F)
     Pi = np.linalg.inv(P)
-    r = np.einsum("ai,bj,ck,ijk->abc", Pi, Pi, Pi, rhs)
     den = lam[:, None, None] + lam[None, :, None] + lam[None, None, :]
-    c = r / den
-    C = np.real(np.einsum("ia,jb,kc,abc->ijk", P, P, P, c))
-    res = _op3(F, C) - rhs
+
+    def approx(r):
+        c = np.einsum("ai,bj,ck,ijk->abc", Pi, Pi, Pi, r) / den
+        return np.real(np.einsum("ia,jb,kc,abc->ijk", P, P, P, c))
+
     scale = max(np.abs(rhs).max(), 1e-300)
-    if np.abs(res).max() > 1e-8 * scale:   # ill-conditioned eigenbasis: dense Kronecker solve
+    C = approx(rhs)
+    for _ in range(8):
+        res = rhs - _op3(F, C)
+        if np.abs(res).max() <= 1e-14 * scale:
+            return C
+        C = C + approx(res)
+    if np.abs(rhs - _op3(F, C)).max() > 1e-12 * scale:
         m = F.shape[0]
         I = np.eye(m)
         K = np.kron(np.kron(F, I), I) + np.kron(np.kron(I, F), I) + np.kron(np.kron(I, I), F)
@@ -667,16 +695,21 @@ class PopulationModel:
         Q = sysm.Q(yv)
         W = solve_continuous_lyapunov(F, -Q)
         W = 0.5 * (W + W.T)
-        V = np.linalg.solve(F, -0.5 * np.einsum("iab,ab->i", F2, W))
+        rhsV = 0.5 * np.einsum("iab,ab->i", F2, W)
+        V = np.linalg.solve(F, -rhsV)
+        res = [_rel(F @ W + W @ F.T + Q, Q), _rel(F @ V + rhsV, rhsV)]
         A = None
         if order == 2:
             DQ, D2Q = sysm.Qd(yv, 1), sysm.Qd(yv, 2)
             F3, F4 = sysm.F(yv, 3), sysm.F(yv, 4)
-            C = _solve_kron3(F, -_rhs_C(F2, V, W, Q, DQ, sysm.R(yv)))
+            rhsC = _rhs_C(F2, V, W, Q, DQ, sysm.R(yv))
+            C = _solve_kron3(F, -rhsC)
             rhsB = _rhs_B(F2, F3, C, V, W, DQ, D2Q)
             B = solve_continuous_lyapunov(F, -rhsB)
-            A = np.linalg.solve(F, -_rhs_A(F2, F3, F4, B, C, W))
-        out = (mf, V, W, A)
+            rhsA = _rhs_A(F2, F3, F4, B, C, W)
+            A = np.linalg.solve(F, -rhsA)
+            res += [_rel(_op3(F, C) + rhsC, rhsC), _rel(F @ B + B @ F.T + rhsB, rhsB), _rel(F @ A + rhsA, rhsA)]
+        out = (mf, V, W, A, float(max(res)))
         self._cache[key] = out
         return out
 
@@ -692,12 +725,12 @@ class PopulationModel:
         """
         N = _check_N(N)
         order = _check_order(order)
-        mf, V, W, A = self._coefficients(order)
+        mf, V, W, A, res = self._coefficients(order)
         sysm = self._system()
         Vf = sysm.full(V)
         Af = None if A is None else sysm.full(A)
         dens = mf.fixed_point + Vf / N + (0 if Af is None else Af / N ** 2)
-        return RefinedResult(N, order, dens, mf.fixed_point, Vf, Af, sysm.full_matrix(W))
+        return RefinedResult(N, order, dens, mf.fixed_point, Vf, Af, sysm.full_matrix(W), res)
 
     def refined_transient(self, t, x0, N, order: int = 1) -> RefinedTransientResult:
         """Refined mean field along the ODE from ``x0`` at the times ``t`` (see the module docstring).
@@ -706,7 +739,6 @@ class PopulationModel:
         :math:`V = W = \\dots = 0` at :math:`t = 0`. For one number ``t`` the arrays
         have no time axis; for an array, the time axis comes first.
         """
-        from scipy.integrate import solve_ivp
         N = _check_N(N)
         order = _check_order(order)
         sysm = self._system()
@@ -732,10 +764,7 @@ class PopulationModel:
 
         z0 = np.zeros(int(sum(sizes)))
         z0[:m] = x0[:-1]
-        sol = solve_ivp(rhs, (0.0, float(ts[-1])), z0, t_eval=ts, method="LSODA", rtol=1e-10, atol=1e-13)
-        if not sol.success:  # pragma: no cover
-            raise MeanFieldError(f"refined_transient: integration failed: {sol.message}")
-        Z = sol.y.T
+        Z = _integrate(rhs, z0, ts)
         parts = np.split(Z, cuts, axis=1)
         x = sysm.full(parts[0], affine=True)
         V = sysm.full(parts[1])

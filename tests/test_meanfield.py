@@ -87,6 +87,7 @@ def test_supermarket_matches_hand_derived_mean_field_and_V(d, lam, B):
     T = np.triu(np.ones((B + 1, B + 1)))[1:]          # x -> (u_1..u_B)
     assert np.abs(T @ r.W @ T.T - ref.W).max() < 1e-10
     assert abs(r.V.sum()) < 1e-13                      # V lies in the tangent space
+    assert r.residual < 1e-12 and m.refined(10, order=2).residual < 1e-10
 
 
 @pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
