@@ -25,11 +25,23 @@ where :math:`W` solves :math:`F'W + WF'^\top + Q = 0` with
 order 1 and ``(pi, V, A, (V, W, A, B, C, D))`` for order 2, and along the ODE
 from ``DDPP.meanFieldExpansionTransient(order, time)``.
 
-Coordinates: rmftool works in the species order it is given (the job's) and,
-when the change vectors conserve a quantity (closed populations), projects
-onto the range of :math:`F'(x^*)` and expands V, W, A back to all ``n``
-species. So V, W, A come out in the job's species order, full dimension,
-nothing dropped: the coordinates are ctmc's.
+Coordinates: rmftool works in the species order it is given (the job's).
+When the change vectors conserve the total (a closed population) and the job
+asks ``"reduction": "eliminate"`` (the default), this worker declares the
+model to rmftool without the last species, replaced in every rate by the
+total (that of ``x0``) minus the others, and maps back with
+:math:`x = E y + t e_n`, :math:`E = [I; -\mathbf 1^\top]`: :math:`V = E V_y`,
+:math:`A = E A_y`, :math:`W = E W_y E^\top`. Reason: rmftool 0.5 would
+otherwise project onto the range of the Jacobian itself
+(``DDPP.reduceDimensionFppFppppQpQppR``), and that projection contracts the
+wrong tensor axes for the third and fourth derivatives of the drift, the
+second derivative of Q and the tensor R (one index is transformed twice,
+another not at all), so its order-2 steady-state ``A`` is wrong whenever the
+population is closed (the SIR of the test: :math:`A_S` = 15.929 instead of
+15.416; rmftool's own transient :math:`A(t)`, which never projects, tends to
+15.416, and so do exact finite-N solutions extrapolated in N). The fixed
+point, V and W are unaffected. ``"reduction": "rmftool"`` keeps rmftool's
+projection. Either way the answer is in all species, in the job's order.
 
 Precision: rmftool 0.5 symmetrises tensors in float32
 (``refinedRefined_fixedPoint.symetric_tensor``), solves the order-2
@@ -51,13 +63,15 @@ Job (JSON on stdin)::
      "x0": [0.9, 0.1, 0.0],        # start of the ODE (densities)
      "order": 2,                   # 1 or 2
      "strict": true,               # see above
+     "reduction": "eliminate",     # or "rmftool" (see Coordinates)
      "transient_time": 1.5}        # optional: also the coefficients at t
 
 Rates are expressions in the species names with numbers only (``+ - * /
 **``), parsed by sympy with every species name bound to a symbol (so ``S``,
 ``I``, ``E``, ``N`` mean species, not sympy's constants).
 
-Answer: one JSON line on stdout with ``species``, ``fixed_point``,
+Answer: one JSON line on stdout with ``species``, ``eliminated`` (the species
+left out of rmftool's model, or null), ``fixed_point``,
 ``fixed_point_ode`` (rmftool's own, before polishing), ``drift_at_fixed_point``
 (max norm), ``V``, ``W`` and for order 2 ``A``, and with ``transient_time``
 also ``transient`` = {``t``, ``x``, ``V``, ``W``, ``A``}. rmftool's own
@@ -76,14 +90,22 @@ import scipy.sparse.linalg
 import sympy
 
 
-def _rate_functions(species, transitions):
+def _rate_functions(species, transitions, eliminate=None, total=1.0):
     """Return rmftool rate callables built from the expression strings.
 
-    rmftool calls a rate with a list of sympy symbols (for derivatives) or
-    with a numpy vector (for the ODE and Q at the fixed point).
+    With ``eliminate`` (a species name) that species is replaced in every rate
+    by ``total`` minus the others, and the callables take the other species
+    only. rmftool calls a rate with a list of sympy symbols (for derivatives)
+    or with a numpy vector (for the ODE and Q at the fixed point).
     """
     symbols = [sympy.Symbol(f"_sp{i}") for i in range(len(species))]
     local = dict(zip(species, symbols))
+    kept = list(symbols)
+    subs = {}
+    if eliminate is not None:
+        gone = local[eliminate]
+        kept.remove(gone)
+        subs = {gone: total - sum(kept)}
     rates = []
     for t in transitions:
         expr = sympy.parse_expr(t["rate"], local_dict=local, evaluate=True)
@@ -91,11 +113,12 @@ def _rate_functions(species, transitions):
         if unknown:
             raise ValueError(f"transition {t['name']!r}: rate {t['rate']!r} "
                              f"uses names that are not species: {sorted(map(str, unknown))}")
-        numeric = sympy.lambdify(symbols, expr, modules="numpy")
+        expr = sympy.expand(expr.xreplace(subs)) if subs else expr
+        numeric = sympy.lambdify(kept, expr, modules="numpy")
 
         def rate(x, expr=expr, numeric=numeric):
             if any(isinstance(xi, sympy.Basic) for xi in x):
-                return expr.xreplace(dict(zip(symbols, x)))
+                return expr.xreplace(dict(zip(kept, x)))
             return float(numeric(*[float(xi) for xi in x]))
 
         rates.append(rate)
@@ -158,10 +181,34 @@ def _newton_polish(ddpp, x, steps=20):
 def run(job):
     """Compute fixed point and coefficients for one job (a dict); return a dict."""
     species = list(job["species"])
+    n = len(species)
     order = int(job.get("order", 1))
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, not {order}")
     strict = bool(job.get("strict", True))
+    reduction = job.get("reduction", "eliminate")
+    if reduction not in ("eliminate", "rmftool"):
+        raise ValueError(f"reduction must be 'eliminate' or 'rmftool', not {reduction!r}")
+    changes = np.array([_change_vector(species, t["change"]) for t in job["transitions"]])
+    x0 = np.array(job["x0"], dtype=float)
+    if x0.shape != (n,):
+        raise ValueError(f"x0 has shape {x0.shape}, expected ({n},)")
+
+    # E maps rmftool's coordinates to all species: x = E y + offset.
+    closed = bool(np.all(changes.sum(axis=1) == 0))
+    if reduction == "eliminate" and closed:
+        eliminate, total = species[-1], float(x0.sum())
+        E = np.vstack([np.eye(n - 1), -np.ones((1, n - 1))])
+        offset = np.zeros(n)
+        offset[-1] = total
+        changes_rmf = changes[:, :-1]
+    else:
+        eliminate, total = None, None
+        E, offset, changes_rmf = np.eye(n), np.zeros(n), changes
+
+    def to_species(y, affine=False):
+        y = np.asarray(y, dtype=float)
+        return (E @ y + (offset if affine else 0)).tolist()
 
     with contextlib.redirect_stdout(sys.stderr):
         from rmftool import population_processes as pp
@@ -171,44 +218,40 @@ def run(job):
             _make_strict(rmf_modules)
 
         ddpp = pp.DDPP()
-        for t, rate in zip(job["transitions"],
-                           _rate_functions(species, job["transitions"])):
-            ddpp.add_transition(_change_vector(species, t["change"]), rate)
-        x0 = np.array(job["x0"], dtype=float)
-        if x0.shape != (len(species),):
-            raise ValueError(f"x0 has shape {x0.shape}, expected ({len(species)},)")
-        ddpp.set_initial_state(x0)
+        rates = _rate_functions(species, job["transitions"], eliminate, total)
+        for c, rate in zip(changes_rmf, rates):
+            ddpp.add_transition(c.tolist(), rate)
+        ddpp.set_initial_state(x0[:E.shape[1]] if eliminate else x0)
 
-        x_ode = np.asarray(ddpp.fixed_point(), dtype=float)
+        y_ode = np.asarray(ddpp.fixed_point(), dtype=float)
         if strict:
-            x_star, residual = _newton_polish(ddpp, x_ode.copy())
-            ddpp.fixed_point = lambda: x_star          # used by the expansion below
+            y_star, residual = _newton_polish(ddpp, y_ode.copy())
+            ddpp.fixed_point = lambda: y_star          # used by the expansion below
         else:
-            x_star = x_ode
-            residual = float(np.max(np.abs(ddpp.defineDrift()(x_star))))
+            y_star = y_ode
+            residual = float(np.max(np.abs(ddpp.defineDrift()(y_star))))
 
-        out = dict(species=species, order=order, strict=strict,
-                   rmftool_version=version("rmftool"),
-                   fixed_point=x_star.tolist(), fixed_point_ode=x_ode.tolist(),
+        out = dict(species=species, order=order, strict=strict, reduction=reduction,
+                   eliminated=eliminate, rmftool_version=version("rmftool"),
+                   fixed_point=to_species(y_star, True), fixed_point_ode=to_species(y_ode, True),
                    drift_at_fixed_point=residual)
         if order == 1:
             _, V, (_, W) = ddpp.meanFieldExpansionSteadyState(order=1)
         else:
             _, V, A, (_, W, *_rest) = ddpp.meanFieldExpansionSteadyState(order=2)
-            out["A"] = np.asarray(A, dtype=float).tolist()
-        out["V"] = np.asarray(V, dtype=float).tolist()
-        out["W"] = np.asarray(W, dtype=float).tolist()
+            out["A"] = to_species(A)
+        out["V"] = to_species(V)
+        out["W"] = (E @ np.asarray(W, dtype=float) @ E.T).tolist()
 
         if job.get("transient_time") is not None:
-            t_end = float(job["transient_time"])
-            n = len(species)
-            res = ddpp.meanFieldExpansionTransient(order=order, time=t_end)
-            T, X, V_t = res[0], res[1], res[2]
-            XVW = res[-1]
-            tr = dict(t=float(T[-1]), x=X[-1].tolist(), V=V_t[-1].tolist(),
-                      W=XVW[-1, 2 * n:2 * n + n * n].reshape(n, n).tolist())
+            m = E.shape[1]
+            res = ddpp.meanFieldExpansionTransient(order=order, time=float(job["transient_time"]))
+            T, X, V_t, XVW = res[0], res[1], res[2], res[-1]
+            W_t = XVW[-1, 2 * m:2 * m + m * m].reshape(m, m)
+            tr = dict(t=float(T[-1]), x=to_species(X[-1], True), V=to_species(V_t[-1]),
+                      W=(E @ W_t @ E.T).tolist())
             if order == 2:
-                tr["A"] = res[3][-1].tolist()
+                tr["A"] = to_species(res[3][-1])
             out["transient"] = tr
     return out
 
