@@ -309,3 +309,25 @@ def test_W_is_the_limit_of_N_times_the_exact_covariance():
         gaps.append(np.abs(N * cov - W).max())
     assert gaps[2] < 0.1 * np.abs(W).max()        # 0.027 for max|W| = 0.51
     assert abs(slope([50, 100, 200], gaps) + 1) < 0.3, gaps
+
+
+def quartic():
+    """SIS-like with a quartic drift, so the 1/N^2 term uses F3 : C and F4 : D (zero for quadratic drifts)."""
+    m = PopulationModel("quartic", ["S", "I"])
+    m.transition("infection", {"S": -1, "I": +1}, lambda x: x["S"] * (0.2 + 3 * x["I"] ** 3))
+    m.transition("recovery", {"I": -1, "S": +1}, lambda x: x["I"])
+    return m
+
+
+@pytest.mark.parametrize("make,Ns", [(quartic, (100, 200, 400)),
+                                     (lambda: supermarket(4, 0.9, 2), (50, 100, 200))],
+                         ids=["quartic-SIS", "power-of-4-B2"])
+def test_A_is_the_richardson_limit_of_the_exact_second_order_gap(make, Ns):
+    # e_N = N^2 (E[X_N/N] - x* - V/N) = A + a/N + b/N^2 + ...: two Richardson steps leave O(1/N^3)
+    # measured relative gaps 2.5e-4 (quartic) and 8.2e-4 (power-of-4); F4 : D or F3 : C dropped moves A by more
+    m = make()
+    r = m.refined(1, order=2)
+    e = [N ** 2 * (m.exact(N).densities - r.fixed_point - r.V / N) for N in Ns]
+    r1, r2 = 2 * e[1] - e[0], 2 * e[2] - e[1]
+    limit = (4 * r2 - r1) / 3
+    assert np.abs(limit - r.A).max() < 5e-3 * np.abs(r.A).max(), (limit, r.A)
