@@ -620,7 +620,11 @@ class PopulationModel:
 
         The ODE is integrated until the drift is below ``1e-6`` (or up to
         ``t_max``), then Newton's method with the symbolic Jacobian on the
-        tangent space polishes the point to ``max|f| <= tol``.
+        tangent space polishes the point to ``max|f| <= tol`` times the total
+        rate per individual there (at least 1). The ODE phase picks the basin
+        of attraction (the point it finds from a start inside the basin of a
+        stable fixed point is that point); a start exactly on an unstable fixed
+        point stays there, and ``stable`` says so.
 
         Raises
         ------
@@ -643,20 +647,21 @@ class PopulationModel:
             if np.abs(sysm.g_num(yv)).max() < 1e-6 or T >= t_max:
                 break
             T *= 4
+        # tol is relative to the total rate per individual there (a model in other time units converges alike)
+        scale = max(1.0, float(np.abs(sysm.rates(yv)).sum()))
         it = 0
         for it in range(1, 51):
             step = np.linalg.lstsq(sysm.jac(yv), -sysm.g_num(yv), rcond=None)[0]
             yv = yv + step
-            if np.abs(step).max() < 1e-15 and np.abs(sysm.g_num(yv)).max() <= tol:
-                break
-            if np.abs(sysm.g_num(yv)).max() <= tol * 1e-3:
+            if np.abs(sysm.g_num(yv)).max() <= tol * scale * 1e-3 or (
+                    np.abs(step).max() < 1e-15 and np.abs(sysm.g_num(yv)).max() <= tol * scale):
                 break
         x = sysm.full(yv, affine=True)
         res = float(np.abs(sysm.g_num(yv)).max())
-        if not res <= tol or not np.isfinite(x).all() or (x < -1e-9).any():
+        if not res <= tol * scale or not np.isfinite(x).all() or (x < -1e-9).any():
             raise MeanFieldError(f"mean_field: no fixed point found on the simplex: max|f(x)| = {res:.3g} "
-                                 f"(tol {tol:g}) at x = {x} after the ODE up to t = {T:g} and {it} Newton "
-                                 "steps; try another x0")
+                                 f"(tol {tol:g} x total rate {scale:.3g}) at x = {x} after the ODE up to "
+                                 f"t = {T:g} and {it} Newton steps; try another x0")
         Jr = sysm.jac(yv)
         eig = np.linalg.eigvals(Jr)
         # full Jacobian: d f_s / d x_u, from the reduced one is not unique; evaluate f symbolically in x

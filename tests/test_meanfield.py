@@ -189,6 +189,10 @@ def test_refined_transient_shape_rule():
     assert m.refined_transient(1.5, x0, 50).A is None
     assert np.allclose(m.mean_field().ode([0.0, 1.5], x0)[1], one.x, atol=1e-8)
     assert m.mean_field().ode(1.5, x0).shape == (3,)
+    at0 = m.refined_transient(0.0, x0, 50, order=2)
+    assert at0.densities == pytest.approx(x0) and at0.t == 0.0 and at0.W.shape == (3, 3)
+    rep = m.refined_transient([1.5, 1.5], x0, 50, order=2)
+    assert rep.densities.shape == (2, 3) and np.allclose(rep.densities[0], rep.densities[1])
 
 
 @pytest.mark.parametrize("order", [1, 2])
@@ -270,6 +274,15 @@ def test_compare_table_and_plot(tmp_path):
 def test_bad_inputs_are_named(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_fixed_point_tolerance_is_relative_to_the_rates():
+    # the same SIS in a time unit 1e6 times shorter: same fixed point, rates of order 1e6
+    fast = PopulationModel("sis-fast", ["S", "I"])
+    fast.transition("infection", {"S": -1, "I": +1}, lambda x: 2e6 * x["S"] * x["I"] + 1e5 * x["S"])
+    fast.transition("recovery", {"I": -1, "S": +1}, lambda x: 1e6 * x["I"])
+    assert fast.mean_field().fixed_point[1] == pytest.approx(sis_fixed_point(2.0, 0.1, 1.0), abs=1e-12)
+    assert fast.refined(40).V == pytest.approx(sis().refined(40).V, abs=1e-10)
 
 
 def test_unstable_fixed_point_is_refused_by_refined():
