@@ -102,7 +102,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Optional
 
 import numpy as np
@@ -294,7 +293,6 @@ class _System:
         self.Qsym = [[sum((int(Lr[t, i] * Lr[t, j]) * rates[t] for t in range(len(rates))
                            if Lr[t, i] * Lr[t, j]), sympy.Integer(0)) for j in range(m)] for i in range(m)]
         self.Lr = Lr.astype(float)
-        self._rates_y = rates
         self._rate_fns = sympy.lambdify(y, rates, "numpy")
         self._g_fn = sympy.lambdify(y, self.g, "numpy")
         self._jac_sym = [[sympy.diff(gi, yj) for yj in y] for gi in self.g]
@@ -408,7 +406,8 @@ def _integrate(rhs, z0, ts, jac=None):
     if uniq[-1] == 0:
         return np.tile(z0, (ts.size, 1))
     kw = {} if jac is None else {"jac": jac}
-    sol = solve_ivp(rhs, (0.0, float(uniq[-1])), z0, t_eval=uniq, method="LSODA", rtol=1e-11, atol=1e-13, **kw)
+    sol = solve_ivp(rhs, (0.0, float(uniq[-1])), z0, t_eval=uniq, method="LSODA", rtol=1e-11, atol=1e-13,
+                    **kw)
     if not sol.success:  # pragma: no cover - smooth bounded systems
         raise MeanFieldError(f"ODE integration failed: {sol.message}")
     return sol.y.T[back]
@@ -573,11 +572,13 @@ class PopulationModel:
                                  f"species are {list(self.species)}")
             if isinstance(c, bool) or not isinstance(c, (int, np.integer)) and not (
                     isinstance(c, (float, np.floating)) and float(c).is_integer()):
-                raise ValueError(f"change: transition {name!r}: the change of {s!r} must be an integer, got {c!r}")
+                raise ValueError(f"change: transition {name!r}: the change of {s!r} must be an integer, "
+                                 f"got {c!r}")
             full[s] = int(c)
         if sum(full.values()) != 0:
-            raise ValueError(f"change: transition {name!r}: changes sum to {sum(full.values())}, not 0; the "
-                             "population is closed (counts sum to N), so what one species loses another gains")
+            raise ValueError(f"change: transition {name!r}: changes sum to {sum(full.values())}, not 0; "
+                             "the population is closed (counts sum to N), so what one species loses "
+                             "another gains")
         if all(v == 0 for v in full.values()):
             raise ValueError(f"change: transition {name!r} changes nothing")
         syms = self.symbols
@@ -683,8 +684,8 @@ class PopulationModel:
     def _stable_point(self):
         mf = self.mean_field()
         if not mf.stable:
-            raise MeanFieldError(f"refined: the fixed point {mf.fixed_point} is not stable (eigenvalues on the "
-                                 f"tangent space {mf.eigenvalues}); the expansion needs a Hurwitz Jacobian")
+            raise MeanFieldError(f"refined: the fixed point {mf.fixed_point} is not stable (eigenvalues on "
+                                 f"the tangent space {mf.eigenvalues}); the expansion needs a Hurwitz Jacobian")
         return mf
 
     def _coefficients(self, order):
@@ -713,7 +714,8 @@ class PopulationModel:
             B = solve_continuous_lyapunov(F, -rhsB)
             rhsA = _rhs_A(F2, F3, F4, B, C, W)
             A = np.linalg.solve(F, -rhsA)
-            res += [_rel(_op3(F, C) + rhsC, rhsC), _rel(F @ B + B @ F.T + rhsB, rhsB), _rel(F @ A + rhsA, rhsA)]
+            res += [_rel(_op3(F, C) + rhsC, rhsC), _rel(F @ B + B @ F.T + rhsB, rhsB),
+                    _rel(F @ A + rhsA, rhsA)]
         out = (mf, V, W, A, float(max(res)))
         self._cache[key] = out
         return out
