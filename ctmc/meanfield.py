@@ -685,7 +685,8 @@ class PopulationModel:
         mf = self.mean_field()
         if not mf.stable:
             raise MeanFieldError(f"refined: the fixed point {mf.fixed_point} is not stable (eigenvalues on "
-                                 f"the tangent space {mf.eigenvalues}); the expansion needs a Hurwitz Jacobian")
+                                 f"the tangent space {mf.eigenvalues})"
+                                 "; the expansion needs a Hurwitz Jacobian")
         return mf
 
     def _coefficients(self, order):
