@@ -681,20 +681,20 @@ class PopulationModel:
             self._cache["fulljac"] = sympy.lambdify(sysm.full_symbols, J, "numpy")
         return np.array(self._cache["fulljac"](*x), dtype=float).reshape(len(x), len(x))
 
-    def _stable_point(self):
-        mf = self.mean_field()
+    def _stable_point(self, x0=None):
+        mf = self.mean_field(x0)
         if not mf.stable:
             raise MeanFieldError(f"refined: the fixed point {mf.fixed_point} is not stable (eigenvalues on "
                                  f"the tangent space {mf.eigenvalues})"
                                  "; the expansion needs a Hurwitz Jacobian")
         return mf
 
-    def _coefficients(self, order):
-        key = ("coef", order)
+    def _coefficients(self, order, x0=None):
+        key = ("coef", order, None if x0 is None else tuple(np.asarray(x0, float)))
         if key in self._cache:
             return self._cache[key]
         from scipy.linalg import solve_continuous_lyapunov
-        mf = self._stable_point()
+        mf = self._stable_point(x0)
         sysm = self._system()
         yv = mf.fixed_point[:-1]
         F = mf.jacobian_reduced
@@ -721,8 +721,16 @@ class PopulationModel:
         self._cache[key] = out
         return out
 
-    def refined(self, N, order: int = 1) -> RefinedResult:
+    def refined(self, N, order: int = 1, *, x0=None) -> RefinedResult:
         """Refined mean field at the fixed point for ``N`` individuals (order 1 or 2).
+
+        Parameters
+        ----------
+        N : number > 0
+        order : {1, 2}
+        x0 : array_like, optional
+            Where the fixed point search starts (:meth:`mean_field`): picks the
+            fixed point when there are several.
 
         Raises
         ------
@@ -733,7 +741,7 @@ class PopulationModel:
         """
         N = _check_N(N)
         order = _check_order(order)
-        mf, V, W, A, res = self._coefficients(order)
+        mf, V, W, A, res = self._coefficients(order, x0)
         sysm = self._system()
         Vf = sysm.full(V)
         Af = None if A is None else sysm.full(A)
@@ -827,6 +835,10 @@ class PopulationModel:
 
         ``method`` and ``options`` go to :meth:`ctmc.CTMC.stationary` (which raises
         on a failed solve, the result attached).
+
+        A chain with an absorbing state (an SIS without external infection) has it
+        as its stationary law; the mean field's endemic point then describes the
+        quasi-stationary regime, not this answer.
         """
         ch = self.chain(N)
         st = ch.stationary(method, **options)

@@ -295,6 +295,7 @@ def test_unstable_fixed_point_is_refused_by_refined():
     with pytest.raises(MeanFieldError, match="not stable"):
         m.refined(10)
     assert m.mean_field(x0=[0.9, 0.1]).stable
+    assert m.refined(10, x0=[0.9, 0.1]).densities == pytest.approx([1.0, 0.0], abs=1e-12)   # A wins
 
 
 def test_supermarket_order_two_against_exact_chain():
