@@ -19,7 +19,7 @@ import pytest
 
 from ctmc.meanfield import MeanFieldError, PopulationModel
 from ctmc.models.supermarket import refined_mean_field
-from test_supermarket import PUBLISHED_RMF, test_refined_correction_on_published_one_dimensional_example
+import test_supermarket as _supermarket_tests   # module import: its tests are not collected again here
 
 # ---------------------------------------------------------------------------
 # reference models
@@ -90,7 +90,7 @@ def test_supermarket_matches_hand_derived_mean_field_and_V(d, lam, B):
     assert r.residual < 1e-12 and m.refined(10, order=2).residual < 1e-10
 
 
-@pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
+@pytest.mark.parametrize("N,d,rho,mf,rmf", _supermarket_tests.PUBLISHED_RMF)
 def test_supermarket_reproduces_published_table(N, d, rho, mf, rmf):
     # Gast, Bortolussi & Tribastone (2018), tab:supermarket; infinite buffers, here B = 10 (u_10 < 1e-20)
     m = supermarket(d, rho, 10)
@@ -102,8 +102,8 @@ def test_supermarket_reproduces_published_table(N, d, rho, mf, rmf):
 
 
 # the malware model of the same paper: (N, exact E[X], x* + V/N), imported from test_supermarket
-MALWARE = next(mk for mk in test_refined_correction_on_published_one_dimensional_example.pytestmark
-               if mk.name == "parametrize").args[1]
+_published_sis = _supermarket_tests.test_refined_correction_on_published_one_dimensional_example
+MALWARE = next(mk for mk in _published_sis.pytestmark if mk.name == "parametrize").args[1]
 
 
 @pytest.mark.parametrize("N,exact,expansion", MALWARE)
