@@ -345,3 +345,13 @@ def test_A_is_the_richardson_limit_of_the_exact_second_order_gap(make, Ns):
     r1, r2 = 2 * e[1] - e[0], 2 * e[2] - e[1]
     limit = (4 * r2 - r1) / 3
     assert np.abs(limit - r.A).max() < 5e-3 * np.abs(r.A).max(), (limit, r.A)
+
+
+def test_supermarket_ode_matches_hand_derived_ode():
+    from ctmc.models.supermarket import mean_field_ode
+    d, lam, B = 2, 0.9, 6
+    ts = np.array([0.5, 2.0, 10.0])
+    _, u = mean_field_ode(d, lam, ts, capacity=B)            # from empty queues; rows u_0..u_B
+    x = supermarket(d, lam, B).mean_field().ode(ts, np.eye(B + 1)[0])
+    assert x.shape == (3, B + 1)
+    assert np.abs(np.array([_tails(row) for row in x]) - u[1:].T).max() < 1e-8
