@@ -32,6 +32,8 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_meanfield_scaling.py             # full sweep, budget 90 s: ~10 min
     .venv/bin/python benchmarks/bench_meanfield_scaling.py --quick     # small N only, < 30 s
     .venv/bin/python benchmarks/bench_meanfield_scaling.py --models sir --budget 30
+    .venv/bin/python benchmarks/bench_meanfield_scaling.py --models jiq3 --Ns 120 240 \
+        --method gmres --option restart=100                                   # another method, its options
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def build_model(species, trans, N):
     return m
 
 
-def one(name, N):
+def one(name, N, method="auto", options=None):
     """Build and solve one chain in this process; a dict of measurements."""
     import ctmc  # noqa: F401  (import time is not build time)
 
@@ -114,7 +116,7 @@ def one(name, N):
     chain = m.build(initial=init, progress=False)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = chain.stationary()
+    res = chain.stationary(method, **(options or {}))
     t_solve = time.perf_counter() - t0
     pi = res.pi
     dens = [float(pi @ chain.states[s]) / N for s in species[:-1]]
@@ -123,8 +125,8 @@ def one(name, N):
             "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "x0": dens[0]}
 
 
-def run_child(name, N, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", name, str(N)]
+def run_child(name, N, timeout, method="auto", options=None):
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", name, str(N), method, json.dumps(options or {})]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -144,12 +146,29 @@ def main(argv=None):
     ap.add_argument("--max-mib", type=float, default=8192.0, help="stop a model after a run above this peak")
     ap.add_argument("--max-states", type=int, default=30_000_000)
     ap.add_argument("--quick", action="store_true", help="small N only")
-    ap.add_argument("--one", nargs=2, metavar=("MODEL", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--Ns", type=int, nargs="+", help="these N instead of the default sequence (one model)")
+    ap.add_argument("--method", default="auto", help="stationary method (default auto)")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of the method, e.g. --option restart=100 (integers and floats parsed)")
+    ap.add_argument("--one", nargs=4, metavar=("MODEL", "N", "METHOD", "OPTIONS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        print(json.dumps(one(a.one[0], int(a.one[1]))))
+        print(json.dumps(one(a.one[0], int(a.one[1]), a.one[2], json.loads(a.one[3]))))
         return None
 
+    if a.Ns and len(a.models) != 1:
+        ap.error("--Ns: give one model with --models")
+    options = {}
+    for item in a.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--option: expected KEY=VALUE, got {item!r}")
+        for conv in (int, float, str):
+            try:
+                options[key] = conv(value)
+                break
+            except ValueError:
+                continue
     import scipy
 
     from ctmc.report import format_table
@@ -159,18 +178,18 @@ def main(argv=None):
     except OSError:
         commit = "?"
     print(f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
-          f"{os.cpu_count()} cpus, commit {commit}")
+          f"{os.cpu_count()} cpus, commit {commit}; stationary method {a.method!r} {options or ''}")
     rows = []
     for name in a.models:
         species, _ = MODELS[name][0]()
         S = len(species)
-        for N in (QUICK[name] if a.quick else MODELS[name][1]):
+        for N in (a.Ns or (QUICK[name] if a.quick else MODELS[name][1])):
             if n_states(S, N) > a.max_states:
                 rows.append([name, S, N, n_states(S, N), "", "", "", "", "", f"skipped (> {a.max_states} states)"])
                 break
-            r = run_child(name, N, timeout=max(3 * a.budget, 60))
+            r = run_child(name, N, timeout=max(3 * a.budget, 60), method=a.method, options=options)
             if "states" not in r:
-                rows.append([name, S, N, n_states(S, N), "", "", "", f"{r.get('peak_mib', float('nan')):.0f}",
+                rows.append([name, S, N, n_states(S, N), "", "", "", (f"{r['peak_mib']:.0f}" if "peak_mib" in r else "-"),
                              "", r["status"]])
                 print("  ", *rows[-1], flush=True)
                 break
