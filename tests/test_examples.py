@@ -20,6 +20,8 @@ PLOTTING = {
     "hysteresis_width.py": ["--step", "8"],
     "jsq_ordering.py": ["--K", "6"],
     "supermarket_meanfield.py": ["--nmax", "2", "--budget", "1000", "--tol", "1e-5"],
+    "meanfield_sir.py": ["--N", "10", "20", "40"],
+    "meanfield_load_balancing.py": ["--N", "10", "15", "20"],
 }
 WRITTEN = re.compile(r"^figure written: (.+)$", re.MULTILINE)
 
