@@ -107,7 +107,7 @@ from typing import Any, Optional
 import numpy as np
 
 __all__ = ["PopulationModel", "MeanFieldResult", "RefinedResult", "RefinedTransientResult", "ExactResult",
-           "MeanFieldError"]
+           "MeanFieldError", "format_comparison"]
 
 
 class MeanFieldError(RuntimeError):
@@ -846,38 +846,57 @@ class PopulationModel:
         return ExactResult(int(N), dens, st, ch.n_states)
 
     # comparison -----------------------------------------------------------------
-    def compare(self, Ns, orders=(1, 2), *, plot=None, ax=None, method: str = "auto"):
-        """Exact, mean-field and refined densities against ``N``, with their max-norm errors.
+    def compare(self, Ns, orders=(1, 2), *, quantity=None, plot=None, ax=None, method: str = "auto"):
+        """Exact, mean-field and refined values against ``N``, with their errors and fitted slopes.
 
         Parameters
         ----------
         Ns : sequence of int
         orders : sequence of {1, 2}
+        quantity : callable, optional
+            Compare ``quantity(x)`` instead of the whole density vector: ``x``
+            maps each species to its density (``lambda x: x["I"]``, or a mean
+            such as ``lambda x: sum(k * x[f"x{k}"] for k in range(4))``); the
+            errors are then absolute differences of that number.
         plot : str or path, optional
-            Write a log-log plot of the errors against ``N`` there (needs matplotlib).
+            Write a log-log plot of the errors against ``N`` to this file (needs matplotlib).
         ax : matplotlib Axes, optional
             Draw the plot on it instead.
 
         Returns
         -------
         pandas.DataFrame or list of dict
-            Columns ``N``, ``exact``, ``mean_field``, ``refined_<k>``,
+            Columns ``N``, ``states``, ``exact``, ``mean_field``, ``refined_<k>``,
             ``error_mean_field``, ``error_refined_<k>`` (density vectors in species
-            order; errors are the max over species). A DataFrame when pandas is
-            installed; its ``attrs["slopes"]`` (and the list's rows' shared
-            ``slopes`` key otherwise) hold the fitted log-log slopes of each error.
+            order and max-over-species errors, or numbers with ``quantity``). A
+            DataFrame when pandas is installed; its ``attrs["slopes"]`` (and the
+            list's rows' shared ``slopes`` key otherwise) hold the fitted log-log
+            slopes of each error. :func:`format_comparison` prints it.
         """
         orders = tuple(_check_order(o) for o in orders)
         Ns = [int(_check_N(n)) for n in Ns]
-        mf = self.mean_field().fixed_point
+        if quantity is not None and not callable(quantity):
+            raise ValueError(f"quantity: expected a function of the densities x (a mapping species -> density), "
+                             f"got {quantity!r}")
+
+        def value(v):
+            v = np.asarray(v, dtype=float)
+            return v if quantity is None else float(quantity(dict(zip(self.species, v))))
+
+        def err(a, b):
+            return float(np.abs(np.asarray(a) - np.asarray(b)).max())
+
+        mf = value(self.mean_field().fixed_point)
+        S = len(self.species)
         rows = []
         for N in Ns:
-            ex = self.exact(N, method).densities
-            row = {"N": N, "exact": ex, "mean_field": mf, "error_mean_field": float(np.abs(ex - mf).max())}
+            ex = value(self.exact(N, method).densities)
+            row = {"N": N, "states": math.comb(N + S - 1, S - 1), "exact": ex, "mean_field": mf,
+                   "error_mean_field": err(ex, mf)}
             for k in orders:
-                r = self.refined(N, k).densities
+                r = value(self.refined(N, k).densities)
                 row[f"refined_{k}"] = r
-                row[f"error_refined_{k}"] = float(np.abs(ex - r).max())
+                row[f"error_refined_{k}"] = err(ex, r)
             rows.append(row)
         slopes = {}
         if len(Ns) >= 2:
@@ -886,7 +905,7 @@ class PopulationModel:
                 if (e > 0).all():
                     slopes[col] = float(np.polyfit(np.log(Ns), np.log(e), 1)[0])
         if plot is not None or ax is not None:
-            _plot(rows, orders, slopes, plot, ax, self.name)
+            _plot(rows, orders, slopes, plot, ax, self.name, "error" if quantity is not None else "max error of E[X/N]")
         try:
             import pandas as pd
         except ImportError:
@@ -898,31 +917,43 @@ class PopulationModel:
         return df
 
 
-def _plot(rows, orders, slopes, path, ax, name):
-    try:
-        import matplotlib
-        if ax is None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ImportError("compare(plot=...): needs matplotlib: pip install matplotlib") from exc
-    own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(5, 4))
+def format_comparison(table, title: str = "") -> str:
+    """The table of :meth:`PopulationModel.compare` (with a ``quantity``) as text, slopes below it."""
+    from .report import format_table
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
+    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else (rows[0].get("slopes", {}) if rows else {})
+    keys = ["exact", "mean_field"] + sorted(k for k in rows[0] if k.startswith("refined_")) if rows else []
+    errs = [f"error_{k}" for k in keys[1:]]
+    body = [[r["N"], r["states"], *(f"{float(r[k]):.8f}" for k in keys), *(f"{r[e]:.2e}" for e in errs)]
+            for r in rows]
+    heads = ["N", "states", *(k.replace("_", " ") for k in keys), *(e.replace("error_", "err ").replace("_", " ")
+                                                                    for e in errs)]
+    text = format_table(body, heads, title=title)
+    if slopes:
+        text += "\nlog-log slopes of the errors: " + ", ".join(
+            f"{k.replace('error_', '').replace('_', ' ')} {v:.2f}" for k, v in slopes.items())
+    return text
+
+
+def _plot(rows, orders, slopes, path, ax, name, ylabel):
+    from .report import new_figure, save_figure
+    fig = None
+    if ax is None:
+        fig = new_figure(figsize=(5, 4), layout="constrained")
+        ax = fig.subplots()
     Ns = [r["N"] for r in rows]
     for col, lab in [("error_mean_field", "mean field")] + [(f"error_refined_{k}", f"refined order {k}")
                                                             for k in orders]:
         s = slopes.get(col)
         ax.loglog(Ns, [r[col] for r in rows], "o-", label=lab + ("" if s is None else f" (slope {s:.2f})"))
     ax.set_xlabel("N")
-    ax.set_ylabel("max error of E[X/N]")
+    ax.set_ylabel(ylabel)
     ax.set_title(name)
     ax.legend()
-    if own:
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path)
-        plt.close(fig)
+    if fig is not None and path is not None:
+        import pathlib
+        path = pathlib.Path(path)
+        save_figure(fig, path.parent, path.name, say=None)
 
 
 def _nearest_counts(x, N, species):

@@ -36,12 +36,11 @@ figure is made and matplotlib is not needed.
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
-from ctmc.meanfield import PopulationModel
-from ctmc.report import add_plots_argument, format_table, new_figure, save_figure
+from ctmc.meanfield import PopulationModel, format_comparison
+from ctmc.report import add_plots_argument, new_figure, save_figure
 
 LAM, D = 0.9, 2
 
@@ -61,43 +60,6 @@ def jiq_model(K, lam=LAM, d=D):
 def mean_queue(x, index):
     """Mean number of jobs per server, sum_k k x_k."""
     return float(np.dot(index, x))
-
-
-def error_table(model, Ns, quantity, ax=None):
-    """Exact, mean-field and refined values of ``quantity(densities)`` against N, from ``model.compare``.
-
-    Returns the table rows, the errors (one row per N: mean field, refined 1,
-    refined 2), their fitted log-log slopes, and the slopes of the max-over-species
-    errors that ``compare`` fits itself (the ones its plot on ``ax`` shows).
-    """
-    mf = model.mean_field()
-    if not mf.stable:
-        raise SystemExit(f"{model.name}: the mean-field fixed point is not stable; no expansion around it")
-    table = model.compare(Ns, orders=(1, 2), ax=ax)
-    records = table.to_dict("records") if hasattr(table, "to_dict") else table
-    max_slopes = table.attrs["slopes"] if hasattr(table, "attrs") else records[0]["slopes"]
-    S = len(model.species)
-    rows, errs = [], []
-    for r in records:
-        ex, x_mf, r1, r2 = (quantity(np.asarray(r[k])) for k in ("exact", "mean_field", "refined_1", "refined_2"))
-        e = [abs(ex - x_mf), abs(ex - r1), abs(ex - r2)]
-        errs.append(e)
-        rows.append([r["N"], math.comb(r["N"] + S - 1, S - 1), f"{ex:.8f}", f"{x_mf:.8f}", f"{r1:.8f}",
-                     f"{r2:.8f}", *(f"{v:.2e}" for v in e)])
-    errs = np.array(errs)
-    slopes = [float(np.polyfit(np.log(Ns), np.log(errs[:, j]), 1)[0]) for j in range(3)]
-    return rows, errs, slopes, max_slopes
-
-
-HEADERS = ["N", "states", "exact", "mean field", "refined 1", "refined 2", "err MF", "err ref 1", "err ref 2"]
-
-
-def print_results(rows, slopes, max_slopes, Ns, title):
-    print(format_table(rows, HEADERS, title=title))
-    print(f"log-log slopes of these errors over N = {Ns[0]}..{Ns[-1]}: mean field {slopes[0]:.2f}, "
-          f"refined 1/N {slopes[1]:.2f}, refined 1/N^2 {slopes[2]:.2f}")
-    print("slopes of the errors on the whole density vector (max over species, as compare() fits them): "
-          + ", ".join(f"{k.replace('error_', '')} {v:.2f}" for k, v in max_slopes.items()))
 
 
 def plotting_axes(plots):
@@ -124,10 +86,13 @@ def main(argv=None):
     print(f"JIQ(d) load balancing: lambda = {LAM}, d = {D}, buffer K = {a.K}")
     print("mean-field fixed point: " + ", ".join(f"x{k} = {v:.6f}" for k, v in enumerate(mf.fixed_point)))
     fig, ax = plotting_axes(a.plots)
-    rows, errs, slopes, max_slopes = error_table(model, Ns, lambda x: mean_queue(x, np.arange(a.K + 1)), ax=ax)
-    print_results(rows, slopes, max_slopes, Ns, "\nmean number of jobs per server, stationary")
+    table = model.compare(Ns, orders=(1, 2), quantity=lambda x: sum(k * x[f"x{k}"] for k in range(a.K + 1)), ax=ax)
+    print(format_comparison(table, title="\nmean number of jobs per server, stationary"))
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
+    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else rows[0]["slopes"]
     # the point of the expansions: each order beats the one before at the largest N
-    assert errs[-1, 0] > errs[-1, 1] > errs[-1, 2], errs[-1]
+    last = rows[-1]
+    assert last["error_mean_field"] > last["error_refined_1"] > last["error_refined_2"], last
     if fig is not None:
         save_figure(fig, a.plots, "meanfield_load_balancing_error.png")
     return rows, slopes
