@@ -429,31 +429,31 @@ def _rel(r, ref):
 
 
 def _solve_kron3(F, rhs):
-    """Solve ``_op3(F, C) = rhs`` (the Kronecker sum F + F + F) in F's eigenbasis.
+    """Solve ``_op3(F, C) = rhs`` (the Kronecker sum F + F + F) as one Sylvester equation.
 
-    The eigenbasis may be ill-conditioned, so the answer is refined iteratively
-    on its recomputed residual; if that stalls, a dense Kronecker solve is used.
+    With ``X[(i, j), k] = C[i, j, k]`` it reads ``(F (+) F) X + X F^T = R``, ``F (+) F = F x I + I x F``:
+    Bartels-Stewart on the Schur forms (:func:`scipy.linalg.solve_sylvester`), backward stable
+    whatever the conditioning of F's eigenvectors (review: the eigenbasis solve overflowed at 30
+    species, where the eigenvector matrix has condition 8e17), then refined on its residual.
     """
-    lam, P = np.linalg.eig(F)
-    Pi = np.linalg.inv(P)
-    den = lam[:, None, None] + lam[None, :, None] + lam[None, None, :]
+    from scipy.linalg import solve_sylvester
+    m = F.shape[0]
+    eye = np.eye(m)
+    L = np.kron(F, eye) + np.kron(eye, F)
 
-    def approx(r):
-        c = np.einsum("ai,bj,ck,ijk->abc", Pi, Pi, Pi, r) / den
-        return np.real(np.einsum("ia,jb,kc,abc->ijk", P, P, P, c))
+    def solve(r):
+        return solve_sylvester(L, F.T, r.reshape(m * m, m)).reshape(m, m, m)
 
     scale = max(np.abs(rhs).max(), 1e-300)
-    C = approx(rhs)
-    for _ in range(8):
+    C = solve(rhs)
+    for _ in range(2):
         res = rhs - _op3(F, C)
-        if np.abs(res).max() <= 1e-14 * scale:
-            return C
-        C = C + approx(res)
-    if np.abs(rhs - _op3(F, C)).max() > 1e-12 * scale:
-        m = F.shape[0]
-        I = np.eye(m)
-        K = np.kron(np.kron(F, I), I) + np.kron(np.kron(I, F), I) + np.kron(np.kron(I, I), F)
-        C = np.linalg.solve(K, rhs.reshape(-1)).reshape(m, m, m)
+        if not np.all(np.isfinite(res)) or np.abs(res).max() <= 1e-14 * scale:
+            break
+        C = C + solve(res)
+    if not np.all(np.isfinite(C)):
+        raise MeanFieldError("refined(order=2): the third-moment equation could not be solved (the Jacobian "
+                             "at the fixed point is too close to singular)")
     return C
 
 
@@ -596,6 +596,13 @@ class PopulationModel:
             raise ValueError(f"rate: transition {name!r}: cannot evaluate it on symbolic densities "
                              f"({type(exc).__name__}: {exc}); write it with ordinary arithmetic "
                              "(+, -, *, /, **) or as a sympy expression") from None
+        if expr.has(sympy.Heaviside, sympy.sign, sympy.DiracDelta):
+            raise ValueError(f"rate: transition {name!r} uses Heaviside, sign or DiracDelta, whose derivatives "
+                             "are distributions; write the rate as a Piecewise smooth near the fixed point")
+        if expr.has(sympy.Min, sympy.Max, sympy.Abs):
+            # derivatives of Min/Max/Abs contain DiracDelta; as a Piecewise they are the one-sided ones,
+            # right wherever the drift is smooth (the expansions need the fixed point off the kinks)
+            expr = expr.rewrite(sympy.Piecewise)
         unknown = sorted(str(s) for s in expr.free_symbols if str(s) not in syms or s != syms[str(s)])
         if unknown:
             raise ValueError(f"rate: transition {name!r} uses unknown symbols {unknown}; "
@@ -619,8 +626,9 @@ class PopulationModel:
     def mean_field(self, x0=None, *, tol: float = 1e-12, t_max: float = 1e6) -> MeanFieldResult:
         """Fixed point of the mean-field ODE, found from ``x0`` (default uniform).
 
-        The ODE is integrated until the drift is below ``1e-6`` (or up to
-        ``t_max``), then Newton's method with the symbolic Jacobian on the
+        The ODE is integrated until the drift is below ``1e-6`` times the
+        total rate per individual (or up to ``t_max`` in units of the inverse
+        rate at the start), then Newton's method with the symbolic Jacobian on the
         tangent space polishes the point to ``max|f| <= tol`` times the total
         rate per individual there (at least 1). The ODE phase picks the basin
         of attraction (the point it finds from a start inside the basin of a
@@ -640,12 +648,16 @@ class PopulationModel:
         xs = np.full(sysm.S, 1.0 / sysm.S) if x0 is None else sysm.check_x0(x0)
         yv = xs[:-1].copy()
         from scipy.integrate import solve_ivp
-        T = 10.0
+        # times and the stopping test in units of the model's own rates (review: with rates scaled by 1e-4
+        # an absolute test stopped at once and Newton found the unstable point between two stable ones)
+        rate0 = float(np.abs(sysm.rates(yv)).sum()) or 1.0
+        T = 10.0 / rate0
         while True:
-            sol = solve_ivp(lambda _, v: sysm.g_num(v), (0.0, T), yv, method="LSODA", rtol=1e-10, atol=1e-12,
-                            jac=lambda _, v: sysm.jac(v))
+            sol = solve_ivp(lambda _, v: sysm.g_num(v), (0.0, T), yv, method="LSODA", rtol=1e-10,
+                            atol=1e-12 * min(1.0, rate0), jac=lambda _, v: sysm.jac(v))
             yv = sol.y[:, -1]
-            if np.abs(sysm.g_num(yv)).max() < 1e-6 or T >= t_max:
+            rate = float(np.abs(sysm.rates(yv)).sum()) or rate0
+            if np.abs(sysm.g_num(yv)).max() < 1e-6 * rate or T * rate0 >= t_max:
                 break
             T *= 4
         # tol is relative to the total rate per individual there (a model in other time units converges alike)

@@ -355,3 +355,30 @@ def test_supermarket_ode_matches_hand_derived_ode():
     x = supermarket(d, lam, B).mean_field().ode(ts, np.eye(B + 1)[0])
     assert x.shape == (3, B + 1)
     assert np.abs(np.array([_tails(row) for row in x]) - u[1:].T).max() < 1e-8
+
+
+def test_review_fixes_scale_free_basin_nonsmooth_rates_and_many_species():
+    """Review findings: (1) rates in a slow time unit made the ODE stop at once and Newton land on the
+    unstable point between two stable ones; (2) Min/Abs rates crashed (DiracDelta) in refined();
+    (3) order 2 overflowed at 30 species (eigenbasis solve of the third moments)."""
+    import sympy
+    for c in (1.0, 1e-4, 1e-7):
+        m = PopulationModel("bistable", ["S", "I"])
+        # drift of I: -c (I - 0.2)(I - 0.5)(I - 0.8), as an up and a down rate, both >= 0 on [0, 1]
+        up = (lambda x, c=c: c * x["S"] * (0.08 + 2.0 * x["I"] ** 2))
+        m.transition("up", {"S": -1, "I": +1}, up)
+        m.transition("down", {"I": -1, "S": +1}, lambda x, c=c, up=up: up(x) + c * (x["I"] - 0.2) * (x["I"] - 0.5)
+                     * (x["I"] - 0.8))
+        for start, want in ((0.45, 0.2), (0.55, 0.8)):
+            mf = m.mean_field(x0=[1 - start, start])
+            assert mf.stable and mf.fixed_point[1] == pytest.approx(want, abs=1e-9), (c, start)
+    m = PopulationModel("kink", ["S", "I"])
+    m.transition("in", {"S": -1, "I": +1}, lambda x: 2 * sympy.Min(x["S"], 0.3) + 0 * x["I"])
+    m.transition("out", {"I": -1, "S": +1}, lambda x: x["I"])
+    r = m.refined(50, order=2)
+    assert np.isfinite(r.A).all() and r.densities[1] == pytest.approx(0.6 + r.V[1] / 50 + r.A[1] / 2500)
+    with pytest.raises(ValueError, match="rate: transition 'h'"):
+        m.transition("h", {"S": -1, "I": +1}, lambda x: sympy.Heaviside(x["S"] - 0.5))
+    big = supermarket(2, 0.9, 21)                      # 22 species
+    r2 = big.refined(100, order=2)
+    assert np.isfinite(r2.A).all() and r2.residual < 1e-10
