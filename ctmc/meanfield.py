@@ -840,6 +840,9 @@ class PopulationModel:
             if set(initial) != set(self.species) or sum(int(c) for c in initial.values()) != N:
                 raise ValueError(f"initial: expected counts of every species {list(self.species)} summing "
                                  f"to N = {N}, got {initial!r}")
+        else:
+            raise ValueError(f"initial: expected a dict of counts {{species: count}} summing to N = {N}, "
+                             f"got {initial!r}")
         return m.build(initial=initial, **build_options)
 
     def exact(self, N, method: str = "auto", **options) -> ExactResult:
@@ -858,13 +861,15 @@ class PopulationModel:
         return ExactResult(int(N), dens, st, ch.n_states)
 
     # comparison -----------------------------------------------------------------
-    def compare(self, Ns, orders=(1, 2), *, quantity=None, plot=None, ax=None, method: str = "auto"):
+    def compare(self, Ns, orders=(1, 2), *, quantity=None, x0=None, plot=None, ax=None, method: str = "auto"):
         """Exact, mean-field and refined values against ``N``, with their errors and fitted slopes.
 
         Parameters
         ----------
         Ns : sequence of int
         orders : sequence of {1, 2}
+        x0 : densities, optional
+            Start of the fixed-point search (a model with several stable points).
         quantity : callable, optional
             Compare ``quantity(x)`` instead of the whole density vector: ``x``
             maps each species to its density (``lambda x: x["I"]``, or a mean
@@ -885,7 +890,12 @@ class PopulationModel:
             list's rows' shared ``slopes`` key otherwise) hold the fitted log-log
             slopes of each error. :func:`format_comparison` prints it.
         """
-        orders = tuple(_check_order(o) for o in orders)
+        try:
+            orders = tuple(_check_order(o) for o in orders)
+        except ValueError as exc:
+            raise ValueError(f"orders: {str(exc).removeprefix('order: ')}") from None
+        if any(isinstance(n, bool) or not float(n).is_integer() for n in Ns):
+            raise ValueError(f"Ns: expected whole population sizes, got {list(Ns)}")
         Ns = [int(_check_N(n)) for n in Ns]
         if quantity is not None and not callable(quantity):
             raise ValueError(f"quantity: expected a function of the densities x (a mapping species -> density), "
@@ -898,15 +908,15 @@ class PopulationModel:
         def err(a, b):
             return float(np.abs(np.asarray(a) - np.asarray(b)).max())
 
-        mf = value(self.mean_field().fixed_point)
-        S = len(self.species)
+        mf = value(self.mean_field(x0).fixed_point)
         rows = []
         for N in Ns:
-            ex = value(self.exact(N, method).densities)
-            row = {"N": N, "states": math.comb(N + S - 1, S - 1), "exact": ex, "mean_field": mf,
+            exr = self.exact(N, method)
+            ex = value(exr.densities)
+            row = {"N": N, "states": exr.n_states, "exact": ex, "mean_field": mf,
                    "error_mean_field": err(ex, mf)}
             for k in orders:
-                r = value(self.refined(N, k).densities)
+                r = value(self.refined(N, k, x0=x0).densities)
                 row[f"refined_{k}"] = r
                 row[f"error_refined_{k}"] = err(ex, r)
             rows.append(row)
@@ -930,16 +940,19 @@ class PopulationModel:
 
 
 def format_comparison(table, title: str = "") -> str:
-    """The table of :meth:`PopulationModel.compare` (with a ``quantity``) as text, slopes below it."""
+    """The table of :meth:`PopulationModel.compare` as text, slopes below it (values shown for a
+    ``quantity``; for whole density vectors the max-over-species errors only)."""
     from .report import format_table
     rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
     slopes = table.attrs["slopes"] if hasattr(table, "attrs") else (rows[0].get("slopes", {}) if rows else {})
     keys = ["exact", "mean_field"] + sorted(k for k in rows[0] if k.startswith("refined_")) if rows else []
     errs = [f"error_{k}" for k in keys[1:]]
-    body = [[r["N"], r["states"], *(f"{float(r[k]):.8f}" for k in keys), *(f"{r[e]:.2e}" for e in errs)]
+    scalar = bool(rows) and np.ndim(rows[0]["exact"]) == 0
+    shown = keys if scalar else []
+    body = [[r["N"], r["states"], *(f"{float(r[k]):.8f}" for k in shown), *(f"{r[e]:.2e}" for e in errs)]
             for r in rows]
-    heads = ["N", "states", *(k.replace("_", " ") for k in keys), *(e.replace("error_", "err ").replace("_", " ")
-                                                                    for e in errs)]
+    heads = ["N", "states", *(k.replace("_", " ") for k in shown), *(e.replace("error_", "err ").replace("_", " ")
+                                                                     for e in errs)]
     text = format_table(body, heads, title=title)
     if slopes:
         text += "\nlog-log slopes of the errors: " + ", ".join(
