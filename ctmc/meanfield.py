@@ -107,7 +107,7 @@ from typing import Any, Optional
 import numpy as np
 
 __all__ = ["PopulationModel", "MeanFieldResult", "RefinedResult", "RefinedTransientResult", "ExactResult",
-           "MeanFieldError", "format_comparison"]
+           "MeanFieldError", "format_comparison", "comparison_records"]
 
 
 class MeanFieldError(RuntimeError):
@@ -939,12 +939,18 @@ class PopulationModel:
         return df
 
 
+def comparison_records(table) -> tuple:
+    """``(rows, slopes)`` of a :meth:`PopulationModel.compare` table, whether a DataFrame or a list of dicts."""
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
+    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else (rows[0].get("slopes", {}) if rows else {})
+    return rows, slopes
+
+
 def format_comparison(table, title: str = "") -> str:
     """The table of :meth:`PopulationModel.compare` as text, slopes below it (values shown for a
     ``quantity``; for whole density vectors the max-over-species errors only)."""
     from .report import format_table
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else list(table)
-    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else (rows[0].get("slopes", {}) if rows else {})
+    rows, slopes = comparison_records(table)
     keys = ["exact", "mean_field"] + sorted(k for k in rows[0] if k.startswith("refined_")) if rows else []
     errs = [f"error_{k}" for k in keys[1:]]
     scalar = bool(rows) and np.ndim(rows[0]["exact"]) == 0

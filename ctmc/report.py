@@ -129,6 +129,14 @@ def new_figure(**kwargs):
     return Figure(**kwargs)
 
 
+def figure_for(plots_dir, **kwargs):
+    """``(fig, ax)``: a detached figure with one axes when ``--plots`` gave a folder, else ``(None, None)``."""
+    if not plots_dir:
+        return None, None
+    fig = new_figure(**kwargs)
+    return fig, fig.subplots()
+
+
 def save_figure(fig, plots_dir, name: str, *, dpi: int = 110,
                 say: Callable[[str], object] | None = print) -> pathlib.Path:
     """Write ``fig`` to ``plots_dir/name``, creating the directory, and say where.

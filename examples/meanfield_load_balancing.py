@@ -39,8 +39,8 @@ import argparse
 
 import numpy as np
 
-from ctmc.meanfield import PopulationModel, format_comparison
-from ctmc.report import add_plots_argument, new_figure, save_figure
+from ctmc.meanfield import PopulationModel, comparison_records, format_comparison
+from ctmc.report import add_plots_argument, figure_for, save_figure
 
 LAM, D = 0.9, 2
 
@@ -62,14 +62,6 @@ def mean_queue(x, index):
     return float(np.dot(index, x))
 
 
-def plotting_axes(plots):
-    """A detached figure and its axes when ``--plots`` is given, else (None, None)."""
-    if not plots:
-        return None, None
-    fig = new_figure(figsize=(5.5, 4), layout="constrained")
-    return fig, fig.subplots()
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--K", type=int, default=3, help="buffer per server (K + 1 species)")
@@ -85,11 +77,10 @@ def main(argv=None):
     mf = model.mean_field()
     print(f"JIQ(d) load balancing: lambda = {LAM}, d = {D}, buffer K = {a.K}")
     print("mean-field fixed point: " + ", ".join(f"x{k} = {v:.6f}" for k, v in enumerate(mf.fixed_point)))
-    fig, ax = plotting_axes(a.plots)
+    fig, ax = figure_for(a.plots, figsize=(5.5, 4), layout="constrained")
     table = model.compare(Ns, orders=(1, 2), quantity=lambda x: sum(k * x[f"x{k}"] for k in range(a.K + 1)), ax=ax)
     print(format_comparison(table, title="\nmean number of jobs per server, stationary"))
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
-    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else rows[0]["slopes"]
+    rows, slopes = comparison_records(table)
     # the point of the expansions: each order beats the one before at the largest N
     last = rows[-1]
     assert last["error_mean_field"] > last["error_refined_1"] > last["error_refined_2"], last

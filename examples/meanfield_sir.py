@@ -34,8 +34,8 @@ from __future__ import annotations
 import argparse
 
 
-from ctmc.meanfield import PopulationModel, format_comparison
-from ctmc.report import add_plots_argument, new_figure, save_figure
+from ctmc.meanfield import PopulationModel, comparison_records, format_comparison
+from ctmc.report import add_plots_argument, figure_for, save_figure
 
 BETA, EPS, GAMMA, NU = 4.0, 0.5, 1.0, 1.0
 SPECIES = ["S", "I", "R"]
@@ -51,14 +51,6 @@ def sir_model():
     return m
 
 
-def plotting_axes(plots):
-    """A detached figure and its axes when ``--plots`` is given, else (None, None)."""
-    if not plots:
-        return None, None
-    fig = new_figure(figsize=(5.5, 4), layout="constrained")
-    return fig, fig.subplots()
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--N", type=int, nargs="+", default=[10, 20, 40, 80, 160], help="population sizes")
@@ -71,11 +63,10 @@ def main(argv=None):
     mf = model.mean_field()
     print(f"SIR with waning: beta = {BETA}, eps = {EPS}, gamma = {GAMMA}, nu = {NU}")
     print("mean-field fixed point: " + ", ".join(f"x_{s} = {v:.6f}" for s, v in zip(SPECIES, mf.fixed_point)))
-    fig, ax = plotting_axes(a.plots)
+    fig, ax = figure_for(a.plots, figsize=(5.5, 4), layout="constrained")
     table = model.compare(Ns, orders=(1, 2), quantity=lambda x: x[WATCH], ax=ax)
     print(format_comparison(table, title=f"\nE[X_{WATCH} / N], stationary"))
-    rows = table.to_dict("records") if hasattr(table, "to_dict") else table
-    slopes = table.attrs["slopes"] if hasattr(table, "attrs") else rows[0]["slopes"]
+    rows, slopes = comparison_records(table)
     # the point of the expansions: each order beats the one before at the largest N
     last = rows[-1]
     assert last["error_mean_field"] > last["error_refined_1"] > last["error_refined_2"], last
