@@ -298,6 +298,13 @@ class _System:
         self._jac_sym = [[sympy.diff(gi, yj) for yj in y] for gi in self.g]
         self._jac_fn = sympy.lambdify(y, self._jac_sym, "numpy")
         self._full_rate_fns = [sympy.lambdify(syms, e, "numpy") for e in self.rates_full]
+        # rate terms of order one in the N-system (N beta(x) + gamma(x)): a 1/N shift of the drift
+        corr = [sympy.sympify(tr.correction).subs(sub) for tr in transitions]
+        self.has_correction = any(c != 0 for c in corr)
+        self._full_corr_fns = [sympy.lambdify(syms, sympy.sympify(tr.correction), "numpy") for tr in transitions]
+        gc = [sum((int(Lr[t, i]) * corr[t] for t in range(len(corr)) if Lr[t, i]), sympy.Integer(0))
+              for i in range(m)]
+        self._gc_fn = sympy.lambdify(y, gc, "numpy")
         self._tensor_cache = {}
 
     # numeric evaluation ---------------------------------------------------
@@ -306,6 +313,10 @@ class _System:
 
     def g_num(self, yv):
         return np.array(self._g_fn(*yv), dtype=float).reshape(self.m)
+
+    def gc_num(self, yv):
+        """The drift's 1/N term from the transitions' corrections (reduced coordinates)."""
+        return np.array([np.broadcast_to(v, ()) for v in self._gc_fn(*yv)], dtype=float).reshape(self.m)
 
     def jac(self, yv):
         return np.array(self._jac_fn(*yv), dtype=float).reshape(self.m, self.m)
@@ -489,6 +500,7 @@ class _Transition:
     name: str
     change: dict
     expr: Any
+    correction: Any = 0
 
 
 class PopulationModel:
@@ -536,8 +548,9 @@ class PopulationModel:
         sympy = _sympy()
         return dict(zip(self.species, sympy.symbols(list(self.species), real=True)))
 
-    def transition(self, name: str, change: Mapping, rate) -> None:
-        """Declare a transition: counts change by ``change`` at total rate ``N * rate(X / N)``.
+    def transition(self, name: str, change: Mapping, rate, correction=None) -> None:
+        """Declare a transition: counts change by ``change`` at total rate ``N * rate(X / N)``
+        (plus ``correction(X / N)`` when given).
 
         Parameters
         ----------
@@ -551,6 +564,10 @@ class PopulationModel:
             mapping ``x`` (species -> density) using ordinary arithmetic (it is called
             once with sympy symbols), a sympy expression of :attr:`symbols`, or a
             string such as ``"beta * S * I"`` with numbers substituted.
+        correction : same kinds as ``rate``, optional
+            A rate term of order one in the N-system, ``N * rate(X/N) + correction(X/N)``
+            (e.g. sampling without replacement): it shifts the drift by ``1/N`` and so
+            enters the refined coefficient ``V``; ``refined(order=2)`` refuses it.
 
         Raises
         ------
@@ -558,7 +575,6 @@ class PopulationModel:
             Naming the parameter: duplicate ``name``, unknown species, non-integer or
             non-zero-sum ``change``, a ``rate`` that is not a function of the species.
         """
-        sympy = _sympy()
         name = str(name)
         if any(t.name == name for t in self._transitions):
             raise ValueError(f"name: transition {name!r} is already declared")
@@ -581,23 +597,31 @@ class PopulationModel:
                              "another gains")
         if all(v == 0 for v in full.values()):
             raise ValueError(f"change: transition {name!r} changes nothing")
+        expr = self._symbolic(rate, "rate", name)
+        corr = 0 if correction is None else self._symbolic(correction, "correction", name)
+        self._transitions.append(_Transition(name, full, expr, corr))
+        self._cache.clear()
+
+    def _symbolic(self, value, what, name):
+        """A rate-like declaration as a sympy expression of the species (ValueError naming ``what``)."""
+        sympy = _sympy()
         syms = self.symbols
         try:
-            if callable(rate) and not isinstance(rate, sympy.Basic):
-                expr = rate(dict(syms))
-            elif isinstance(rate, str):
-                expr = sympy.sympify(rate, locals=dict(syms))
+            if callable(value) and not isinstance(value, sympy.Basic):
+                expr = value(dict(syms))
+            elif isinstance(value, str):
+                expr = sympy.sympify(value, locals=dict(syms))
             else:
-                expr = rate
+                expr = value
             expr = sympy.sympify(expr)
             # symbols of the same name as a species are that species
             expr = expr.subs({sympy.Symbol(s): syms[s] for s in self.species})
         except Exception as exc:
-            raise ValueError(f"rate: transition {name!r}: cannot evaluate it on symbolic densities "
+            raise ValueError(f"{what}: transition {name!r}: cannot evaluate it on symbolic densities "
                              f"({type(exc).__name__}: {exc}); write it with ordinary arithmetic "
                              "(+, -, *, /, **) or as a sympy expression") from None
         if expr.has(sympy.Heaviside, sympy.sign, sympy.DiracDelta):
-            raise ValueError(f"rate: transition {name!r} uses Heaviside, sign or DiracDelta, whose derivatives "
+            raise ValueError(f"{what}: transition {name!r} uses Heaviside, sign or DiracDelta, whose derivatives "
                              "are distributions; write the rate as a Piecewise smooth near the fixed point")
         if expr.has(sympy.Min, sympy.Max, sympy.Abs):
             # derivatives of Min/Max/Abs contain DiracDelta; as a Piecewise they are the one-sided ones,
@@ -605,10 +629,9 @@ class PopulationModel:
             expr = expr.rewrite(sympy.Piecewise)
         unknown = sorted(str(s) for s in expr.free_symbols if str(s) not in syms or s != syms[str(s)])
         if unknown:
-            raise ValueError(f"rate: transition {name!r} uses unknown symbols {unknown}; "
+            raise ValueError(f"{what}: transition {name!r} uses unknown symbols {unknown}; "
                              f"species are {list(self.species)}")
-        self._transitions.append(_Transition(name, full, expr))
-        self._cache.clear()
+        return expr
 
     @property
     def transitions(self) -> tuple:
@@ -714,7 +737,10 @@ class PopulationModel:
         Q = sysm.Q(yv)
         W = solve_continuous_lyapunov(F, -Q)
         W = 0.5 * (W + W.T)
-        rhsV = 0.5 * np.einsum("iab,ab->i", F2, W)
+        if order == 2 and sysm.has_correction:
+            raise ValueError("order: the 1/N^2 expansion of a model with rate corrections is not available; "
+                             "use order=1")
+        rhsV = 0.5 * np.einsum("iab,ab->i", F2, W) + sysm.gc_num(yv)
         V = np.linalg.solve(F, -rhsV)
         res = [_rel(F @ W + W @ F.T + Q, Q), _rel(F @ V + rhsV, rhsV)]
         A = None
@@ -770,6 +796,9 @@ class PopulationModel:
         N = _check_N(N)
         order = _check_order(order)
         sysm = self._system()
+        if order == 2 and sysm.has_correction:
+            raise ValueError("order: the 1/N^2 expansion of a model with rate corrections is not available; "
+                             "use order=1")
         x0 = sysm.check_x0(x0)
         ts, scalar = _times(t)
         m = sysm.m
@@ -780,7 +809,8 @@ class PopulationModel:
             parts = np.split(z, cuts)
             yv, V, W = parts[0], parts[1], parts[2].reshape(m, m)
             F, F2, Q = sysm.jac(yv), sysm.F(yv, 2), sysm.Q(yv)
-            out = [sysm.g_num(yv), F @ V + 0.5 * np.einsum("iab,ab->i", F2, W), F @ W + W @ F.T + Q]
+            out = [sysm.g_num(yv), F @ V + 0.5 * np.einsum("iab,ab->i", F2, W) + sysm.gc_num(yv),
+                   F @ W + W @ F.T + Q]
             if order == 2:
                 C, B, A = parts[3].reshape(m, m, m), parts[4].reshape(m, m), parts[5]
                 DQ, D2Q, F3, F4 = sysm.Qd(yv, 1), sysm.Qd(yv, 2), sysm.F(yv, 3), sysm.F(yv, 4)
@@ -821,15 +851,16 @@ class PopulationModel:
         sysm = self._system()
         m = Model(f"{self.name}[N={N}]")
         v = {s: m.var(s, 0, N) for s in self.species}
-        for tr, fn in zip(self._transitions, sysm._full_rate_fns):
+        for tr, fn, cfn in zip(self._transitions, sysm._full_rate_fns, sysm._full_corr_fns):
             guard = True
             for s, c in tr.change.items():
                 if c < 0:
                     guard = (v[s] >= -c) if guard is True else (guard & (v[s] >= -c))
             names = self.species
 
-            def rate(env, fn=fn):
-                return N * np.asarray(fn(*[np.asarray(env[s], dtype=float) / N for s in names]), dtype=float)
+            def rate(env, fn=fn, cfn=cfn):
+                x = [np.asarray(env[s], dtype=float) / N for s in names]
+                return N * np.asarray(fn(*x), dtype=float) + np.asarray(cfn(*x), dtype=float)
             rate.__name__ = tr.name
             m.event(tr.name, guard=guard, rate=rate,
                     update={v[s]: v[s] + c for s, c in tr.change.items() if c})

@@ -15,6 +15,8 @@
 import math
 
 import numpy as np
+
+import ctmc
 import pytest
 
 from ctmc.meanfield import MeanFieldError, PopulationModel
@@ -382,3 +384,45 @@ def test_review_fixes_scale_free_basin_nonsmooth_rates_and_many_species():
     big = supermarket(2, 0.9, 21)                      # 22 species
     r2 = big.refined(100, order=2)
     assert np.isfinite(r2.A).all() and r2.residual < 1e-10
+
+
+@pytest.mark.parametrize("d,lam,B", [(2, 0.9, 6), (3, 0.7, 5)])
+def test_rate_corrections_reproduce_sampling_without_replacement(d, lam, B):
+    """Sampling d of N servers without replacement: P(all d hold >= k jobs) = C(N s_k, d) / C(N, d)
+    = s_k^d + h(s_k)/N + O(1/N^2), h(s) = d(d-1)(s^d - s^(d-1))/2: a rate correction of order one.
+    V against the hand-derived code's replacement=False variant; the chain's rates against the
+    exact hypergeometric ones at N = 12."""
+    sp = [f"x{k}" for k in range(B + 1)]
+    m = PopulationModel("no-replacement", sp)
+
+    def tail(x, k):
+        return sum(x[s] for s in sp[k:]) if k <= B else 0
+
+    def h(s):
+        return 0.5 * d * (d - 1) * (s ** d - s ** (d - 1))
+
+    for k in range(B):
+        m.transition(f"arrival{k}", {sp[k]: -1, sp[k + 1]: +1},
+                     lambda x, k=k: lam * (tail(x, k) ** d - tail(x, k + 1) ** d),
+                     correction=lambda x, k=k: lam * (h(tail(x, k)) - h(tail(x, k + 1))))
+    for k in range(1, B + 1):
+        m.transition(f"departure{k}", {sp[k]: -1, sp[k - 1]: +1}, lambda x, k=k: x[sp[k]])
+    ref = refined_mean_field(d, lam, capacity=B, replacement=False)
+    r = m.refined(10)
+    assert np.abs(_tails(r.V) - ref.V).max() < 1e-10
+    assert np.abs(_tails(r.fixed_point) - ref.pi).max() < 1e-10
+    with pytest.raises(ValueError, match="order: the 1/N\\^2 expansion of a model with rate corrections"):
+        m.refined(10, order=2)
+    if d != 2:
+        # N beta + gamma, the two-term expansion, goes negative at small N for d = 3: the chain refuses it
+        with pytest.raises(ctmc.ModelError, match="invalid rate"):
+            m.chain(12)
+        return
+    # the chain carries N beta + gamma: the leading two terms of the hypergeometric rate
+    ch = m.chain(12)
+    S = ch.states
+    st = np.column_stack([S[s] for s in sp]).astype(float)
+    tails = np.cumsum(st[:, ::-1], axis=1)[:, ::-1] / 12
+    rate0 = ch.event_rate("arrival0")
+    want = 12 * lam * (tails[:, 0] ** d - tails[:, 1] ** d) + lam * (h(tails[:, 0]) - h(tails[:, 1]))
+    np.testing.assert_allclose(rate0, np.maximum(want, 0) * (st[:, 0] >= 1), rtol=1e-12, atol=1e-12)
