@@ -131,8 +131,8 @@ class Analyses:
             ``mean`` is ``inf`` where ``A`` is not reached with probability 1.
         """
         from . import passage
-        if reward is not None and not isinstance(reward, (list, tuple, np.ndarray)):
-            reward = self._values(reward)
+        if reward is not None:
+            reward = self._values(reward)           # arrays, constants, expressions and names alike
         return self._bind(passage.hitting_times(self, self._named_set(target), moments, method, reward=reward,
                                                 backend=self._backend(backend), check=check,
                                                 backend_options=backend_options, **options))

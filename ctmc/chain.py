@@ -352,11 +352,7 @@ class CTMC(Analyses):
         return self._mask(expr, "expr", allow_empty=True)
 
     def _mask(self, target, name="target", allow_empty=False) -> np.ndarray:
-        if isinstance(target, str) and hasattr(self, "labels"):
-            if target not in self.labels:
-                raise ValueError(f"{name}: no label {target!r}; this chain has {sorted(self.labels)}")
-            target = self.labels[target]
-        mask = owned_mask(target, self.states, self.n_states, name=name)
+        mask = owned_mask(self._named_set(target, name), self.states, self.n_states, name=name)
         if not allow_empty and not mask.any():
             raise ValueError(f"{name}: the set of states is empty")
         return mask

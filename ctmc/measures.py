@@ -53,7 +53,6 @@ from .transient import TAIL_EPS, check_uniformization, initial_law, uniformize_o
 __all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
 
 
-
 def _start_law(op, p0, chain=None):
     """Owned initial law: ``p0``, else the chain's :attr:`~ctmc.CTMC.initial_law`, else uniform on
     the operator's initial states (a distributed chain), else None."""
@@ -80,11 +79,12 @@ def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, sca
     # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
     tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
     status = Status.SUCCESS if bound <= tol else Status.INACCURATE
-    msg = (f"{name}: uniformisation, rate {lam:.4g}; truncation {scale * trunc:.1e}, range check {resid:.1e}"
+    msg = (f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
+           f"{resid:.1e}"
            + ("" if p is not None else "; no initial law (the chain has no initial state): value is None"))
     values = np.array([op.gather(row, op.default_gather) for row in U])
     return MeasureResult("uniformization", op.backend, status, msg, 0, resid, time.perf_counter() - t0,
-                         {"uniformization_rate": lam, "truncation": scale * trunc}, value=value, values=values,
+                         {"uniformization_rate": lam, "uniformization_bound": scale * trunc}, value=value, values=values,
                          t=tv, error_bound=bound)
 
 
@@ -138,10 +138,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
-    named = chain._named_vectors() if hasattr(chain, "_named_vectors") else None
-    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", named)
-    if not np.all(np.isfinite(r)):
-        raise ValueError("reward: values must be finite")
+    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", chain._named_vectors(), finite=True)
     p = _start_law(op, p0, chain)
     rmax = op.allmax(float(np.abs(r).max()) if r.size else 0.0)
     rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
@@ -179,10 +176,10 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
         raise ValueError("p0: the chain has several closed classes and no initial state: give the initial law")
     pi = np.zeros(chain.n_states)
     status, bound, iters, resid, bal, under = Status.SUCCESS, 0.0, 0, 0.0, 0.0, 0
-    weights, methods = [], []
+    weights, methods, sizes = [], [], []
     for law in laws:
-        C = law.pi > 0 if law.pi is not None else None
-        support = np.flatnonzero(C)
+        support = np.flatnonzero(law.pi > 0)       # the class (pi gathered on every process)
+        sizes.append(int(support.size))
         hit = chain.hitting_laplace(set(support.tolist()), 0.0, backend=backend, check=check, backend_options=bo)
         a = op.allsum(float(p @ np.asarray(hit.values)[op.start:op.stop]))
         weights.append(a)
@@ -197,7 +194,7 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
            + ", ".join(f"{a:.6g}" for a in weights))
     res = StationaryResult(f"long_run({'/'.join(sorted(set(methods)))})", laws[0].backend, status, msg, iters,
                            resid, time.perf_counter() - t0,
-                           {"absorption": np.array(weights), "class_sizes": [int((law.pi > 0).sum()) for law in laws]},
+                           {"absorption": np.array(weights), "class_sizes": sizes},
                            pi=pi, balance_error=bal, underflow=under, error_bound=bound)
     return res.check(check)
 

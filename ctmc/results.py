@@ -162,11 +162,10 @@ class AnalysisResult:
         return getattr(self._chain, "states", None)
 
     def _per_state(self, spec, name="reward") -> np.ndarray:
+        if self._chain is not None:                # the chain's rule: expressions, reward and label names
+            return self._chain._values(spec, name)
         from .sets import owned_values
-        st = self.states
-        n = self._n_states()
-        named = self._chain._named_vectors() if hasattr(self._chain, "_named_vectors") else None
-        return owned_values(spec, st, n, name=name, named=named, finite=True)
+        return owned_values(spec, None, self._n_states(), name=name, finite=True)
 
     def _n_states(self) -> int:
         cols = self._columns()

@@ -18,6 +18,15 @@ from .expr import Expr
 __all__ = ["owned_mask", "owned_values", "as_law", "global_indices", "unit_mask"]
 
 
+def _evaluate(spec, states, start, stop, name, instead) -> np.ndarray:
+    """An expression or callable of the state variables on the owned states ``[start, stop)``."""
+    if states is None:
+        raise ValueError(f"{name}: this chain has no state table; give {instead}")
+    env = {k: v[start:stop] for k, v in states.as_dict().items()}
+    with np.errstate(all="ignore"):
+        return np.asarray(spec.evaluate(env) if isinstance(spec, Expr) else spec(env))
+
+
 def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, name: str = "target") -> np.ndarray:
     """Owned part ``[start, stop)`` of the set of states described by ``spec``.
 
@@ -54,11 +63,7 @@ def owned_mask(spec, states, n: int, start: int = 0, stop: int | None = None, na
             raise ValueError(f"{name}: {str(exc).removeprefix('index: ')}") from None
         return full[start:stop].copy()
     if isinstance(spec, Expr) or callable(spec):
-        if states is None:
-            raise ValueError(f"{name}: this chain has no state table; give a mask or indices")
-        env = {k: v[start:stop] for k, v in states.as_dict().items()}
-        with np.errstate(all="ignore"):
-            val = np.asarray(spec.evaluate(env) if isinstance(spec, Expr) else spec(env))
+        val = _evaluate(spec, states, start, stop, name, "a mask or indices")
         if val.dtype != bool and not (val.dtype.kind in "iuf" and np.isin(val, (0, 1)).all()):
             raise ValueError(f"{name}: expected a condition (a boolean expression such as n1 == 5), got "
                              f"{val.dtype} values such as {val.ravel()[:3].tolist()}")
@@ -114,12 +119,7 @@ def owned_values(spec, states, n: int, start: int = 0, stop: int | None = None, 
             raise ValueError(f"{name}: no reward or label named {spec!r}; this chain has {sorted(named or {})}")
         spec = named[spec]
     if isinstance(spec, Expr) or (callable(spec) and not isinstance(spec, np.ndarray)):
-        if states is None:
-            raise ValueError(f"{name}: this chain has no state table; give the values as an array")
-        env = {k: v[start:stop] for k, v in states.as_dict().items()}
-        with np.errstate(all="ignore"):
-            val = spec.evaluate(env) if isinstance(spec, Expr) else spec(env)
-        a = np.asarray(val)
+        a = _evaluate(spec, states, start, stop, name, "the values as an array")
         if a.dtype.kind not in "biuf":
             raise ValueError(f"{name}: the expression gives {a.dtype} values, expected real numbers")
         return _finite(np.broadcast_to(a.astype(float), (stop - start,)).copy(), finite, name, start)

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from ._util import as_points
 from .backends import check_backend_options, operator_for
-from .backends.base import worst
+from .backends.base import UNIT_ROUNDOFF, worst
 from .options import make_options, positive
 from .progress import Progress
 from .expr import Expr
@@ -228,9 +228,9 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     if max_terms is not None and lt.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lt.max():.3g} uniformisation steps, above "
                          f"max_terms={max_terms}; raise max_terms or ask for smaller times")
-    u = np.finfo(float).eps / 2
+    u = UNIT_ROUNDOFF
     # per time: its weights on kmin..kmax (integrate: P(N > k) / lam on 0..kmax), and the bound's terms
-    rows, spans, tail = [], [], np.zeros(times.size)
+    rows, tail = [], np.zeros(times.size)
     for i, mu in enumerate(lt):
         k0, w = poisson_weights(eps, float(mu))
         if integrate:
@@ -241,9 +241,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             K = k0 + w.size - 1          # sum over k >= K of P(N > k) <= eps (K + 2) / (K + 2 - mu)
             tail[i] = eps * (k0 + 2 + (K + 2) / max(K + 2 - mu, 1.0)) / lam
         else:
-            rows.append((0, np.ones(1), 0.0) if mu == 0 else (k0, w, 0.0))
+            rows.append((k0, w, 0.0))                   # mu = 0: the single weight 1 at k = 0
             tail[i] = 0.0 if mu == 0 else 2 * eps
-        spans.append(rows[-1][1].size)
     kmax = max(r[0] + r[1].size for r in rows) - 1
     V = np.array(V0, dtype=float)
     total = np.zeros(times.size)
@@ -273,7 +272,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     # round-off: each product adds 3 (roundoff + 4u) relative and I + A/lam does not expand it; the
     # weights carry (span + 4) u relative; the sum over k adds (kmax + 1) u
     step = 3 * (roundoff + 4 * u)
-    rounding = step * kw + (np.asarray(spans, dtype=float) + kmax + 5) * u * total
+    spans = np.array([r[1].size for r in rows], dtype=float)
+    rounding = step * kw + (spans + kmax + 5) * u * total
     bound = float((tail + rounding).max())
     return out, bound
 
