@@ -106,6 +106,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._util import as_points
+
 __all__ = ["PopulationModel", "MeanFieldResult", "RefinedResult", "RefinedTransientResult", "ExactResult",
            "MeanFieldError", "format_comparison", "comparison_records"]
 
@@ -425,11 +427,11 @@ def _integrate(rhs, z0, ts, jac=None):
 
 
 def _times(t):
-    scalar = np.ndim(t) == 0
-    ts = np.atleast_1d(np.asarray(t, dtype=float))
-    if ts.ndim != 1 or ts.size == 0 or not np.isfinite(ts).all() or (ts < 0).any() or (np.diff(ts) < 0).any():
+    """``(times, one number?)``: the core's check of time points (:func:`ctmc._util.as_points`), non-decreasing."""
+    ts = as_points(t, "t")
+    if (np.diff(ts) < 0).any():
         raise ValueError(f"t: expected a time >= 0 or non-decreasing times >= 0, got {t!r}")
-    return ts, scalar
+    return ts, np.ndim(t) == 0
 
 
 # ---------------------------------------------------------------------------
