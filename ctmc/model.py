@@ -23,8 +23,10 @@ strategy (a requirement for distributed assembly). Two strategies:
 ``"box"``
     evaluate every event on every point of the bounding box (in chunks), then
     find the reachable set with a compiled breadth-first search
-    (:func:`scipy.sparse.csgraph.breadth_first_order`). Fast when the box is
-    not much larger than the reachable set.
+    (:func:`scipy.sparse.csgraph.breadth_first_order`) and keep its
+    transitions (rates and updates are checked on the reachable states only,
+    so an unreachable corner of the box may hold invalid values). Fast when
+    the box is not much larger than the reachable set.
 ``"bfs"``
     breadth-first search from the initial states, one vectorised expansion per
     frontier, with a code -> index table over the box when it fits in memory
@@ -335,9 +337,18 @@ class Model:
         return dict(self._lazy_decode(codes, layout))
 
     def _calls_function(self) -> bool:
-        """Whether a guard, rate or update of the model calls a user function."""
-        return any(calls_function(e) for ev in (*self._events, *self._immediates)
-                   for e in (ev.guard, ev.rate, *(u for _, u in ev.update)))
+        """Whether a guard, rate or update of the model calls a user function.
+
+        Asked once per batch of states; the answer is kept until an event or
+        immediate move is added (declarations are only ever added).
+        """
+        key = (len(self._events), len(self._immediates))
+        cached = getattr(self, "_calls_cache", None)
+        if cached is None or cached[0] != key:
+            cached = self._calls_cache = (key, any(
+                calls_function(e) for ev in (*self._events, *self._immediates)
+                for e in (ev.guard, ev.rate, *(u for _, u in ev.update))))
+        return cached[1]
 
     @staticmethod
     def _lazy_decode(codes, layout):
@@ -378,7 +389,7 @@ class Model:
                     out = self._fire(ev, env, n, codes, layout, strict, eager, None)
                     if out is None:
                         continue
-                    pos, w, dcode, live, oob = out
+                    pos, w, dcode, live, oob, _ = out
                     vanishing[pos[live | oob]] = True       # enabled; an out-of-bounds move is an error later
                     if not strict:
                         oobs.append(pos[oob])
@@ -392,10 +403,10 @@ class Model:
                 out = self._fire(ev, env, n, codes, layout, strict, eager, None if vanishing is None else tangible)
                 if out is None:
                     continue
-                pos, r, dcode, live, oob = out
+                pos, r, dcode, live, oob, delta = out
                 if not strict:
                     oobs.append(pos[oob])
-                keep = live & (dcode != codes[pos])
+                keep = live & (delta != 0)
                 srcs.append(pos[keep])
                 dsts.append(dcode[keep])
                 rates.append(np.array(r[keep], dtype=float))
@@ -408,11 +419,13 @@ class Model:
                 cat(oobs, np.int64), vanishing)
 
     def _fire(self, ev, env, n, codes, layout, strict, eager, where):
-        """One event (or immediate move) on a batch: ``(pos, rate, dst_code, live, oob)`` or ``None``.
+        """One event (or immediate move) on a batch: ``(pos, rate, dst_code, live, oob, delta)`` or ``None``.
 
         ``pos`` are the positions where the guard holds (and ``where``, if
         given); ``live`` marks the transitions with a non-zero rate (or
-        weight) that stay in bounds, ``oob`` those that leave them.
+        weight) that stay in bounds, ``oob`` those that leave them; ``delta``
+        is ``dst_code - code`` (0 where nothing changes; meaningless where
+        ``oob``).
         """
         names, lo, span, strides, _ = layout
         what = "weight" if ev.immediate else "rate"
@@ -429,16 +442,19 @@ class Model:
             sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
         r = _values(ev, what, ev.rate.evaluate(sub), pos.size, float)
         live = r != 0  # NaN stays live and is caught below
-        bad = ~(np.isfinite(r) & (r >= 0))
-        if strict and bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise ModelError(
-                f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
-                f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
-        dcode = codes[pos].copy()
+        if strict:
+            bad = ~((r >= 0) & (r < np.inf))
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise ModelError(
+                    f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
+                    f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
+        # the code moves by (new - old) * stride per updated variable; a transition that
+        # leaves the bounds is marked (an error, or dropped) and its code never used
+        delta = 0
         oob = np.zeros(pos.shape, dtype=bool)
         for var, expr in ev.update:
-            i = names.index(var.name)
+            old = sub[var.name]
             new = _values(ev, f"update of {var.name!r}", expr.evaluate(sub), pos.size)
             if new.dtype.kind not in "iub":
                 newi = np.rint(new)
@@ -449,11 +465,11 @@ class Model:
                         f"{_kind(ev)} {ev.name!r}: update of {var.name!r} gives the "
                         f"non-integer {new[k]!r} in state {self._state_text(sub, k)}")
                 oob |= nonint
-                new = np.where(nonint, sub[var.name], np.nan_to_num(newi))
-            new = new.astype(np.int64)
-            out = (new < var.lo) | (new > var.hi)
-            oob |= out
-            dcode += (np.where(out, sub[var.name], new) - sub[var.name]) * strides[i]
+                new = np.where(nonint, old, np.nan_to_num(newi)).astype(np.int64)
+            elif new.dtype.kind != "i":
+                new = new.astype(np.int64)
+            oob |= (new < var.lo) | (new > var.hi)
+            delta = delta + (new - old) * strides[names.index(var.name)]
         oob &= live
         if strict and oob.any():
             k = int(np.flatnonzero(oob)[0])
@@ -463,7 +479,7 @@ class Model:
                 + ", ".join(f"{v.lo} <= {v.name} <= {v.hi}" for v, _ in ev.update))
         if not strict:
             live &= ~oob
-        return pos, r, dcode, live, oob
+        return pos, r, codes[pos] + delta, live, oob, delta
 
     @staticmethod
     def _state_text(env, k):
@@ -673,51 +689,63 @@ class Model:
         return layout, limit, init, layout[4], len(self._events) + len(self._immediates)
 
     def _build_box(self, init, layout, prog, max_states):
-        codes = self._reachable_box(init, layout, prog, max_states)
-        return self._assemble_edges(codes, layout, prog)
+        """``(codes, src, dst, rate, vanishing)``: the box expanded once, its reachable part kept."""
+        codes, (src, dst, rate, van) = self._reachable_box(init, layout, prog, max_states, keep=True)
+        index = np.full(layout[4], -1, dtype=np.int64)
+        index[codes] = np.arange(codes.size)
+        src = index[src]
+        mine = src >= 0                      # transitions out of reachable states (their targets are)
+        return codes, src[mine], index[dst[mine]], rate[mine], (None if van is None else van[codes])
 
-    def _reachable_box(self, init, layout, prog, max_states):
-        """Sorted codes of the reachable states: the whole box expanded, then a compiled BFS."""
+    def _reachable_box(self, init, layout, prog, max_states, keep=False):
+        """Sorted codes of the reachable states: the whole box expanded, then a compiled BFS.
+
+        With ``keep``, also the box's transitions ``(src_code, dst_code, rate,
+        vanishing over the box)``, checked on the reachable states as a strict
+        expansion would have (the first offending state is expanded strictly
+        for its message), so that the reachable ones need no second expansion.
+        """
         box = layout[4]
-        srcs, dsts, oob_src = [], [], []
+        srcs, dsts, rates, vans, oob_src = [], [], [], [], []
         for start in range(0, box, _CHUNK):
             codes = np.arange(start, min(box, start + _CHUNK), dtype=np.int64)
-            s, d, _, oob, _ = self._expand(codes, layout, strict=False)
+            s, d, r, oob, v = self._expand(codes, layout, strict=False)
             srcs.append(codes[s])
             dsts.append(d)
+            if keep:
+                rates.append(r)
+                vans.append(v)
             oob_src.append(codes[oob])
             prog.update(f"box {min(box, start + _CHUNK)}/{box}")
         src = np.concatenate(srcs)
         dst = np.concatenate(dsts)
-        # virtual root (index box) linked to every initial state
-        src = np.concatenate([src, np.full(init.size, box, dtype=np.int64)])
-        dst = np.concatenate([dst, init])
-        G = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(box + 1, box + 1))
+        del srcs, dsts
+        # virtual root (index box) linked to every initial state; float data: csgraph's own type
+        G = sp.csr_matrix((np.ones(src.size + init.size),
+                           (np.concatenate([src, np.full(init.size, box, dtype=np.int64)]),
+                            np.concatenate([dst, init]))), shape=(box + 1, box + 1))
         from scipy.sparse.csgraph import breadth_first_order
         order = breadth_first_order(G, box, directed=True, return_predecessors=False)
-        del G, src, dst
-        codes = np.sort(order[order != box].astype(np.int64))
+        del G
+        reach = np.zeros(box + 1, dtype=bool)
+        reach[order] = True
+        reach[box] = False
+        codes = np.flatnonzero(reach)
         if max_states is not None and codes.size > max_states:
             raise ModelError(f"model {self.name!r}: {codes.size} reachable states exceed max_states={max_states}")
         oob = np.concatenate(oob_src)
-        if oob.size and np.isin(oob, codes).any():
-            # re-expand the offending reachable states strictly for the message
-            bad = oob[np.isin(oob, codes)]
-            self._expand(bad[:1], layout, strict=True)
-        return codes
-
-    def _assemble_edges(self, codes, layout, prog):
-        srcs, dsts, rates, vans = [], [], [], []
-        for start in range(0, codes.size, _CHUNK):
-            c = codes[start:start + _CHUNK]
-            s, d, r, _, v = self._expand(c, layout, strict=True)
-            srcs.append(s + start)
-            dsts.append(np.searchsorted(codes, d))
-            rates.append(r)
-            vans.append(v)
-            prog.update(f"assembly {min(codes.size, start + _CHUNK)}/{codes.size}")
+        bad = oob[reach[oob]]
+        if keep:
+            rate = np.concatenate(rates)
+            invalid = ~(np.isfinite(rate) & (rate >= 0)) & reach[src]
+            bad = np.concatenate([bad, src[invalid]])
+        if bad.size:
+            # re-expand the first offending reachable state strictly, for the message
+            self._expand(np.sort(bad)[:1], layout, strict=True)
+        if not keep:
+            return codes
         van = np.concatenate(vans) if self._immediates else None
-        return codes, np.concatenate(srcs), np.concatenate(dsts), np.concatenate(rates), van
+        return codes, (src, dst, rate, van)
 
     def _build_bfs(self, init, layout, prog, limit, max_states, max_levels=None):
         """Breadth-first exploration; ``None`` if it has not ended after ``max_levels`` frontiers."""
@@ -1064,7 +1092,10 @@ def _kind(ev):
 
 def _guard(ev, env, n):
     """The guard of ``ev`` on ``env`` as a boolean array of shape ``(n,)``; a non-boolean guard is an error."""
-    g = np.asarray(ev.guard.evaluate(env))
+    g = ev.guard.evaluate(env)
+    if type(g) is np.ndarray and g.dtype == bool and g.shape == (n,):
+        return g                        # the common case, without the checks' conversions
+    g = np.asarray(g)
     if g.dtype != bool:
         raise ModelError(f"{_kind(ev)} {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
                          f"&, |, ~), got values of type {g.dtype} (write e.g. n != 4 instead of n - 4)")
@@ -1073,6 +1104,8 @@ def _guard(ev, env, n):
 
 def _values(ev, what, value, n, dtype=None):
     """``_full`` for a value of event ``ev``: a function returning the wrong length is named."""
+    if type(value) is np.ndarray and value.shape == (n,) and (dtype is None or value.dtype == dtype):
+        return value
     a = np.asarray(value, dtype=dtype)
     if a.ndim and a.shape != (n,):
         raise ModelError(f"{_kind(ev)} {ev.name!r}: its {what} gave {a.shape[0] if a.ndim == 1 else a.shape} "

@@ -293,3 +293,19 @@ def test_a_rate_function_gets_a_plain_dict_of_every_variable(strategy):
     a, b = build(lambda x: rate), build(lambda x: x * 1.0 + 1.0)
     assert all(t is dict and names == ["x", "y"] for t, names in seen) and seen
     assert a.n_states == b.n_states and (a.Q != b.Q).nnz == 0
+
+
+@pytest.mark.parametrize("bad", [np.nan, -1.0, np.inf])
+def test_box_checks_rates_on_reachable_states_only(bad):
+    """The box strategy expands every point once, leniently; an invalid rate is an error only
+    where the state is reachable (named like the search's strict expansion names it)."""
+    def model(where_bad):
+        m = ctmc.Model("r")
+        x = m.var("x", 0, 6)
+        m.event("up", guard=(x != 4) & (x < 6), rate=ctmc.where(x == where_bad, bad, 1.0), update={x: x + 1})
+        m.event("down", guard=(x > 0) & (x <= 4), rate=1.0, update={x: x - 1})
+        return m
+    for strategy in ("box", "bfs"):
+        assert model(5).build(initial={"x": 0}, strategy=strategy).n_states == 5    # x = 5 (up enabled there) never reached
+        with pytest.raises(ctmc.ModelError, match=r"'up': invalid rate .* \(x=2\)"):
+            model(2).build(initial={"x": 0}, strategy=strategy)
