@@ -7,6 +7,11 @@ paper/sizeExpansionMeanField.tex: Table "tab:SIS" (malware model) and Table
 "tab:supermarket" (steady-state average queue length; simulations sample the d
 queues with replacement; no confidence interval is printed, each value is the
 average of 1000 independent time averages).
+
+The mean-field functions of ``models.supermarket`` go through ``ctmc.meanfield``
+(the supermarket declared as a population model); ``reference_supermarket_mf``
+holds the hand-derived tail-coordinate code they replaced, the independent answer
+the generic route must match to 1e-10.
 """
 import itertools
 import math
@@ -21,8 +26,10 @@ from ctmc.models import supermarket as smk
 from ctmc.models.supermarket import (Supermarket, join_probabilities, lump_per_queue,
                                      mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
                                      mean_field_ode, n_occupancy_states, occupancy_generator,
-                                     occupancy_rank, occupancy_states, per_queue_model, refined_correction,
-                                     refined_mean_field)
+                                     occupancy_rank, occupancy_states, per_queue_model, population_model,
+                                     refined_correction, refined_mean_field)
+
+import reference_supermarket_mf as hand
 
 
 # ---------------------------------------------------------------------------
@@ -184,33 +191,52 @@ def test_without_replacement_d_equals_n_is_jsq():
 # ---------------------------------------------------------------------------
 # mean field
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize("d,lam", [(1, 0.5), (2, 0.9), (3, 0.7), (2, 0.3), (4, 0.95)])
+def _close_tails(u, ref):
+    """Relative 1e-9 where the reference tail is above 1e-20, absolute 1e-20 below (the generic
+    route cuts the levels whose tails are below 1e-20; the closed forms are exact to the last digit)."""
+    u, ref = np.asarray(u), np.asarray(ref)
+    big = ref > 1e-20
+    return u.shape == ref.shape and np.allclose(u[big], ref[big], rtol=1e-9, atol=0) \
+        and np.abs(u[~big] - ref[~big]).max(initial=0) < 1e-20
+
+
+@pytest.mark.parametrize("d,lam", [(1, 0.5), (2, 0.9), (3, 0.7), (2, 0.3), (4, 0.95), (2, 0.999)])
 def test_fixed_point_formula_matches_ode_equilibrium(d, lam):
     K = 40 if d > 1 else 200
     u = mean_field_fixed_point(d, lam, levels=K)
-    k = np.arange(K + 1)
-    closed = lam ** k if d == 1 else lam ** ((d ** k.astype(float) - 1) / (d - 1))
-    assert np.allclose(u, closed, rtol=1e-14, atol=0)
-    t, traj = mean_field_ode(d, lam, [50.0, 4000.0], levels=K)
+    assert _close_tails(u, hand.fixed_point(d, lam, levels=K))     # closed form
+    big = u > 1e-12      # near lam = 1 the Jacobian is nearly singular: Newton leaves 3e-10 relative
+    assert np.allclose(u[big], hand.fixed_point(d, lam, levels=K)[big], rtol=1e-12 if lam <= 0.95 else 1e-9,
+                       atol=0)
+    t, traj = mean_field_ode(d, lam, [50.0, 4000.0 if lam <= 0.95 else 4e5], levels=K)   # slow near lam = 1
+    assert traj.shape == (K + 1, 2)
     assert np.allclose(traj[:, -1], u, atol=1e-8)
-    assert np.abs(mean_field_drift(u[1:], d, lam)).max() < 1e-14
+    assert np.abs(hand.drift(u[1:], d, lam)).max() < 1e-14            # a zero of the hand-derived drift
+    assert np.abs(mean_field_drift(u[1:13], d, lam)[:-1]).max() < 1e-14   # and of the generic one
 
 
-@pytest.mark.parametrize("d,lam,B", [(2, 0.9, 5), (1, 0.5, 4), (3, 1.5, 6), (2, 0.9, 60)])
+@pytest.mark.parametrize("d,lam,B", [(2, 0.9, 5), (1, 0.5, 4), (3, 1.5, 6), (2, 0.9, 60), (2, 1.3, 12)])
 def test_fixed_point_with_capacity(d, lam, B):
     u = mean_field_fixed_point(d, lam, capacity=B)
-    assert np.abs(mean_field_drift(u[1:], d, lam)).max() < 1e-11
+    assert np.abs(u - hand.fixed_point(d, lam, capacity=B)).max() < 1e-12     # shooting on u_B
+    assert np.abs(hand.drift(u[1:], d, lam)).max() < 1e-11
     _, traj = mean_field_ode(d, lam, 3000.0, capacity=B)
     assert np.allclose(traj[:, -1], u, atol=1e-8)
     if d == 1:   # M/M/1/B tails
         assert np.allclose(u, _mm1b(lam, B)[::-1].cumsum()[::-1], rtol=1e-12)
 
 
-def test_drift_derivatives_against_finite_differences():
+def test_drift_derivatives_against_finite_differences_and_hand_derivation():
     rng = np.random.default_rng(5)
     for d in (1, 2, 3):
         x = np.sort(rng.uniform(0.05, 0.95, 6))[::-1]
-        A, H, _ = mean_field_derivatives(x, d, 0.8)
+        A, H, Q = mean_field_derivatives(x, d, 0.8)
+        assert np.abs(mean_field_drift(x, d, 0.8) - hand.drift(x, d, 0.8)).max() < 1e-14
+        assert np.abs(A - hand.jacobian(x, d, 0.8)).max() < 1e-13
+        assert np.abs(H - hand.hessian(x, d, 0.8)).max() < 1e-13
+        assert np.abs(Q - hand.jump_covariance(x, d, 0.8)).max() < 1e-14
+        X = np.stack([x, x[::-1] / 2])                                  # trailing axis
+        assert np.abs(mean_field_drift(X, d, 0.8) - hand.drift(X, d, 0.8)).max() < 1e-14
         h = 1e-6
         E = np.eye(x.size)
         A_fd = np.column_stack([(mean_field_drift(x + h * e, d, 0.8)
@@ -220,6 +246,53 @@ def test_drift_derivatives_against_finite_differences():
                                            - mean_field_derivatives(x - h * e, d, 0.8)[0][:, j]) / (2 * h)
                                           for e in E]) for j in range(x.size)], axis=1)
         assert np.allclose(H, H_fd, atol=1e-7)
+
+
+# the generic route (ctmc.meanfield on population_model) against the hand derivation: pi, V, W
+GENERIC_CASES = [(d, lam, None) for d in (1, 2, 3) for lam in ((0.5, 0.9) if d == 1 else (0.5, 0.9, 0.95))] + [
+    (2, 0.99, None), (4, 0.95, None), (2, 0.9, 6), (3, 0.8, 5), (2, 0.95, 10), (1, 0.7, 4), (2, 1.3, 4),
+    (3, 2.0, 8), (2, 0.6, 30)]
+
+
+@pytest.mark.parametrize("replacement", [True, False])
+@pytest.mark.parametrize("d,lam,B", GENERIC_CASES)
+def test_generic_route_matches_hand_derivation(d, lam, B, replacement):
+    # d = 1 without capacity: the hand code's default (tails to 1e-30) is 1348 levels at lam = 0.95; to 1e-17
+    K = B if B is not None else (math.ceil(math.log(1e-17) / math.log(lam)) if d == 1 else 40)
+    r = refined_mean_field(d, lam, capacity=B, replacement=replacement, levels=K)
+    pi, V, W = hand.refined(d, lam, capacity=B, replacement=replacement, levels=K)
+    if B is None and d >= 2:
+        assert np.array_equal(refined_mean_field(d, lam, replacement=replacement).V, r.V)   # default 40 levels
+    assert r.pi.shape == r.V.shape == (K,) and r.W.shape == (K, K)
+    scale = max(1.0, np.abs(V).max())                       # |V| reaches 18 at lam = 0.99
+    assert np.abs(r.pi - pi).max() < 1e-10
+    assert np.abs(r.V - V).max() < 1e-10 * scale
+    assert np.abs(r.W - W).max() < 1e-10 * scale
+    assert r.residual < 1e-10
+    with_r = refined_mean_field(d, lam, B, levels=K)   # sampling without replacement moves V (d >= 2)
+    assert (d >= 2 and not replacement) == (np.abs(r.V - with_r.V).max() > 1e-3)
+
+
+@pytest.mark.parametrize("lam,B", [(0.7, 4), (1.4, 6), (0.5, 60)])
+def test_random_routing_closed_forms_are_the_generic_route(lam, B):
+    # d = 1 is answered in closed form (independent M/M/1/B queues: V = 0, W = u_max - u u^T);
+    # ctmc.meanfield on the same declaration must agree
+    r = population_model(1, lam, B).refined(10)
+    T = np.triu(np.ones((B, B)))
+    cf = refined_mean_field(1, lam, capacity=B)
+    assert np.abs(T @ r.fixed_point[:B] - cf.pi).max() < 1e-12
+    assert np.abs(T @ r.V[:B]).max() < 1e-12 and not cf.V.any()
+    assert np.abs(T @ r.W[:B, :B] @ T.T - cf.W).max() < 1e-12
+
+
+def test_population_model_chain_is_the_occupancy_chain():
+    # the declaration's exact finite-n chain (ctmc.meanfield.chain) against the combinatorial occupancy
+    # chain of Supermarket at the same capacity (with replacement): the same law of the tails
+    for n, d, lam, B in [(4, 2, 0.9, 4), (3, 3, 1.2, 3)]:
+        e = population_model(d, lam, B).exact(n)
+        s = Supermarket(n, d, lam, capacity=B)
+        u = np.cumsum(e.densities[:B][::-1])[::-1]             # species x1..xB, x0
+        assert np.allclose(u, s.tail()[1:], rtol=1e-10, atol=1e-14)
 
 
 def _malware_exact(N):
@@ -252,11 +325,14 @@ PUBLISHED_RMF = [(10, 2, 0.7, 1.1301, 1.2150), (20, 2, 0.7, 1.1301, 1.1726), (10
 
 @pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
 def test_refined_mean_field_reproduces_published_expansion(N, d, rho, mf, rmf):
-    r = refined_mean_field(d, rho)
+    r = refined_mean_field(d, rho)                 # the generic route (ctmc.meanfield)
     assert r.residual < 1e-10
     assert r.mean_jobs_per_server() == pytest.approx(mf, abs=5e-5)
     assert r.mean_jobs_per_server(N) == pytest.approx(rmf, abs=5e-5)
     assert abs(r.V[0]) < 1e-12   # u_1 = rho exactly at every n (flow balance)
+    pi, V, _ = hand.refined(d, rho)                # the hand derivation, independently
+    assert pi.sum() == pytest.approx(mf, abs=5e-5) and (pi + V / N).sum() == pytest.approx(rmf, abs=5e-5)
+    assert abs(r.mean_jobs_per_server(N) - (pi + V / N).sum()) < 1e-10
 
 
 # Same table: simulation column (with replacement); we ask the exact value to lie within 1e-3

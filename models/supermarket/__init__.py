@@ -21,7 +21,9 @@ Layout
     :class:`Supermarket`: the exact finite-n system, its measures and the
     automatic choice of the capacity.
 :mod:`.meanfield`
-    The mean-field limit and its refined :math:`1/n` correction.
+    The mean-field limit and its refined :math:`1/n` correction, computed by
+    :mod:`ctmc.meanfield` from the supermarket declared as a population model
+    (:func:`population_model`).
 :mod:`ctmc.models.supermarket.cli`
     The ``ctmc supermarket`` command and the ``ctmc report`` study.
 
@@ -50,7 +52,7 @@ from .occupancy import (join_probabilities, n_occupancy_states, occupancy_genera
 from .crosscheck import lump_per_queue, per_queue_model
 from .model import MAX_STATES, Supermarket, Truncation, TruncationWarning
 from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
-                        mean_field_ode, refined_correction, refined_mean_field)
+                        mean_field_ode, population_model, refined_correction, refined_mean_field)
 from .cli import _plot_errors, add_arguments, report, run, study
 
 __all__ = [
@@ -59,5 +61,6 @@ __all__ = [
     "occupancy_generator", "join_probabilities", "sample_all_at_least", "per_queue_model",
     "lump_per_queue", "mean_field_drift", "mean_field_fixed_point", "mean_field_ode",
     "mean_field_derivatives", "refined_correction", "refined_mean_field", "RefinedMeanField",
+    "population_model",
     "add_arguments", "run", "report",
 ]

@@ -1,9 +1,16 @@
 r"""Mean-field limit of the supermarket model and its refined :math:`1/n` correction.
 
+Everything here is computed by the generic module :mod:`ctmc.meanfield`, from the
+supermarket declared as a population process (:func:`population_model`); the
+hand-derived drift, derivatives and closed forms that this module held before
+live on as the independent reference of the tests (``tests/reference_supermarket_mf.py``),
+which check that both routes agree to 1e-10.
+
 Mean field
 ----------
-As :math:`n \to \infty` (with replacement), :math:`u(t)` follows the ODE
-(Mitzenmacher 1996; Vvedenskaya, Dobrushin & Karpelevich 1996)
+As :math:`n \to \infty` (with replacement), the tails :math:`u_k` (fraction of
+queues with at least :math:`k` jobs) follow the ODE (Mitzenmacher 1996;
+Vvedenskaya, Dobrushin & Karpelevich 1996)
 
 .. math::
 
@@ -13,25 +20,49 @@ whose fixed point is :math:`u_k = \lambda^{(d^k - 1)/(d - 1)}` for
 :math:`d \ge 2` and :math:`u_k = \lambda^k` for :math:`d = 1`
 (:func:`mean_field_fixed_point`, :func:`mean_field_ode`). With a capacity
 :math:`B` (:math:`u_{B+1} = 0`) the fixed point solves
-:math:`u_k = \lambda (u_{k-1}^d - u_B^d)`, found by shooting on :math:`u_B`.
+:math:`u_k = \lambda (u_{k-1}^d - u_B^d)`.
 
-The *refined* mean field (Gast & Van Houdt 2017) adds the :math:`1/n` term
-:math:`E[u^{(n)}] = \pi + V / n + o(1/n)`: with the drift :math:`f`, its
-Jacobian :math:`A = Df(\pi)`, Hessian :math:`H_{jkl} = \partial^2 f_j /
-\partial x_k \partial x_l` and :math:`Q = \sum_\ell \ell \ell^T
-\beta_\ell(\pi)` (diagonal here),
+The population model
+--------------------
+Species ``x1, ..., xK, x0``: the fractions of queues holding exactly
+:math:`k` jobs, with a capacity of :math:`K` levels. An arrival moves a queue
+from :math:`k` to :math:`k + 1` at rate :math:`n \lambda (u_k^d - u_{k+1}^d)`
+(:math:`u_k = \sum_{j \ge k} x_j`), a departure from :math:`k` to
+:math:`k - 1` at rate :math:`n x_k`. ``x0`` is last, so it is the species
+:mod:`ctmc.meanfield` eliminates: the reduced coordinates are
+:math:`(x_1, \dots, x_K)`, every tail is a sum of small positive numbers (no
+:math:`1 - \sum` cancellation): measured against the closed form, the tails
+keep a relative accuracy of about :math:`10^{-13}` down to :math:`10^{-12}` at
+moderate loads (:math:`3 \times 10^{-10}` at :math:`\lambda = 0.999`, where the
+Jacobian is nearly singular) and better than :math:`10^{-9}` down to
+:math:`10^{-20}`; below that only an absolute accuracy of about
+:math:`10^{-24}` (the closed forms are exact to the last digit there). Without replacement the
+:math:`1/n` part of the hypergeometric sampling law,
+:math:`\prod_{j<d}(s - j/n)/(1 - j/n) = s^d + \tfrac{d(d-1)}{2n}(s^d -
+s^{d-1}) + O(n^{-2})`, is declared as a rate correction
+(``transition(..., correction=...)``): it shifts :math:`V`.
 
-.. math::
+Levels. The fixed point with or without a capacity is below the closed form
+:math:`\lambda^{(d^k - 1)/(d - 1)}` (from :math:`u_k \le \lambda u_{k-1}^d`),
+and :math:`V_{k+1}`, :math:`W_{kk}` are of the order of :math:`u_k`. The
+model is therefore declared with one level more than the first :math:`k`
+whose bound is below :math:`10^{-20}` (10 levels at :math:`d = 2`,
+:math:`\lambda = 0.9`; 20 at :math:`\lambda = 0.9999`), or the capacity if that
+is smaller; deeper levels are reported as 0. The symbolic set-up (a fraction of
+a second at 10 levels) is done once per ``(d, lam, levels, replacement)``.
 
-    A W + W A^T + Q = 0, \qquad V = -\tfrac12 A^{-1} (H : W) - A^{-1} g,
+:math:`d = 1` (random routing) is linear: independent M/M/1(/B) queues, no
+:math:`1/n` term (:math:`V = 0`), :math:`W_{jk} = u_{\max(j,k)} - u_j u_k`;
+those closed forms are used, since the geometric tail would need hundreds of
+levels in the generic route (the tests check that it agrees where it is cheap).
 
-where :math:`g` is the :math:`1/n` part of the finite-n drift: zero with
-replacement; without replacement
-:math:`\prod_{j<d}(x - j/n)/(1 - j/n) = x^d + \tfrac{d(d-1)}{2n}(x^d -
-x^{d-1}) + O(n^{-2})` (:func:`refined_mean_field`, :func:`refined_correction`).
-Sign convention: :math:`W` is the (positive semi-definite) limit of
-:math:`n \operatorname{Cov}`, hence the minus sign (Gast, Bortolussi &
-Tribastone 2018, Theorem 1 at stationarity).
+Refined mean field
+------------------
+:math:`E[u^{(n)}] = \pi + V / n + o(1/n)` and :math:`n \operatorname{Cov}(u^{(n)})
+\to W` (Gast & Van Houdt 2017; Gast, Bortolussi & Tribastone 2018):
+:meth:`ctmc.meanfield.PopulationModel.refined` in the coordinates ``x``, mapped
+to the tails by the triangular matrix :math:`u = T x`
+(:func:`refined_mean_field`).
 
 References
 ----------
@@ -44,6 +75,7 @@ transient and steady-state analysis", Performance Evaluation 2018.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -53,11 +85,14 @@ import numpy as np
 from ._params import _int_param
 
 __all__ = ["mean_field_drift", "mean_field_fixed_point", "mean_field_ode", "mean_field_derivatives",
-           "refined_correction", "refined_mean_field", "RefinedMeanField"]
+           "refined_correction", "refined_mean_field", "RefinedMeanField", "population_model"]
+
+#: tails below this bound are left out of the declared model (see the module docstring)
+_TAIL = 1e-20
 
 
 # ---------------------------------------------------------------------------
-# mean field
+# parameters and levels
 # ---------------------------------------------------------------------------
 def _check_mf(d, lam, capacity):
     d = _int_param("d", d, 1)
@@ -72,14 +107,126 @@ def _check_mf(d, lam, capacity):
 
 
 def _default_levels(d, lam):
-    # levels kept for the infinite-buffer mean field: u_k below 1e-30 (d = 1 geometric)
+    # levels reported for the infinite-buffer mean field: 40 for d >= 2, until lam^k < 1e-30 for d = 1
     if d == 1:
         return max(2, int(math.ceil(math.log(1e-30) / math.log(lam))) + 1)
     return 40
 
 
+def _levels(d, lam, K):
+    """Levels to declare (d >= 2): one more than the first k with lam^((d^k-1)/(d-1)) < _TAIL, at most K."""
+    if lam >= 1:
+        return K
+    need = math.log(_TAIL) / math.log(lam)          # (d^k - 1)/(d - 1) > need  <=>  bound(k) < _TAIL
+    k = 1
+    while k <= K and (d ** k - 1) / (d - 1) <= need:
+        k += 1
+    return min(K, k + 1)
+
+
+def _levels_arg(d, lam, capacity, levels):
+    if capacity is not None:
+        return capacity
+    return _default_levels(d, lam) if levels is None else _int_param("levels", levels, 1)
+
+
+# ---------------------------------------------------------------------------
+# the population model and the coordinates
+# ---------------------------------------------------------------------------
+def population_model(d, lam, levels, replacement=True):
+    r"""The supermarket with capacity ``levels`` declared as a :class:`ctmc.meanfield.PopulationModel`.
+
+    Species ``x1, ..., x<levels>, x0`` (fractions of queues with exactly ``k``
+    jobs; ``x0`` last, the species :mod:`ctmc.meanfield` eliminates). With
+    replacement its :meth:`~ctmc.meanfield.PopulationModel.chain` is the
+    occupancy chain of :class:`Supermarket` (same rates); without replacement
+    the arrival rates carry the :math:`1/n` term of the hypergeometric law as a
+    rate correction (its chain uses that two-term expansion, not the exact law).
+
+    Examples
+    --------
+    >>> m = population_model(2, 0.9, 10)
+    >>> m.species[:3], m.species[-1]
+    (('x1', 'x2', 'x3'), 'x0')
+    >>> round(float(m.mean_field().fixed_point[:10].sum()), 6)     # u_1 = lam
+    0.9
+    """
+    d = _int_param("d", d, 1)
+    levels = _int_param("levels", levels, 1)
+    lam = float(lam)
+    from ctmc.meanfield import PopulationModel
+    K = levels
+    sp = [f"x{k}" for k in range(1, K + 1)] + ["x0"]
+    m = PopulationModel(f"supermarket(d={d}, lam={lam:g}, levels={K}, "
+                        f"{'with' if replacement else 'without'} replacement)", sp)
+
+    def tail(x, k):
+        # u_k as a sum of the deeper species (u_0 = 1, u_{K+1} = 0)
+        return 1 if k == 0 else (sum(x[f"x{j}"] for j in range(k, K + 1)) if k <= K else 0)
+
+    def h(s):
+        return 0.5 * d * (d - 1) * (s ** d - s ** (d - 1))
+
+    for k in range(K):
+        corr = None
+        if not replacement and d >= 2:
+            corr = (lambda x, k=k: lam * (h(tail(x, k)) - h(tail(x, k + 1))))
+        m.transition(f"arrival{k}", {f"x{k}": -1, f"x{k + 1}": +1},
+                     lambda x, k=k: lam * (tail(x, k) ** d - tail(x, k + 1) ** d), correction=corr)
+    for k in range(1, K + 1):
+        m.transition(f"departure{k}", {f"x{k}": -1, f"x{k - 1}": +1}, lambda x, k=k: x[f"x{k}"])
+    return m
+
+
+@functools.lru_cache(maxsize=32)
+def _model(d, lam, K, replacement):
+    # shared, so never handed out: population_model() builds a fresh one
+    return population_model(d, lam, K, replacement)
+
+
+def _tails(v):
+    """(x_1..x_K[, x_0]) -> (u_1..u_K), u_k = sum_{j >= k} x_j (small terms first); trailing axis."""
+    v = np.asarray(v, dtype=float)
+    return np.flip(np.cumsum(np.flip(v, -1), axis=-1), -1)
+
+
+def _from_tails(u):
+    """(u_1..u_K) -> (x_1..x_K), x_k = u_k - u_{k+1}; trailing axis."""
+    u = np.asarray(u, dtype=float)
+    return u - np.concatenate([u[..., 1:], np.zeros_like(u[..., :1])], axis=-1)
+
+
+def _T(K):
+    return np.triu(np.ones((K, K)))
+
+
+def _pad(v, K):
+    out = np.zeros(K)
+    out[:v.size] = v
+    return out
+
+
+def _mm1_tails(lam, K, capacity):
+    """P(q >= k), k = 0..K, of an M/M/1 (capacity None) or M/M/1/B queue."""
+    k = np.arange(K + 1, dtype=float)
+    if capacity is None:
+        return lam ** k
+    logp = k * math.log(lam)
+    p = np.exp(logp - logp.max())
+    u = np.flip(np.cumsum(np.flip(p)))
+    return u / u[0]
+
+
+# ---------------------------------------------------------------------------
+# mean field
+# ---------------------------------------------------------------------------
 def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     r"""Fixed point ``u_0..u_K`` of the mean-field ODE (``u_0 = 1``).
+
+    Computed by :meth:`ctmc.meanfield.PopulationModel.mean_field` on
+    :func:`population_model` (:math:`d \ge 2`; tails below the module's
+    level cut are 0) and in closed form for :math:`d = 1` (independent
+    M/M/1 queues).
 
     Parameters
     ----------
@@ -87,12 +234,10 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     lam : float
         ``0 < lam < 1`` without capacity; any ``lam > 0`` with one.
     capacity : int, optional
-        ``B``: the fixed point of the truncated ODE (``u_{B+1} = 0``), found
-        by shooting on ``u_B``; ``K = B``.
+        ``B``: the fixed point of the truncated ODE (``u_{B+1} = 0``); ``K = B``.
     levels : int, optional
-        ``K`` for the infinite-buffer closed form
-        :math:`\lambda^{(d^k - 1)/(d - 1)}` (default: 40 for d >= 2, enough
-        for ``u_k`` to underflow; for d = 1 until :math:`\lambda^k < 10^{-30}`).
+        ``K`` without a capacity (default: 40 for d >= 2; for d = 1 until
+        :math:`\lambda^k < 10^{-30}`).
 
     Examples
     --------
@@ -102,48 +247,63 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     array([1.        , 0.42857143, 0.14285714])
     """
     d, lam, capacity = _check_mf(d, lam, capacity)
-    if capacity is None:
-        K = _default_levels(d, lam) if levels is None else _int_param("levels", levels, 1)
-        k = np.arange(K + 1, dtype=float)
-        if d == 1:
-            return lam ** k
-        with np.errstate(over="ignore"):
-            expo = (float(d) ** k - 1) / (d - 1)
-        return lam ** expo
-    B = capacity
+    K = _levels_arg(d, lam, capacity, levels)
+    if d == 1:
+        return _mm1_tails(lam, K, capacity)
+    Ke = _levels(d, lam, K)
+    x = _model(d, lam, Ke, True).mean_field().fixed_point
+    return np.concatenate([[1.0], _pad(np.maximum(_tails(x[:Ke]), 0.0), K)])
 
-    def shoot(t):
-        # u_B(t) - t along u_k = lam (u_{k-1}^d - t^d); decreasing in t while u_k >= t
-        u = 1.0
-        for _ in range(B):
-            u = lam * (u ** d - t ** d)
-            if u < t:
-                return u - t
-        return u - t
 
-    from scipy.optimize import brentq
-    t = 0.0
-    if shoot(0.0) > 0:
-        t = brentq(shoot, 0.0, 1.0, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
-    u = np.empty(B + 1)
-    u[0] = 1.0
-    for k in range(1, B + 1):
-        u[k] = lam * (u[k - 1] ** d - t ** d)
-    u[B] = t
-    return u
+def _compiled(d, lam, K):
+    # the compiled drift of ctmc.meanfield (same package): reduced coordinates (x_1..x_K)
+    return _model(d, lam, K, True)._system()
 
 
 def mean_field_drift(x, d, lam):
     r"""Mean-field drift :math:`f_k(x) = \lambda (x_{k-1}^d - x_k^d) - (x_k - x_{k+1})`.
 
     ``x = (u_1, ..., u_K)`` with ``u_0 = 1`` and ``u_{K+1} = 0`` (capacity K).
-    Works on a trailing axis (``x`` of shape (..., K)).
+    Works on a trailing axis (``x`` of shape (..., K)). Evaluated by the
+    compiled drift of :func:`population_model` (built once per ``d, lam, K``).
     """
     x = np.asarray(x, dtype=float)
-    ones = np.ones_like(x[..., :1])
-    prev = np.concatenate([ones, x[..., :-1]], axis=-1)
-    nxt = np.concatenate([x[..., 1:], 0 * ones], axis=-1)
-    return lam * (prev ** d - x ** d) - (x - nxt)
+    d = _int_param("d", d, 1)
+    sysm = _compiled(d, float(lam), x.shape[-1])
+    y = _from_tails(x)
+    g = np.apply_along_axis(sysm.g_num, -1, y) if y.ndim > 1 else sysm.g_num(y)
+    return _tails(g)
+
+
+def mean_field_derivatives(x, d, lam):
+    r"""Jacobian ``A``, Hessian ``H`` and jump covariance ``Q`` of the drift at ``x`` (tails).
+
+    The symbolic derivatives of :func:`population_model` (in the coordinates
+    :math:`x_1..x_K`), mapped to the tails :math:`u = T x`: :math:`A = T\,Dg\,T^{-1}`,
+    :math:`H_{jkl} = T_{ja} (D^2 g)_{abc} T^{-1}_{bk} T^{-1}_{cl}`, :math:`Q = T Q_x T^T`.
+
+    Returns
+    -------
+    A : ndarray (K, K)
+        :math:`A_{jk} = \partial f_j / \partial u_k`.
+    H : ndarray (K, K, K)
+        :math:`H_{jkl} = \partial^2 f_j / \partial u_k \partial u_l` (only
+        :math:`H_{j,j-1,j-1}` and :math:`H_{jjj}` are non-zero).
+    Q : ndarray (K, K)
+        :math:`\sum_\ell \ell \ell^T \beta_\ell(x)`: diagonal, arrival plus
+        departure rate at each level.
+    """
+    x = np.asarray(x, dtype=float)
+    d = _int_param("d", d, 1)
+    K = x.size
+    sysm = _compiled(d, float(lam), K)
+    y = _from_tails(x)
+    T = _T(K)
+    Ti = np.eye(K) - np.eye(K, k=1)
+    A = T @ sysm.jac(y) @ Ti
+    H = np.einsum("ja,abc,bk,cl->jkl", T, sysm.F(y, 2), Ti, Ti)
+    Q = T @ sysm.Q(y) @ T.T
+    return A, H, Q
 
 
 def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, atol=1e-13):
@@ -157,6 +317,13 @@ def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, a
         Initial ``(u_1, ..., u_K)`` (non-increasing in [0, 1]); default empty queues.
     capacity, levels
         As for :func:`mean_field_fixed_point` (default K = 40 for d >= 2).
+    rtol, atol
+        Tolerances of the integration for d = 1 (a linear system); for d >= 2 the
+        ODE is :meth:`ctmc.meanfield.MeanFieldResult.ode` of :func:`population_model`,
+        at its own tolerances (rtol 1e-11, atol 1e-13). From empty queues the
+        tails stay below the fixed point (the system is monotone), so the levels
+        beyond the module's cut are 0; from another ``u0`` all ``K`` levels are
+        declared.
     """
     from scipy.integrate import solve_ivp
     d, lam, capacity = _check_mf(d, lam, capacity)
@@ -167,73 +334,39 @@ def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, a
     ts = np.atleast_1d(np.asarray(t, dtype=float))
     if (ts < 0).any() or (np.diff(ts) <= 0).any():
         raise ValueError("t: expected increasing times >= 0")
-    sol = solve_ivp(lambda _, x: mean_field_drift(x, d, lam), (0.0, float(ts[-1])), x0, t_eval=ts,
-                    method="LSODA", rtol=rtol, atol=atol,
-                    jac=lambda _, x: mean_field_derivatives(x, d, lam)[0])
-    if not sol.success:  # pragma: no cover - LSODA on a smooth, bounded system
-        raise RuntimeError(f"mean_field_ode: integration failed: {sol.message}")
-    u = np.vstack([np.ones(ts.size), sol.y])
-    return sol.t, u
+    if d == 1:
+        # independent M/M/1(/K) queues: u' = lam (u_{k-1} - u_k) - (u_k - u_{k+1}), linear
+        import scipy.sparse as sps
+        M = sps.diags([np.full(K - 1, lam), np.full(K, -lam - 1.0), np.ones(K - 1)], [-1, 0, 1], format="csr")
+        b = np.zeros(K)
+        b[0] = lam
+        sol = solve_ivp(lambda _, x: M @ x + b, (0.0, float(ts[-1])), x0, t_eval=ts, method="LSODA",
+                        rtol=rtol, atol=atol, jac=lambda *_: M.toarray())
+        if not sol.success:  # pragma: no cover - a stable linear system
+            raise RuntimeError(f"mean_field_ode: integration failed: {sol.message}")
+        return sol.t, np.vstack([np.ones(ts.size), sol.y])
+    Ke = _levels(d, lam, K) if not x0.any() else K
+    m = _model(d, lam, Ke, True)
+    xs = _from_tails(x0[:Ke])
+    X = m.mean_field().ode(ts, np.concatenate([xs, [1.0 - x0[0]]]))
+    u = np.zeros((K + 1, ts.size))
+    u[0] = 1.0
+    u[1:Ke + 1] = np.maximum(_tails(X[:, :Ke]), 0.0).T
+    return ts, u
 
 
-def mean_field_derivatives(x, d, lam):
-    r"""Jacobian ``A``, Hessian ``H`` and jump covariance ``Q`` of the drift at ``x``.
-
-    Returns
-    -------
-    A : ndarray (K, K)
-        :math:`A_{jk} = \partial f_j / \partial x_k`.
-    H : ndarray (K, K, K)
-        :math:`H_{jkl} = \partial^2 f_j / \partial x_k \partial x_l` (only
-        :math:`H_{j,j-1,j-1}` and :math:`H_{jjj}` are non-zero).
-    Q : ndarray (K, K)
-        :math:`\sum_\ell \ell \ell^T \beta_\ell(x)`: diagonal, arrival plus
-        departure rate at each level.
-    """
-    x = np.asarray(x, dtype=float)
-    K = x.size
-    H = np.zeros((K, K, K))
-    j = np.arange(K)
-    if d >= 2:
-        H[j, j, j] = -d * (d - 1) * lam * x ** (d - 2)
-        H[j[1:], j[:-1], j[:-1]] = d * (d - 1) * lam * x[:-1] ** (d - 2)
-    return _jacobian(x, d, lam), H, _jump_covariance(x, d, lam)
-
-
-def _jacobian(x, d, lam):
-    K = x.size
-    A = np.zeros((K, K))
-    j = np.arange(K)
-    A[j, j] = -d * lam * x ** (d - 1) - 1.0
-    A[j[:-1], j[1:]] = 1.0
-    A[j[1:], j[:-1]] = d * lam * x[:-1] ** (d - 1)
-    return A
-
-
-def _jump_covariance(x, d, lam):
-    prev = np.concatenate([[1.0], x[:-1]])
-    nxt = np.concatenate([x[1:], [0.0]])
-    return np.diag(lam * (prev ** d - x ** d) + (x - nxt))
-
-
-def _hessian_dot(x, d, lam, W):
-    # (H:W)_j = H_jjj W_jj + H_{j,j-1,j-1} W_{j-1,j-1}, without forming the K^3 tensor
-    out = np.zeros(x.size)
-    if d >= 2:
-        w = np.diag(W)
-        c = d * (d - 1) * lam * x ** (d - 2)
-        out -= c * w
-        out[1:] += (c * w)[:-1]
-    return out
-
-
+# ---------------------------------------------------------------------------
+# refined mean field
+# ---------------------------------------------------------------------------
 def refined_correction(A, H, Q, g=None):
     r"""Solve :math:`A W + W A^T + Q = 0` and :math:`A V + \tfrac12 H:W + g = 0`.
 
     Generic refined-mean-field step (Gast & Van Houdt 2017) for a
     density-dependent chain with drift Jacobian ``A`` (Hurwitz), Hessian
     ``H`` (``H[j, k, l]``, or a callable ``W -> H:W``), jump covariance ``Q`` and optional :math:`1/n`
-    part ``g`` of the drift. Returns ``(V, W)``.
+    part ``g`` of the drift. Returns ``(V, W)``. (The supermarket itself goes
+    through :mod:`ctmc.meanfield`; this stand-alone step is kept for given
+    matrices.)
 
     Examples
     --------
@@ -266,14 +399,15 @@ class RefinedMeanField:
     Attributes
     ----------
     d, lam, capacity, replacement
-        Model parameters (``capacity`` None: infinite buffers, truncated at
-        ``K = pi.size`` levels where the fixed point has underflowed).
+        Model parameters (``capacity`` None: infinite buffers, reported on
+        ``K = pi.size`` levels; those beyond the module's level cut are 0).
     pi, V : ndarray (K,)
         ``E[u_k^{(n)}] = pi_k + V_k / n + o(1/n)``, k = 1..K.
     W : ndarray (K, K)
         Limit of ``n Cov(u^{(n)})``.
     residual : float
-        Max of the Lyapunov and V-equation residuals (relative).
+        The largest relative residual of the equations solved by
+        :meth:`ctmc.meanfield.PopulationModel.refined` (0 for d = 1: closed forms).
     """
 
     d: int
@@ -303,6 +437,10 @@ class RefinedMeanField:
 def refined_mean_field(d, lam, capacity=None, replacement=True, levels=None) -> RefinedMeanField:
     r"""Refined mean field of the supermarket model (see the module docstring).
 
+    :meth:`ctmc.meanfield.PopulationModel.refined` on :func:`population_model`
+    for :math:`d \ge 2` (the symbolic model is cached per ``d, lam, levels,
+    replacement``); closed forms for :math:`d = 1`.
+
     Examples
     --------
     Gast, Bortolussi & Tribastone (2018), Table 3: d = 2, rho = 0.9, mean
@@ -313,16 +451,19 @@ def refined_mean_field(d, lam, capacity=None, replacement=True, levels=None) -> 
     (2.3527, 2.7513)
     """
     d, lam, capacity = _check_mf(d, lam, capacity)
-    pi = mean_field_fixed_point(d, lam, capacity, levels)[1:]
-    A, Q = _jacobian(pi, d, lam), _jump_covariance(pi, d, lam)
-    H = lambda W: _hessian_dot(pi, d, lam, W)  # noqa: E731
-    g = None
-    if not replacement and d >= 2:
-        h = lambda x: 0.5 * d * (d - 1) * (x ** d - x ** (d - 1))  # noqa: E731
-        prev = np.concatenate([[1.0], pi[:-1]])
-        g = lam * (h(prev) - h(pi))
-    V, W = refined_correction(A, H, Q, g)
-    res_w = np.abs(A @ W + W @ A.T + Q).max() / max(np.abs(Q).max(), 1e-300)
-    lhs = A @ V + 0.5 * H(W) + (0 if g is None else g)
-    res_v = np.abs(lhs).max() / max(np.abs(A @ V).max(), 1e-300)
-    return RefinedMeanField(d, lam, capacity, bool(replacement), pi, V, W, float(max(res_w, res_v)))
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise ValueError(f"replacement: expected True or False, got {replacement!r}")
+    K = _levels_arg(d, lam, capacity, levels)
+    if d == 1:
+        pi = _mm1_tails(lam, K, capacity)[1:]
+        j = np.arange(K)
+        W = pi[np.maximum.outer(j, j)] - np.outer(pi, pi)
+        return RefinedMeanField(d, lam, capacity, bool(replacement), pi, np.zeros(K), W, 0.0)
+    Ke = _levels(d, lam, K)
+    r = _model(d, lam, Ke, bool(replacement)).refined(1)
+    T = _T(Ke)
+    pi = _pad(np.maximum(_tails(r.fixed_point[:Ke]), 0.0), K)
+    V = _pad(_tails(r.V[:Ke]), K)
+    W = np.zeros((K, K))
+    W[:Ke, :Ke] = T @ r.W[:Ke, :Ke] @ T.T
+    return RefinedMeanField(d, lam, capacity, bool(replacement), pi, V, W, float(r.residual))
