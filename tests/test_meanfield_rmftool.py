@@ -187,16 +187,16 @@ def test_rmftool_answer_invariants(case):
 
 
 def test_rmftool_matches_supermarket_hand_derivation():
-    """rmftool's power-of-2 (occupancy coordinates) = models.supermarket's hand-derived V, W (tails)."""
-    from ctmc.models.supermarket import refined_mean_field
+    """rmftool's power-of-2 (occupancy coordinates) = the hand-derived supermarket V, W (tails)."""
+    import reference_supermarket_mf
     case = CASES[1]
     B = len(case.species) - 1
     r = rmftool_answer(case)
     T = np.triu(np.ones((B + 1, B + 1)))[1:]        # u_k = sum_{j >= k} x_j, k = 1..B
-    hand = refined_mean_field(2, 0.9, capacity=B)
-    assert_close(T @ np.array(r["fixed_point"]), hand.pi, "fixed point (tails)", 1e-10)
-    assert_close(T @ np.array(r["V"]), hand.V, "V (tails)", 1e-10)
-    assert_close(T @ np.array(r["W"]) @ T.T, hand.W, "W (tails)", 1e-10)
+    pi, V, W = reference_supermarket_mf.refined(2, 0.9, capacity=B)
+    assert_close(T @ np.array(r["fixed_point"]), pi, "fixed point (tails)", 1e-10)
+    assert_close(T @ np.array(r["V"]), V, "V (tails)", 1e-10)
+    assert_close(T @ np.array(r["W"]) @ T.T, W, "W (tails)", 1e-10)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

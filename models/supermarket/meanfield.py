@@ -46,10 +46,13 @@ Levels. The fixed point with or without a capacity is below the closed form
 :math:`\lambda^{(d^k - 1)/(d - 1)}` (from :math:`u_k \le \lambda u_{k-1}^d`),
 and :math:`V_{k+1}`, :math:`W_{kk}` are of the order of :math:`u_k`. The
 model is therefore declared with one level more than the first :math:`k`
-whose bound is below :math:`10^{-20}` (10 levels at :math:`d = 2`,
-:math:`\lambda = 0.9`; 20 at :math:`\lambda = 0.9999`), or the capacity if that
-is smaller; deeper levels are reported as 0. The symbolic set-up (a fraction of
-a second at 10 levels) is done once per ``(d, lam, levels, replacement)``.
+whose bound is below :math:`10^{-300}` (14 levels at :math:`d = 2`,
+:math:`\lambda = 0.9`; 24 at :math:`\lambda = 0.9999`), or the capacity if that
+is smaller; deeper levels, below the range of doubles, are reported as 0. The
+generic module balances each level's flows to round-off (its componentwise
+polish), so the tails keep their relative accuracy down there (1e-11 or better
+against the closed form). The symbolic set-up (a fraction of a second) is done
+once per ``(d, lam, levels, replacement)``.
 
 :math:`d = 1` (random routing) is linear: independent M/M/1(/B) queues, no
 :math:`1/n` term (:math:`V = 0`), :math:`W_{jk} = u_{\max(j,k)} - u_j u_k`;
@@ -88,7 +91,7 @@ __all__ = ["mean_field_drift", "mean_field_fixed_point", "mean_field_ode", "mean
            "refined_correction", "refined_mean_field", "RefinedMeanField", "population_model"]
 
 #: tails below this bound are left out of the declared model (see the module docstring)
-_TAIL = 1e-20
+_TAIL = 1e-300
 
 
 # ---------------------------------------------------------------------------
@@ -256,8 +259,8 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
 
 
 def _compiled(d, lam, K):
-    # the compiled drift of ctmc.meanfield (same package): reduced coordinates (x_1..x_K)
-    return _model(d, lam, K, True)._system()
+    # the population model: its drift and derivatives in reduced coordinates (x_1..x_K)
+    return _model(d, lam, K, True)
 
 
 def mean_field_drift(x, d, lam):
@@ -269,10 +272,8 @@ def mean_field_drift(x, d, lam):
     """
     x = np.asarray(x, dtype=float)
     d = _int_param("d", d, 1)
-    sysm = _compiled(d, float(lam), x.shape[-1])
     y = _from_tails(x)
-    g = np.apply_along_axis(sysm.g_num, -1, y) if y.ndim > 1 else sysm.g_num(y)
-    return _tails(g)
+    return _tails(_compiled(d, float(lam), x.shape[-1]).drift(y))
 
 
 def mean_field_derivatives(x, d, lam):
@@ -296,13 +297,12 @@ def mean_field_derivatives(x, d, lam):
     x = np.asarray(x, dtype=float)
     d = _int_param("d", d, 1)
     K = x.size
-    sysm = _compiled(d, float(lam), K)
-    y = _from_tails(x)
+    J, D2, Qx = _compiled(d, float(lam), K).derivatives(_from_tails(x))
     T = _T(K)
     Ti = np.eye(K) - np.eye(K, k=1)
-    A = T @ sysm.jac(y) @ Ti
-    H = np.einsum("ja,abc,bk,cl->jkl", T, sysm.F(y, 2), Ti, Ti)
-    Q = T @ sysm.Q(y) @ T.T
+    A = T @ J @ Ti
+    H = np.einsum("ja,abc,bk,cl->jkl", T, D2, Ti, Ti)
+    Q = T @ Qx @ T.T
     return A, H, Q
 
 
