@@ -440,22 +440,36 @@ class Model:
             sub = {k: v[pos] for k, v in env.items()}
         else:
             sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
-        r = _values(ev, what, ev.rate.evaluate(sub), pos.size, float)
-        live = r != 0  # NaN stays live and is caught below
-        if strict:
-            bad = ~((r >= 0) & (r < np.inf))
-            if bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                raise ModelError(
-                    f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
-                    f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
+        rv = ev.rate.evaluate(sub)
+        if type(rv) in (int, float) and rv > 0 and rv < np.inf:
+            # a constant rate (most events): every enabled state is live, nothing to check per state
+            r, live = np.full(pos.size, float(rv)), np.ones(pos.size, dtype=bool)
+        else:
+            if type(rv) in (int, float) and rv == 0:
+                return None
+            r = _values(ev, what, rv, pos.size, float)
+            live = r != 0  # NaN stays live and is caught below
+            if strict:
+                bad = ~((r >= 0) & (r < np.inf))
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise ModelError(
+                        f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
+                        f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
         # the code moves by (new - old) * stride per updated variable; a transition that
         # leaves the bounds is marked (an error, or dropped) and its code never used
         delta = 0
         oob = np.zeros(pos.shape, dtype=bool)
         for var, expr in ev.update:
             old = sub[var.name]
-            new = _values(ev, f"update of {var.name!r}", expr.evaluate(sub), pos.size)
+            new = expr.evaluate(sub)
+            if type(new) is int:
+                # a constant value: one bounds test for the whole batch
+                if not var.lo <= new <= var.hi:
+                    oob |= True
+                delta = delta + (new - old) * strides[names.index(var.name)]
+                continue
+            new = _values(ev, f"update of {var.name!r}", new, pos.size)
             if new.dtype.kind not in "iub":
                 newi = np.rint(new)
                 nonint = ~(newi == new) & live
@@ -772,15 +786,26 @@ class Model:
                 c = frontier[start:start + _CHUNK]
                 s, d, r, _, v = self._expand(c, layout, strict=True)
                 srcs.append(s + f0 + start)
-                dsts.append(d)
                 rates.append(r)
                 vans.append(v)
                 nxt.append(d)
                 n_trans += s.size
             f0 += frontier.size
-            cand = np.unique(np.concatenate(nxt)) if nxt else np.empty(0, np.int64)
-            new = cand[index.lookup(cand) < 0]
-            index.add(new, np.arange(n, n + new.size))
+            d_all = np.concatenate(nxt)
+            if isinstance(index, _DenseIndex):
+                # one gather finds the new targets; their codes are mapped through the table at the end
+                new = np.unique(d_all[index.lookup(d_all) < 0])
+                index.add(new, np.arange(n, n + new.size))
+                dsts.append((False, d_all))
+            else:
+                # the targets' discovery indices, found once per level (no search over all codes at the end)
+                cand, inv = np.unique(d_all, return_inverse=True)
+                idx = index.lookup(cand)
+                fresh = idx < 0
+                new = cand[fresh]
+                idx[fresh] = np.arange(n, n + new.size)
+                index.add(new, idx[fresh])
+                dsts.append((True, idx[inv]))
             found.append(new)
             n += new.size
             frontier = new
@@ -796,13 +821,14 @@ class Model:
             codes = np.flatnonzero(index.table >= 0)
             index.table[codes] = np.arange(codes.size)        # renumbered in code order
             rank = index.table[codes_disc]
-            dst = index.table[np.concatenate(dsts)] if dsts else np.empty(0, np.int64)
         else:
             order = np.argsort(codes_disc, kind="stable")
             rank = np.empty_like(order)
             rank[order] = np.arange(order.size)
             codes = codes_disc[order]
-            dst = np.searchsorted(codes, np.concatenate(dsts)) if dsts else np.empty(0, np.int64)
+        # targets by discovery index (rank: to code order) or by code (the table, now in code order)
+        dst = np.concatenate([rank[a] if disc else index.table[a] for disc, a in dsts]) if dsts \
+            else np.empty(0, np.int64)
         src = rank[np.concatenate(srcs)] if srcs else np.empty(0, np.int64)
         rate = np.concatenate(rates) if rates else np.empty(0)
         van = None

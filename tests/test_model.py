@@ -309,3 +309,28 @@ def test_box_checks_rates_on_reachable_states_only(bad):
         assert model(5).build(initial={"x": 0}, strategy=strategy).n_states == 5    # x = 5 (up enabled there) never reached
         with pytest.raises(ctmc.ModelError, match=r"'up': invalid rate .* \(x=2\)"):
             model(2).build(initial={"x": 0}, strategy=strategy)
+
+
+@pytest.mark.parametrize("strategy", ["box", "bfs"])
+def test_constant_rates_and_updates_take_the_batch_path_with_the_same_checks(strategy):
+    """A constant rate or update is checked once per batch: a zero rate is no transition, a
+    constant outside the bounds is an error naming the event and a state, a constant inside
+    builds the same chain as the same value written as an expression."""
+    def model(rate, target):
+        m = ctmc.Model("c")
+        x = m.var("x", 0, 5)
+        m.event("up", guard=x < 3, rate=1.0, update={x: x + 1})
+        m.event("jump", guard=x == 3, rate=rate, update={x: target(x)})
+        m.event("down", guard=x > 0, rate=2.0, update={x: x - 1})
+        return m
+    assert model(0.0, lambda x: 5).build(initial={"x": 0}, strategy=strategy).n_states == 4
+    a = model(0.5, lambda x: 5).build(initial={"x": 0}, strategy=strategy)
+    b = model(ctmc.where(x_is(3), 0.5, 0.5), lambda x: x + 2).build(initial={"x": 0}, strategy=strategy)
+    assert a.n_states == b.n_states == 6 and abs(a.Q - b.Q).max() == 0
+    with pytest.raises(ctmc.ModelError, match=r"'jump': update leaves the declared bounds from state \(x=3\)"):
+        model(0.5, lambda x: 7).build(initial={"x": 0}, strategy=strategy)
+
+
+def x_is(v):
+    """A rate expression equal to a constant but not written as one (the per-state path)."""
+    return ctmc.expr.as_expr(lambda env: env["x"] * 0 + v) == v
