@@ -94,17 +94,35 @@ def _choose(A, ordering):
     return "MMD_AT_PLUS_A", None
 
 
-def splu(A, ordering: str = "auto"):
+def splu(A, ordering: str = "auto", max_memory=None):
     """SuperLU factorisation with diagonal pivots; returns ``(factor, ordering_used)``.
+
+    The fill of a factorisation is not known before it ends (a 4-species
+    population chain of 2.4e6 states asked for more than the machine's 24
+    GB, and the kernel killed the process). So the factorisation runs with
+    the process's address space capped at what it maps now plus
+    ``max_memory`` bytes (default 80 % of the available memory,
+    :func:`ctmc._util.memory_limit`): past that SuperLU's allocations fail
+    and this raises :class:`MemoryError`, which ``auto`` answers with its
+    next method.
 
     Raises
     ------
     RuntimeError
         From SuperLU, for an exactly singular pivot.
+    MemoryError
+        The factors would not fit in ``max_memory``.
     """
     from .progress import Progress
+    from ._util import address_space_cap, memory_limit
     spec, flops = _choose(A, ordering)
     A = sp.csc_matrix(A)
+    limit = memory_limit(max_memory)
     with Progress(f"sparse LU of {A.shape[0]} unknowns (SuperLU, {spec})") as prog:
         with prog.spin("factorising", None if flops is None else flops / FLOPS_PER_SECOND):
-            return sla.splu(A, permc_spec=spec, diag_pivot_thresh=0.0), spec
+            with address_space_cap(limit):
+                try:
+                    return sla.splu(A, permc_spec=spec, diag_pivot_thresh=0.0), spec
+                except (SystemError, MemoryError) as exc:      # SuperLU reports a failed allocation so
+                    raise MemoryError(f"the factors need more than {limit / 2**30:.2g} GiB "
+                                      f"(ordering {spec}){f': {exc}' if str(exc) else ''}") from exc

@@ -1,6 +1,7 @@
 """Small internal helpers: memory limits, timing, masks."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -121,6 +122,36 @@ def as_points(x, name: str) -> np.ndarray:
     if not np.all(np.isfinite(a)) or (a < 0).any():
         raise ValueError(f"{name}: values must be finite and >= 0, got {a[~(np.isfinite(a) & (a >= 0))][:3]}")
     return a
+
+
+@contextlib.contextmanager
+def address_space_cap(extra: int):
+    """Within the block, the process may map at most ``extra`` more bytes (``RLIMIT_AS``).
+
+    For a native library that allocates as it goes (SuperLU): past the cap
+    its ``malloc`` fails and it reports the failure, where the kernel would
+    otherwise kill the process. The soft limit is restored on exit; a lower
+    limit already in force is kept. Where limits cannot be set, nothing.
+    """
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as fh:
+            used = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):  # pragma: no cover
+        yield
+        return
+    cap = used + int(extra)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def memory_limit(max_memory) -> int:

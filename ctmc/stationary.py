@@ -1195,7 +1195,7 @@ def _auto_plan(facts) -> tuple:
     >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 2})[0]
     ['lu', 'gmres']
     >>> _auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
-    ['gmres-probe', 'gauss_seidel-probe', 'lu', 'power']
+    ['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power']
     """
     n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
     flops = facts.get("profile_flops", np.inf)
@@ -1207,10 +1207,11 @@ def _auto_plan(facts) -> tuple:
     if dims is None or dims <= 2:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
-    return ["gmres-probe", "gauss_seidel-probe", "lu", "power"], (
+    return ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
         f"{dims} dimensions: a direct solve fills in badly; GMRES({_PROBE_RESTART}) with a Gauss-Seidel "
         f"preconditioner ({_PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
-        "then the direct solve")
+        "then the direct solve (given up when its factors outgrow the memory), then GMRES with its whole "
+        "iteration budget")
 
 
 def _auto(op, support, opts: AutoOptions, hint, ctx):
@@ -1222,10 +1223,12 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
     tried, best = [], None
     for i, m in enumerate(plan):
         name, kw, run = m, dict(common), None
-        if m == "gmres-probe":
+        if m in ("gmres-probe", "gmres-long"):
             restart = probe_restart(op.stop - op.start, available_memory())
             ctx.info["auto"]["probe_restart"] = restart
-            name, kw = "gmres", dict(common, preconditioner="sgs", maxiter=_PROBE_ITERATIONS, restart=restart)
+            name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
+            if m == "gmres-probe":
+                kw["maxiter"] = _PROBE_ITERATIONS
         elif m == "gauss_seidel-probe":
             name, run = "gauss_seidel", _gs_probe
         o = METHODS[name].options(**kw)

@@ -359,6 +359,37 @@ def test_auto_falls_back_when_the_probes_stall(monkeypatch):
     assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
 
 
+def test_auto_gives_up_a_factorisation_that_outgrows_the_memory(monkeypatch):
+    """The fill is unknown until the factorisation ends: SuperLU runs under an address-space cap
+    and its failed allocation is a MemoryError that auto answers with GMRES's whole budget (it
+    used to grow until the kernel killed the process: a 2.4e6-state 4-species chain)."""
+    from ctmc import _sparse_lu, stationary
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY["tandem"](150)
+    chain = g.model().build(initial=g.initial)         # its own chain: no factors cached by other tests
+
+    def capped(A, **kw):                               # what SuperLU does when malloc fails under the cap
+        raise SystemError("Can't expand MemType 0")
+    monkeypatch.setattr(stationary, "_PROBE_ITERATIONS", 3)
+    monkeypatch.setattr(_sparse_lu.sla, "splu", capped)
+    res = chain.stationary()
+    assert [f.split(":")[0] for f in res.info["fallbacks"]] == ["gmres-probe", "gauss_seidel-probe", "lu"]
+    assert "out of memory" in res.info["fallbacks"][-1]
+    assert res.method == "gmres" and res.status is ctmc.Status.SUCCESS
+    monkeypatch.undo()
+    exact = chain.stationary("lu", ordering="COLAMD").pi
+    assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
+
+
+def test_address_space_cap_makes_allocations_fail_inside_only():
+    from ctmc._util import address_space_cap
+    with address_space_cap(64 * 2 ** 20):
+        with pytest.raises(MemoryError):
+            np.ones(2 ** 30)                   # 8 GiB
+        np.ones(2 ** 20)                       # 8 MiB fit
+    assert np.ones(2 ** 27).sum() == 2 ** 27   # 1 GiB again after the block
+
+
 def test_auto_takes_gmres_first_on_many_dimensional_chains():
     from ctmc.models.gallery import GALLERY
     g = GALLERY["tandem"](150)
