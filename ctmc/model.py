@@ -363,7 +363,8 @@ class Model:
 
         Returns ``(src_pos, dst_code, rate, oob_pos, vanishing)``: positions
         into ``codes``; with ``strict`` an out-of-bounds update or an invalid
-        rate raises, otherwise out-of-bounds sources are returned in
+        rate raises, otherwise the sources of out-of-bounds updates and of
+        invalid rates (also of events that change nothing) are returned in
         ``oob_pos`` (to be checked once reachability is known).
 
         ``vanishing`` is ``None`` for a model without immediate moves. With
@@ -441,6 +442,7 @@ class Model:
         else:
             sub = env if pos.size == n else _LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
         rv = ev.rate.evaluate(sub)
+        bad = None
         if type(rv) in (int, float) and rv > 0 and rv < np.inf:
             # a constant rate (most events): every enabled state is live, nothing to check per state
             r, live = np.full(pos.size, float(rv)), np.ones(pos.size, dtype=bool)
@@ -449,13 +451,14 @@ class Model:
                 return None
             r = _values(ev, what, rv, pos.size, float)
             live = r != 0  # NaN stays live and is caught below
-            if strict:
-                bad = ~((r >= 0) & (r < np.inf))
-                if bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    raise ModelError(
-                        f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
-                        f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
+            bad = ~((r >= 0) & (r < np.inf))
+            if not bad.any():
+                bad = None
+            elif strict:
+                k = int(np.flatnonzero(bad)[0])
+                raise ModelError(
+                    f"{_kind(ev)} {ev.name!r}: invalid {what} {r[k]!r} in state "
+                    f"{self._state_text(sub, k)} ({what}s must be finite and >= 0)")
         # the code moves by (new - old) * stride per updated variable; a transition that
         # leaves the bounds is marked (an error, or dropped) and its code never used
         delta = 0
@@ -484,6 +487,10 @@ class Model:
                 new = new.astype(np.int64)
             oob |= (new < var.lo) | (new > var.hi)
             delta = delta + (new - old) * strides[names.index(var.name)]
+        if bad is not None:
+            # lenient pass: an invalid rate is flagged like a move out of bounds (an error if the
+            # state is reachable), also for an event that leaves the state as it is
+            oob |= bad
         oob &= live
         if strict and oob.any():
             k = int(np.flatnonzero(oob)[0])
@@ -748,11 +755,9 @@ class Model:
         if max_states is not None and codes.size > max_states:
             raise ModelError(f"model {self.name!r}: {codes.size} reachable states exceed max_states={max_states}")
         oob = np.concatenate(oob_src)
-        bad = oob[reach[oob]]
+        bad = oob[reach[oob]]          # out-of-bounds moves and invalid rates, flagged by the lenient pass
         if keep:
             rate = np.concatenate(rates)
-            invalid = ~(np.isfinite(rate) & (rate >= 0)) & reach[src]
-            bad = np.concatenate([bad, src[invalid]])
         if bad.size:
             # re-expand the first offending reachable state strictly, for the message
             self._expand(np.sort(bad)[:1], layout, strict=True)

@@ -1224,7 +1224,8 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
     for i, m in enumerate(plan):
         name, kw, run = m, dict(common), None
         if m in ("gmres-probe", "gmres-long"):
-            restart = probe_restart(op.stop - op.start, available_memory())
+            # one value on every process (PETSc needs it), from each one's share of its memory
+            restart = int(op.allmin(float(probe_restart(op.stop - op.start, available_memory() / max(op.size, 1)))))
             ctx.info["auto"]["probe_restart"] = restart
             name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
             if m == "gmres-probe":

@@ -305,10 +305,15 @@ def test_box_checks_rates_on_reachable_states_only(bad):
         m.event("up", guard=(x != 4) & (x < 6), rate=ctmc.where(x == where_bad, bad, 1.0), update={x: x + 1})
         m.event("down", guard=(x > 0) & (x <= 4), rate=1.0, update={x: x - 1})
         return m
-    for strategy in ("box", "bfs"):
+    for strategy in ("box", "bfs", "auto"):
         assert model(5).build(initial={"x": 0}, strategy=strategy).n_states == 5    # x = 5 (up enabled there) never reached
         with pytest.raises(ctmc.ModelError, match=r"'up': invalid rate .* \(x=2\)"):
             model(2).build(initial={"x": 0}, strategy=strategy)
+        # an event that changes nothing is no transition, but its invalid rate is still an error
+        m = model(5)
+        m.event("tick", guard=m.variables[0] == 3, rate=ctmc.where(m.variables[0] == 3, bad, 1.0), update={})
+        with pytest.raises(ctmc.ModelError, match=r"'tick': invalid rate .* \(x=3\)"):
+            m.build(initial={"x": 0}, strategy=strategy)
 
 
 @pytest.mark.parametrize("strategy", ["box", "bfs"])

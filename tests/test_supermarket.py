@@ -480,3 +480,14 @@ def test_n2_d2_without_replacement_is_the_jsq_chain_state_by_state(K, rho):
         lengths = sorted(np.repeat(np.arange(K + 1), m[i]))
         j = q.chain().index(s=int(lengths[0]), l=int(lengths[1]))
         assert pi[i] == pytest.approx(ref[j], rel=1e-10)
+
+
+def test_fewer_levels_report_the_infinite_buffer_not_a_capacity():
+    """``levels`` says how many tails are reported; without a capacity the model is the infinite
+    buffer's (review: levels=5 gave the capacity-5 queue's tails, 1.2 % off at u_1)."""
+    u = mean_field_fixed_point(2, 0.9, levels=5)
+    assert np.allclose(u, hand.fixed_point(2, 0.9, levels=5), rtol=1e-12, atol=0)
+    r, (pi, V, W) = refined_mean_field(2, 0.9, levels=5), hand.refined(2, 0.9)     # 40 levels, the first 5
+    assert np.allclose(r.pi, pi[:5], rtol=1e-12) and np.allclose(r.V, V[:5], rtol=1e-9, atol=1e-12)
+    assert np.allclose(r.W, W[:5, :5], rtol=1e-9, atol=1e-12)
+    assert not np.allclose(u, mean_field_fixed_point(2, 0.9, capacity=5), rtol=1e-3)
