@@ -566,6 +566,62 @@ def _global_argmax(op, x):
     return float(table[j, 0]), int(table[j, 1])
 
 
+#: jumps of :func:`walk_pin` at most (about 0.05 s; a quarter of the class size, at least 5,000);
+#: the holding times of the second half are counted
+_WALK_STEPS = 50_000
+
+
+def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
+    """A probable state of the closed class ``support``, to pin a Krylov solve on (one process).
+
+    A pinned solve computes ``x = pi / pi_pin``: pinned on a state of
+    probability 1e-57 relative to the largest (the slowest-exit state of a
+    4-species population chain), GMRES cannot converge. This walks the jump
+    chain from ``hint`` (the initial state, if in the class) or the
+    slowest-exit state for ``steps`` jumps (default: a quarter of the class
+    size, between 5,000 and :data:`_WALK_STEPS`; seeded: reproducible) and returns
+    the state with the most expected holding time in the second half: a
+    long-run time average of the walk, i.e. a state where ``pi`` is large.
+    Measured on that chain: probability 0.78-0.84 of the largest, and GMRES
+    converges (2.4e6 states: 100 iterations; pinned at the slowest exit it
+    stopped at its limit).
+
+    >>> import ctmc
+    >>> m = ctmc.Model("mm1"); n = m.var("n", 0, 400)
+    >>> m.event("a", guard=n < 400, rate=1.0, update={n: n + 1})
+    >>> m.event("s", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> c = m.build(initial={"n": 400})              # the least probable state as a start
+    >>> from ctmc.backends import operator_for
+    >>> int(c.states["n"][walk_pin(operator_for(c, "scipy"), np.ones(c.n_states, bool), 400)]) <= 3
+    True
+    """
+    R = op.local_rows().tocsr()
+    q = op.exit_rates
+    if steps is None:
+        steps = min(_WALK_STEPS, max(5_000, int(support.sum()) // 4))
+    s = int(hint) if hint is not None and 0 <= int(hint) < op.n and support[int(hint)] else _slowest_exit(op, support)
+    indptr, indices, data = R.indptr, R.indices, R.data
+    cum = np.cumsum(data)                # the next state: one search in the running sum of the rates
+    search = cum.searchsorted
+    u = np.random.default_rng(seed).random(steps).tolist()
+    hold: dict = {}
+    for k in range(steps):
+        a, b = int(indptr[s]), int(indptr[s + 1])
+        if b == a or not q[s] > 0:
+            return s                     # an absorbing state: the class is that state
+        if 2 * k >= steps:
+            hold[s] = hold.get(s, 0.0) + 1.0 / q[s]
+        lo = float(cum[a - 1]) if a else 0.0
+        hi = float(cum[b - 1])
+        if hi - lo > 1e-9 * hi:
+            j = min(max(int(search(lo + u[k] * (hi - lo), "right")), a), b - 1)
+        else:                            # the row's rates are lost in the running sum: its own sum
+            c = np.cumsum(data[a:b])
+            j = a + min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
+        s = int(indices[j])
+    return max(hold, key=hold.get) if hold else s
+
+
 def _slowest_exit(op, support) -> int:
     """Global index of the supported state with the smallest exit rate (the first on ties)."""
     return _global_argmax(op, np.where(support, -op.exit_rates, -np.inf))[1]
@@ -726,8 +782,10 @@ def _pinned(kind: str):
         else:
             # a Krylov solve pinned on a negligible-probability state (a user's
             # initial state often is one) stalls for its whole iteration budget
-            # before a re-pin can help: the slowest-exit state is a cheap guess
-            pin = slowest
+            # before a re-pin can help: a short random walk finds a probable state
+            # (on one process; the slowest-exit state on several)
+            pin = walk_pin(op, support, hint) if op.size == 1 else slowest
+            info["pin_rule"] = "random walk" if op.size == 1 else "slowest exit"
         spec = linear_spec(kind, opts)
         info["pins"] = []
         x, rep, its = None, SolveReport(), 0

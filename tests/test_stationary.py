@@ -458,3 +458,19 @@ def test_lu_repins_when_the_first_solve_is_garbage():
     assert other.info["pins"] == [probable]
     big = res.pi > 1e-200
     assert np.max(np.abs(np.log(res.pi[big] / other.pi[big]))) < 1e-8
+
+
+def test_krylov_pin_is_a_probable_state_found_by_a_short_walk():
+    """Pinned on the slowest-exit state (1e-20 of the largest probability here; 1e-57 at N = 120)
+    GMRES cannot converge; the walk's pin carries a large probability, from the worst start."""
+    from ctmc.backends import operator_for
+    from ctmc.stationary import _slowest_exit, walk_pin
+    chain = _jiq3().chain(40)
+    op, support = operator_for(chain, "scipy"), np.ones(chain.n_states, dtype=bool)
+    pi = chain.stationary("lu").pi
+    slowest = _slowest_exit(op, support)
+    assert pi[slowest] < 1e-10 * pi.max()
+    pin = walk_pin(op, support, hint=slowest)
+    assert pi[pin] > 0.1 * pi.max()
+    res = chain.stationary("gmres")
+    assert res.info["pin_rule"] == "random walk" and res.info["pins"][0] == walk_pin(op, support, chain.initial[0])
