@@ -474,3 +474,16 @@ def test_krylov_pin_is_a_probable_state_found_by_a_short_walk():
     assert pi[pin] > 0.1 * pi.max()
     res = chain.stationary("gmres")
     assert res.info["pin_rule"] == "random walk" and res.info["pins"][0] == walk_pin(op, support, chain.initial[0])
+
+
+def test_walked_pin_also_walks_from_the_slowest_exit_state():
+    """Review: an M/M/1/K queue started full drifts about a third of a state a jump, so a walk from
+    there alone ends at pi ~ 2^-559 of the largest and GMRES stalls; walking from the slowest-exit
+    state too finds the empty queue."""
+    m = ctmc.Model("mm1k"); n = m.var("n", 0, 2000)
+    m.event("a", guard=n < 2000, rate=1.0, update={n: n + 1})
+    m.event("s", guard=n > 0, rate=2.0, update={n: n - 1})
+    chain = m.build(initial={"n": 2000})
+    res = chain.stationary("gmres")
+    assert res.status is ctmc.Status.SUCCESS and res.info["pins"] == [chain.index(n=0)]
+    assert res.pi[chain.index(n=0)] == pytest.approx(0.5, rel=1e-9)
