@@ -234,12 +234,12 @@ def test_lu_recovers_from_an_improbable_first_pin(K, rho):
 def test_lu_out_of_memory_falls_back_instead_of_crashing(monkeypatch):
     # SuperLU reports a failed allocation as SystemError; 'auto' must treat it
     # as "lu could not run" and fall back to an iterative method
-    import ctmc.backends.scipy_backend as st
+    from ctmc import _sparse_lu
 
-    def no_memory(A, ordering="auto"):
+    def no_memory(A, **kw):
         raise SystemError("<built-in function gstrf> returned NULL without setting an exception")
 
-    monkeypatch.setattr(st, "splu", no_memory)
+    monkeypatch.setattr(_sparse_lu.sla, "splu", no_memory)
     chain = ctmc.CTMC.from_rates(np.diag(np.ones(1499), 1) + 2 * np.diag(np.ones(1499), -1))
     res = chain.stationary(check=False)
     assert res.method == "gmres"

@@ -188,8 +188,7 @@ class ScipySystem(System):
         if spec.kind == "lu" and idx.size:
             try:
                 self._lu, self.info["ordering"] = splu(self.M, spec.ordering)
-            except (MemoryError, SystemError) as exc:
-                # SuperLU reports a failed allocation as SystemError
+            except MemoryError as exc:      # splu turns SuperLU's failed allocation into one
                 raise MemoryError(f"SuperLU ran out of memory on {idx.size} unknowns ({exc})") from exc
             except RuntimeError as exc:  # an exactly singular pivot
                 self._failure = f"SuperLU failed: {exc}"
