@@ -793,12 +793,12 @@ class PopulationModel:
         # density more negative (review: an absorbing species made a scaled residual of 1 "improve"
         # to 0.99 at a point with max|f| = 0.86)
         x_newton = sysm.full(yv, affine=True)
+        res_newton = _plain_residual(sysm, x_newton)
         x = _polish_componentwise(sysm, x_newton, self._full_jacobian)
-        if not (_plain_residual(sysm, x) <= max(_plain_residual(sysm, x_newton), tol * scale * 1e-3)
-                and x.min() >= min(x_newton.min(), 0.0)):
-            x = x_newton
-        yv = x[:-1].copy()
         res = _plain_residual(sysm, x)
+        if not (res <= max(res_newton, tol * scale * 1e-3) and x.min() >= min(x_newton.min(), 0.0)):
+            x, res = x_newton, res_newton
+        yv = x[:-1].copy()
         if not res <= tol * scale or not np.isfinite(x).all() or (x < -1e-9).any():
             raise MeanFieldError(f"mean_field: no fixed point found on the simplex: max|f(x)| = {res:.3g} "
                                  f"(tol {tol:g} x total rate {scale:.3g}) at x = {x} after the ODE up to "
