@@ -5,12 +5,18 @@ pyproject.toml maps the package ``ctmc.models`` to the folder ``models/``
 on the packages it finds in that folder, so both lists are found here, afresh
 at every build: a new subpackage of ``ctmc/`` or ``models/`` needs no edit.
 No top-level ``models`` package is installed.
+
+The one compiled piece, ``ctmc._explore`` (the compiled model builder,
+:mod:`ctmc._compiled`), is optional: without a C compiler and the Python
+headers the install still succeeds and every model is built by numpy.
 """
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = Path(__file__).resolve().parent
 core = find_packages(where=str(HERE), include=["ctmc", "ctmc.*"])
 families = ["ctmc.models"] + [f"ctmc.models.{p}" for p in find_packages(where=str(HERE / "models"))]
-setup(packages=core + families)
+explore = Extension("ctmc._explore", sources=["ctmc/_explore.c"], optional=True,
+                    extra_compile_args=["-O2", "-std=c99"])
+setup(packages=core + families, ext_modules=[explore])

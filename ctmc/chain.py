@@ -26,10 +26,18 @@ class StateTable:
 
     ``table[name]`` is the array of variable ``name`` over all states;
     ``table.names`` lists the variables. Chains built by a model carry the
-    sorted state codes, which makes :meth:`index` a binary search.
+    sorted state codes, which makes :meth:`index` a binary search; their
+    columns (``columns=None``) are decoded from the codes when first read.
     """
 
     def __init__(self, columns: Mapping[str, np.ndarray], codes=None, layout=None):
+        if columns is None:
+            # a model's chain: each column decoded from the codes when first read (a model
+            # of many variables is often asked for a few of them)
+            from .model import Model
+            self._cols = Model._lazy_decode(codes, layout)
+            self._codes, self._layout, self._lookup = codes, layout, None
+            return
         self._cols = {k: np.asarray(v) for k, v in columns.items()}
         lens = {v.shape for v in self._cols.values()}
         if len(lens) != 1 or len(next(iter(lens))) != 1:
@@ -52,6 +60,8 @@ class StateTable:
             raise KeyError(f"no state variable {name!r}; variables are {list(self._cols)}") from None
 
     def __len__(self) -> int:
+        if self._codes is not None:
+            return len(self._codes)
         return len(next(iter(self._cols.values())))
 
     def __iter__(self):

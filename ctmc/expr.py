@@ -48,13 +48,20 @@ class Expr:
         ``fn(env) -> array`` evaluating the expression on a batch of states.
     text : str
         Human-readable form used in error messages.
+    node : tuple, optional
+        The expression's structure, ``(kind, *operands)``, for the compiled
+        builder (:mod:`ctmc._compiled`): ``("var", name)``, ``("const",
+        value)``, ``("bin", symbol, a, b)``, ``("neg" | "abs" | "not", a)``,
+        ``("where", c, a, b)``, ``("min" | "max", a, b)``; ``None`` for a user
+        function (evaluated by numpy only).
     """
 
-    __slots__ = ("_fn", "_text")
+    __slots__ = ("_fn", "_text", "_node")
 
-    def __init__(self, fn: Callable[[Env], Any], text: str):
+    def __init__(self, fn: Callable[[Env], Any], text: str, node: Any = None):
         self._fn = fn
         self._text = text
+        self._node = node
 
     def evaluate(self, env: Env) -> np.ndarray:
         """Evaluate on a batch of states.
@@ -88,7 +95,7 @@ class Expr:
         o = as_expr(other)
         a, b = (o, self) if reflected else (self, o)
         fa, fb = a._fn, b._fn
-        return Expr(lambda env: op(fa(env), fb(env)), f"({a._text} {sym} {b._text})")
+        return Expr(lambda env: op(fa(env), fb(env)), f"({a._text} {sym} {b._text})", ("bin", sym, a, b))
 
     def __add__(self, o): return self._bin(o, operator.add, "+")
     def __radd__(self, o): return self._bin(o, operator.add, "+", True)
@@ -107,11 +114,11 @@ class Expr:
 
     def __neg__(self):
         f = self._fn
-        return Expr(lambda env: -f(env), f"-{self._text}")
+        return Expr(lambda env: -f(env), f"-{self._text}", ("neg", self))
 
     def __abs__(self):
         f = self._fn
-        return Expr(lambda env: np.abs(f(env)), f"abs({self._text})")
+        return Expr(lambda env: np.abs(f(env)), f"abs({self._text})", ("abs", self))
 
     # comparisons --------------------------------------------------------
     def __lt__(self, o): return self._bin(o, operator.lt, "<")
@@ -129,7 +136,7 @@ class Expr:
 
     def __invert__(self):
         f = self._fn
-        return Expr(lambda env: np.logical_not(f(env)), f"~{self._text}")
+        return Expr(lambda env: np.logical_not(f(env)), f"~{self._text}", ("not", self))
 
 
 def _lookup(env, name: str):
@@ -158,7 +165,7 @@ class Var(Expr):
     __slots__ = ("name", "lo", "hi")
 
     def __init__(self, name: str, lo: int, hi: int):
-        super().__init__(lambda env: _lookup(env, name), name)
+        super().__init__(lambda env: _lookup(env, name), name, ("var", name))
         self.name = name
         self.lo = int(lo)
         self.hi = int(hi)
@@ -205,7 +212,7 @@ def as_expr(value: Any) -> Expr:
         name = getattr(value, "__name__", "callable")
         return Expr(lambda env: value(env), f"{name}(state)")
     if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
-        return Expr(lambda env: value, repr(value))
+        return Expr(lambda env: value, repr(value), ("const", value))
     raise TypeError(f"cannot use {type(value).__name__} {value!r} in an expression")
 
 
@@ -222,16 +229,16 @@ def where(cond, a, b) -> Expr:
     """
     c, x, y = as_expr(cond), as_expr(a), as_expr(b)
     return Expr(lambda env: np.where(c._fn(env), x._fn(env), y._fn(env)),
-                f"where({c._text}, {x._text}, {y._text})")
+                f"where({c._text}, {x._text}, {y._text})", ("where", c, x, y))
 
 
 def minimum(a, b) -> Expr:
     """Element-wise minimum of two expressions."""
     x, y = as_expr(a), as_expr(b)
-    return Expr(lambda env: np.minimum(x._fn(env), y._fn(env)), f"min({x._text}, {y._text})")
+    return Expr(lambda env: np.minimum(x._fn(env), y._fn(env)), f"min({x._text}, {y._text})", ("min", x, y))
 
 
 def maximum(a, b) -> Expr:
     """Element-wise maximum of two expressions."""
     x, y = as_expr(a), as_expr(b)
-    return Expr(lambda env: np.maximum(x._fn(env), y._fn(env)), f"max({x._text}, {y._text})")
+    return Expr(lambda env: np.maximum(x._fn(env), y._fn(env)), f"max({x._text}, {y._text})", ("max", x, y))

@@ -94,7 +94,7 @@ def _leaf(name: str) -> Expr:
             return env[name]
         except KeyError:
             raise ValueError(f"name {name!r} is not defined here (names: {', '.join(sorted(env))})") from None
-    return Expr(get, name)
+    return Expr(get, name, ("var", name))
 
 
 class _Builder:

@@ -42,6 +42,15 @@ used when the box has at most ``_LEVEL_POINTS`` times that sum of points (a
 long thin chain such as a tandem line or a JSQ grid) and fits
 :data:`_BOX_LIMIT`; ``"bfs"`` otherwise.
 
+Both are numpy's. Before them, ``build(strategy="auto" | "bfs")`` tries the
+*compiled* breadth-first search of :mod:`ctmc._compiled` (the ``engine``
+option): the model's expressions as bytecode run by a C extension, one state
+at a time, with no per-level overhead. It builds the same chain (same
+numbering, same values) and hands over to numpy for everything it does not
+handle: a user function or immediate moves (then numpy builds), and any
+error or special case met on the way (then numpy builds again and reports it
+with its own message).
+
 Transitions of rate 0 are not transitions (they do not make states
 reachable); self-loops are dropped from ``Q``.
 
@@ -538,7 +547,7 @@ class Model:
 
     # build ------------------------------------------------------------------
     def build(self, initial=None, *, strategy: str = "auto", max_memory=None,
-              max_states: Optional[int] = None, progress=None):
+              max_states: Optional[int] = None, progress=None, engine: str = "auto"):
         """Explore the reachable states and assemble the generator.
 
         Parameters
@@ -559,6 +568,14 @@ class Model:
             Refuse to build more states than this.
         progress : bool, optional
             Report progress on stderr (default: when stderr is a terminal).
+        engine : {"auto", "compiled", "numpy"}
+            Who explores with ``strategy="auto"`` or ``"bfs"``: ``"auto"`` the
+            compiled search where the model compiles (numpy otherwise, and
+            wherever it stops; see the module docstring), ``"compiled"`` the
+            same but a ``ValueError`` naming the reason if the model cannot be
+            compiled or the extension is not installed, ``"numpy"`` the
+            vectorised builder only. ``build_info["engine"]`` says which built
+            the chain.
 
         Returns
         -------
@@ -578,12 +595,25 @@ class Model:
         strategies = {"auto", "box", "bfs"}
         if strategy not in strategies:
             raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
+        engines = {"auto", "compiled", "numpy"}
+        if engine not in engines:
+            raise ValueError(f"engine: expected one of {sorted(engines)}, got {engine!r}")
+        if engine == "compiled" and strategy == "box":
+            raise ValueError("engine='compiled' searches breadth-first: give strategy='bfs' or 'auto'")
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         reason = "asked for"
         probed = None
+        compiled = None
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
-            if strategy == "auto":
+            if engine != "numpy" and strategy != "box":
+                compiled = self._build_compiled(init, layout, prog, limit, max_states, engine == "compiled")
+                if compiled is not None:
+                    strategy, reason = "bfs", (f"compiled breadth-first search (the box of {box} points "
+                                               "is not expanded)") if strategy == "auto" else reason
+            if compiled is not None:
+                pass
+            elif strategy == "auto":
                 strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
                 if strategy == "box":
                     # a box far larger than the reachable set (a capacity beyond reach) costs
@@ -595,23 +625,28 @@ class Model:
                     if probed is not None:
                         strategy, reason = "bfs", (f"the search ended within {_PROBE_LEVELS} levels "
                                                    f"(the box of {box} points was not needed)")
-            if probed is not None:
+            if compiled is not None:
+                codes, Q, n_trans = compiled
+                initial = np.searchsorted(codes, init)
+                extra = {}
+            elif probed is not None:
                 codes, src, dst, rate, van = probed
             elif strategy == "box":
                 check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
                 codes, src, dst, rate, van = self._build_box(init, layout, prog, max_states)
             else:
                 codes, src, dst, rate, van = self._build_bfs(init, layout, prog, limit, max_states)
-            initial = np.searchsorted(codes, init)
-            extra = {}
-            if van is not None:
-                codes, src, dst, rate, initial, extra = self._eliminate(codes, layout, src, dst, rate, van,
-                                                                        initial)
+            if compiled is None:
+                initial = np.searchsorted(codes, init)
+                extra = {}
+                if van is not None:
+                    codes, src, dst, rate, initial, extra = self._eliminate(codes, layout, src, dst, rate, van,
+                                                                            initial)
+                Q = _assemble(codes.size, src, dst, rate)
+                n_trans = src.size
             n = codes.size
-            Q = _assemble(n, src, dst, rate)
-            prog.close(f"{n} states, {src.size} transitions")
-        env = self._decode(codes, layout)
-        states = StateTable(env, codes=codes, layout=layout)
+            prog.close(f"{n} states, {n_trans} transitions")
+        states = StateTable(None, codes=codes, layout=layout)
         chain = CTMC(Q, states=states, check=False)
         chain._model = self
         chain._initial = initial
@@ -621,9 +656,29 @@ class Model:
             chain.add_label(k, v)
         for k, v in self._rewards.items():
             chain.add_reward(k, v)
-        chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(src.size),
-                            "seconds": timer.elapsed, "box": box, "strategy_reason": reason, **extra}
+        chain.build_info = {"strategy": strategy, "n_states": n, "n_transitions": int(n_trans),
+                            "seconds": timer.elapsed, "box": box, "strategy_reason": reason,
+                            "engine": "numpy" if compiled is None else "compiled", **extra}
         return chain
+
+    def _build_compiled(self, init, layout, prog, limit, max_states, required):
+        """``(codes, Q, n_transitions)`` by the compiled engine, or ``None``: numpy builds.
+
+        With ``required``, a model the engine cannot take is a ``ValueError``.
+        """
+        from . import _compiled
+        if self._calls_function() and not required:
+            return None
+        try:
+            out = _compiled.explore(self, layout, init, max_states=max_states, limit=limit,
+                                    progress=lambda n: prog.update(f"{n} states found"))
+        except _compiled.NotCompilable as exc:
+            if required:
+                raise ValueError(f"engine='compiled': model {self.name!r} cannot be compiled: {exc}") from None
+            return None
+        if out is not None:
+            prog.update(f"{out[0].size} states found")
+        return out
 
     def _eliminate(self, codes, layout, src, dst, val, van, initial):
         """The tangible chain: vanishing states eliminated (the module docstring's equations).

@@ -28,6 +28,11 @@ done
 need=()
 [ -x /usr/bin/python3 ] || need+=(python3)
 /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)
+# the compiled model builder (ctmc/_explore.c) needs a C compiler and the Python headers; without
+# them the install still succeeds and numpy builds every model, several times slower
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -f "/usr/include/python3.$(/usr/bin/python3 -c 'import sys; print(sys.version_info[1])')/Python.h" ] \
+    || need+=(python3-dev)
 if [ "$petsc" = 1 ]; then
     # Debian's PETSc/SLEPc bindings and OpenMPI (about a minute; building PETSc
     # from PyPI sources takes most of an hour). Skipped when already installed.

@@ -142,9 +142,12 @@ def test_build_auto_takes_a_short_search_before_a_huge_box():
     n, k = m.var("n", 0, 5), m.var("k", 0, 10**7)          # k never moves: the box is 6e7 points
     m.event("a", guard=n < 5, rate=1.0, update={n: n + 1})
     m.event("d", guard=n > 0, rate=1.0, update={n: n - 1})
-    c = m.build(initial={"n": 0, "k": 0})
+    c = m.build(initial={"n": 0, "k": 0}, engine="numpy")
     assert c.n_states == 6 and c.build_info["strategy"] == "bfs"
     assert "ended within" in c.build_info["strategy_reason"] or "box x events" in c.build_info["strategy_reason"]
+    c = m.build(initial={"n": 0, "k": 0})           # the compiled search never expands the box either
+    assert c.n_states == 6 and c.build_info["strategy"] == "bfs"
+    assert c.build_info["engine"] == ("compiled" if ctmc._compiled.available() else "numpy")
 
 
 def test_the_cli_ends_an_overflowing_answer_with_one_line(capsys):

@@ -1,0 +1,749 @@
+/*
+ * Compiled breadth-first exploration of a ctmc.Model (the module ctmc._explore).
+ *
+ * The model's guards, rates and updates arrive compiled by ctmc._compiled into
+ * a small stack bytecode over doubles (integers are exact in a double up to
+ * 2^53; every integer operation checks that bound).  One call explores the
+ * reachable states from the initial codes in breadth-first order and returns
+ * the generator in the numbering of Model.build: states sorted by code, CSR
+ * rows with sorted columns, duplicates summed, the diagonal minus the row sum.
+ *
+ * This engine only ever answers for the happy path.  Whatever the vectorised
+ * builder would report or treat specially (an invalid rate, an update out of
+ * bounds or not an integer, an integer division by zero, a value beyond
+ * 2^53, more states than asked or than memory allows) stops it with a status,
+ * and ctmc.model takes over with its own rules and messages: a rule lives in
+ * one place.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OP_END = 0, OP_VAR, OP_CONST,
+    OP_ADD, OP_SUB, OP_MUL, OP_IADD, OP_ISUB, OP_IMUL, OP_DIV,
+    OP_IFLOORDIV, OP_IMOD, OP_FFLOORDIV, OP_FMOD, OP_IPOW, OP_FPOW,
+    OP_NEG, OP_ABS, OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE,
+    OP_AND, OP_OR, OP_NOT, OP_WHERE, OP_MIN, OP_MAX
+};
+
+/* statuses (mirrored in ctmc/_compiled.py) */
+enum { ST_OK = 0, ST_FALLBACK = 1, ST_MAX_STATES = 2, ST_MEMORY = 3 };
+
+#define EXACT 9007199254740992.0 /* 2^53 */
+#define STACK 64
+
+/* numpy's float floor division and remainder (npy_divmod), b != 0 */
+static double fdivmod(double a, double b, double *modulus)
+{
+    double mod = fmod(a, b), div, floordiv;
+    div = (a - mod) / b;
+    if (mod) {
+        if ((b < 0) != (mod < 0)) {
+            mod += b;
+            div -= 1.0;
+        }
+    } else {
+        mod = copysign(0.0, b);
+    }
+    if (div) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+            floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, a / b);
+    }
+    *modulus = mod;
+    return floordiv;
+}
+
+static inline double nanmin(double a, double b)
+{
+    if (a != a || b != b) return a + b;
+    return a < b ? a : b;
+}
+
+static inline double nanmax(double a, double b)
+{
+    if (a != a || b != b) return a + b;
+    return a > b ? a : b;
+}
+
+/* Evaluate one program; 0 and *out on success, 1 where the vectorised builder must decide. */
+static int eval(const int32_t *pc, const double *vals, const double *consts, double *out)
+{
+    double st[STACK];
+    int sp = 0;
+    for (;;) {
+        int op = *pc++;
+        double a, b;
+        switch (op) {
+        case OP_END:
+            *out = st[sp - 1];
+            return 0;
+        case OP_VAR:
+            st[sp++] = vals[*pc++];
+            continue;
+        case OP_CONST:
+            st[sp++] = consts[*pc++];
+            continue;
+        case OP_NEG:
+            st[sp - 1] = -st[sp - 1];
+            continue;
+        case OP_ABS:
+            st[sp - 1] = fabs(st[sp - 1]);
+            continue;
+        case OP_NOT:
+            st[sp - 1] = st[sp - 1] == 0.0 ? 1.0 : 0.0;
+            continue;
+        case OP_WHERE: {
+            double c = st[sp - 3];
+            st[sp - 3] = c != 0.0 ? st[sp - 2] : st[sp - 1];
+            sp -= 2;
+            continue;
+        }
+        default:
+            break;
+        }
+        b = st[--sp];
+        a = st[sp - 1];
+        switch (op) {
+        case OP_ADD: a = a + b; break;
+        case OP_SUB: a = a - b; break;
+        case OP_MUL: a = a * b; break;
+        case OP_DIV: a = a / b; break;
+        case OP_IADD: a = a + b; if (fabs(a) >= EXACT) return 1; break;
+        case OP_ISUB: a = a - b; if (fabs(a) >= EXACT) return 1; break;
+        case OP_IMUL: a = a * b; if (fabs(a) >= EXACT) return 1; break;
+        case OP_IFLOORDIV: {
+            int64_t x = (int64_t)a, y = (int64_t)b, q;
+            if (y == 0) return 1;
+            q = x / y;
+            if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
+            a = (double)q;
+            break;
+        }
+        case OP_IMOD: {
+            int64_t x = (int64_t)a, y = (int64_t)b, m;
+            if (y == 0) return 1;
+            m = x % y;
+            if (m != 0 && ((m < 0) != (y < 0))) m += y;
+            a = (double)m;
+            break;
+        }
+        case OP_FFLOORDIV: {
+            double m;
+            if (b == 0.0) return 1;
+            a = fdivmod(a, b, &m);
+            break;
+        }
+        case OP_FMOD: {
+            double m;
+            if (b == 0.0) return 1;
+            fdivmod(a, b, &m);
+            a = m;
+            break;
+        }
+        case OP_IPOW: {
+            double r = 1.0, base = a;
+            int64_t e = (int64_t)b;
+            if (e < 0) return 1;
+            while (e) {
+                if (e & 1) { r *= base; if (fabs(r) >= EXACT) return 1; }
+                e >>= 1;
+                if (e) { base *= base; if (fabs(base) >= EXACT) return 1; }
+            }
+            a = r;
+            break;
+        }
+        case OP_FPOW: a = pow(a, b); break;
+        case OP_LT: a = a < b; break;
+        case OP_LE: a = a <= b; break;
+        case OP_GT: a = a > b; break;
+        case OP_GE: a = a >= b; break;
+        case OP_EQ: a = a == b; break;
+        case OP_NE: a = a != b; break;
+        case OP_AND: a = (a != 0.0) && (b != 0.0); break;
+        case OP_OR: a = (a != 0.0) || (b != 0.0); break;
+        case OP_MIN: a = nanmin(a, b); break;
+        case OP_MAX: a = nanmax(a, b); break;
+        default: return 1;
+        }
+        st[sp - 1] = a;
+    }
+}
+
+/* ---- growable arrays ---------------------------------------------------- */
+typedef struct {
+    void *p;
+    size_t n, cap, size;
+} vec;
+
+static int vec_reserve(vec *v, size_t need, size_t *bytes)
+{
+    if (need <= v->cap) return 0;
+    size_t cap = v->cap ? v->cap : 1024;
+    while (cap < need) cap *= 2;
+    void *q = realloc(v->p, cap * v->size);
+    if (!q) return -1;
+    *bytes += (cap - v->cap) * v->size;
+    v->p = q;
+    v->cap = cap;
+    return 0;
+}
+
+/* ---- code -> discovery index ---------------------------------------------- */
+typedef struct {
+    int32_t *table;      /* dense: one slot per box point */
+    int64_t *keys;       /* hashed: open addressing, -1 empty */
+    int32_t *vals;
+    uint64_t mask;
+    int shift;
+    size_t used;
+} index_t;
+
+static inline uint64_t hash64(int64_t k, int shift)
+{
+    return ((uint64_t)k * 0x9E3779B97F4A7C15ULL) >> shift;
+}
+
+static int index_grow(index_t *ix, size_t *bytes)
+{
+    uint64_t cap = (ix->mask + 1) * 2, i;
+    int64_t *keys = malloc(cap * sizeof(int64_t));
+    int32_t *vals = malloc(cap * sizeof(int32_t));
+    if (!keys || !vals) { free(keys); free(vals); return -1; }
+    memset(keys, 0xff, cap * sizeof(int64_t));
+    int shift = ix->shift - 1;
+    for (i = 0; i <= ix->mask; i++) {
+        if (ix->keys[i] >= 0) {
+            uint64_t h = hash64(ix->keys[i], shift);
+            while (keys[h] >= 0) h = (h + 1) & (cap - 1);
+            keys[h] = ix->keys[i];
+            vals[h] = ix->vals[i];
+        }
+    }
+    *bytes += (cap - (ix->mask + 1)) * 12;
+    free(ix->keys);
+    free(ix->vals);
+    ix->keys = keys;
+    ix->vals = vals;
+    ix->mask = cap - 1;
+    ix->shift = shift;
+    return 0;
+}
+
+/* the index of `code`, inserting `fresh` if unseen (then *isnew = 1); -2 on allocation failure */
+static inline int64_t index_get(index_t *ix, int64_t code, int32_t fresh, int *isnew, size_t *bytes)
+{
+    *isnew = 0;
+    if (ix->table) {
+        int32_t v = ix->table[code];
+        if (v >= 0) return v;
+        ix->table[code] = fresh;
+        *isnew = 1;
+        return fresh;
+    }
+    uint64_t h = hash64(code, ix->shift);
+    for (;;) {
+        int64_t k = ix->keys[h];
+        if (k == code) return ix->vals[h];
+        if (k < 0) break;
+        h = (h + 1) & ix->mask;
+    }
+    ix->keys[h] = code;
+    ix->vals[h] = fresh;
+    *isnew = 1;
+    if (++ix->used * 2 > ix->mask + 1 && index_grow(ix, bytes) < 0) return -2;
+    return fresh;
+}
+
+/* LSD radix sort of (code, index) pairs by code, 8 bits a pass over `bits` bits */
+static int radix_sort(int64_t *key, int32_t *val, size_t n, int bits)
+{
+    int64_t *k2 = malloc(n * sizeof(int64_t));
+    int32_t *v2 = malloc(n * sizeof(int32_t));
+    size_t count[257];
+    int shift;
+    if (!k2 || !v2) { free(k2); free(v2); return -1; }
+    for (shift = 0; shift < bits; shift += 8) {
+        size_t i;
+        memset(count, 0, sizeof(count));
+        for (i = 0; i < n; i++) count[((uint64_t)key[i] >> shift & 0xff) + 1]++;
+        for (i = 1; i < 257; i++) count[i] += count[i - 1];
+        for (i = 0; i < n; i++) {
+            size_t d = count[(uint64_t)key[i] >> shift & 0xff]++;
+            k2[d] = key[i];
+            v2[d] = val[i];
+        }
+        memcpy(key, k2, n * sizeof(int64_t));
+        memcpy(val, v2, n * sizeof(int32_t));
+    }
+    free(k2);
+    free(v2);
+    return 0;
+}
+
+/* sort a row's (column, value) pairs by column (rows are short: insertion sort, shell gaps for long ones) */
+static void sort_row(int32_t *col, double *val, Py_ssize_t n)
+{
+    static const Py_ssize_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+    for (int g = 0; g < 8; g++) {
+        Py_ssize_t gap = gaps[g];
+        if (gap >= n) continue;
+        for (Py_ssize_t i = gap; i < n; i++) {
+            int32_t c = col[i];
+            double v = val[i];
+            Py_ssize_t j = i;
+            while (j >= gap && col[j - gap] > c) {
+                col[j] = col[j - gap];
+                val[j] = val[j - gap];
+                j -= gap;
+            }
+            col[j] = c;
+            val[j] = v;
+        }
+    }
+}
+
+/* ---- events ------------------------------------------------------------------
+ * The events array holds, per event (int32 words):
+ *   n_atoms, (var, cmp, const) * n_atoms      guard conjuncts "variable <cmp> constant"
+ *   n_progs, program * n_progs                 the other conjuncts of the guard
+ *   rate_const, rate_program                   rate_const >= 0: a constant rate (no program)
+ *   n_updates, (var, mode, arg) * n_updates    mode 0: arg is a program; 1: var += consts[arg]
+ *                                              (an integer); 2: var = consts[arg] (an integer)
+ */
+typedef struct { int var, op; double c; } atom_t;
+typedef struct { int var, mode; int32_t prog; double k; } upd_t;
+typedef struct {
+    int na, ng, nu;
+    const atom_t *atoms;
+    const int32_t *gprogs;
+    double rate;             /* a constant rate, or -1 */
+    int32_t rate_prog;
+    const upd_t *ups;
+} event_t;
+
+static inline int atom_holds(const atom_t *a, const double *vals)
+{
+    double x = vals[a->var];
+    switch (a->op) {
+    case OP_LT: return x < a->c;
+    case OP_LE: return x <= a->c;
+    case OP_GT: return x > a->c;
+    case OP_GE: return x >= a->c;
+    case OP_EQ: return x == a->c;
+    default: return x != a->c;
+    }
+}
+
+/* parse the events array; -1 on a malformed one */
+static int parse_events(const int32_t *w, Py_ssize_t nw, const double *consts, Py_ssize_t nc,
+                        event_t **out_ev, int *out_n, atom_t **out_atoms, upd_t **out_ups)
+{
+    Py_ssize_t k = 0;
+    int n = 0, na = 0, nu = 0;
+    /* first pass: counts */
+    while (k < nw) {
+        int a = w[k], g, u;
+        na += a;
+        k += 1 + 3 * a;
+        if (k >= nw) return -1;
+        g = w[k];
+        k += 1 + g + 2;
+        if (k >= nw) return -1;
+        u = w[k];
+        nu += u;
+        k += 1 + 3 * u;
+        n++;
+    }
+    if (k != nw) return -1;
+    event_t *ev = calloc(n ? n : 1, sizeof(event_t));
+    atom_t *atoms = calloc(na ? na : 1, sizeof(atom_t));
+    upd_t *ups = calloc(nu ? nu : 1, sizeof(upd_t));
+    if (!ev || !atoms || !ups) { free(ev); free(atoms); free(ups); return -2; }
+    k = 0;
+    na = nu = 0;
+    for (int e = 0; e < n; e++) {
+        event_t *E = ev + e;
+        E->na = w[k++];
+        E->atoms = atoms + na;
+        for (int i = 0; i < E->na; i++, na++) {
+            atoms[na].var = w[k];
+            atoms[na].op = w[k + 1];
+            if (w[k + 2] < 0 || w[k + 2] >= nc) goto bad;
+            atoms[na].c = consts[w[k + 2]];
+            k += 3;
+        }
+        E->ng = w[k++];
+        E->gprogs = w + k;
+        k += E->ng;
+        E->rate = w[k] >= 0 && w[k] < nc ? consts[w[k]] : -1.0;
+        E->rate_prog = w[k + 1];
+        k += 2;
+        E->nu = w[k++];
+        E->ups = ups + nu;
+        for (int i = 0; i < E->nu; i++, nu++) {
+            ups[nu].var = w[k];
+            ups[nu].mode = w[k + 1];
+            ups[nu].prog = w[k + 2];
+            if (ups[nu].mode) {
+                if (w[k + 2] < 0 || w[k + 2] >= nc) goto bad;
+                ups[nu].k = consts[w[k + 2]];
+            }
+            k += 3;
+        }
+    }
+    *out_ev = ev;
+    *out_n = n;
+    *out_atoms = atoms;
+    *out_ups = ups;
+    return 0;
+bad:
+    free(ev);
+    free(atoms);
+    free(ups);
+    return -1;
+}
+
+/* numpy's pairwise summation (the inner loop of np.add.reduce on float64) */
+static double pairwise_sum(const double *a, size_t n)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (size_t i = 0; i < n; i++) res += a[i];
+        return res;
+    } else if (n <= 128) {
+        double r[8], res;
+        size_t i;
+        for (int j = 0; j < 8; j++) r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    } else {
+        size_t n2 = n / 2;
+        n2 -= n2 % 8;
+        return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+    }
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != itemsize && !(view->len % itemsize == 0 && view->itemsize == 1)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected items of %zd bytes", what, itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * explore(code, consts, events, lo, span, strides, box, init, dense, max_states, max_bytes, progress)
+ *
+ * code    int32: the programs, each ended by OP_END
+ * consts  float64: the constants they read
+ * events  int32: per event [guard_at, rate_at, n_updates, (var, update_at) * n_updates]
+ * lo, span, strides  int64 per variable; box = product of spans
+ * init    int64 codes of the initial states (distinct)
+ * dense   use one int32 slot per box point as the index (else a hash table)
+ * progress  callable(n_found) called now and then, or None
+ *
+ * Returns (status, n_states, n_transitions, codes, indptr, indices, data): the
+ * arrays as bytearrays (int64 codes, int32 indptr and indices, float64 data)
+ * when status is 0, else None.
+ */
+static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *o_code, *o_consts, *o_events, *o_lo, *o_span, *o_strides, *o_init, *progress;
+    long long box, max_states, max_bytes;
+    int dense;
+    Py_buffer b_code, b_consts, b_events, b_lo, b_span, b_strides, b_init;
+    int have = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOLOpLLO", &o_code, &o_consts, &o_events, &o_lo, &o_span, &o_strides,
+                          &box, &o_init, &dense, &max_states, &max_bytes, &progress))
+        return NULL;
+    if (get_buffer(o_code, &b_code, 4, "code") < 0) return NULL;
+    have = 1;
+    if (get_buffer(o_consts, &b_consts, 8, "consts") < 0) goto release;
+    have = 2;
+    if (get_buffer(o_events, &b_events, 4, "events") < 0) goto release;
+    have = 3;
+    if (get_buffer(o_lo, &b_lo, 8, "lo") < 0) goto release;
+    have = 4;
+    if (get_buffer(o_span, &b_span, 8, "span") < 0) goto release;
+    have = 5;
+    if (get_buffer(o_strides, &b_strides, 8, "strides") < 0) goto release;
+    have = 6;
+    if (get_buffer(o_init, &b_init, 8, "init") < 0) goto release;
+    have = 7;
+
+    {
+    const int32_t *code = b_code.buf;
+    const double *consts = b_consts.buf;
+    const int32_t *events = b_events.buf;
+    Py_ssize_t n_ev_words = b_events.len / 4;
+    const int64_t *lo = b_lo.buf, *span = b_span.buf, *strides = b_strides.buf, *init = b_init.buf;
+    int nv = (int)(b_lo.len / 8);
+    Py_ssize_t n_init = b_init.len / 8;
+    int status = ST_OK;
+    size_t bytes = 0, n = 0, ntrans = 0, i;
+    vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
+    vec vcol = {NULL, 0, 0, 4}, vrate = {NULL, 0, 0, 8};
+    index_t ix = {0};
+    double vals[256], newv[256];
+    event_t *evs = NULL;
+    atom_t *atoms = NULL;
+    upd_t *ups = NULL;
+    int n_ev = 0;
+    PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
+
+    if (nv > 256) { status = ST_FALLBACK; goto done; }
+    /* the events */
+    {
+        int rc = parse_events(events, n_ev_words, consts, b_consts.len / 8, &evs, &n_ev, &atoms, &ups);
+        if (rc == -2) { PyErr_NoMemory(); goto fail; }
+        if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); goto fail; }
+    }
+    /* the index */
+    if (dense) {
+        ix.table = malloc((size_t)box * sizeof(int32_t));
+        if (!ix.table) { status = ST_MEMORY; goto done; }
+        memset(ix.table, 0xff, (size_t)box * sizeof(int32_t));
+        bytes += (size_t)box * 4;
+    } else {
+        ix.mask = 1023;
+        ix.shift = 64 - 10;
+        ix.keys = malloc(1024 * sizeof(int64_t));
+        ix.vals = malloc(1024 * sizeof(int32_t));
+        if (!ix.keys || !ix.vals) { status = ST_MEMORY; goto done; }
+        memset(ix.keys, 0xff, 1024 * sizeof(int64_t));
+    }
+    /* the initial states */
+    if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)
+        || vec_reserve(&vptr, 1, &bytes)) { status = ST_MEMORY; goto done; }
+    ((int64_t *)vptr.p)[0] = 0;
+    for (Py_ssize_t k = 0; k < n_init; k++) {
+        int isnew;
+        int64_t c = init[k];
+        if (index_get(&ix, c, (int32_t)n, &isnew, &bytes) == -2) { status = ST_MEMORY; goto done; }
+        if (!isnew) continue;
+        ((int64_t *)vcodes.p)[n] = c;
+        for (int v = 0; v < nv; v++)
+            ((int32_t *)vvals.p)[n * nv + v] = (int32_t)((c / strides[v]) % span[v] + lo[v]);
+        n++;
+    }
+    /* breadth first: states are expanded in discovery order */
+    for (i = 0; i < n; i++) {
+        const int32_t *sv;
+        int64_t c0 = ((int64_t *)vcodes.p)[i];
+        /* room for every event's transition and new state (the storage does not move below) */
+        if (vec_reserve(&vcodes, n + n_ev, &bytes) || vec_reserve(&vvals, (n + n_ev) * nv, &bytes)
+            || vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
+            || vec_reserve(&vptr, i + 2, &bytes)) {
+            status = ST_MEMORY;
+            goto done;
+        }
+        sv = (int32_t *)vvals.p + i * nv;
+        for (int v = 0; v < nv; v++) vals[v] = sv[v];
+        for (int e = 0; e < n_ev; e++) {
+            const event_t *E = evs + e;
+            double g, r;
+            int64_t c1 = c0;
+            int isnew, ok = 1;
+            for (int a = 0; a < E->na; a++)
+                if (!atom_holds(E->atoms + a, vals)) { ok = 0; break; }
+            if (!ok) continue;
+            for (int a = 0; a < E->ng; a++) {
+                if (eval(code + E->gprogs[a], vals, consts, &g)) { status = ST_FALLBACK; goto done; }
+                if (g == 0.0) { ok = 0; break; }
+            }
+            if (!ok) continue;
+            if (E->rate >= 0.0) {
+                r = E->rate;
+            } else if (eval(code + E->rate_prog, vals, consts, &r)) {
+                status = ST_FALLBACK;
+                goto done;
+            }
+            if (r == 0.0) continue;
+            if (!(r > 0.0 && r < INFINITY)) { status = ST_FALLBACK; goto done; }
+            for (int u = 0; u < E->nu; u++) {
+                const upd_t *U = E->ups + u;
+                int var = U->var;
+                double x;
+                if (U->mode == 1) {
+                    x = vals[var] + U->k;
+                } else if (U->mode == 2) {
+                    x = U->k;
+                } else {
+                    if (eval(code + U->prog, vals, consts, &x)) { status = ST_FALLBACK; goto done; }
+                    if (!(x == floor(x))) { status = ST_FALLBACK; goto done; }   /* not an integer */
+                }
+                if (x < (double)lo[var] || x > (double)(lo[var] + span[var] - 1)) {
+                    status = ST_FALLBACK;   /* out of bounds: the builder's message */
+                    goto done;
+                }
+                newv[u] = x;
+                c1 += ((int64_t)x - (int64_t)vals[var]) * strides[var];
+            }
+            if (c1 == c0) continue;          /* a self-loop changes nothing in a generator */
+            int64_t j = index_get(&ix, c1, (int32_t)n, &isnew, &bytes);
+            if (j == -2) { status = ST_MEMORY; goto done; }
+            if (isnew) {
+                int32_t *nvp;
+                if (max_states >= 0 && (long long)n + 1 > max_states) { status = ST_MAX_STATES; goto done; }
+                if (n + 1 >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+                ((int64_t *)vcodes.p)[n] = c1;
+                nvp = (int32_t *)vvals.p + n * nv;
+                memcpy(nvp, sv, nv * sizeof(int32_t));
+                for (int u = 0; u < E->nu; u++) nvp[E->ups[u].var] = (int32_t)newv[u];
+                n++;
+            }
+            ((int32_t *)vcol.p)[ntrans] = (int32_t)j;
+            ((double *)vrate.p)[ntrans] = r;
+            ntrans++;
+        }
+        ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
+        if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
+        if ((i & 0xffff) == 0xffff && progress != Py_None) {
+            PyObject *res = PyObject_CallFunction(progress, "n", (Py_ssize_t)n);
+            if (!res) goto fail;
+            Py_DECREF(res);
+        }
+    }
+    free(vvals.p);
+    vvals.p = NULL;
+    if (ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+    {
+        /* the code order: rank[discovery index] and the sorted codes */
+        int32_t *rank = malloc(n * sizeof(int32_t)), *order = malloc(n * sizeof(int32_t));
+        int64_t *cs;
+        size_t nnz = 0, cap = ntrans + n;
+        if (!rank || !order) { free(rank); free(order); status = ST_MEMORY; goto done; }
+        o_codes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
+        o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 4));
+        o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 + 4));
+        o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8 + 8));
+        if (!o_codes || !o_indptr || !o_indices || !o_data) { free(rank); free(order); goto fail; }
+        cs = (int64_t *)PyByteArray_AS_STRING(o_codes);
+        if (ix.table) {
+            size_t r = 0;
+            for (int64_t c = 0; c < box; c++) {
+                int32_t d = ix.table[c];
+                if (d >= 0) { rank[d] = (int32_t)r; order[r] = d; cs[r] = c; r++; }
+            }
+        } else {
+            int bits = 0;
+            while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
+            memcpy(cs, vcodes.p, n * sizeof(int64_t));
+            for (i = 0; i < n; i++) order[i] = (int32_t)i;
+            if (radix_sort(cs, order, n, bits) < 0) { free(rank); free(order); status = ST_MEMORY; goto done; }
+            for (i = 0; i < n; i++) rank[order[i]] = (int32_t)i;
+        }
+        {
+            int32_t *ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
+            int32_t *col = (int32_t *)PyByteArray_AS_STRING(o_indices);
+            double *dat = (double *)PyByteArray_AS_STRING(o_data);
+            const int32_t *tcol = vcol.p;
+            const double *trate = vrate.p;
+            const int64_t *ptr = vptr.p;
+            ip[0] = 0;
+            for (size_t r = 0; r < n; r++) {
+                int32_t d = order[r];
+                int64_t a = ptr[d], b = ptr[d + 1];
+                size_t start = nnz, m;
+                double out = 0.0;
+                for (int64_t k = a; k < b; k++) {
+                    col[nnz] = rank[tcol[k]];
+                    dat[nnz] = trate[k];
+                    nnz++;
+                }
+                sort_row(col + start, dat + start, (Py_ssize_t)(nnz - start));
+                /* duplicates summed */
+                m = start;
+                for (size_t k = start; k < nnz; k++) {
+                    if (m > start && col[m - 1] == col[k]) {
+                        dat[m - 1] += dat[k];
+                    } else {
+                        col[m] = col[k];
+                        dat[m] = dat[k];
+                        m++;
+                    }
+                }
+                nnz = m;
+                /* the row sum as the vectorised builder takes it (np.add.reduceat of the sorted row) */
+                if (nnz > start) out = dat[start] + pairwise_sum(dat + start + 1, nnz - start - 1);
+                if (out != 0.0) {
+                    /* the diagonal in its sorted place */
+                    size_t k = nnz;
+                    while (k > start && col[k - 1] > (int32_t)r) {
+                        col[k] = col[k - 1];
+                        dat[k] = dat[k - 1];
+                        k--;
+                    }
+                    col[k] = (int32_t)r;
+                    dat[k] = -out;
+                    nnz++;
+                }
+                ip[r + 1] = (int32_t)nnz;
+            }
+        }
+        free(rank);
+        free(order);
+        if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
+            || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0)
+            goto fail;
+    }
+done:
+    if (status == ST_OK)
+        result = Py_BuildValue("inn(NNNN)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans,
+                               o_codes, o_indptr, o_indices, o_data);
+    else
+        result = Py_BuildValue("innO", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, Py_None);
+    if (status == ST_OK) o_codes = o_indptr = o_indices = o_data = NULL;   /* owned by the result */
+fail:
+    Py_XDECREF(o_codes);
+    Py_XDECREF(o_indptr);
+    Py_XDECREF(o_indices);
+    Py_XDECREF(o_data);
+    free(evs);
+    free(atoms);
+    free(ups);
+    free(vcodes.p);
+    free(vvals.p);
+    free(vptr.p);
+    free(vcol.p);
+    free(vrate.p);
+    free(ix.table);
+    free(ix.keys);
+    free(ix.vals);
+    }
+release:
+    if (have >= 7) PyBuffer_Release(&b_init);
+    if (have >= 6) PyBuffer_Release(&b_strides);
+    if (have >= 5) PyBuffer_Release(&b_span);
+    if (have >= 4) PyBuffer_Release(&b_lo);
+    if (have >= 3) PyBuffer_Release(&b_events);
+    if (have >= 2) PyBuffer_Release(&b_consts);
+    if (have >= 1) PyBuffer_Release(&b_code);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"explore", explore, METH_VARARGS, "Compiled breadth-first exploration (see ctmc/_compiled.py)."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_explore", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__explore(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,177 @@
+"""The compiled builder (ctmc._compiled, ctmc/_explore.c) against the vectorised one.
+
+The independent answer is numpy's builder (``engine="numpy"``): on random
+models made of every operator the expressions have, the compiled search must
+give the same chain bit for bit (codes, CSR arrays, transition count), or the
+same error with the same message; and it must actually have built most of
+them (a test that always fell back to numpy would prove nothing).
+"""
+import numpy as np
+import pytest
+
+import ctmc
+from ctmc import _compiled
+from ctmc.expr import as_expr, maximum, minimum, where
+
+pytestmark = pytest.mark.skipif(not _compiled.available(), reason="the C extension ctmc._explore is not built")
+
+
+def _same(a, b):
+    """Assert two chains are the same bit for bit."""
+    assert a.n_states == b.n_states
+    assert np.array_equal(a.states._codes, b.states._codes)
+    assert a.Q.shape == b.Q.shape
+    assert np.array_equal(a.Q.indptr, b.Q.indptr) and np.array_equal(a.Q.indices, b.Q.indices)
+    assert np.array_equal(a.Q.data, b.Q.data)
+    assert a.build_info["n_transitions"] == b.build_info["n_transitions"]
+    assert np.array_equal(a.initial, b.initial)
+
+
+class _Random:
+    """Random expressions over a model's variables, every operator of ctmc.expr."""
+
+    def __init__(self, rng, xs):
+        self.rng, self.xs = rng, xs
+
+    def num(self, depth=0):
+        r = self.rng
+        k = r.integers(0, 14 if depth < 3 else 3)
+        if k == 0:
+            return self.xs[r.integers(len(self.xs))]
+        if k == 1:
+            return as_expr(int(r.integers(-3, 4)))
+        if k == 2:
+            return as_expr(float(r.choice([0.5, 1.25, -2.0, 3.0])))
+        a, b = self.num(depth + 1), self.num(depth + 1)
+        ops = [lambda: a + b, lambda: a - b, lambda: a * b, lambda: a / (b * b + 1),
+               lambda: a // b, lambda: a % b, lambda: abs(a) ** as_expr(int(r.integers(0, 3))),
+               lambda: -a, lambda: minimum(a, b), lambda: maximum(a, b),
+               lambda: where(self.cond(depth + 1), a, b)]
+        return ops[k - 3]()
+
+    def cond(self, depth=0):
+        r = self.rng
+        k = r.integers(0, 9 if depth < 3 else 6)
+        a, b = self.num(depth + 1), self.num(depth + 1)
+        cmps = [a < b, a <= b, a > b, a >= b, a == b, a != b]
+        if k < 6:
+            return cmps[k]
+        c, d = self.cond(depth + 1), self.cond(depth + 1)
+        return [c & d, c | d, ~c][k - 6]
+
+
+def _random_model(seed):
+    rng = np.random.default_rng(seed)
+    m = ctmc.Model(f"random{seed}")
+    xs = []
+    for k in range(int(rng.integers(1, 4))):
+        lo = int(rng.integers(-2, 1))
+        xs.append(m.var(f"x{k}", lo, lo + int(rng.integers(1, 6))))
+    R = _Random(rng, xs)
+    for e in range(int(rng.integers(1, 6))):
+        x = xs[rng.integers(len(xs))]
+        step = int(rng.choice([-1, 1, 2]))
+        guard = (x + step >= x.lo) & (x + step <= x.hi)
+        if rng.random() < 0.7:
+            guard = guard & R.cond(1)
+        rate = R.num(1) if rng.random() < 0.5 else float(rng.choice([0.5, 1.0, 2.0]))
+        if rng.random() < 0.5:
+            rate = abs(as_expr(rate)) + 0.25           # mostly valid rates; some invalid ones stay
+        update = {x: x + step}
+        if rng.random() < 0.3:
+            y = xs[rng.integers(len(xs))]
+            if y is not x:
+                update[y] = minimum(maximum(R.num(2), y.lo), y.hi) if rng.random() < 0.8 else R.num(2)
+        m.event(f"e{e}", guard=guard, rate=rate, update=update)
+    init = {x.name: int(rng.integers(x.lo, x.hi + 1)) for x in xs}
+    return m, init
+
+
+def _build(m, init, engine):
+    try:
+        return m.build(initial=init, engine=engine), None
+    except Exception as exc:       # noqa: BLE001 - the two builders must fail alike
+        return None, (type(exc), str(exc))
+
+
+def test_random_models_are_built_alike():
+    compiled = errors = 0
+    for seed in range(400):
+        m, init = _random_model(seed)
+        a, ea = _build(m, init, "auto")
+        b, eb = _build(m, init, "numpy")
+        assert ea == eb, seed
+        if a is None:
+            errors += 1
+            continue
+        _same(a, b)
+        compiled += a.build_info["engine"] == "compiled"
+    # most random models compile and run to the end; some stop on an error (the same one)
+    assert compiled >= 200 and errors >= 10, (compiled, errors)
+
+
+@pytest.mark.parametrize("name,value", [("kanban", 2), ("polling", 4), ("fms", 2), ("cluster", 4),
+                                        ("tandem", 15)])
+def test_gallery_models_are_built_alike(name, value):
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY[name](value)
+    a = g.model().build(initial=g.initial, engine="compiled")
+    b = g.model().build(initial=g.initial, engine="numpy")
+    assert a.build_info["engine"] == "compiled" and b.build_info["engine"] == "numpy"
+    _same(a, b)
+
+
+def test_a_hashed_and_a_dense_index_give_the_same_chain(monkeypatch):
+    from ctmc.models.gallery import GALLERY
+    g = GALLERY["cluster"](4)
+    a = g.model().build(initial=g.initial, engine="compiled")
+    monkeypatch.setattr(_compiled, "DENSE_POINTS", 0)
+    b = g.model().build(initial=g.initial, engine="compiled")
+    _same(a, b)
+
+
+def _mm1k():
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, 5)
+    m.event("arrive", guard=n < 5, rate=2.0, update={n: n + 1})
+    m.event("serve", guard=n > 0, rate=3.0, update={n: n - 1})
+    return m, n
+
+
+def test_errors_on_the_way_are_numpys():
+    m, n = _mm1k()
+    m.event("leak", guard=n == 3, rate=n - 4.0, update={n: n - 1})      # negative rate at n = 3
+    with pytest.raises(ctmc.ModelError, match="invalid rate") as a:
+        m.build(initial={"n": 0})
+    with pytest.raises(ctmc.ModelError) as b:
+        m.build(initial={"n": 0}, engine="numpy")
+    assert str(a.value) == str(b.value)
+    m, n = _mm1k()
+    m.event("jump", guard=n == 4, rate=1.0, update={n: n + 2})          # out of bounds from n = 4
+    with pytest.raises(ctmc.ModelError, match="leaves the declared bounds"):
+        m.build(initial={"n": 0})
+    with pytest.raises(ctmc.ModelError, match="max_states"):
+        _mm1k()[0].build(initial={"n": 0}, max_states=3)
+
+
+def test_integer_semantics_are_numpys():
+    """Integer division and remainder by zero are 0 in numpy: the engine hands such a model back."""
+    m, n = _mm1k()
+    k = m.var("k", 0, 3)
+    m.event("odd", guard=(n // (n - 2) == 0) & (k < 3), rate=1.0 + n % 2, update={k: k + 1})
+    a, b = m.build(initial={"n": 0, "k": 0}), m.build(initial={"n": 0, "k": 0}, engine="numpy")
+    _same(a, b)
+    assert a.build_info["engine"] == "numpy"         # n - 2 == 0 was met: numpy built it again
+
+
+def test_engine_option():
+    m, n = _mm1k()
+    with pytest.raises(ValueError, match="engine: expected one of"):
+        m.build(initial={"n": 0}, engine="fast")
+    with pytest.raises(ValueError, match="strategy='bfs'"):
+        m.build(initial={"n": 0}, engine="compiled", strategy="box")
+    assert m.build(initial={"n": 0}, strategy="box").build_info["engine"] == "numpy"
+    m.event("user", guard=n > 10, rate=lambda env: env["n"] * 1.0, update={n: n - 1})
+    with pytest.raises(ValueError, match="calls a user function"):
+        m.build(initial={"n": 0}, engine="compiled")
+    assert m.build(initial={"n": 0}).build_info["engine"] == "numpy"
