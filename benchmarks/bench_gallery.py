@@ -27,6 +27,13 @@ fits), else of ``lu`` (or ``gth``), else the first successful ctmc route;
 the balance error of the answer (its largest relative imbalance of flow in
 and out of one state: small probabilities are right to about that much) and
 the peak resident memory of the process.
+
+With ``--build-repeat K`` a second table times the cold builds alone (ctmc's
+``Model.build``, Storm's parse + build), the fastest of ``K`` fresh processes
+each, side by side with the ratio: single cold builds vary up to 2x between
+processes on a shared machine, for both tools.
+
+    .venv/bin/python benchmarks/bench_gallery.py --models kanban:3,fms:5 --methods "" --build-repeat 5
 """
 from __future__ import annotations
 
@@ -81,6 +88,10 @@ def worker(spec: str, method: str) -> None:
     t0 = time.perf_counter()
     chain = g.chain()
     build_s = time.perf_counter() - t0
+    if method == "none":             # the build alone
+        print("@@" + json.dumps({"states": chain.n_states, "build_s": build_s,
+                                 "engine": chain.build_info.get("engine")}), flush=True)
+        return
     t0 = time.perf_counter()
     name, _, opts = method.partition("/")
     kw = {k: (float(v) if any(ch in v for ch in ".e") else int(v))
@@ -156,6 +167,28 @@ def bench_model(spec, methods, storm, timeout):
     return rows
 
 
+def bench_builds(spec, storm, repeat, timeout):
+    """One row: the fastest cold build of ``repeat`` fresh processes, ctmc and Storm."""
+    ours = [_run([sys.executable, __file__, "--worker", spec, "none"], timeout) for _ in range(repeat)]
+    theirs = []
+    if storm:
+        g = model_spec(spec)
+        with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
+            f.write(g.prism_program())
+        try:
+            cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
+                   "--property", g.prism_property, "--constants", json.dumps(g.prism_constants), "--solver", "none"]
+            theirs = [_run(cmd, timeout) for _ in range(repeat)]
+        finally:
+            os.unlink(f.name)
+    a = min((r["build_s"] for r in ours if "build_s" in r), default=None)
+    b = min((r["build_s"] for r in theirs if "build_s" in r), default=None)
+    engine = next((r.get("engine") for r in ours if "engine" in r), "")
+    return [spec, next((r["states"] for r in ours if "states" in r), ""), engine,
+            f"{a:.3f}" if a is not None else "", f"{b:.3f}" if b is not None else "",
+            f"{b / a:.1f}x" if a and b else ""]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"name:size,... (default {DEFAULT_MODELS})")
@@ -163,6 +196,8 @@ def main(argv=None):
     ap.add_argument("--storm", default=str(DEFAULT_STORM) if DEFAULT_STORM.exists() else "",
                     help="python of a venv with stormpy (default .venv-storm/bin/python if present; '' = no Storm)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per route (build + solve)")
+    ap.add_argument("--build-repeat", type=int, default=0, metavar="K",
+                    help="also time cold builds alone, fastest of K fresh processes (ctmc and Storm)")
     ap.add_argument("--worker", nargs=2, metavar=("SPEC", "METHOD"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -184,6 +219,12 @@ def main(argv=None):
         print(f"  {spec}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     print(format_table(rows, ["model", "states", "transitions", "route", "build s", "solve s", "measure",
                               "rel.diff", "status", "balance err", "peak GiB"]))
+    if args.build_repeat > 0:
+        builds = [bench_builds(spec.strip(), args.storm, args.build_repeat, args.timeout)
+                  for spec in args.models.split(",")]
+        print(f"\ncold builds alone, fastest of {args.build_repeat} fresh processes each")
+        print(format_table(builds, ["model", "states", "ctmc engine", "ctmc build s", "storm build s",
+                                    "storm / ctmc"]))
 
 
 if __name__ == "__main__":

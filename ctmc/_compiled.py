@@ -179,6 +179,9 @@ class _Compiler:
                "%": ("FMOD", "IMOD"), "**": ("FPOW", "IPOW")}
         if sym not in ops:
             raise NotCompilable(f"operator {sym!r}")
+        if sym == "**" and flt:
+            # numpy's float power is not libm's pow to the last bit (SIMD loops, scalar fast paths)
+            raise NotCompilable("a power of floats")
         self.code.append(OP[ops[sym][0 if flt else 1]])
         return "f" if flt else "i"
 
@@ -207,18 +210,29 @@ def _const_value(e):
     return v
 
 
+#: added to a comparison's code in a guard conjunct comparing two variables (ctmc/_explore.c)
+ATOM_VV = 64
+
+
+def _is_var(e, col) -> bool:
+    return e._node is not None and e._node[0] == "var" and e._node[1] in col
+
+
 def _atom(e, col):
-    """``(var, cmp, value)`` if ``e`` compares a state variable with a constant, else ``None``."""
+    """``(var, cmp, value, False)`` if ``e`` compares a state variable with a constant,
+    ``(var, cmp + ATOM_VV, other var, True)`` if with another variable, else ``None``."""
     node = e._node
     if node is None or node[0] != "bin" or node[1] not in _CMP:
         return None
     sym, a, b = node[1:]
-    if a._node is not None and a._node[0] == "var" and a._node[1] in col:
+    if _is_var(a, col) and _is_var(b, col):
+        return col[a._node[1]], OP[_CMP[sym]] + ATOM_VV, col[b._node[1]], True
+    if _is_var(a, col):
         v = _const_value(b)
-        return None if v is None else (col[a._node[1]], OP[_CMP[sym]], float(v))
-    if b._node is not None and b._node[0] == "var" and b._node[1] in col:
+        return None if v is None else (col[a._node[1]], OP[_CMP[sym]], float(v), False)
+    if _is_var(b, col):
         v = _const_value(a)
-        return None if v is None else (col[b._node[1]], OP[_CMP[_FLIP[sym]]], float(v))
+        return None if v is None else (col[b._node[1]], OP[_CMP[_FLIP[sym]]], float(v), False)
     return None
 
 
@@ -280,7 +294,7 @@ def compile_model(model, layout):
         for part in _conjuncts(ev.guard):
             at = _atom(part, c.col)
             if at is not None:
-                atoms += [at[0], at[1], const_at(at[2])]
+                atoms += [at[0], at[1], at[2] if at[3] else const_at(at[2])]
             else:
                 progs.append(c.program(part)[1])
         rv = _const_value(ev.rate)

@@ -72,54 +72,35 @@ static inline double nanmax(double a, double b)
     return a > b ? a : b;
 }
 
-/* Evaluate one program; 0 and *out on success, 1 where the vectorised builder must decide. */
+/* Evaluate one program; 0 and *out on success, 1 where the vectorised builder must decide.
+   The top of the stack lives in `a`, the rest in st[]. */
 static int eval(const int32_t *pc, const double *vals, const double *consts, double *out)
 {
-    double st[STACK];
+    double st[STACK], a = 0.0, b;
     int sp = 0;
     for (;;) {
-        int op = *pc++;
-        double a, b;
-        switch (op) {
-        case OP_END:
-            *out = st[sp - 1];
-            return 0;
-        case OP_VAR:
-            st[sp++] = vals[*pc++];
-            continue;
-        case OP_CONST:
-            st[sp++] = consts[*pc++];
-            continue;
-        case OP_NEG:
-            st[sp - 1] = -st[sp - 1];
-            continue;
-        case OP_ABS:
-            st[sp - 1] = fabs(st[sp - 1]);
-            continue;
-        case OP_NOT:
-            st[sp - 1] = st[sp - 1] == 0.0 ? 1.0 : 0.0;
-            continue;
+        switch (*pc++) {
+        case OP_END: *out = a; return 0;
+        case OP_VAR: st[sp++] = a; a = vals[*pc++]; break;
+        case OP_CONST: st[sp++] = a; a = consts[*pc++]; break;
+        case OP_NEG: a = -a; break;
+        case OP_ABS: a = fabs(a); break;
+        case OP_NOT: a = a == 0.0 ? 1.0 : 0.0; break;
         case OP_WHERE: {
-            double c = st[sp - 3];
-            st[sp - 3] = c != 0.0 ? st[sp - 2] : st[sp - 1];
-            sp -= 2;
-            continue;
-        }
-        default:
+            /* stack: c, x, then y in a */
+            double x = st[--sp], c = st[--sp];
+            a = c != 0.0 ? x : a;
             break;
         }
-        b = st[--sp];
-        a = st[sp - 1];
-        switch (op) {
-        case OP_ADD: a = a + b; break;
-        case OP_SUB: a = a - b; break;
-        case OP_MUL: a = a * b; break;
-        case OP_DIV: a = a / b; break;
-        case OP_IADD: a = a + b; if (fabs(a) >= EXACT) return 1; break;
-        case OP_ISUB: a = a - b; if (fabs(a) >= EXACT) return 1; break;
-        case OP_IMUL: a = a * b; if (fabs(a) >= EXACT) return 1; break;
+        case OP_ADD: a = st[--sp] + a; break;
+        case OP_SUB: a = st[--sp] - a; break;
+        case OP_MUL: a = st[--sp] * a; break;
+        case OP_DIV: a = st[--sp] / a; break;
+        case OP_IADD: a = st[--sp] + a; if (fabs(a) >= EXACT) return 1; break;
+        case OP_ISUB: a = st[--sp] - a; if (fabs(a) >= EXACT) return 1; break;
+        case OP_IMUL: a = st[--sp] * a; if (fabs(a) >= EXACT) return 1; break;
         case OP_IFLOORDIV: {
-            int64_t x = (int64_t)a, y = (int64_t)b, q;
+            int64_t x = (int64_t)st[--sp], y = (int64_t)a, q;
             if (y == 0) return 1;
             q = x / y;
             if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
@@ -127,7 +108,7 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
             break;
         }
         case OP_IMOD: {
-            int64_t x = (int64_t)a, y = (int64_t)b, m;
+            int64_t x = (int64_t)st[--sp], y = (int64_t)a, m;
             if (y == 0) return 1;
             m = x % y;
             if (m != 0 && ((m < 0) != (y < 0))) m += y;
@@ -136,20 +117,22 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
         }
         case OP_FFLOORDIV: {
             double m;
+            b = a;
             if (b == 0.0) return 1;
-            a = fdivmod(a, b, &m);
+            a = fdivmod(st[--sp], b, &m);
             break;
         }
         case OP_FMOD: {
             double m;
+            b = a;
             if (b == 0.0) return 1;
-            fdivmod(a, b, &m);
+            fdivmod(st[--sp], b, &m);
             a = m;
             break;
         }
         case OP_IPOW: {
-            double r = 1.0, base = a;
-            int64_t e = (int64_t)b;
+            double r = 1.0, base = st[--sp];
+            int64_t e = (int64_t)a;
             if (e < 0) return 1;
             while (e) {
                 if (e & 1) { r *= base; if (fabs(r) >= EXACT) return 1; }
@@ -159,20 +142,18 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
             a = r;
             break;
         }
-        case OP_FPOW: a = pow(a, b); break;
-        case OP_LT: a = a < b; break;
-        case OP_LE: a = a <= b; break;
-        case OP_GT: a = a > b; break;
-        case OP_GE: a = a >= b; break;
-        case OP_EQ: a = a == b; break;
-        case OP_NE: a = a != b; break;
-        case OP_AND: a = (a != 0.0) && (b != 0.0); break;
-        case OP_OR: a = (a != 0.0) || (b != 0.0); break;
-        case OP_MIN: a = nanmin(a, b); break;
-        case OP_MAX: a = nanmax(a, b); break;
+        case OP_LT: a = st[--sp] < a; break;
+        case OP_LE: a = st[--sp] <= a; break;
+        case OP_GT: a = st[--sp] > a; break;
+        case OP_GE: a = st[--sp] >= a; break;
+        case OP_EQ: a = st[--sp] == a; break;
+        case OP_NE: a = st[--sp] != a; break;
+        case OP_AND: b = st[--sp]; a = (b != 0.0) && (a != 0.0); break;
+        case OP_OR: b = st[--sp]; a = (b != 0.0) || (a != 0.0); break;
+        case OP_MIN: a = nanmin(st[--sp], a); break;
+        case OP_MAX: a = nanmax(st[--sp], a); break;
         default: return 1;
         }
-        st[sp - 1] = a;
     }
 }
 
@@ -197,9 +178,13 @@ static int vec_reserve(vec *v, size_t need, size_t *bytes)
 
 /* ---- code -> discovery index ---------------------------------------------- */
 typedef struct {
+    int64_t key;         /* a code, -1 empty */
+    int64_t val;         /* its discovery index (one 16-byte slot: one cache line read a probe) */
+} slot_t;
+
+typedef struct {
     int32_t *table;      /* dense: one slot per box point */
-    int64_t *keys;       /* hashed: open addressing, -1 empty */
-    int32_t *vals;
+    slot_t *slots;       /* hashed: open addressing, linear probing */
     uint64_t mask;
     int shift;
     size_t used;
@@ -213,24 +198,20 @@ static inline uint64_t hash64(int64_t k, int shift)
 static int index_grow(index_t *ix, size_t *bytes)
 {
     uint64_t cap = (ix->mask + 1) * 2, i;
-    int64_t *keys = malloc(cap * sizeof(int64_t));
-    int32_t *vals = malloc(cap * sizeof(int32_t));
-    if (!keys || !vals) { free(keys); free(vals); return -1; }
-    memset(keys, 0xff, cap * sizeof(int64_t));
+    slot_t *slots = malloc(cap * sizeof(slot_t));
+    if (!slots) return -1;
+    memset(slots, 0xff, cap * sizeof(slot_t));
     int shift = ix->shift - 1;
     for (i = 0; i <= ix->mask; i++) {
-        if (ix->keys[i] >= 0) {
-            uint64_t h = hash64(ix->keys[i], shift);
-            while (keys[h] >= 0) h = (h + 1) & (cap - 1);
-            keys[h] = ix->keys[i];
-            vals[h] = ix->vals[i];
+        if (ix->slots[i].key >= 0) {
+            uint64_t h = hash64(ix->slots[i].key, shift);
+            while (slots[h].key >= 0) h = (h + 1) & (cap - 1);
+            slots[h] = ix->slots[i];
         }
     }
-    *bytes += (cap - (ix->mask + 1)) * 12;
-    free(ix->keys);
-    free(ix->vals);
-    ix->keys = keys;
-    ix->vals = vals;
+    *bytes += (cap - (ix->mask + 1)) * sizeof(slot_t);
+    free(ix->slots);
+    ix->slots = slots;
     ix->mask = cap - 1;
     ix->shift = shift;
     return 0;
@@ -249,13 +230,13 @@ static inline int64_t index_get(index_t *ix, int64_t code, int32_t fresh, int *i
     }
     uint64_t h = hash64(code, ix->shift);
     for (;;) {
-        int64_t k = ix->keys[h];
-        if (k == code) return ix->vals[h];
+        int64_t k = ix->slots[h].key;
+        if (k == code) return ix->slots[h].val;
         if (k < 0) break;
         h = (h + 1) & ix->mask;
     }
-    ix->keys[h] = code;
-    ix->vals[h] = fresh;
+    ix->slots[h].key = code;
+    ix->slots[h].val = fresh;
     *isnew = 1;
     if (++ix->used * 2 > ix->mask + 1 && index_grow(ix, bytes) < 0) return -2;
     return fresh;
@@ -311,16 +292,21 @@ static void sort_row(int32_t *col, double *val, Py_ssize_t n)
 
 /* ---- events ------------------------------------------------------------------
  * The events array holds, per event (int32 words):
- *   n_atoms, (var, cmp, const) * n_atoms      guard conjuncts "variable <cmp> constant"
+ *   n_atoms, (var, cmp, arg) * n_atoms        guard conjuncts "variable <cmp> consts[arg]", or with
+ *                                              cmp + ATOM_VV, "variable <cmp> variable arg"
  *   n_progs, program * n_progs                 the other conjuncts of the guard
  *   rate_const, rate_program                   rate_const >= 0: a constant rate (no program)
  *   n_updates, (var, mode, arg) * n_updates    mode 0: arg is a program; 1: var += consts[arg]
  *                                              (an integer); 2: var = consts[arg] (an integer)
  */
-typedef struct { int var, op; double c; } atom_t;
+#define ATOM_VV 64
+typedef struct { int var, op, var2; double c; } atom_t;
 typedef struct { int var, mode; int32_t prog; double k; } upd_t;
+/* a conjunct "lo <= variable <= lo + width" (a comparison with a constant, intersected with the bounds) */
+typedef struct { int var; int64_t lo; uint64_t width; } range_t;
 typedef struct {
-    int na, ng, nu;
+    int na, ng, nu, nr, never;
+    const range_t *ranges;
     const atom_t *atoms;
     const int32_t *gprogs;
     double rate;             /* a constant rate, or -1 */
@@ -330,20 +316,43 @@ typedef struct {
 
 static inline int atom_holds(const atom_t *a, const double *vals)
 {
-    double x = vals[a->var];
+    double x = vals[a->var], c = a->var2 >= 0 ? vals[a->var2] : a->c;
     switch (a->op) {
-    case OP_LT: return x < a->c;
-    case OP_LE: return x <= a->c;
-    case OP_GT: return x > a->c;
-    case OP_GE: return x >= a->c;
-    case OP_EQ: return x == a->c;
-    default: return x != a->c;
+    case OP_LT: return x < c;
+    case OP_LE: return x <= c;
+    case OP_GT: return x > c;
+    case OP_GE: return x >= c;
+    case OP_EQ: return x == c;
+    default: return x != c;
     }
 }
 
-/* parse the events array; -1 on a malformed one */
+/* "x <op> c" for an integer x in [lo, hi] as lo' <= x <= hi'; 0 if it never holds */
+static int atom_range(int op, double c, double lo, double hi, int64_t *a, int64_t *b)
+{
+    double A = lo, B = hi;
+    if (c != c) return 0;                               /* NaN: no comparison holds */
+    switch (op) {
+    case OP_LT: B = fmin(B, ceil(c) - 1); break;
+    case OP_LE: B = fmin(B, floor(c)); break;
+    case OP_GT: A = fmax(A, floor(c) + 1); break;
+    case OP_GE: A = fmax(A, ceil(c)); break;
+    default:                                            /* OP_EQ */
+        if (c != floor(c)) return 0;
+        A = fmax(A, c);
+        B = fmin(B, c);
+    }
+    if (A > B) return 0;
+    *a = (int64_t)A;
+    *b = (int64_t)B;
+    return 1;
+}
+
+/* parse the events array; -1 on a malformed one. Conjuncts comparing a variable with a constant
+   (but !=) become ranges, tested without a branch each. */
 static int parse_events(const int32_t *w, Py_ssize_t nw, const double *consts, Py_ssize_t nc,
-                        event_t **out_ev, int *out_n, atom_t **out_atoms, upd_t **out_ups)
+                        const int64_t *vlo, const int64_t *vspan, int nv,
+                        event_t **out_ev, int *out_n, atom_t **out_atoms, range_t **out_ranges, upd_t **out_ups)
 {
     Py_ssize_t k = 0;
     int n = 0, na = 0, nu = 0;
@@ -364,20 +373,53 @@ static int parse_events(const int32_t *w, Py_ssize_t nw, const double *consts, P
     if (k != nw) return -1;
     event_t *ev = calloc(n ? n : 1, sizeof(event_t));
     atom_t *atoms = calloc(na ? na : 1, sizeof(atom_t));
+    range_t *ranges = calloc(na ? na : 1, sizeof(range_t));
     upd_t *ups = calloc(nu ? nu : 1, sizeof(upd_t));
-    if (!ev || !atoms || !ups) { free(ev); free(atoms); free(ups); return -2; }
+    int nr = 0;
+    if (!ev || !atoms || !ranges || !ups) { free(ev); free(atoms); free(ranges); free(ups); return -2; }
     k = 0;
     na = nu = 0;
     for (int e = 0; e < n; e++) {
         event_t *E = ev + e;
-        E->na = w[k++];
+        int m = w[k++];
         E->atoms = atoms + na;
-        for (int i = 0; i < E->na; i++, na++) {
-            atoms[na].var = w[k];
-            atoms[na].op = w[k + 1];
+        E->ranges = ranges + nr;
+        for (int i = 0; i < m; i++, k += 3) {
+            int var = w[k];
+            if (var < 0 || var >= nv) goto bad;
+            if (w[k + 1] >= ATOM_VV) {
+                if (w[k + 2] < 0 || w[k + 2] >= nv) goto bad;
+                atoms[na].var = var;
+                atoms[na].op = w[k + 1] - ATOM_VV;
+                atoms[na].var2 = w[k + 2];
+                atoms[na].c = 0.0;
+                na++;
+                E->na++;
+                continue;
+            }
             if (w[k + 2] < 0 || w[k + 2] >= nc) goto bad;
-            atoms[na].c = consts[w[k + 2]];
-            k += 3;
+            if (w[k + 1] == OP_NE) {
+                atoms[na].var = var;
+                atoms[na].op = OP_NE;
+                atoms[na].var2 = -1;
+                atoms[na].c = consts[w[k + 2]];
+                na++;
+                E->na++;
+                continue;
+            }
+            {
+                int64_t a, b;
+                if (!atom_range(w[k + 1], consts[w[k + 2]], (double)vlo[var], (double)(vlo[var] + vspan[var] - 1),
+                                &a, &b)) {
+                    E->never = 1;
+                    continue;
+                }
+                ranges[nr].var = var;
+                ranges[nr].lo = a;
+                ranges[nr].width = (uint64_t)(b - a);
+                nr++;
+                E->nr++;
+            }
         }
         E->ng = w[k++];
         E->gprogs = w + k;
@@ -401,11 +443,13 @@ static int parse_events(const int32_t *w, Py_ssize_t nw, const double *consts, P
     *out_ev = ev;
     *out_n = n;
     *out_atoms = atoms;
+    *out_ranges = ranges;
     *out_ups = ups;
     return 0;
 bad:
     free(ev);
     free(atoms);
+    free(ranges);
     free(ups);
     return -1;
 }
@@ -431,6 +475,199 @@ static double pairwise_sum(const double *a, size_t n)
         n2 -= n2 % 8;
         return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
     }
+}
+
+/* ---- one state ------------------------------------------------------------------ */
+/*
+ * Which events a state may enable, by table: for a variable of a small span that some ranges
+ * test, one bit mask over the events per value (the events whose ranges on it admit the value);
+ * a state's candidates are the AND of its variables' masks. Those ranges are then not tested
+ * again, one by one.
+ */
+#define MASK_SPAN 4096
+typedef struct {
+    int words;              /* 64-bit words a mask */
+    uint64_t *alive;        /* the events that can fire at all */
+    int n_idx;              /* variables with a table */
+    int *idx_var;
+    uint64_t *tab;          /* per indexed variable, span x words */
+    size_t *tab_at;
+} masks_t;
+
+typedef struct {
+    const event_t *evs;
+    int n_ev, max_nu;
+    const int32_t *code;
+    const double *consts;
+    const int64_t *lo, *span, *strides;
+    masks_t mk;
+} model_t;
+
+static void masks_free(masks_t *mk)
+{
+    free(mk->alive);
+    free(mk->idx_var);
+    free(mk->tab);
+    free(mk->tab_at);
+}
+
+/* the tables of the variables of span <= MASK_SPAN; their ranges leave the events (ranges reordered) */
+static int masks_build(masks_t *mk, event_t *evs, int n_ev, range_t *ranges, const int64_t *vlo,
+                       const int64_t *vspan, int nv)
+{
+    int words = (n_ev + 63) / 64 > 0 ? (n_ev + 63) / 64 : 1;
+    char *tested = calloc(nv, 1);
+    size_t total = 0;
+    mk->words = words;
+    mk->alive = calloc(words, sizeof(uint64_t));
+    mk->idx_var = malloc(sizeof(int) * (nv ? nv : 1));
+    mk->tab_at = malloc(sizeof(size_t) * (nv ? nv : 1));
+    if (!tested || !mk->alive || !mk->idx_var || !mk->tab_at) { free(tested); return -1; }
+    for (int e = 0; e < n_ev; e++) {
+        if (!evs[e].never) mk->alive[e / 64] |= (uint64_t)1 << (e % 64);
+        for (int a = 0; a < evs[e].nr; a++) tested[evs[e].ranges[a].var] = 1;
+    }
+    mk->n_idx = 0;
+    for (int v = 0; v < nv; v++) {
+        if (tested[v] && vspan[v] <= MASK_SPAN) {
+            mk->idx_var[mk->n_idx] = v;
+            mk->tab_at[mk->n_idx] = total;
+            total += (size_t)vspan[v] * words;
+            mk->n_idx++;
+        }
+    }
+    mk->tab = malloc(sizeof(uint64_t) * (total ? total : 1));
+    if (!mk->tab) { free(tested); return -1; }
+    memset(mk->tab, 0xff, sizeof(uint64_t) * total);
+    for (int i = 0; i < mk->n_idx; i++) {
+        int v = mk->idx_var[i];
+        uint64_t *t = mk->tab + mk->tab_at[i];
+        tested[v] = 2;                                   /* indexed */
+        for (int e = 0; e < n_ev; e++) {
+            for (int a = 0; a < evs[e].nr; a++) {
+                const range_t *R = evs[e].ranges + a;
+                if (R->var != v) continue;
+                for (int64_t x = 0; x < vspan[v]; x++)
+                    if (!((uint64_t)(x + vlo[v] - R->lo) <= R->width))
+                        t[x * words + e / 64] &= ~((uint64_t)1 << (e % 64));
+            }
+        }
+    }
+    /* the ranges left to test one by one: those on variables without a table */
+    for (int e = 0; e < n_ev; e++) {
+        range_t *r = (range_t *)evs[e].ranges;
+        int m = 0;
+        for (int a = 0; a < evs[e].nr; a++)
+            if (tested[r[a].var] != 2) r[m++] = r[a];
+        evs[e].nr = m;
+    }
+    (void)ranges;
+    free(tested);
+    return 0;
+}
+
+/*
+ * The transitions out of the state `vals` (code c0): *nt of them, to codes c1[t] at rates r[t] by
+ * events ev[t], the updated variables' new values in newv[t * max_nu + u]. Returns ST_OK, or
+ * ST_FALLBACK where the vectorised builder must decide (module comment).
+ */
+static int expand(const model_t *M, const double *vals, const int32_t *ivals, int64_t c0, int64_t *c1s,
+                  double *rs, int *evi, double *newvs, int *nt)
+{
+    int t = 0, words = M->mk.words;
+    uint64_t cand[64];
+    for (int w = 0; w < words; w++) cand[w] = M->mk.alive[w];
+    for (int i = 0; i < M->mk.n_idx; i++) {
+        int v = M->mk.idx_var[i];
+        const uint64_t *row = M->mk.tab + M->mk.tab_at[i] + (size_t)(ivals[v] - M->lo[v]) * words;
+        for (int w = 0; w < words; w++) cand[w] &= row[w];
+    }
+    for (int w = 0; w < words; w++)
+    while (cand[w]) {
+        int e = w * 64 + __builtin_ctzll(cand[w]);
+        cand[w] &= cand[w] - 1;
+        const event_t *E = M->evs + e;
+        double g, r, *newv = newvs + (size_t)t * M->max_nu;
+        int64_t c1 = c0;
+        int ok = 1;
+        for (int a = 0; a < E->nr; a++) {
+            const range_t *R = E->ranges + a;
+            ok &= (uint64_t)((int64_t)ivals[R->var] - R->lo) <= R->width;
+        }
+        if (!ok) continue;
+        for (int a = 0; a < E->na; a++)
+            if (!atom_holds(E->atoms + a, vals)) { ok = 0; break; }
+        if (!ok) continue;
+        for (int a = 0; a < E->ng; a++) {
+            if (eval(M->code + E->gprogs[a], vals, M->consts, &g)) return ST_FALLBACK;
+            if (g == 0.0) { ok = 0; break; }
+        }
+        if (!ok) continue;
+        if (E->rate >= 0.0) {
+            r = E->rate;
+        } else if (eval(M->code + E->rate_prog, vals, M->consts, &r)) {
+            return ST_FALLBACK;
+        }
+        if (r == 0.0) continue;
+        if (!(r > 0.0 && r < INFINITY)) return ST_FALLBACK;      /* NaN, negative, infinite */
+        for (int u = 0; u < E->nu; u++) {
+            const upd_t *U = E->ups + u;
+            int var = U->var;
+            double x;
+            if (U->mode == 1) {
+                x = vals[var] + U->k;
+            } else if (U->mode == 2) {
+                x = U->k;
+            } else {
+                if (eval(M->code + U->prog, vals, M->consts, &x)) return ST_FALLBACK;
+                if (!(x == floor(x))) return ST_FALLBACK;          /* not an integer */
+            }
+            if (x < (double)M->lo[var] || x > (double)(M->lo[var] + M->span[var] - 1))
+                return ST_FALLBACK;                                /* out of bounds */
+            newv[u] = x;
+            c1 += ((int64_t)x - (int64_t)vals[var]) * M->strides[var];
+        }
+        if (c1 == c0) continue;          /* a self-loop changes nothing in a generator */
+        c1s[t] = c1;
+        rs[t] = r;
+        evi[t] = e;
+        t++;
+    }
+    *nt = t;
+    return ST_OK;
+}
+
+/* Row r of the generator from its transitions col/dat[start:nnz] (columns in the final numbering):
+   sorted, duplicates summed, the diagonal (minus the row sum) in its place. Returns the new end. */
+static size_t finish_row(int32_t *col, double *dat, size_t start, size_t nnz, int32_t r)
+{
+    size_t m = start;
+    double out = 0.0;
+    sort_row(col + start, dat + start, (Py_ssize_t)(nnz - start));
+    for (size_t k = start; k < nnz; k++) {
+        if (m > start && col[m - 1] == col[k]) {
+            dat[m - 1] += dat[k];
+        } else {
+            col[m] = col[k];
+            dat[m] = dat[k];
+            m++;
+        }
+    }
+    nnz = m;
+    /* the row sum as the vectorised builder takes it (np.add.reduceat of the sorted row) */
+    if (nnz > start) out = dat[start] + pairwise_sum(dat + start + 1, nnz - start - 1);
+    if (out != 0.0) {
+        size_t k = nnz;
+        while (k > start && col[k - 1] > r) {
+            col[k] = col[k - 1];
+            dat[k] = dat[k - 1];
+            k--;
+        }
+        col[k] = r;
+        dat[k] = -out;
+        nnz++;
+    }
+    return nnz;
 }
 
 static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what)
@@ -498,20 +735,30 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
     vec vcol = {NULL, 0, 0, 4}, vrate = {NULL, 0, 0, 8};
     index_t ix = {0};
-    double vals[256], newv[256];
+    double vals[256];
+    int32_t ivals[256];
+    range_t *ranges = NULL;
+    model_t M;
+    int64_t *c1s = NULL;
+    double *rs = NULL, *newvs = NULL;
+    int *evi = NULL;
     event_t *evs = NULL;
     atom_t *atoms = NULL;
     upd_t *ups = NULL;
     int n_ev = 0;
     PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
 
+    memset(&M, 0, sizeof(M));
     if (nv > 256) { status = ST_FALLBACK; goto done; }
     /* the events */
     {
-        int rc = parse_events(events, n_ev_words, consts, b_consts.len / 8, &evs, &n_ev, &atoms, &ups);
+        int rc = parse_events(events, n_ev_words, consts, b_consts.len / 8, lo, span, nv, &evs, &n_ev, &atoms,
+                              &ranges, &ups);
         if (rc == -2) { PyErr_NoMemory(); goto fail; }
         if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); goto fail; }
     }
+    if (n_ev > 64 * 64) { status = ST_FALLBACK; goto done; }
+    if (masks_build(&M.mk, evs, n_ev, ranges, lo, span, nv) < 0) { PyErr_NoMemory(); goto fail; }
     /* the index */
     if (dense) {
         ix.table = malloc((size_t)box * sizeof(int32_t));
@@ -521,10 +768,9 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     } else {
         ix.mask = 1023;
         ix.shift = 64 - 10;
-        ix.keys = malloc(1024 * sizeof(int64_t));
-        ix.vals = malloc(1024 * sizeof(int32_t));
-        if (!ix.keys || !ix.vals) { status = ST_MEMORY; goto done; }
-        memset(ix.keys, 0xff, 1024 * sizeof(int64_t));
+        ix.slots = malloc(1024 * sizeof(slot_t));
+        if (!ix.slots) { status = ST_MEMORY; goto done; }
+        memset(ix.slots, 0xff, 1024 * sizeof(slot_t));
     }
     /* the initial states */
     if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)
@@ -540,77 +786,65 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             ((int32_t *)vvals.p)[n * nv + v] = (int32_t)((c / strides[v]) % span[v] + lo[v]);
         n++;
     }
-    /* breadth first: states are expanded in discovery order */
+    M.code = code;
+    M.consts = consts;
+    M.lo = lo;
+    M.span = span;
+    M.strides = strides;
+    /* scratch for one state's transitions */
+    for (int e = 0; e < n_ev; e++) if (evs[e].nu > M.max_nu) M.max_nu = evs[e].nu;
+    if (M.max_nu == 0) M.max_nu = 1;
+    M.evs = evs;
+    M.n_ev = n_ev;
+    c1s = malloc((n_ev + 1) * sizeof(int64_t));
+    rs = malloc((n_ev + 1) * sizeof(double));
+    evi = malloc((n_ev + 1) * sizeof(int));
+    newvs = malloc((size_t)(n_ev + 1) * M.max_nu * sizeof(double));
+    if (!c1s || !rs || !evi || !newvs) { PyErr_NoMemory(); goto fail; }
+    /*
+     * Breadth first: states are expanded in discovery order. With a dense index the search only
+     * finds the states (pass 1) and the rows are made afterwards in code order (pass 2: every
+     * state expanded again, its targets' numbers one read of the table away); with a hashed index
+     * the transitions are kept and permuted into code order.
+     */
     for (i = 0; i < n; i++) {
         const int32_t *sv;
         int64_t c0 = ((int64_t *)vcodes.p)[i];
+        int nt, st;
         /* room for every event's transition and new state (the storage does not move below) */
         if (vec_reserve(&vcodes, n + n_ev, &bytes) || vec_reserve(&vvals, (n + n_ev) * nv, &bytes)
-            || vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
-            || vec_reserve(&vptr, i + 2, &bytes)) {
+            || (!dense && (vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
+                           || vec_reserve(&vptr, i + 2, &bytes)))) {
             status = ST_MEMORY;
             goto done;
         }
         sv = (int32_t *)vvals.p + i * nv;
         for (int v = 0; v < nv; v++) vals[v] = sv[v];
-        for (int e = 0; e < n_ev; e++) {
-            const event_t *E = evs + e;
-            double g, r;
-            int64_t c1 = c0;
-            int isnew, ok = 1;
-            for (int a = 0; a < E->na; a++)
-                if (!atom_holds(E->atoms + a, vals)) { ok = 0; break; }
-            if (!ok) continue;
-            for (int a = 0; a < E->ng; a++) {
-                if (eval(code + E->gprogs[a], vals, consts, &g)) { status = ST_FALLBACK; goto done; }
-                if (g == 0.0) { ok = 0; break; }
-            }
-            if (!ok) continue;
-            if (E->rate >= 0.0) {
-                r = E->rate;
-            } else if (eval(code + E->rate_prog, vals, consts, &r)) {
-                status = ST_FALLBACK;
-                goto done;
-            }
-            if (r == 0.0) continue;
-            if (!(r > 0.0 && r < INFINITY)) { status = ST_FALLBACK; goto done; }
-            for (int u = 0; u < E->nu; u++) {
-                const upd_t *U = E->ups + u;
-                int var = U->var;
-                double x;
-                if (U->mode == 1) {
-                    x = vals[var] + U->k;
-                } else if (U->mode == 2) {
-                    x = U->k;
-                } else {
-                    if (eval(code + U->prog, vals, consts, &x)) { status = ST_FALLBACK; goto done; }
-                    if (!(x == floor(x))) { status = ST_FALLBACK; goto done; }   /* not an integer */
-                }
-                if (x < (double)lo[var] || x > (double)(lo[var] + span[var] - 1)) {
-                    status = ST_FALLBACK;   /* out of bounds: the builder's message */
-                    goto done;
-                }
-                newv[u] = x;
-                c1 += ((int64_t)x - (int64_t)vals[var]) * strides[var];
-            }
-            if (c1 == c0) continue;          /* a self-loop changes nothing in a generator */
-            int64_t j = index_get(&ix, c1, (int32_t)n, &isnew, &bytes);
+        st = expand(&M, vals, sv, c0, c1s, rs, evi, newvs, &nt);
+        if (st != ST_OK) { status = st; goto done; }
+        for (int t = 0; t < nt; t++) {
+            int isnew;
+            int64_t j = index_get(&ix, c1s[t], (int32_t)n, &isnew, &bytes);
             if (j == -2) { status = ST_MEMORY; goto done; }
             if (isnew) {
+                const event_t *E = evs + evi[t];
+                const double *newv = newvs + (size_t)t * M.max_nu;
                 int32_t *nvp;
                 if (max_states >= 0 && (long long)n + 1 > max_states) { status = ST_MAX_STATES; goto done; }
                 if (n + 1 >= INT32_MAX) { status = ST_FALLBACK; goto done; }
-                ((int64_t *)vcodes.p)[n] = c1;
+                ((int64_t *)vcodes.p)[n] = c1s[t];
                 nvp = (int32_t *)vvals.p + n * nv;
                 memcpy(nvp, sv, nv * sizeof(int32_t));
                 for (int u = 0; u < E->nu; u++) nvp[E->ups[u].var] = (int32_t)newv[u];
                 n++;
             }
-            ((int32_t *)vcol.p)[ntrans] = (int32_t)j;
-            ((double *)vrate.p)[ntrans] = r;
+            if (!dense) {
+                ((int32_t *)vcol.p)[ntrans] = (int32_t)j;
+                ((double *)vrate.p)[ntrans] = rs[t];
+            }
             ntrans++;
         }
-        ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
+        if (!dense) ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
         if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
         if ((i & 0xffff) == 0xffff && progress != Py_None) {
             PyObject *res = PyObject_CallFunction(progress, "n", (Py_ssize_t)n);
@@ -622,81 +856,70 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     vvals.p = NULL;
     if (ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
     {
-        /* the code order: rank[discovery index] and the sorted codes */
-        int32_t *rank = malloc(n * sizeof(int32_t)), *order = malloc(n * sizeof(int32_t));
-        int64_t *cs;
         size_t nnz = 0, cap = ntrans + n;
-        if (!rank || !order) { free(rank); free(order); status = ST_MEMORY; goto done; }
+        int64_t *cs;
+        int32_t *ip, *col;
+        double *dat;
         o_codes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
         o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 4));
         o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 + 4));
         o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8 + 8));
-        if (!o_codes || !o_indptr || !o_indices || !o_data) { free(rank); free(order); goto fail; }
+        if (!o_codes || !o_indptr || !o_indices || !o_data) goto fail;
         cs = (int64_t *)PyByteArray_AS_STRING(o_codes);
+        ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
+        col = (int32_t *)PyByteArray_AS_STRING(o_indices);
+        dat = (double *)PyByteArray_AS_STRING(o_data);
+        ip[0] = 0;
         if (ix.table) {
+            /* the table renumbered in code order, then pass 2 */
             size_t r = 0;
-            for (int64_t c = 0; c < box; c++) {
-                int32_t d = ix.table[c];
-                if (d >= 0) { rank[d] = (int32_t)r; order[r] = d; cs[r] = c; r++; }
+            for (int64_t c = 0; c < box; c++)
+                if (ix.table[c] >= 0) { ix.table[c] = (int32_t)r; cs[r] = c; r++; }
+            for (r = 0; r < n; r++) {
+                int64_t c0 = cs[r];
+                int nt, st;
+                size_t start = nnz;
+                for (int v = 0; v < nv; v++) {
+                    ivals[v] = (int32_t)((c0 / strides[v]) % span[v] + lo[v]);
+                    vals[v] = ivals[v];
+                }
+                st = expand(&M, vals, ivals, c0, c1s, rs, evi, newvs, &nt);
+                if (st != ST_OK) { status = st; goto done; }
+                for (int t = 0; t < nt; t++) {
+                    col[nnz] = ix.table[c1s[t]];
+                    dat[nnz] = rs[t];
+                    nnz++;
+                }
+                nnz = finish_row(col, dat, start, nnz, (int32_t)r);
+                ip[r + 1] = (int32_t)nnz;
             }
         } else {
+            /* the code order: rank[discovery index], then the kept rows permuted */
+            int32_t *rank = malloc(n * sizeof(int32_t)), *order = malloc(n * sizeof(int32_t));
+            const int32_t *tcol = vcol.p;
+            const double *trate = vrate.p;
+            const int64_t *ptr = vptr.p;
             int bits = 0;
+            if (!rank || !order) { free(rank); free(order); status = ST_MEMORY; goto done; }
             while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
             memcpy(cs, vcodes.p, n * sizeof(int64_t));
             for (i = 0; i < n; i++) order[i] = (int32_t)i;
             if (radix_sort(cs, order, n, bits) < 0) { free(rank); free(order); status = ST_MEMORY; goto done; }
             for (i = 0; i < n; i++) rank[order[i]] = (int32_t)i;
-        }
-        {
-            int32_t *ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
-            int32_t *col = (int32_t *)PyByteArray_AS_STRING(o_indices);
-            double *dat = (double *)PyByteArray_AS_STRING(o_data);
-            const int32_t *tcol = vcol.p;
-            const double *trate = vrate.p;
-            const int64_t *ptr = vptr.p;
-            ip[0] = 0;
             for (size_t r = 0; r < n; r++) {
                 int32_t d = order[r];
-                int64_t a = ptr[d], b = ptr[d + 1];
-                size_t start = nnz, m;
-                double out = 0.0;
-                for (int64_t k = a; k < b; k++) {
+                size_t start = nnz;
+                for (int64_t k = ptr[d]; k < ptr[d + 1]; k++) {
                     col[nnz] = rank[tcol[k]];
                     dat[nnz] = trate[k];
                     nnz++;
                 }
-                sort_row(col + start, dat + start, (Py_ssize_t)(nnz - start));
-                /* duplicates summed */
-                m = start;
-                for (size_t k = start; k < nnz; k++) {
-                    if (m > start && col[m - 1] == col[k]) {
-                        dat[m - 1] += dat[k];
-                    } else {
-                        col[m] = col[k];
-                        dat[m] = dat[k];
-                        m++;
-                    }
-                }
-                nnz = m;
-                /* the row sum as the vectorised builder takes it (np.add.reduceat of the sorted row) */
-                if (nnz > start) out = dat[start] + pairwise_sum(dat + start + 1, nnz - start - 1);
-                if (out != 0.0) {
-                    /* the diagonal in its sorted place */
-                    size_t k = nnz;
-                    while (k > start && col[k - 1] > (int32_t)r) {
-                        col[k] = col[k - 1];
-                        dat[k] = dat[k - 1];
-                        k--;
-                    }
-                    col[k] = (int32_t)r;
-                    dat[k] = -out;
-                    nnz++;
-                }
+                nnz = finish_row(col, dat, start, nnz, (int32_t)r);
                 ip[r + 1] = (int32_t)nnz;
             }
+            free(rank);
+            free(order);
         }
-        free(rank);
-        free(order);
         if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
             || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0)
             goto fail;
@@ -713,17 +936,22 @@ fail:
     Py_XDECREF(o_indptr);
     Py_XDECREF(o_indices);
     Py_XDECREF(o_data);
+    masks_free(&M.mk);
     free(evs);
     free(atoms);
+    free(ranges);
     free(ups);
+    free(c1s);
+    free(rs);
+    free(evi);
+    free(newvs);
     free(vcodes.p);
     free(vvals.p);
     free(vptr.p);
     free(vcol.p);
     free(vrate.p);
     free(ix.table);
-    free(ix.keys);
-    free(ix.vals);
+    free(ix.slots);
     }
 release:
     if (have >= 7) PyBuffer_Release(&b_init);

@@ -43,7 +43,7 @@ long thin chain such as a tandem line or a JSQ grid) and fits
 :data:`_BOX_LIMIT`; ``"bfs"`` otherwise.
 
 Both are numpy's. Before them, ``build(strategy="auto" | "bfs")`` tries the
-*compiled* breadth-first search of :mod:`ctmc._compiled` (the ``engine``
+*compiled* breadth-first search of ``ctmc._compiled`` (the ``engine``
 option): the model's expressions as bytecode run by a C extension, one state
 at a time, with no per-level overhead. It builds the same chain (same
 numbering, same values) and hands over to numpy for everything it does not
