@@ -698,38 +698,27 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const
  */
 static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    PyObject *o_code, *o_consts, *o_events, *o_lo, *o_span, *o_strides, *o_init, *progress;
+    static const char *names[7] = {"code", "consts", "events", "lo", "span", "strides", "init"};
+    static const Py_ssize_t itemsize[7] = {4, 8, 4, 8, 8, 8, 8};
+    PyObject *obj[7], *progress;
+    Py_buffer buf[7];
     long long box, max_states, max_bytes;
-    int dense;
-    Py_buffer b_code, b_consts, b_events, b_lo, b_span, b_strides, b_init;
-    int have = 0;
+    int dense, have = 0;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOLOpLLO", &o_code, &o_consts, &o_events, &o_lo, &o_span, &o_strides,
-                          &box, &o_init, &dense, &max_states, &max_bytes, &progress))
+    if (!PyArg_ParseTuple(args, "OOOOOOLOpLLO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &box, &obj[6], &dense, &max_states, &max_bytes, &progress))
         return NULL;
-    if (get_buffer(o_code, &b_code, 4, "code") < 0) return NULL;
-    have = 1;
-    if (get_buffer(o_consts, &b_consts, 8, "consts") < 0) goto release;
-    have = 2;
-    if (get_buffer(o_events, &b_events, 4, "events") < 0) goto release;
-    have = 3;
-    if (get_buffer(o_lo, &b_lo, 8, "lo") < 0) goto release;
-    have = 4;
-    if (get_buffer(o_span, &b_span, 8, "span") < 0) goto release;
-    have = 5;
-    if (get_buffer(o_strides, &b_strides, 8, "strides") < 0) goto release;
-    have = 6;
-    if (get_buffer(o_init, &b_init, 8, "init") < 0) goto release;
-    have = 7;
+    for (; have < 7; have++)
+        if (get_buffer(obj[have], &buf[have], itemsize[have], names[have]) < 0) goto release;
 
     {
-    const int32_t *code = b_code.buf;
-    const double *consts = b_consts.buf;
-    const int32_t *events = b_events.buf;
-    Py_ssize_t n_ev_words = b_events.len / 4;
-    const int64_t *lo = b_lo.buf, *span = b_span.buf, *strides = b_strides.buf, *init = b_init.buf;
-    int nv = (int)(b_lo.len / 8);
-    Py_ssize_t n_init = b_init.len / 8;
+    const int32_t *code = buf[0].buf;
+    const double *consts = buf[1].buf;
+    const int32_t *events = buf[2].buf;
+    Py_ssize_t n_ev_words = buf[2].len / 4;
+    const int64_t *lo = buf[3].buf, *span = buf[4].buf, *strides = buf[5].buf, *init = buf[6].buf;
+    int nv = (int)(buf[3].len / 8);
+    Py_ssize_t n_init = buf[6].len / 8;
     int status = ST_OK;
     size_t bytes = 0, n = 0, ntrans = 0, i;
     vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
@@ -752,7 +741,7 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     if (nv > 256) { status = ST_FALLBACK; goto done; }
     /* the events */
     {
-        int rc = parse_events(events, n_ev_words, consts, b_consts.len / 8, lo, span, nv, &evs, &n_ev, &atoms,
+        int rc = parse_events(events, n_ev_words, consts, buf[1].len / 8, lo, span, nv, &evs, &n_ev, &atoms,
                               &ranges, &ups);
         if (rc == -2) { PyErr_NoMemory(); goto fail; }
         if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); goto fail; }
@@ -954,13 +943,7 @@ fail:
     free(ix.slots);
     }
 release:
-    if (have >= 7) PyBuffer_Release(&b_init);
-    if (have >= 6) PyBuffer_Release(&b_strides);
-    if (have >= 5) PyBuffer_Release(&b_span);
-    if (have >= 4) PyBuffer_Release(&b_lo);
-    if (have >= 3) PyBuffer_Release(&b_events);
-    if (have >= 2) PyBuffer_Release(&b_consts);
-    if (have >= 1) PyBuffer_Release(&b_code);
+    while (have > 0) PyBuffer_Release(&buf[--have]);
     return result;
 }
 
