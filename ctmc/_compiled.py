@@ -320,27 +320,64 @@ def compile_model(model, layout):
 DENSE_POINTS = 1 << 24
 
 
-def explore(model, layout, init, *, max_states=None, limit=None, progress=None):
-    """``(codes, Q, n_transitions)`` by the compiled engine, or ``None`` where numpy must build.
-
-    ``None`` also when the engine stopped (see the module docstring);
-    :class:`NotCompilable` when the model cannot be compiled.
-    """
-    import scipy.sparse as sp
+def _model_args(model, layout):
+    """The engine's first arguments for ``model``: programs, constants, events, bounds, strides."""
     if _engine is None:
         raise NotCompilable("the C extension ctmc._explore is not installed")
     code, consts, events = compile_model(model, layout)
-    names, lo, span, strides, box = layout
-    dense = box <= DENSE_POINTS and (limit is None or box * 4 <= 0.1 * limit)
+    _, lo, span, strides, _ = layout
+    as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
+    return code, consts, events, as64(lo), as64(span), as64(strides)
+
+
+def _dense(box, limit) -> bool:
+    """Whether to index states by one int32 table over the box (else a hash table or a search)."""
+    return box <= DENSE_POINTS and (limit is None or box * 4 <= 0.1 * limit)
+
+
+def explore(model, layout, init, *, max_states=None, limit=None, progress=None, codes_only=False):
+    """``(codes, Q, n_transitions)`` by the compiled engine, or ``None`` where numpy must build.
+
+    With ``codes_only``, ``(codes,)``: the reachable states only (for
+    :meth:`ctmc.Model.state_space`). ``None`` also when the engine stopped
+    (see the module docstring); :class:`NotCompilable` when the model cannot
+    be compiled.
+    """
+    import scipy.sparse as sp
+    args = _model_args(model, layout)
+    box = layout[4]
     status, n, ntrans, arrays = _engine.explore(
-        code, consts, events, np.ascontiguousarray(lo, dtype=np.int64), np.ascontiguousarray(span, dtype=np.int64),
-        np.ascontiguousarray(strides, dtype=np.int64), int(box), np.ascontiguousarray(init, dtype=np.int64),
-        bool(dense), -1 if max_states is None else int(max_states), -1 if limit is None else int(limit),
-        progress)
+        *args, int(box), np.ascontiguousarray(init, dtype=np.int64), _dense(box, limit),
+        -1 if max_states is None else int(max_states), -1 if limit is None else int(limit), progress,
+        bool(codes_only))
     if status != 0:
         return None
+    if codes_only:
+        return (np.frombuffer(arrays[0], dtype=np.int64),)
     codes, indptr, indices, data = (np.frombuffer(a, dtype=t) for a, t in
                                     zip(arrays, (np.int64, np.int32, np.int32, np.float64)))
     Q = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     Q.has_sorted_indices = True
     return codes, Q, ntrans
+
+
+def rows(model, layout, codes, start, stop, limit=None):
+    """Rows ``start:stop`` of the generator over the sorted state ``codes``, or ``None``: numpy decides.
+
+    The rows of :meth:`ctmc.Model.generator_rows`, bit for bit; ``None``
+    where the engine stops (as :func:`explore`, and when a transition leaves
+    ``codes``). :class:`NotCompilable` when the model cannot be compiled.
+    """
+    import scipy.sparse as sp
+    args = _model_args(model, layout)
+    box, n = layout[4], codes.size
+    # a table over the box pays for itself when the states fill a good part of it
+    dense = _dense(box, limit) and box <= 8 * max(n, 1)
+    status, arrays = _engine.rows(*args, int(box), np.ascontiguousarray(codes, dtype=np.int64), int(start),
+                                  int(stop), dense)
+    if status != 0:
+        return None
+    indptr, indices, data = (np.frombuffer(a, dtype=t) for a, t in zip(arrays, (np.int32, np.int32, np.float64)))
+    R = sp.csr_matrix((data, indices, indptr), shape=(stop - start, n))
+    R.has_sorted_indices = True
+    return R

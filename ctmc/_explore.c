@@ -217,6 +217,38 @@ static int index_grow(index_t *ix, size_t *bytes)
     return 0;
 }
 
+/* the index of `code`, or -1 */
+static inline int64_t index_find(const index_t *ix, int64_t code)
+{
+    if (ix->table) return ix->table[code];
+    uint64_t h = hash64(code, ix->shift);
+    for (;;) {
+        int64_t k = ix->slots[h].key;
+        if (k == code) return ix->slots[h].val;
+        if (k < 0) return -1;
+        h = (h + 1) & ix->mask;
+    }
+}
+
+/* an empty index: one slot per box point (dense), or a hash table */
+static int index_init(index_t *ix, int dense, int64_t box, size_t *bytes)
+{
+    memset(ix, 0, sizeof(*ix));
+    if (dense) {
+        ix->table = malloc((size_t)box * sizeof(int32_t));
+        if (!ix->table) return -1;
+        memset(ix->table, 0xff, (size_t)box * sizeof(int32_t));
+        *bytes += (size_t)box * 4;
+    } else {
+        ix->mask = 1023;
+        ix->shift = 64 - 10;
+        ix->slots = malloc(1024 * sizeof(slot_t));
+        if (!ix->slots) return -1;
+        memset(ix->slots, 0xff, 1024 * sizeof(slot_t));
+    }
+    return 0;
+}
+
 /* the index of `code`, inserting `fresh` if unseen (then *isnew = 1); -2 on allocation failure */
 static inline int64_t index_get(index_t *ix, int64_t code, int32_t fresh, int *isnew, size_t *bytes)
 {
@@ -681,86 +713,133 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const
     return 0;
 }
 
+/* ---- the model as the entry points take it ---------------------------------------- */
+#define N_MODEL_ARGS 6
+typedef struct {
+    Py_buffer buf[N_MODEL_ARGS];
+    int have, nv;
+    model_t M;
+    event_t *evs;
+    atom_t *atoms;
+    range_t *ranges;
+    upd_t *ups;
+    /* one state's transitions */
+    int64_t *c1s;
+    double *rs, *newvs;
+    int *evi;
+} engine_t;
+
+static void engine_close(engine_t *g)
+{
+    while (g->have > 0) PyBuffer_Release(&g->buf[--g->have]);
+    masks_free(&g->M.mk);
+    free(g->evs);
+    free(g->atoms);
+    free(g->ranges);
+    free(g->ups);
+    free(g->c1s);
+    free(g->rs);
+    free(g->newvs);
+    free(g->evi);
+}
+
+/* the model from (code, consts, events, lo, span, strides): 0, ST_FALLBACK, or -1 with an exception */
+static int engine_open(engine_t *g, PyObject **obj)
+{
+    static const char *names[N_MODEL_ARGS] = {"code", "consts", "events", "lo", "span", "strides"};
+    static const Py_ssize_t itemsize[N_MODEL_ARGS] = {4, 8, 4, 8, 8, 8};
+    model_t *M = &g->M;
+    int n_ev = 0, rc;
+    memset(g, 0, sizeof(*g));
+    for (; g->have < N_MODEL_ARGS; g->have++)
+        if (get_buffer(obj[g->have], &g->buf[g->have], itemsize[g->have], names[g->have]) < 0) return -1;
+    M->code = g->buf[0].buf;
+    M->consts = g->buf[1].buf;
+    M->lo = g->buf[3].buf;
+    M->span = g->buf[4].buf;
+    M->strides = g->buf[5].buf;
+    g->nv = (int)(g->buf[3].len / 8);
+    if (g->nv > 256 || g->buf[4].len != g->buf[3].len || g->buf[5].len != g->buf[3].len) return ST_FALLBACK;
+    rc = parse_events(g->buf[2].buf, g->buf[2].len / 4, M->consts, g->buf[1].len / 8, M->lo, M->span, g->nv,
+                      &g->evs, &n_ev, &g->atoms, &g->ranges, &g->ups);
+    if (rc == -2) { PyErr_NoMemory(); return -1; }
+    if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); return -1; }
+    if (n_ev > 64 * 64) return ST_FALLBACK;
+    if (masks_build(&M->mk, g->evs, n_ev, g->ranges, M->lo, M->span, g->nv) < 0) { PyErr_NoMemory(); return -1; }
+    M->evs = g->evs;
+    M->n_ev = n_ev;
+    for (int e = 0; e < n_ev; e++) if (g->evs[e].nu > M->max_nu) M->max_nu = g->evs[e].nu;
+    if (M->max_nu == 0) M->max_nu = 1;
+    g->c1s = malloc((n_ev + 1) * sizeof(int64_t));
+    g->rs = malloc((n_ev + 1) * sizeof(double));
+    g->evi = malloc((n_ev + 1) * sizeof(int));
+    g->newvs = malloc((size_t)(n_ev + 1) * M->max_nu * sizeof(double));
+    if (!g->c1s || !g->rs || !g->evi || !g->newvs) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* state `c0`'s variables, decoded (mixed radix, the last variable least significant) */
+static inline void decode(const engine_t *g, int64_t c0, double *vals, int32_t *ivals)
+{
+    for (int v = g->nv - 1; v >= 0; v--) {
+        int64_t q = c0 / g->M.span[v];
+        ivals[v] = (int32_t)(c0 - q * g->M.span[v] + g->M.lo[v]);
+        vals[v] = ivals[v];
+        c0 = q;
+    }
+}
+
 /*
- * explore(code, consts, events, lo, span, strides, box, init, dense, max_states, max_bytes, progress)
+ * explore(code, consts, events, lo, span, strides, box, init, dense, max_states, max_bytes, progress,
+ *         codes_only)
  *
  * code    int32: the programs, each ended by OP_END
  * consts  float64: the constants they read
- * events  int32: per event [guard_at, rate_at, n_updates, (var, update_at) * n_updates]
+ * events  int32: the events (layout above parse_events)
  * lo, span, strides  int64 per variable; box = product of spans
- * init    int64 codes of the initial states (distinct)
+ * init    int64 codes of the initial states
  * dense   use one int32 slot per box point as the index (else a hash table)
  * progress  callable(n_found) called now and then, or None
+ * codes_only  find the states only
  *
- * Returns (status, n_states, n_transitions, codes, indptr, indices, data): the
- * arrays as bytearrays (int64 codes, int32 indptr and indices, float64 data)
- * when status is 0, else None.
+ * Returns (status, n_states, n_transitions, arrays): arrays are bytearrays, (codes,) with
+ * codes_only, else (codes, indptr, indices, data) (int64 codes sorted, int32 indptr and indices,
+ * float64 data) when status is 0; None otherwise.
  */
 static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    static const char *names[7] = {"code", "consts", "events", "lo", "span", "strides", "init"};
-    static const Py_ssize_t itemsize[7] = {4, 8, 4, 8, 8, 8, 8};
-    PyObject *obj[7], *progress;
-    Py_buffer buf[7];
+    PyObject *obj[N_MODEL_ARGS], *o_init, *progress;
     long long box, max_states, max_bytes;
-    int dense, have = 0;
+    int dense, codes_only, status;
+    Py_buffer b_init;
+    engine_t g;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOLOpLLO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
-                          &box, &obj[6], &dense, &max_states, &max_bytes, &progress))
+    if (!PyArg_ParseTuple(args, "OOOOOOLOpLLOp", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &box, &o_init, &dense, &max_states, &max_bytes, &progress, &codes_only))
         return NULL;
-    for (; have < 7; have++)
-        if (get_buffer(obj[have], &buf[have], itemsize[have], names[have]) < 0) goto release;
+    if (get_buffer(o_init, &b_init, 8, "init") < 0) return NULL;
+    status = engine_open(&g, obj);
+    if (status < 0) goto release;
 
     {
-    const int32_t *code = buf[0].buf;
-    const double *consts = buf[1].buf;
-    const int32_t *events = buf[2].buf;
-    Py_ssize_t n_ev_words = buf[2].len / 4;
-    const int64_t *lo = buf[3].buf, *span = buf[4].buf, *strides = buf[5].buf, *init = buf[6].buf;
-    int nv = (int)(buf[3].len / 8);
-    Py_ssize_t n_init = buf[6].len / 8;
-    int status = ST_OK;
+    const model_t *M = &g.M;
+    const int64_t *init = b_init.buf;
+    const int nv = g.nv, n_ev = M->n_ev;
+    const int keep = !dense && !codes_only;     /* transitions kept (permuted at the end) */
+    Py_ssize_t n_init = b_init.len / 8;
     size_t bytes = 0, n = 0, ntrans = 0, i;
     vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
     vec vcol = {NULL, 0, 0, 4}, vrate = {NULL, 0, 0, 8};
     index_t ix = {0};
     double vals[256];
     int32_t ivals[256];
-    range_t *ranges = NULL;
-    model_t M;
-    int64_t *c1s = NULL;
-    double *rs = NULL, *newvs = NULL;
-    int *evi = NULL;
-    event_t *evs = NULL;
-    atom_t *atoms = NULL;
-    upd_t *ups = NULL;
-    int n_ev = 0;
+    int64_t *c1s = g.c1s;
+    double *rs = g.rs, *newvs = g.newvs;
+    int *evi = g.evi;
     PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
 
-    memset(&M, 0, sizeof(M));
-    if (nv > 256) { status = ST_FALLBACK; goto done; }
-    /* the events */
-    {
-        int rc = parse_events(events, n_ev_words, consts, buf[1].len / 8, lo, span, nv, &evs, &n_ev, &atoms,
-                              &ranges, &ups);
-        if (rc == -2) { PyErr_NoMemory(); goto fail; }
-        if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); goto fail; }
-    }
-    if (n_ev > 64 * 64) { status = ST_FALLBACK; goto done; }
-    if (masks_build(&M.mk, evs, n_ev, ranges, lo, span, nv) < 0) { PyErr_NoMemory(); goto fail; }
-    /* the index */
-    if (dense) {
-        ix.table = malloc((size_t)box * sizeof(int32_t));
-        if (!ix.table) { status = ST_MEMORY; goto done; }
-        memset(ix.table, 0xff, (size_t)box * sizeof(int32_t));
-        bytes += (size_t)box * 4;
-    } else {
-        ix.mask = 1023;
-        ix.shift = 64 - 10;
-        ix.slots = malloc(1024 * sizeof(slot_t));
-        if (!ix.slots) { status = ST_MEMORY; goto done; }
-        memset(ix.slots, 0xff, 1024 * sizeof(slot_t));
-    }
+    if (status != ST_OK) goto done;
+    if (index_init(&ix, dense, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
     /* the initial states */
     if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)
         || vec_reserve(&vptr, 1, &bytes)) { status = ST_MEMORY; goto done; }
@@ -768,28 +847,13 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     for (Py_ssize_t k = 0; k < n_init; k++) {
         int isnew;
         int64_t c = init[k];
+        if (c < 0 || c >= box) { status = ST_FALLBACK; goto done; }
         if (index_get(&ix, c, (int32_t)n, &isnew, &bytes) == -2) { status = ST_MEMORY; goto done; }
         if (!isnew) continue;
         ((int64_t *)vcodes.p)[n] = c;
-        for (int v = 0; v < nv; v++)
-            ((int32_t *)vvals.p)[n * nv + v] = (int32_t)((c / strides[v]) % span[v] + lo[v]);
+        decode(&g, c, vals, (int32_t *)vvals.p + n * nv);
         n++;
     }
-    M.code = code;
-    M.consts = consts;
-    M.lo = lo;
-    M.span = span;
-    M.strides = strides;
-    /* scratch for one state's transitions */
-    for (int e = 0; e < n_ev; e++) if (evs[e].nu > M.max_nu) M.max_nu = evs[e].nu;
-    if (M.max_nu == 0) M.max_nu = 1;
-    M.evs = evs;
-    M.n_ev = n_ev;
-    c1s = malloc((n_ev + 1) * sizeof(int64_t));
-    rs = malloc((n_ev + 1) * sizeof(double));
-    evi = malloc((n_ev + 1) * sizeof(int));
-    newvs = malloc((size_t)(n_ev + 1) * M.max_nu * sizeof(double));
-    if (!c1s || !rs || !evi || !newvs) { PyErr_NoMemory(); goto fail; }
     /*
      * Breadth first: states are expanded in discovery order. With a dense index the search only
      * finds the states (pass 1) and the rows are made afterwards in code order (pass 2: every
@@ -802,22 +866,22 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
         int nt, st;
         /* room for every event's transition and new state (the storage does not move below) */
         if (vec_reserve(&vcodes, n + n_ev, &bytes) || vec_reserve(&vvals, (n + n_ev) * nv, &bytes)
-            || (!dense && (vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
-                           || vec_reserve(&vptr, i + 2, &bytes)))) {
+            || (keep && (vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
+                         || vec_reserve(&vptr, i + 2, &bytes)))) {
             status = ST_MEMORY;
             goto done;
         }
         sv = (int32_t *)vvals.p + i * nv;
         for (int v = 0; v < nv; v++) vals[v] = sv[v];
-        st = expand(&M, vals, sv, c0, c1s, rs, evi, newvs, &nt);
+        st = expand(M, vals, sv, c0, c1s, rs, evi, newvs, &nt);
         if (st != ST_OK) { status = st; goto done; }
         for (int t = 0; t < nt; t++) {
             int isnew;
             int64_t j = index_get(&ix, c1s[t], (int32_t)n, &isnew, &bytes);
             if (j == -2) { status = ST_MEMORY; goto done; }
             if (isnew) {
-                const event_t *E = evs + evi[t];
-                const double *newv = newvs + (size_t)t * M.max_nu;
+                const event_t *E = M->evs + evi[t];
+                const double *newv = newvs + (size_t)t * M->max_nu;
                 int32_t *nvp;
                 if (max_states >= 0 && (long long)n + 1 > max_states) { status = ST_MAX_STATES; goto done; }
                 if (n + 1 >= INT32_MAX) { status = ST_FALLBACK; goto done; }
@@ -827,13 +891,13 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
                 for (int u = 0; u < E->nu; u++) nvp[E->ups[u].var] = (int32_t)newv[u];
                 n++;
             }
-            if (!dense) {
+            if (keep) {
                 ((int32_t *)vcol.p)[ntrans] = (int32_t)j;
                 ((double *)vrate.p)[ntrans] = rs[t];
             }
             ntrans++;
         }
-        if (!dense) ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
+        if (keep) ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
         if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
         if ((i & 0xffff) == 0xffff && progress != Py_None) {
             PyObject *res = PyObject_CallFunction(progress, "n", (Py_ssize_t)n);
@@ -843,78 +907,78 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     }
     free(vvals.p);
     vvals.p = NULL;
-    if (ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+    if (!codes_only && ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
     {
-        size_t nnz = 0, cap = ntrans + n;
+        size_t nnz = 0, cap = codes_only ? 0 : ntrans + n;
         int64_t *cs;
-        int32_t *ip, *col;
-        double *dat;
+        int32_t *rank = NULL, *order = NULL;
         o_codes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
-        o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 4));
-        o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 + 4));
-        o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8 + 8));
-        if (!o_codes || !o_indptr || !o_indices || !o_data) goto fail;
+        if (!o_codes) goto fail;
         cs = (int64_t *)PyByteArray_AS_STRING(o_codes);
-        ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
-        col = (int32_t *)PyByteArray_AS_STRING(o_indices);
-        dat = (double *)PyByteArray_AS_STRING(o_data);
-        ip[0] = 0;
+        /* the code order */
         if (ix.table) {
-            /* the table renumbered in code order, then pass 2 */
             size_t r = 0;
             for (int64_t c = 0; c < box; c++)
-                if (ix.table[c] >= 0) { ix.table[c] = (int32_t)r; cs[r] = c; r++; }
-            for (r = 0; r < n; r++) {
-                int64_t c0 = cs[r];
-                int nt, st;
-                size_t start = nnz;
-                for (int v = 0; v < nv; v++) {
-                    ivals[v] = (int32_t)((c0 / strides[v]) % span[v] + lo[v]);
-                    vals[v] = ivals[v];
-                }
-                st = expand(&M, vals, ivals, c0, c1s, rs, evi, newvs, &nt);
-                if (st != ST_OK) { status = st; goto done; }
-                for (int t = 0; t < nt; t++) {
-                    col[nnz] = ix.table[c1s[t]];
-                    dat[nnz] = rs[t];
-                    nnz++;
-                }
-                nnz = finish_row(col, dat, start, nnz, (int32_t)r);
-                ip[r + 1] = (int32_t)nnz;
-            }
+                if (ix.table[c] >= 0) { ix.table[c] = (int32_t)r; cs[r] = c; r++; }   /* renumbered */
         } else {
-            /* the code order: rank[discovery index], then the kept rows permuted */
-            int32_t *rank = malloc(n * sizeof(int32_t)), *order = malloc(n * sizeof(int32_t));
-            const int32_t *tcol = vcol.p;
-            const double *trate = vrate.p;
-            const int64_t *ptr = vptr.p;
             int bits = 0;
+            rank = malloc(n * sizeof(int32_t));
+            order = malloc(n * sizeof(int32_t));
             if (!rank || !order) { free(rank); free(order); status = ST_MEMORY; goto done; }
             while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
             memcpy(cs, vcodes.p, n * sizeof(int64_t));
             for (i = 0; i < n; i++) order[i] = (int32_t)i;
             if (radix_sort(cs, order, n, bits) < 0) { free(rank); free(order); status = ST_MEMORY; goto done; }
             for (i = 0; i < n; i++) rank[order[i]] = (int32_t)i;
+        }
+        if (!codes_only) {
+            int32_t *ip, *col;
+            double *dat;
+            o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 4));
+            o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 + 4));
+            o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8 + 8));
+            if (!o_indptr || !o_indices || !o_data) { free(rank); free(order); goto fail; }
+            ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
+            col = (int32_t *)PyByteArray_AS_STRING(o_indices);
+            dat = (double *)PyByteArray_AS_STRING(o_data);
+            ip[0] = 0;
             for (size_t r = 0; r < n; r++) {
-                int32_t d = order[r];
                 size_t start = nnz;
-                for (int64_t k = ptr[d]; k < ptr[d + 1]; k++) {
-                    col[nnz] = rank[tcol[k]];
-                    dat[nnz] = trate[k];
-                    nnz++;
+                if (ix.table) {
+                    /* pass 2 */
+                    int nt, st;
+                    decode(&g, cs[r], vals, ivals);
+                    st = expand(M, vals, ivals, cs[r], c1s, rs, evi, newvs, &nt);
+                    if (st != ST_OK) { status = st; goto done; }
+                    for (int t = 0; t < nt; t++) {
+                        col[nnz] = ix.table[c1s[t]];
+                        dat[nnz] = rs[t];
+                        nnz++;
+                    }
+                } else {
+                    /* the kept row, permuted */
+                    int32_t d = order[r];
+                    const int64_t *ptr = vptr.p;
+                    for (int64_t k = ptr[d]; k < ptr[d + 1]; k++) {
+                        col[nnz] = rank[((int32_t *)vcol.p)[k]];
+                        dat[nnz] = ((double *)vrate.p)[k];
+                        nnz++;
+                    }
                 }
                 nnz = finish_row(col, dat, start, nnz, (int32_t)r);
                 ip[r + 1] = (int32_t)nnz;
             }
-            free(rank);
-            free(order);
         }
-        if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
-            || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0)
+        free(rank);
+        free(order);
+        if (!codes_only && (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
+                            || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0))
             goto fail;
     }
 done:
-    if (status == ST_OK)
+    if (status == ST_OK && codes_only)
+        result = Py_BuildValue("inn(N)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, o_codes);
+    else if (status == ST_OK)
         result = Py_BuildValue("inn(NNNN)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans,
                                o_codes, o_indptr, o_indices, o_data);
     else
@@ -925,15 +989,6 @@ fail:
     Py_XDECREF(o_indptr);
     Py_XDECREF(o_indices);
     Py_XDECREF(o_data);
-    masks_free(&M.mk);
-    free(evs);
-    free(atoms);
-    free(ranges);
-    free(ups);
-    free(c1s);
-    free(rs);
-    free(evi);
-    free(newvs);
     free(vcodes.p);
     free(vvals.p);
     free(vptr.p);
@@ -943,12 +998,110 @@ fail:
     free(ix.slots);
     }
 release:
-    while (have > 0) PyBuffer_Release(&buf[--have]);
+    engine_close(&g);
+    PyBuffer_Release(&b_init);
+    return result;
+}
+
+/*
+ * rows(code, consts, events, lo, span, strides, box, codes, start, stop, dense)
+ *
+ * Rows start:stop of the generator over the states `codes` (int64, sorted: the numbering of
+ * explore), each state expanded as by explore's second pass, targets numbered through an index
+ * of `codes` (a table over the box if dense, else a hash table). Returns (status, (indptr, indices, data)) as
+ * bytearrays, or (status, None): ST_FALLBACK also when a target is not among `codes`.
+ */
+static PyObject *rows(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    PyObject *obj[N_MODEL_ARGS], *o_codes;
+    long long box;
+    Py_ssize_t start, stop;
+    int dense, status;
+    Py_buffer b_codes;
+    engine_t g;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOLOnnp", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &box, &o_codes, &start, &stop, &dense))
+        return NULL;
+    if (get_buffer(o_codes, &b_codes, 8, "codes") < 0) return NULL;
+    status = engine_open(&g, obj);
+    if (status < 0) goto release;
+
+    {
+    const int64_t *codes = b_codes.buf;
+    Py_ssize_t n = b_codes.len / 8;
+    index_t ix = {0};
+    size_t nnz = 0, cap = 0, bytes = 0;
+    int32_t *ip = NULL, *col = NULL;
+    double *dat = NULL, vals[256];
+    int32_t ivals[256];
+    PyObject *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
+    if (status != ST_OK) goto done;
+    if (start < 0 || stop < start || stop > n || n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+    if (index_init(&ix, dense, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int isnew;
+        if (codes[k] < 0 || codes[k] >= box) { status = ST_FALLBACK; goto done; }
+        if (index_get(&ix, codes[k], (int32_t)k, &isnew, &bytes) == -2) { status = ST_MEMORY; goto done; }
+    }
+    cap = 1024;
+    o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((stop - start + 1) * 4));
+    o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4));
+    o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8));
+    if (!o_indptr || !o_indices || !o_data) goto fail;
+    ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
+    ip[0] = 0;
+    for (Py_ssize_t r = start; r < stop; r++) {
+        int nt, st;
+        size_t row0 = nnz;
+        decode(&g, codes[r], vals, ivals);
+        st = expand(&g.M, vals, ivals, codes[r], g.c1s, g.rs, g.evi, g.newvs, &nt);
+        if (st != ST_OK) { status = st; goto done; }
+        if (nnz + nt + 1 > cap) {
+            while (nnz + nt + 1 > cap) cap *= 2;
+            if (cap >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+            if (PyByteArray_Resize(o_indices, (Py_ssize_t)(cap * 4)) < 0
+                || PyByteArray_Resize(o_data, (Py_ssize_t)(cap * 8)) < 0)
+                goto fail;
+        }
+        col = (int32_t *)PyByteArray_AS_STRING(o_indices);
+        dat = (double *)PyByteArray_AS_STRING(o_data);
+        for (int t = 0; t < nt; t++) {
+            int64_t j = index_find(&ix, g.c1s[t]);
+            if (j < 0) { status = ST_FALLBACK; goto done; }   /* not among the states given */
+            col[nnz] = (int32_t)j;
+            dat[nnz] = g.rs[t];
+            nnz++;
+        }
+        nnz = finish_row(col, dat, row0, nnz, (int32_t)r);
+        ip[r - start + 1] = (int32_t)nnz;
+    }
+    if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
+        || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0)
+        goto fail;
+done:
+    if (status == ST_OK) {
+        result = Py_BuildValue("i(NNN)", status, o_indptr, o_indices, o_data);
+        o_indptr = o_indices = o_data = NULL;
+    } else {
+        result = Py_BuildValue("iO", status, Py_None);
+    }
+fail:
+    Py_XDECREF(o_indptr);
+    Py_XDECREF(o_indices);
+    Py_XDECREF(o_data);
+    free(ix.table);
+    free(ix.slots);
+    }
+release:
+    engine_close(&g);
+    PyBuffer_Release(&b_codes);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"explore", explore, METH_VARARGS, "Compiled breadth-first exploration (see ctmc/_compiled.py)."},
+    {"rows", rows, METH_VARARGS, "Rows of the generator over given states (see ctmc/_compiled.py)."},
     {NULL, NULL, 0, NULL}
 };
 

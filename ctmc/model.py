@@ -595,9 +595,7 @@ class Model:
         strategies = {"auto", "box", "bfs"}
         if strategy not in strategies:
             raise ValueError(f"strategy: expected one of {sorted(strategies)}, got {strategy!r}")
-        engines = {"auto", "compiled", "numpy"}
-        if engine not in engines:
-            raise ValueError(f"engine: expected one of {sorted(engines)}, got {engine!r}")
+        _check_engine(engine)
         if engine == "compiled" and strategy == "box":
             raise ValueError("engine='compiled' searches breadth-first: give strategy='bfs' or 'auto'")
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
@@ -606,9 +604,12 @@ class Model:
         compiled = None
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
-            if engine != "numpy" and strategy != "box":
-                compiled = self._build_compiled(init, layout, prog, limit, max_states, engine == "compiled")
+            if strategy != "box":
+                compiled = self._compiled(engine, lambda c: c.explore(
+                    self, layout, init, max_states=max_states, limit=limit,
+                    progress=lambda n: prog.update(f"{n} states found")))
                 if compiled is not None:
+                    prog.update(f"{compiled[0].size} states found")
                     strategy, reason = "bfs", (f"compiled breadth-first search (the box of {box} points "
                                                "is not expanded)") if strategy == "auto" else reason
             if compiled is not None:
@@ -661,24 +662,24 @@ class Model:
                             "engine": "numpy" if compiled is None else "compiled", **extra}
         return chain
 
-    def _build_compiled(self, init, layout, prog, limit, max_states, required):
-        """``(codes, Q, n_transitions)`` by the compiled engine, or ``None``: numpy builds.
+    def _compiled(self, engine, call):
+        """``call(ctmc._compiled)`` where ``engine`` lets the compiled engine work, else ``None`` (numpy).
 
-        With ``required``, a model the engine cannot take is a ``ValueError``.
+        ``None`` also where it cannot or does not finish; with
+        ``engine="compiled"`` a model it cannot compile is a ``ValueError``.
         """
+        if engine == "numpy":
+            return None
         from . import _compiled
+        required = engine == "compiled"
         if self._calls_function() and not required:
             return None
         try:
-            out = _compiled.explore(self, layout, init, max_states=max_states, limit=limit,
-                                    progress=lambda n: prog.update(f"{n} states found"))
+            return call(_compiled)
         except _compiled.NotCompilable as exc:
             if required:
                 raise ValueError(f"engine='compiled': model {self.name!r} cannot be compiled: {exc}") from None
             return None
-        if out is not None:
-            prog.update(f"{out[0].size} states found")
-        return out
 
     def _eliminate(self, codes, layout, src, dst, val, van, initial):
         """The tangible chain: vanishing states eliminated (the module docstring's equations).
@@ -899,7 +900,7 @@ class Model:
 
     # distributed assembly ---------------------------------------------------
     def state_space(self, initial=None, *, max_states: Optional[int] = None, max_memory=None,
-                    progress=None):
+                    progress=None, engine: str = "auto"):
         """Reachable states in the numbering of :meth:`build`, without the generator.
 
         The global numbering needed for distributed assembly: every process
@@ -918,8 +919,8 @@ class Model:
 
         Parameters
         ----------
-        initial, max_states, max_memory, progress
-            As for :meth:`build`.
+        initial, max_states, max_memory, progress, engine
+            As for :meth:`build` (the compiled engine finds the codes only).
 
         Returns
         -------
@@ -936,12 +937,20 @@ class Model:
         array([0, 1, 2, 3, 4])
         """
         from .chain import StateTable
-
+        _check_engine(engine)
         if self._immediates:
             # the tangible states are known once the vanishing ones are eliminated: a build
-            return self.build(initial, max_memory=max_memory, max_states=max_states, progress=progress).states
+            return self.build(initial, max_memory=max_memory, max_states=max_states, progress=progress,
+                              engine=engine).states
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         prog = Progress(f"exploring {self.name}", progress)
+        found = self._compiled(engine, lambda c: c.explore(
+            self, layout, init, max_states=max_states, limit=limit, codes_only=True,
+            progress=lambda n: prog.update(f"{n} states found")))
+        if found is not None:
+            codes = found[0]
+            prog.close(f"{codes.size} states")
+            return StateTable(None, codes=codes, layout=layout)
         if box * n_ev <= _BOX_LIMIT // 8:
             # small box: the compiled exploration of build's box strategy
             # (its edge list is at most a few hundred MB on every process)
@@ -983,7 +992,7 @@ class Model:
         prog.close(f"{codes.size} states")
         return StateTable(self._decode(codes, layout), codes=codes, layout=layout)
 
-    def generator_rows(self, states, start: int, stop: int) -> sp.csr_matrix:
+    def generator_rows(self, states, start: int, stop: int, *, engine: str = "auto") -> sp.csr_matrix:
         """Rows ``start:stop`` of the generator, from the events of those states only.
 
         Parameters
@@ -992,6 +1001,8 @@ class Model:
             The global numbering, from :meth:`state_space` (or ``build().states``).
         start, stop : int
             The block of rows, ``0 <= start <= stop <= len(states)``.
+        engine : {"auto", "compiled", "numpy"}
+            As for :meth:`build`.
 
         Returns
         -------
@@ -1021,6 +1032,10 @@ class Model:
         if not (isinstance(start, (int, np.integer)) and isinstance(stop, (int, np.integer))
                 and 0 <= start <= stop <= n):
             raise ValueError(f"start, stop: expected 0 <= start <= stop <= {n}, got {start!r}, {stop!r}")
+        _check_engine(engine)
+        rows = self._compiled(engine, lambda c: c.rows(self, layout, codes, start, stop, memory_limit(None)))
+        if rows is not None:
+            return rows
         srcs, dsts, rates = [], [], []
         for a in range(start, stop, _CHUNK):
             b = min(stop, a + _CHUNK)
@@ -1126,6 +1141,12 @@ class Model:
         hit = (pos < Vc.size) & (Vc[np.minimum(pos, Vc.size - 1)] == d)
         flow += np.bincount(s[hit], weights=r[hit] * N[pos[hit]], minlength=n)
         return flow
+
+
+def _check_engine(engine):
+    engines = {"auto", "compiled", "numpy"}
+    if engine not in engines:
+        raise ValueError(f"engine: expected one of {sorted(engines)}, got {engine!r}")
 
 
 def _choose_strategy(box: int, n_events: int, span_sum: int) -> tuple:

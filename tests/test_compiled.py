@@ -94,6 +94,12 @@ def _build(m, init, engine):
         return None, (type(exc), str(exc))
 
 
+def _same_rows(a, b):
+    assert a.shape == b.shape
+    assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+    assert np.array_equal(a.data, b.data)
+
+
 def test_random_models_are_built_alike():
     compiled = errors = 0
     for seed in range(400):
@@ -106,6 +112,12 @@ def test_random_models_are_built_alike():
             continue
         _same(a, b)
         compiled += a.build_info["engine"] == "compiled"
+        # the distributed assembly's two halves: the state table, then rows of any block
+        S, T = m.state_space(init), m.state_space(init, engine="numpy")
+        assert np.array_equal(S._codes, T._codes) and np.array_equal(S._codes, a.states._codes)
+        lo, hi = a.n_states // 3, a.n_states - a.n_states // 4
+        _same_rows(m.generator_rows(S, lo, hi), m.generator_rows(S, lo, hi, engine="numpy"))
+        _same_rows(m.generator_rows(S, 0, a.n_states), a.Q)
     # most random models compile and run to the end; some stop on an error (the same one)
     assert compiled >= 200 and errors >= 10, (compiled, errors)
 
@@ -115,10 +127,15 @@ def test_random_models_are_built_alike():
 def test_gallery_models_are_built_alike(name, value):
     from ctmc.models.gallery import GALLERY
     g = GALLERY[name](value)
-    a = g.model().build(initial=g.initial, engine="compiled")
-    b = g.model().build(initial=g.initial, engine="numpy")
+    m = g.model()
+    a = m.build(initial=g.initial, engine="compiled")
+    b = m.build(initial=g.initial, engine="numpy")
     assert a.build_info["engine"] == "compiled" and b.build_info["engine"] == "numpy"
     _same(a, b)
+    S = m.state_space(initial=g.initial, engine="compiled")
+    assert np.array_equal(S._codes, b.states._codes)
+    half = a.n_states // 2
+    _same_rows(m.generator_rows(S, half, a.n_states, engine="compiled"), b.Q[half:])
 
 
 def test_a_hashed_and_a_dense_index_give_the_same_chain(monkeypatch):
@@ -162,6 +179,17 @@ def test_integer_semantics_are_numpys():
     a, b = m.build(initial={"n": 0, "k": 0}), m.build(initial={"n": 0, "k": 0}, engine="numpy")
     _same(a, b)
     assert a.build_info["engine"] == "numpy"         # n - 2 == 0 was met: numpy built it again
+
+
+def test_rows_of_states_that_are_not_the_models_are_refused_by_numpys_rule():
+    S = _mm1k()[0].state_space(initial={"n": 0})                         # n = 0..5
+    m2 = ctmc.Model("mm1k")
+    n2 = m2.var("n", 0, 5)
+    m2.event("jump", guard=n2 < 4, rate=1.0, update={n2: n2 + 2})       # reaches n = 0, 2, 4 only
+    T = m2.state_space(initial={"n": 1})                                   # 1, 3, 5
+    with pytest.raises(ValueError, match="leaves the given state table"):
+        m2.generator_rows(S.__class__(None, codes=S._codes[:3], layout=S._layout), 0, 3)
+    assert T["n"].tolist() == [1, 3, 5]
 
 
 def test_engine_option():
