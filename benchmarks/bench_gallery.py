@@ -88,8 +88,10 @@ def worker(spec: str, method: str) -> None:
     t0 = time.perf_counter()
     chain = g.chain()
     build_s = time.perf_counter() - t0
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     if method == "none":             # the build alone
-        print("@@" + json.dumps({"states": chain.n_states, "build_s": build_s,
+        print("@@" + json.dumps({"states": chain.n_states, "build_s": build_s, "peak_gib": peak,
                                  "engine": chain.build_info.get("engine")}), flush=True)
         return
     t0 = time.perf_counter()

@@ -5,43 +5,60 @@ deep search (the PRISM benchmarks kanban, fms, cluster), in numpy's per-call
 overhead: every event is a dozen array operations per breadth-first level,
 whatever the level's size. This module compiles the guards, rates and
 updates of a model to a small stack bytecode over doubles and hands them to
-the C extension :mod:`ctmc._explore`, which explores the reachable states one
+the C extension ``ctmc._explore``, which explores the reachable states one
 by one and assembles the generator in the numbering of the vectorised builder
-(states sorted by code, rows with sorted columns, duplicates summed, the
-diagonal minus the row sum).
+(states sorted by code, rows with sorted columns, duplicates summed in the
+order of the events, the diagonal minus the row sum as ``np.add.reduceat``
+sums it). :meth:`ctmc.Model.state_space` and
+:meth:`ctmc.Model.generator_rows` (the distributed assembly) use it too.
 
-Semantics are numpy's, checked at compile time where they can be (types:
-boolean, integer, float, promoted as numpy promotes its int64 and float64
-arrays and Python scalars) and at run time where they cannot: integer
+Semantics are numpy's (1.x), checked at compile time where they can be and at
+run time where they cannot. At compile time: types (boolean, integer, float)
+promoted as numpy promotes its int64 and float64 arrays with Python scalars
+and int64/float64/bool constants (other widths, such as ``np.int8`` or
+``np.float32``, are not compiled: numpy would compute in that width);
+integer results are never ``-0.0``; a power needs a constant exponent that
+is a non-negative integer (numpy raises for a negative one, and its float
+power is not libm's ``pow`` to the last bit). At run time: integer
 arithmetic leaving :math:`\pm 2^{53}` (where doubles stop being exact), an
-integer division or remainder by zero, a negative integer power. The engine
-answers only on the happy path. An expression it cannot compile (a user
-function, a float32 constant, arithmetic on two booleans, ...) means the
-vectorised builder builds the model; anything the vectorised builder reports
-or treats specially at run time (an invalid rate, an update out of bounds or
-not an integer, the cases above, ``max_states``, memory) stops the engine and
-the vectorised builder builds it again, with its own rules and messages. So a
-model is never built differently, only faster.
+integer division or remainder by zero. The engine answers only on the happy
+path. An expression it cannot compile (a user function, the cases above,
+arithmetic on two booleans, ...) means the vectorised builder builds the
+model; anything the vectorised builder reports or treats specially at run
+time (an invalid rate, an update out of bounds or not an integer, the cases
+above, ``max_states``) stops the engine and the vectorised builder builds it
+again, with its own rules and messages. On a chain the cost model would
+explore as a box, heavy expressions (more than :data:`HEAVY_OPS` opcodes an
+event) are left to numpy's box strategy, faster there.
+
+One documented difference remains: ``max_memory`` is applied by each
+builder to its own use (the compiled one holds 12 to 36 bytes a transition,
+the vectorised one estimates 56), so a build may pass one and not the other.
+Duplicates (events of one state leading to the same state) are summed by
+both in the order of the events, also in rows longer than scipy's stable
+sort threshold (``ctmc.model._assemble``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["available", "compile_model", "explore", "NotCompilable"]
-
-_OPS = ("END VAR CONST ADD SUB MUL IADD ISUB IMUL DIV IFLOORDIV IMOD FFLOORDIV FMOD IPOW FPOW "
-        "NEG ABS LT LE GT GE EQ NE AND OR NOT WHERE MIN MAX").split()
-OP = {name: k for k, name in enumerate(_OPS)}
-_EXACT = 2.0 ** 53
-_STACK = 64            # the engine's evaluation stack (ctmc/_explore.c)
-_MAX_VARS = 256
-_CMP = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
-_RANK = {"b": 0, "i": 1, "f": 2}
+__all__ = ["available", "compile_model", "explore", "rows", "NotCompilable"]
 
 try:
     from . import _explore as _engine
 except ImportError:         # the extension was not built (no compiler at install): numpy builds everything
     _engine = None
+
+# the engine's opcodes and limits, read from the engine itself (one definition, in ctmc/_explore.c)
+OP = {name: k for k, name in enumerate(_engine.OPS)} if _engine else {}
+_STACK = _engine.STACK if _engine else 0
+_MAX_VARS = _engine.MAX_VARS if _engine else 0
+_MAX_EVENTS = _engine.MAX_EVENTS if _engine else 0
+ATOM_VV = _engine.ATOM_VV if _engine else 0
+_EXACT = 2.0 ** 53
+_CMP = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
+_RANK = {"b": 0, "i": 1, "f": 2}
+_SCALARS = (bool, int, float, np.bool_, np.int64, np.float64)
 
 
 class NotCompilable(Exception):
@@ -49,7 +66,7 @@ class NotCompilable(Exception):
 
 
 def available() -> bool:
-    """Whether the C extension :mod:`ctmc._explore` is installed."""
+    """Whether the C extension ``ctmc._explore`` is installed."""
     return _engine is not None
 
 
@@ -57,27 +74,48 @@ def _scalar_kind(v):
     """``"b" | "i" | "f"`` of a constant, as numpy treats it next to int64/float64 arrays."""
     if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype in (np.bool_, np.int64, np.float64):
         v = v[()]                                    # a 0-d array (np.where of constants): its scalar
+    if type(v) not in _SCALARS:
+        raise NotCompilable(f"a constant of type {type(v).__name__} (numpy computes in its width)")
     if isinstance(v, (bool, np.bool_)):
         return "b"
-    if isinstance(v, (int, np.signedinteger)) and not isinstance(v, bool):
+    if isinstance(v, (int, np.int64)):
         if abs(int(v)) >= _EXACT:
             raise NotCompilable(f"the integer {v!r} is beyond 2**53")
         return "i"
-    if isinstance(v, float) or (isinstance(v, np.floating) and np.asarray(v).dtype == np.float64):
-        return "f"
-    raise NotCompilable(f"a constant of type {type(v).__name__}")
+    return "f"
 
 
-def _has_vars(e) -> bool:
+def _children(e) -> list:
     node = e._node
     if node is None:
         raise NotCompilable(f"{e!r} calls a user function")
-    kind = node[0]
-    if kind == "var":
-        return True
-    if kind == "const":
-        return False
-    return any(_has_vars(x) for x in node[1:] if not isinstance(x, str))
+    return [] if node[0] in ("var", "const") else [x for x in node[1:] if not isinstance(x, str)]
+
+
+def _has_vars(e) -> bool:
+    """Whether ``e`` reads a state variable (without recursion: expressions may be thousands deep)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x._node is not None and x._node[0] == "var":
+            return True
+        stack += _children(x)
+    return False
+
+
+def _fold(e):
+    """``(kind, value)`` of an expression without variables, by its own evaluation (numpy's or
+    Python's scalar rules, numpy's warnings off as in the vectorised builder: the very value it
+    computes)."""
+    try:
+        with np.errstate(all="ignore"):
+            v = e.evaluate({})
+    except Exception as exc:                         # noqa: BLE001 - numpy decides at run time
+        raise NotCompilable(f"{e!r}: {exc}") from None
+    return _scalar_kind(v), v
 
 
 class _Compiler:
@@ -88,110 +126,118 @@ class _Compiler:
         self.code: list = []
         self.consts: list = []
         self._const_at: dict = {}
+        self.last_ops = 0                            # opcodes of the last program
 
-    def const(self, value: float) -> None:
-        key = (float(value), np.signbit(float(value)))
+    def const_index(self, value) -> int:
+        key = (float(value), bool(np.signbit(float(value))))
         at = self._const_at.get(key)
         if at is None:
             at = self._const_at[key] = len(self.consts)
             self.consts.append(float(value))
-        self.code += [OP["CONST"], at]
+        return at
 
     def program(self, e) -> tuple:
         """``(kind, start)``: ``e`` emitted as a program ended by END."""
         start = len(self.code)
-        kind = self.emit(e)
+        try:
+            kind = self.emit(e)[0]
+        except RecursionError:
+            raise NotCompilable("an expression nested too deeply") from None
         self.code.append(OP["END"])
-        depth = top = 0
+        depth = top = self.last_ops = 0
         pc = start
         while self.code[pc] != OP["END"]:
             op = self.code[pc]
+            self.last_ops += 1
             if op in (OP["VAR"], OP["CONST"]):
                 top += 1
                 pc += 2
                 depth = max(depth, top)
                 continue
-            top -= {OP["NEG"]: 0, OP["ABS"]: 0, OP["NOT"]: 0, OP["WHERE"]: 2}.get(op, 1)
+            top -= {OP["NEG"]: 0, OP["INEG"]: 0, OP["ABS"]: 0, OP["NOT"]: 0, OP["WHERE"]: 2}.get(op, 1)
             pc += 1
         if depth > _STACK:
             raise NotCompilable(f"{e!r} is nested too deeply")
         return kind, start
 
-    def emit(self, e) -> str:
+    def emit(self, e) -> tuple:
+        """``(kind, reads variables)``; a part without variables is folded to its constant."""
         node = e._node
         if node is None:
             raise NotCompilable(f"{e!r} calls a user function")
-        if not _has_vars(e):
-            # constants folded by the expression's own evaluation (Python's or numpy's scalar rules,
-            # numpy's warnings off as in the vectorised builder: the very value it computes)
-            try:
-                with np.errstate(all="ignore"):
-                    v = e.evaluate({})
-            except Exception as exc:                 # noqa: BLE001 - numpy decides at run time
-                raise NotCompilable(f"{e!r}: {exc}") from None
-            kind = _scalar_kind(v)
-            self.const(float(v))
-            return kind
         op = node[0]
+        start = len(self.code)
         if op == "var":
             if node[1] not in self.col:
                 raise NotCompilable(f"{node[1]!r} is not a state variable")
             self.code += [OP["VAR"], self.col[node[1]]]
-            return "i"
+            return "i", True
+        if op == "const":
+            kind, v = _fold(e)
+            self.code += [OP["CONST"], self.const_index(v)]
+            return kind, False
+        parts = [self.emit(x) for x in _children(e)]
+        if not any(reads for _, reads in parts):
+            del self.code[start:]
+            kind, v = _fold(e)
+            self.code += [OP["CONST"], self.const_index(v)]
+            return kind, False
+        kinds = [k for k, _ in parts]
         if op in ("neg", "abs"):
-            k = self.emit(node[1])
+            k = kinds[0]
             if k == "b":
                 if op == "neg":
                     raise NotCompilable("negation of a boolean")
-                return "b"                           # numpy's abs of a boolean is itself
-            self.code.append(OP[op.upper()])
-            return k
+                return "b", True                     # numpy's abs of a boolean is itself
+            self.code.append(OP["INEG" if (op, k) == ("neg", "i") else op.upper()])
+            return k, True
         if op == "not":
-            self.emit(node[1])
             self.code.append(OP["NOT"])
-            return "b"
-        if op == "where":
-            self.emit(node[1])
-            ka, kb = self.emit(node[2]), self.emit(node[3])
-            self.code.append(OP["WHERE"])
-            return max(ka, kb, key=_RANK.get)
-        if op in ("min", "max"):
-            ka, kb = self.emit(node[1]), self.emit(node[2])
+            return "b", True
+        if op in ("where", "min", "max"):
             self.code.append(OP[op.upper()])
-            return max(ka, kb, key=_RANK.get)
+            return max(kinds[-2:], key=_RANK.get), True
         if op != "bin":
             raise NotCompilable(f"unknown node {op!r}")
-        sym, a, b = node[1:]
-        ka, kb = self.emit(a), self.emit(b)
+        sym, (ka, kb) = node[1], kinds
         if sym in _CMP:
             self.code.append(OP[_CMP[sym]])
-            return "b"
+            return "b", True
         if sym in ("&", "|"):
             self.code.append(OP["AND" if sym == "&" else "OR"])
-            return "b"
+            return "b", True
         if sym == "/":
             self.code.append(OP["DIV"])
-            return "f"
+            return "f", True
         if ka == "b" and kb == "b":
             raise NotCompilable(f"arithmetic {sym!r} on two booleans")
         flt = "f" in (ka, kb)
+        if sym == "**":
+            # numpy raises for a negative integer power, and its float power is not libm's pow
+            # to the last bit: only a constant, non-negative integer exponent of an integer
+            if flt or parts[1][1] or _fold(node[3])[1] < 0:
+                raise NotCompilable("a power other than integer ** constant non-negative integer")
+            self.code.append(OP["IPOW"])
+            return "i", True
         ops = {"+": ("ADD", "IADD"), "-": ("SUB", "ISUB"), "*": ("MUL", "IMUL"), "//": ("FFLOORDIV", "IFLOORDIV"),
-               "%": ("FMOD", "IMOD"), "**": ("FPOW", "IPOW")}
+               "%": ("FMOD", "IMOD")}
         if sym not in ops:
             raise NotCompilable(f"operator {sym!r}")
-        if sym == "**" and flt:
-            # numpy's float power is not libm's pow to the last bit (SIMD loops, scalar fast paths)
-            raise NotCompilable("a power of floats")
         self.code.append(OP[ops[sym][0 if flt else 1]])
-        return "f" if flt else "i"
+        return ("f" if flt else "i"), True
 
 
 def _conjuncts(e) -> list:
-    """The top-level operands of ``a & b & ...`` (``e`` itself if it is no conjunction)."""
-    node = e._node
-    if node is not None and node[0] == "bin" and node[1] == "&":
-        return _conjuncts(node[2]) + _conjuncts(node[3])
-    return [e]
+    """The top-level operands of ``a & b & ...``, left to right (``[e]`` if it is no conjunction)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        node = x._node
+        if node is not None and node[0] == "bin" and node[1] == "&":
+            stack += [node[3], node[2]]
+        else:
+            out.append(x)
+    return out
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -200,18 +246,9 @@ _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 def _const_value(e):
     """The value of a constant expression (numbers only), or ``None``."""
     try:
-        if _has_vars(e):
-            return None
-        with np.errstate(all="ignore"):
-            v = e.evaluate({})
-        _scalar_kind(v)
-    except Exception:                                # noqa: BLE001 - then not a constant we take
+        return None if _has_vars(e) else _fold(e)[1]
+    except NotCompilable:
         return None
-    return v
-
-
-#: added to a comparison's code in a guard conjunct comparing two variables (ctmc/_explore.c)
-ATOM_VV = 64
 
 
 def _is_var(e, col) -> bool:
@@ -262,7 +299,8 @@ def _step(var, e):
 def compile_model(model, layout):
     """The arguments of the engine for ``model``'s events, or :class:`NotCompilable`.
 
-    Returns ``(code, consts, events)`` as numpy arrays (int32, float64, int32);
+    Returns ``(code, consts, events, ops)``: three numpy arrays (int32,
+    float64, int32) and the mean number of opcodes an event's programs hold;
     the layout of ``events`` is described in ``ctmc/_explore.c``. Guards are
     split into their conjuncts, and those comparing a variable with a
     constant, constant rates and updates ``x := x + k`` or ``x := c`` are
@@ -274,20 +312,24 @@ def compile_model(model, layout):
         raise NotCompilable("immediate moves")
     if len(names) > _MAX_VARS:
         raise NotCompilable(f"more than {_MAX_VARS} variables")
+    if len(model._events) > _MAX_EVENTS:
+        raise NotCompilable(f"more than {_MAX_EVENTS} events")
     if lo.min() < -2 ** 31 or (lo + span - 1).max() >= 2 ** 31:
         raise NotCompilable("a variable's bounds beyond 32 bits")
     c = _Compiler(names)
+    const_at = c.const_index
+    events, ops = [], 0
 
-    def const_at(v):
-        c.const(float(v))
-        at = c.code.pop()                        # const() emitted CONST, index: keep the index only
-        c.code.pop()
-        return at
+    def program(e):
+        nonlocal ops
+        start = c.program(e)[1]
+        ops += c.last_ops
+        return start
 
-    events = []
     for ev in model._events:
         # the guard must be boolean as a whole (numpy refuses another), then it is taken apart
-        kg, _ = c.program(ev.guard)
+        kg, start = c.program(ev.guard)
+        del c.code[start:]
         if kg != "b":
             raise NotCompilable(f"event {ev.name!r}: the guard is not boolean")
         atoms, progs = [], []
@@ -296,12 +338,12 @@ def compile_model(model, layout):
             if at is not None:
                 atoms += [at[0], at[1], at[2] if at[3] else const_at(at[2])]
             else:
-                progs.append(c.program(part)[1])
+                progs.append(program(part))
         rv = _const_value(ev.rate)
         if rv is not None and _scalar_kind(rv) != "b" and 0 < float(rv) < np.inf:
             rate = [const_at(rv), -1]
         else:
-            rate = [-1, c.program(ev.rate)[1]]
+            rate = [-1, program(ev.rate)]
         ups = []
         for var, expr in ev.update:
             if var.name not in c.col:
@@ -310,21 +352,30 @@ def compile_model(model, layout):
             if st is not None and abs(st[1]) < _EXACT:
                 ups += [c.col[var.name], st[0], const_at(st[1])]
             else:
-                ups += [c.col[var.name], 0, c.program(expr)[1]]
+                ups += [c.col[var.name], 0, program(expr)]
         events += [len(atoms) // 3, *atoms, len(progs), *progs, *rate, len(ev.update), *ups]
     return (np.asarray(c.code, dtype=np.int32), np.asarray(c.consts or [0.0], dtype=np.float64),
-            np.asarray(events, dtype=np.int32))
+            np.asarray(events, dtype=np.int32), ops / max(len(model._events), 1))
 
 
-#: The box (points) up to which the engine indexes states in one array over it, else a hash table.
+
+#: The box (points) up to which the engine may index states by one array over it (once they fill
+#: 1/64 of it; a hash table before) and make the rows in a second pass in code order.
 DENSE_POINTS = 1 << 24
 
+#: Opcodes per event above which a box-shaped chain (numpy's box strategy chosen by the cost model)
+#: is left to numpy: its box evaluates each operation once per point in one array call, the engine
+#: interprets it per state, twice with the second pass (measured: break-even at 15-30 opcodes).
+HEAVY_OPS = 16
 
-def _model_args(model, layout):
+
+def _model_args(model, layout, box_alternative=False):
     """The engine's first arguments for ``model``: programs, constants, events, bounds, strides."""
     if _engine is None:
         raise NotCompilable("the C extension ctmc._explore is not installed")
-    code, consts, events = compile_model(model, layout)
+    code, consts, events, ops = compile_model(model, layout)
+    if box_alternative and ops > HEAVY_OPS:
+        raise NotCompilable(f"{ops:.0f} opcodes an event on a box-shaped chain: numpy's box is faster")
     _, lo, span, strides, _ = layout
     as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
     return code, consts, events, as64(lo), as64(span), as64(strides)
@@ -335,21 +386,29 @@ def _dense(box, limit) -> bool:
     return box <= DENSE_POINTS and (limit is None or box * 4 <= 0.1 * limit)
 
 
-def explore(model, layout, init, *, max_states=None, limit=None, progress=None, codes_only=False):
+def explore(model, layout, init, *, max_states=None, limit=None, progress=None, codes_only=False,
+            box_alternative=False):
     """``(codes, Q, n_transitions)`` by the compiled engine, or ``None`` where numpy must build.
 
     With ``codes_only``, ``(codes,)``: the reachable states only (for
     :meth:`ctmc.Model.state_space`). ``None`` also when the engine stopped
     (see the module docstring); :class:`NotCompilable` when the model cannot
-    be compiled.
+    be compiled, or (``box_alternative``: numpy's box strategy is the other
+    choice) when its programs are heavy (:data:`HEAVY_OPS`).
+    :class:`~ctmc.results.StateSpaceTooLarge` when the engine's own memory
+    outgrows ``limit`` (the rule of the vectorised builder, applied to this
+    engine's use).
     """
     import scipy.sparse as sp
-    args = _model_args(model, layout)
+    from ._util import check_memory
+    args = _model_args(model, layout, box_alternative)
     box = layout[4]
-    status, n, ntrans, arrays = _engine.explore(
+    status, n, ntrans, used, arrays = _engine.explore(
         *args, int(box), np.ascontiguousarray(init, dtype=np.int64), _dense(box, limit),
         -1 if max_states is None else int(max_states), -1 if limit is None else int(limit), progress,
         bool(codes_only))
+    if status == _engine.ST_MEMORY and limit is not None:
+        check_memory(used, limit, f"building {model.name!r} ({n} states so far)")
     if status != 0:
         return None
     if codes_only:

@@ -22,19 +22,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    OP_END = 0, OP_VAR, OP_CONST,
-    OP_ADD, OP_SUB, OP_MUL, OP_IADD, OP_ISUB, OP_IMUL, OP_DIV,
-    OP_IFLOORDIV, OP_IMOD, OP_FFLOORDIV, OP_FMOD, OP_IPOW, OP_FPOW,
-    OP_NEG, OP_ABS, OP_LT, OP_LE, OP_GT, OP_GE, OP_EQ, OP_NE,
-    OP_AND, OP_OR, OP_NOT, OP_WHERE, OP_MIN, OP_MAX
-};
+/* The opcodes; ctmc/_compiled.py reads their names from the module (OPS), so the two never differ.
+   I-prefixed ones are integer arithmetic: exact below 2^53, never -0.0 (numpy's integers have none). */
+#define OPCODES(X) X(END) X(VAR) X(CONST) X(ADD) X(SUB) X(MUL) X(IADD) X(ISUB) X(IMUL) X(DIV) \
+    X(IFLOORDIV) X(IMOD) X(FFLOORDIV) X(FMOD) X(IPOW) X(NEG) X(INEG) X(ABS) X(LT) X(LE) X(GT) X(GE) \
+    X(EQ) X(NE) X(AND) X(OR) X(NOT) X(WHERE) X(MIN) X(MAX)
+#define OP_ENUM(name) OP_##name,
+#define OP_NAME(name) #name,
+enum { OPCODES(OP_ENUM) N_OPS };
+static const char *op_names[] = { OPCODES(OP_NAME) };
 
-/* statuses (mirrored in ctmc/_compiled.py) */
+/* statuses of explore and rows */
 enum { ST_OK = 0, ST_FALLBACK = 1, ST_MAX_STATES = 2, ST_MEMORY = 3 };
 
 #define EXACT 9007199254740992.0 /* 2^53 */
-#define STACK 64
+#define STACK 64                 /* the evaluation stack (exported: STACK) */
+#define MAX_VARS 256             /* variables of a model (exported: MAX_VARS) */
+#define MAX_EVENTS 4096          /* events of a model: 64 mask words (exported: MAX_EVENTS) */
 
 /* numpy's float floor division and remainder (npy_divmod), b != 0 */
 static double fdivmod(double a, double b, double *modulus)
@@ -84,6 +88,7 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
         case OP_VAR: st[sp++] = a; a = vals[*pc++]; break;
         case OP_CONST: st[sp++] = a; a = consts[*pc++]; break;
         case OP_NEG: a = -a; break;
+        case OP_INEG: a = 0.0 - a; break;
         case OP_ABS: a = fabs(a); break;
         case OP_NOT: a = a == 0.0 ? 1.0 : 0.0; break;
         case OP_WHERE: {
@@ -96,9 +101,9 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
         case OP_SUB: a = st[--sp] - a; break;
         case OP_MUL: a = st[--sp] * a; break;
         case OP_DIV: a = st[--sp] / a; break;
-        case OP_IADD: a = st[--sp] + a; if (fabs(a) >= EXACT) return 1; break;
-        case OP_ISUB: a = st[--sp] - a; if (fabs(a) >= EXACT) return 1; break;
-        case OP_IMUL: a = st[--sp] * a; if (fabs(a) >= EXACT) return 1; break;
+        case OP_IADD: a = st[--sp] + a + 0.0; if (fabs(a) >= EXACT) return 1; break;
+        case OP_ISUB: a = st[--sp] - a + 0.0; if (fabs(a) >= EXACT) return 1; break;
+        case OP_IMUL: a = st[--sp] * a + 0.0; if (fabs(a) >= EXACT) return 1; break;
         case OP_IFLOORDIV: {
             int64_t x = (int64_t)st[--sp], y = (int64_t)a, q;
             if (y == 0) return 1;
@@ -249,6 +254,30 @@ static int index_init(index_t *ix, int dense, int64_t box, size_t *bytes)
     return 0;
 }
 
+/* the hashed index turned into a table over the box (same contents); -1 when memory runs out */
+static int index_to_table(index_t *ix, int64_t box, size_t *bytes)
+{
+    int32_t *table = malloc((size_t)box * sizeof(int32_t));
+    if (!table) return -1;
+    memset(table, 0xff, (size_t)box * sizeof(int32_t));
+    for (uint64_t i = 0; i <= ix->mask; i++)
+        if (ix->slots[i].key >= 0) table[ix->slots[i].key] = (int32_t)ix->slots[i].val;
+    *bytes += (size_t)box * 4;
+    free(ix->slots);
+    ix->slots = NULL;
+    ix->table = table;
+    return 0;
+}
+
+/* set the value of a code already in the index */
+static inline void index_set(index_t *ix, int64_t code, int32_t value)
+{
+    if (ix->table) { ix->table[code] = value; return; }
+    uint64_t h = hash64(code, ix->shift);
+    while (ix->slots[h].key != code) h = (h + 1) & ix->mask;
+    ix->slots[h].val = value;
+}
+
 /* the index of `code`, inserting `fresh` if unseen (then *isnew = 1); -2 on allocation failure */
 static inline int64_t index_get(index_t *ix, int64_t code, int32_t fresh, int *isnew, size_t *bytes)
 {
@@ -300,26 +329,44 @@ static int radix_sort(int64_t *key, int32_t *val, size_t n, int bits)
     return 0;
 }
 
-/* sort a row's (column, value) pairs by column (rows are short: insertion sort, shell gaps for long ones) */
-static void sort_row(int32_t *col, double *val, Py_ssize_t n)
+/* sort a row's (column, value) pairs by column, stably (duplicates then sum in the order of the
+   events, as the vectorised builder sums them): insertion sort, merge sort for long rows */
+static int sort_row(int32_t *col, double *val, size_t n)
 {
-    static const Py_ssize_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (int g = 0; g < 8; g++) {
-        Py_ssize_t gap = gaps[g];
-        if (gap >= n) continue;
-        for (Py_ssize_t i = gap; i < n; i++) {
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
             int32_t c = col[i];
             double v = val[i];
-            Py_ssize_t j = i;
-            while (j >= gap && col[j - gap] > c) {
-                col[j] = col[j - gap];
-                val[j] = val[j - gap];
-                j -= gap;
+            size_t j = i;
+            while (j > 0 && col[j - 1] > c) {
+                col[j] = col[j - 1];
+                val[j] = val[j - 1];
+                j--;
             }
             col[j] = c;
             val[j] = v;
         }
+        return 0;
     }
+    int32_t *c2 = malloc(n * sizeof(int32_t));
+    double *v2 = malloc(n * sizeof(double));
+    if (!c2 || !v2) { free(c2); free(v2); return -1; }
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                if (col[j] < col[i]) { c2[k] = col[j]; v2[k++] = val[j++]; }
+                else { c2[k] = col[i]; v2[k++] = val[i++]; }
+            }
+            while (i < mid) { c2[k] = col[i]; v2[k++] = val[i++]; }
+            while (j < hi) { c2[k] = col[j]; v2[k++] = val[j++]; }
+        }
+        memcpy(col, c2, n * sizeof(int32_t));
+        memcpy(val, v2, n * sizeof(double));
+    }
+    free(c2);
+    free(v2);
+    return 0;
 }
 
 /* ---- events ------------------------------------------------------------------
@@ -607,7 +654,7 @@ static int expand(const model_t *M, const double *vals, const int32_t *ivals, in
                   double *rs, int *evi, double *newvs, int *nt)
 {
     int t = 0, words = M->mk.words;
-    uint64_t cand[64];
+    uint64_t cand[MAX_EVENTS / 64];
     for (int w = 0; w < words; w++) cand[w] = M->mk.alive[w];
     for (int i = 0; i < M->mk.n_idx; i++) {
         int v = M->mk.idx_var[i];
@@ -670,12 +717,13 @@ static int expand(const model_t *M, const double *vals, const int32_t *ivals, in
 }
 
 /* Row r of the generator from its transitions col/dat[start:nnz] (columns in the final numbering):
-   sorted, duplicates summed, the diagonal (minus the row sum) in its place. Returns the new end. */
+   sorted, duplicates summed, the diagonal (minus the row sum) in its place. Returns the new end,
+   or SIZE_MAX when memory ran out. */
 static size_t finish_row(int32_t *col, double *dat, size_t start, size_t nnz, int32_t r)
 {
     size_t m = start;
     double out = 0.0;
-    sort_row(col + start, dat + start, (Py_ssize_t)(nnz - start));
+    if (sort_row(col + start, dat + start, nnz - start) < 0) return SIZE_MAX;
     for (size_t k = start; k < nnz; k++) {
         if (m > start && col[m - 1] == col[k]) {
             dat[m - 1] += dat[k];
@@ -759,12 +807,12 @@ static int engine_open(engine_t *g, PyObject **obj)
     M->span = g->buf[4].buf;
     M->strides = g->buf[5].buf;
     g->nv = (int)(g->buf[3].len / 8);
-    if (g->nv > 256 || g->buf[4].len != g->buf[3].len || g->buf[5].len != g->buf[3].len) return ST_FALLBACK;
+    if (g->nv > MAX_VARS || g->buf[4].len != g->buf[3].len || g->buf[5].len != g->buf[3].len) return ST_FALLBACK;
     rc = parse_events(g->buf[2].buf, g->buf[2].len / 4, M->consts, g->buf[1].len / 8, M->lo, M->span, g->nv,
                       &g->evs, &n_ev, &g->atoms, &g->ranges, &g->ups);
     if (rc == -2) { PyErr_NoMemory(); return -1; }
     if (rc < 0) { PyErr_SetString(PyExc_ValueError, "events: malformed"); return -1; }
-    if (n_ev > 64 * 64) return ST_FALLBACK;
+    if (n_ev > MAX_EVENTS) return ST_FALLBACK;
     if (masks_build(&M->mk, g->evs, n_ev, g->ranges, M->lo, M->span, g->nv) < 0) { PyErr_NoMemory(); return -1; }
     M->evs = g->evs;
     M->n_ev = n_ev;
@@ -798,13 +846,18 @@ static inline void decode(const engine_t *g, int64_t c0, double *vals, int32_t *
  * events  int32: the events (layout above parse_events)
  * lo, span, strides  int64 per variable; box = product of spans
  * init    int64 codes of the initial states
- * dense   use one int32 slot per box point as the index (else a hash table)
+ * dense   the box may be indexed by one int32 slot a point: states are then indexed by a hash
+ *         table until they are 1/64 of the box, then by the table, and the rows are made in a
+ *         second pass in code order (nothing kept from the search); else a hash table, and the
+ *         search keeps the transitions, permuted into code order at the end
+ * max_states, max_bytes  limits (-1: none): a build beyond them stops (ST_MAX_STATES, ST_MEMORY)
  * progress  callable(n_found) called now and then, or None
  * codes_only  find the states only
  *
- * Returns (status, n_states, n_transitions, arrays): arrays are bytearrays, (codes,) with
+ * Returns (status, n_states, n_transitions, bytes, arrays): bytes is the memory the engine holds
+ * (at the stop, or the most it held); arrays are bytearrays when status is ST_OK, (codes,) with
  * codes_only, else (codes, indptr, indices, data) (int64 codes sorted, int32 indptr and indices,
- * float64 data) when status is 0; None otherwise.
+ * float64 data); None otherwise.
  */
 static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -826,20 +879,21 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     const int64_t *init = b_init.buf;
     const int nv = g.nv, n_ev = M->n_ev;
     const int keep = !dense && !codes_only;     /* transitions kept (permuted at the end) */
+    const int64_t table_at = box <= 65536 ? 0 : box / 64;   /* states from which a table indexes them */
     Py_ssize_t n_init = b_init.len / 8;
     size_t bytes = 0, n = 0, ntrans = 0, i;
     vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
     vec vcol = {NULL, 0, 0, 4}, vrate = {NULL, 0, 0, 8};
     index_t ix = {0};
-    double vals[256];
-    int32_t ivals[256];
+    double vals[MAX_VARS];
+    int32_t ivals[MAX_VARS];
     int64_t *c1s = g.c1s;
     double *rs = g.rs, *newvs = g.newvs;
     int *evi = g.evi;
     PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
 
     if (status != ST_OK) goto done;
-    if (index_init(&ix, dense, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
+    if (index_init(&ix, dense && table_at == 0, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
     /* the initial states */
     if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)
         || vec_reserve(&vptr, 1, &bytes)) { status = ST_MEMORY; goto done; }
@@ -854,6 +908,7 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
         decode(&g, c, vals, (int32_t *)vvals.p + n * nv);
         n++;
     }
+    if (max_states >= 0 && (long long)n > max_states) { status = ST_MAX_STATES; goto done; }
     /*
      * Breadth first: states are expanded in discovery order. With a dense index the search only
      * finds the states (pass 1) and the rows are made afterwards in code order (pass 2: every
@@ -877,7 +932,9 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
         if (st != ST_OK) { status = st; goto done; }
         for (int t = 0; t < nt; t++) {
             int isnew;
-            int64_t j = index_get(&ix, c1s[t], (int32_t)n, &isnew, &bytes);
+            int64_t j;
+            if (c1s[t] < 0 || c1s[t] >= box) { status = ST_FALLBACK; goto done; }   /* cannot happen */
+            j = index_get(&ix, c1s[t], (int32_t)n, &isnew, &bytes);
             if (j == -2) { status = ST_MEMORY; goto done; }
             if (isnew) {
                 const event_t *E = M->evs + evi[t];
@@ -898,16 +955,26 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             ntrans++;
         }
         if (keep) ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
+        if (dense && !ix.table && (int64_t)n >= table_at && index_to_table(&ix, box, &bytes) < 0) {
+            status = ST_MEMORY;
+            goto done;
+        }
         if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
-        if ((i & 0xffff) == 0xffff && progress != Py_None) {
-            PyObject *res = PyObject_CallFunction(progress, "n", (Py_ssize_t)n);
-            if (!res) goto fail;
-            Py_DECREF(res);
+        if ((i & 0xffff) == 0xffff) {
+            if (PyErr_CheckSignals() < 0) goto fail;
+            if (progress != Py_None) {
+                PyObject *res = PyObject_CallFunction(progress, "n", (Py_ssize_t)n);
+                if (!res) goto fail;
+                Py_DECREF(res);
+            }
         }
     }
     free(vvals.p);
     vvals.p = NULL;
     if (!codes_only && ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
+    /* what the result adds: the codes, and the generator (CSR) */
+    bytes += n * 8 + (codes_only ? 0 : (n + 1) * 4 + (ntrans + n) * 12 + (ix.table ? 0 : n * 8));
+    if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
     {
         size_t nnz = 0, cap = codes_only ? 0 : ntrans + n;
         int64_t *cs;
@@ -920,6 +987,16 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             size_t r = 0;
             for (int64_t c = 0; c < box; c++)
                 if (ix.table[c] >= 0) { ix.table[c] = (int32_t)r; cs[r] = c; r++; }   /* renumbered */
+        } else if (dense) {
+            /* few states in a large box, still hashed: sorted, and the index renumbered */
+            int bits = 0;
+            int32_t *tmp = malloc(n * sizeof(int32_t));
+            if (!tmp) { status = ST_MEMORY; goto done; }
+            while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
+            memcpy(cs, vcodes.p, n * sizeof(int64_t));
+            if (radix_sort(cs, tmp, n, bits) < 0) { free(tmp); status = ST_MEMORY; goto done; }
+            free(tmp);
+            for (i = 0; i < n; i++) index_set(&ix, cs[i], (int32_t)i);
         } else {
             int bits = 0;
             rank = malloc(n * sizeof(int32_t));
@@ -944,14 +1021,14 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             ip[0] = 0;
             for (size_t r = 0; r < n; r++) {
                 size_t start = nnz;
-                if (ix.table) {
+                if (dense) {
                     /* pass 2 */
                     int nt, st;
                     decode(&g, cs[r], vals, ivals);
                     st = expand(M, vals, ivals, cs[r], c1s, rs, evi, newvs, &nt);
                     if (st != ST_OK) { status = st; goto done; }
                     for (int t = 0; t < nt; t++) {
-                        col[nnz] = ix.table[c1s[t]];
+                        col[nnz] = (int32_t)index_find(&ix, c1s[t]);
                         dat[nnz] = rs[t];
                         nnz++;
                     }
@@ -966,7 +1043,9 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
                     }
                 }
                 nnz = finish_row(col, dat, start, nnz, (int32_t)r);
+                if (nnz == SIZE_MAX) { status = ST_MEMORY; goto done; }
                 ip[r + 1] = (int32_t)nnz;
+                if ((r & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) goto fail;
             }
         }
         free(rank);
@@ -977,12 +1056,12 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     }
 done:
     if (status == ST_OK && codes_only)
-        result = Py_BuildValue("inn(N)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, o_codes);
+        result = Py_BuildValue("innn(N)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, (Py_ssize_t)bytes, o_codes);
     else if (status == ST_OK)
-        result = Py_BuildValue("inn(NNNN)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans,
+        result = Py_BuildValue("innn(NNNN)", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, (Py_ssize_t)bytes,
                                o_codes, o_indptr, o_indices, o_data);
     else
-        result = Py_BuildValue("innO", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, Py_None);
+        result = Py_BuildValue("innnO", status, (Py_ssize_t)n, (Py_ssize_t)ntrans, (Py_ssize_t)bytes, Py_None);
     if (status == ST_OK) o_codes = o_indptr = o_indices = o_data = NULL;   /* owned by the result */
 fail:
     Py_XDECREF(o_codes);
@@ -1033,8 +1112,8 @@ static PyObject *rows(PyObject *Py_UNUSED(self), PyObject *args)
     index_t ix = {0};
     size_t nnz = 0, cap = 0, bytes = 0;
     int32_t *ip = NULL, *col = NULL;
-    double *dat = NULL, vals[256];
-    int32_t ivals[256];
+    double *dat = NULL, vals[MAX_VARS];
+    int32_t ivals[MAX_VARS];
     PyObject *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
     if (status != ST_OK) goto done;
     if (start < 0 || stop < start || stop > n || n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
@@ -1074,6 +1153,7 @@ static PyObject *rows(PyObject *Py_UNUSED(self), PyObject *args)
             nnz++;
         }
         nnz = finish_row(col, dat, row0, nnz, (int32_t)r);
+        if (nnz == SIZE_MAX) { status = ST_MEMORY; goto done; }
         ip[r - start + 1] = (int32_t)nnz;
     }
     if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
@@ -1109,5 +1189,22 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_explore", NULL, -1,
 
 PyMODINIT_FUNC PyInit__explore(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module), *ops;
+    if (!m) return NULL;
+    ops = PyTuple_New(N_OPS);
+    if (!ops) goto bad;
+    for (int k = 0; k < N_OPS; k++) {
+        PyObject *name = PyUnicode_FromString(op_names[k]);
+        if (!name) { Py_DECREF(ops); goto bad; }
+        PyTuple_SET_ITEM(ops, k, name);
+    }
+    if (PyModule_AddObject(m, "OPS", ops) < 0) { Py_DECREF(ops); goto bad; }
+    if (PyModule_AddIntConstant(m, "STACK", STACK) < 0 || PyModule_AddIntConstant(m, "MAX_VARS", MAX_VARS) < 0
+        || PyModule_AddIntConstant(m, "MAX_EVENTS", MAX_EVENTS) < 0
+        || PyModule_AddIntConstant(m, "ATOM_VV", ATOM_VV) < 0 || PyModule_AddIntConstant(m, "ST_MEMORY", ST_MEMORY) < 0)
+        goto bad;
+    return m;
+bad:
+    Py_DECREF(m);
+    return NULL;
 }

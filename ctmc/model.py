@@ -46,10 +46,11 @@ Both are numpy's. Before them, ``build(strategy="auto" | "bfs")`` tries the
 *compiled* breadth-first search of ``ctmc._compiled`` (the ``engine``
 option): the model's expressions as bytecode run by a C extension, one state
 at a time, with no per-level overhead. It builds the same chain (same
-numbering, same values) and hands over to numpy for everything it does not
-handle: a user function or immediate moves (then numpy builds), and any
-error or special case met on the way (then numpy builds again and reports it
-with its own message).
+numbering, same values to the bit) and hands over to numpy for everything it
+does not handle: a user function, immediate moves, heavy expressions on a
+chain the cost model explores as a box (then numpy builds), and any error or
+special case met on the way (then numpy builds again and reports it with its
+own message); the details are in ``ctmc._compiled``.
 
 Transitions of rate 0 are not transitions (they do not make states
 reachable); self-loops are dropped from ``Q``.
@@ -285,6 +286,9 @@ class Model:
             vname = key.name if isinstance(key, Var) else key
             if vname not in self._vars:
                 raise ModelError(f"{kind} {name!r}: update names unknown variable {key!r}")
+            if any(v.name == vname for v, _ in items):
+                raise ModelError(f"{kind} {name!r}: update names variable {vname!r} twice (once as the "
+                                 "variable, once by its name?); give one new value per variable")
             items.append((self._vars[vname], expr(val, f"update of {vname}")))
         if isinstance(rate, (int, float)) and not isinstance(rate, bool):
             if not (rate >= 0 and math.isfinite(rate)):
@@ -600,23 +604,28 @@ class Model:
             raise ValueError("engine='compiled' searches breadth-first: give strategy='bfs' or 'auto'")
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         reason = "asked for"
-        probed = None
-        compiled = None
+        probed = compiled = None
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
-            if strategy != "box":
+            if strategy == "auto":
+                strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
+                chosen = strategy
+            if strategy == "bfs" or reason != "asked for":
+                # the compiled search first (numpy's box stays the choice for heavy expressions on
+                # a box-shaped chain, where it is faster)
                 compiled = self._compiled(engine, lambda c: c.explore(
                     self, layout, init, max_states=max_states, limit=limit,
-                    progress=lambda n: prog.update(f"{n} states found")))
-                if compiled is not None:
-                    prog.update(f"{compiled[0].size} states found")
-                    strategy, reason = "bfs", (f"compiled breadth-first search (the box of {box} points "
-                                               "is not expanded)") if strategy == "auto" else reason
+                    progress=lambda n: prog.update(f"{n} states found"),
+                    box_alternative=engine == "auto" and strategy == "box"))
             if compiled is not None:
-                pass
-            elif strategy == "auto":
-                strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
-                if strategy == "box":
+                codes, Q, n_trans = compiled
+                prog.update(f"{codes.size} states found")
+                if reason != "asked for":
+                    strategy, reason = "bfs", (f"compiled breadth-first search (the cost model chose {chosen}: "
+                                               f"{reason})")
+                initial, extra = np.searchsorted(codes, init), {}
+            else:
+                if strategy == "box" and reason != "asked for":
                     # a box far larger than the reachable set (a capacity beyond reach) costs
                     # its size: a short breadth-first search finds a small chain first
                     try:
@@ -626,24 +635,18 @@ class Model:
                     if probed is not None:
                         strategy, reason = "bfs", (f"the search ended within {_PROBE_LEVELS} levels "
                                                    f"(the box of {box} points was not needed)")
-            if compiled is not None:
-                codes, Q, n_trans = compiled
-                initial = np.searchsorted(codes, init)
-                extra = {}
-            elif probed is not None:
-                codes, src, dst, rate, van = probed
-            elif strategy == "box":
-                check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
-                codes, src, dst, rate, van = self._build_box(init, layout, prog, max_states)
-            else:
-                codes, src, dst, rate, van = self._build_bfs(init, layout, prog, limit, max_states)
-            if compiled is None:
-                initial = np.searchsorted(codes, init)
-                extra = {}
+                if probed is not None:
+                    codes, src, dst, rate, van = probed
+                elif strategy == "box":
+                    check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
+                    codes, src, dst, rate, van = self._build_box(init, layout, prog, max_states)
+                else:
+                    codes, src, dst, rate, van = self._build_bfs(init, layout, prog, limit, max_states)
+                initial, extra = np.searchsorted(codes, init), {}
                 if van is not None:
                     codes, src, dst, rate, initial, extra = self._eliminate(codes, layout, src, dst, rate, van,
                                                                             initial)
-                Q = _assemble(codes.size, src, dst, rate)
+                Q = _assemble(src, dst, rate, (codes.size, codes.size))
                 n_trans = src.size
             n = codes.size
             prog.close(f"{n} states, {n_trans} transitions")
@@ -1047,15 +1050,8 @@ class Model:
             srcs.append(s + (a - start))
             dsts.append(col)
             rates.append(r)
-        m = stop - start
         cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
-        off = sp.csr_matrix((cat(rates, float), (cat(srcs, np.int64), cat(dsts, np.int64))), shape=(m, n))
-        off.sum_duplicates()
-        out = np.asarray(off.sum(axis=1)).ravel()
-        diag = sp.csr_matrix((-out, (np.arange(m), np.arange(start, stop))), shape=(m, n))
-        rows = (off + diag).tocsr()
-        rows.sort_indices()
-        return rows
+        return _assemble(cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float), (stop - start, n), start)
 
     def event_rate(self, name: str, env) -> np.ndarray:
         r"""Rate of event ``name`` in each state of ``env`` (0 where disabled).
@@ -1404,12 +1400,33 @@ class _Rows:
                              shape=(self.m, self.k))
 
 
-def _assemble(n, src, dst, rate):
-    """CSR generator from transition triplets (duplicates summed)."""
-    off = sp.csr_matrix((rate, (src, dst)), shape=(n, n))
+def _assemble(src, dst, rate, shape, first=0):
+    """Rows ``first:first + shape[0]`` of a generator, CSR, from transition triplets.
+
+    Duplicates (events of one state leading to the same state) are summed in
+    the order given, the order of the events; the diagonal (column ``first +
+    row``) is minus the row sum. scipy sums duplicates after sorting each
+    row, stably in rows of at most 16 entries (its sort is then an insertion
+    sort) but not in longer ones: their duplicates are summed here first, in
+    order, so that every row's sums are the compiled builder's to the bit.
+    """
+    m, n = shape
+    counts = np.bincount(src, minlength=m) if src.size else np.zeros(m, np.int64)
+    long = counts > 16
+    if long.any():
+        sel = long[src]
+        key = src[sel] * np.int64(n) + dst[sel]
+        uniq, inv = np.unique(key, return_inverse=True)
+        sums = np.zeros(uniq.size)
+        np.add.at(sums, inv, rate[sel])                  # in the order given
+        src = np.concatenate([src[~sel], uniq // n])
+        dst = np.concatenate([dst[~sel], uniq % n])
+        rate = np.concatenate([rate[~sel], sums])
+    off = sp.csr_matrix((rate, (src, dst)), shape=shape)
     off.sum_duplicates()
     out = np.asarray(off.sum(axis=1)).ravel()
-    Q = (off - sp.diags(out, format="csr")).tocsr()
+    diag = sp.csr_matrix((-out, (np.arange(m), np.arange(first, first + m))), shape=shape)
+    Q = (off + diag).tocsr()
     Q.sort_indices()
     return Q
 

@@ -214,3 +214,10 @@ def test_issue13_review_findings_are_refused_with_the_parameter_named():
         m.immediate("w", guard=n == 0, update={n: 1}, weight="a")
     with pytest.raises(ValueError, match="speed: must be finite and > 0"):
         ph.add_service(m, ph.erlang(2, 1.0), n, speed=-1)
+
+
+def test_an_update_naming_a_variable_twice_is_refused():
+    m = ctmc.Model("twice")
+    x = m.var("x", 0, 3)
+    with pytest.raises(ctmc.ModelError, match="names variable 'x' twice"):
+        m.event("e", guard=x == 0, rate=1.0, update={x: 3, "x": 3})
