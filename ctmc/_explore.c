@@ -222,6 +222,13 @@ static int index_grow(index_t *ix, size_t *bytes)
     return 0;
 }
 
+/* ask for the cache line where `code` is or would be (the lookups of one state then overlap) */
+static inline void index_prefetch(const index_t *ix, int64_t code)
+{
+    if (ix->table) __builtin_prefetch(ix->table + code);
+    else __builtin_prefetch(ix->slots + hash64(code, ix->shift));
+}
+
 /* the index of `code`, or -1 */
 static inline int64_t index_find(const index_t *ix, int64_t code)
 {
@@ -930,6 +937,8 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
         for (int v = 0; v < nv; v++) vals[v] = sv[v];
         st = expand(M, vals, sv, c0, c1s, rs, evi, newvs, &nt);
         if (st != ST_OK) { status = st; goto done; }
+        for (int t = 0; t < nt; t++)
+            if (c1s[t] >= 0 && c1s[t] < box) index_prefetch(&ix, c1s[t]);
         for (int t = 0; t < nt; t++) {
             int isnew;
             int64_t j;
@@ -1033,9 +1042,15 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
                         nnz++;
                     }
                 } else {
-                    /* the kept row, permuted */
+                    /* the kept row, permuted (the rows a few ahead asked for: they are scattered) */
                     int32_t d = order[r];
                     const int64_t *ptr = vptr.p;
+                    if (r + 16 < n) __builtin_prefetch(ptr + order[r + 16]);
+                    if (r + 8 < n) {
+                        int64_t a8 = ptr[order[r + 8]];
+                        __builtin_prefetch((int32_t *)vcol.p + a8);
+                        __builtin_prefetch((double *)vrate.p + a8);
+                    }
                     for (int64_t k = ptr[d]; k < ptr[d + 1]; k++) {
                         col[nnz] = rank[((int32_t *)vcol.p)[k]];
                         dat[nnz] = ((double *)vrate.p)[k];
