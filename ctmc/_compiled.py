@@ -32,8 +32,10 @@ explore as a box, heavy expressions (more than :data:`HEAVY_OPS` opcodes an
 event) are left to numpy's box strategy, faster there.
 
 One documented difference remains: ``max_memory`` is applied by each
-builder to its own use (the compiled one holds 12 to 36 bytes a transition,
-the vectorised one estimates 56), so a build may pass one and not the other.
+builder to its own use (the compiled one counts what it holds, 27-65 bytes a
+transition on the benchmark gallery, most of it per state on models of many
+variables; the vectorised one estimates 56 bytes a transition and 64 a
+state), so a build may pass one and not the other.
 Duplicates (events of one state leading to the same state) are summed by
 both in the order of the events, also in rows longer than scipy's stable
 sort threshold (``ctmc.model._assemble``).
@@ -408,7 +410,7 @@ def explore(model, layout, init, *, max_states=None, limit=None, progress=None, 
         -1 if max_states is None else int(max_states), -1 if limit is None else int(limit), progress,
         bool(codes_only))
     if status == _engine.ST_MEMORY and limit is not None:
-        check_memory(used, limit, f"building {model.name!r} ({n} states so far)")
+        check_memory(used, limit, f"{'exploring' if codes_only else 'building'} {model.name!r} ({n} states so far)")
     if status != 0:
         return None
     if codes_only:

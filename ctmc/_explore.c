@@ -898,6 +898,7 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     double *rs = g.rs, *newvs = g.newvs;
     int *evi = g.evi;
     PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
+    int32_t *rank = NULL, *order = NULL;        /* the code order of a hashed search's states */
 
     if (status != ST_OK) goto done;
     if (index_init(&ix, dense && table_at == 0, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
@@ -987,7 +988,6 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     {
         size_t nnz = 0, cap = codes_only ? 0 : ntrans + n;
         int64_t *cs;
-        int32_t *rank = NULL, *order = NULL;
         o_codes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * 8));
         if (!o_codes) goto fail;
         cs = (int64_t *)PyByteArray_AS_STRING(o_codes);
@@ -1010,11 +1010,11 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             int bits = 0;
             rank = malloc(n * sizeof(int32_t));
             order = malloc(n * sizeof(int32_t));
-            if (!rank || !order) { free(rank); free(order); status = ST_MEMORY; goto done; }
+            if (!rank || !order) { status = ST_MEMORY; goto done; }
             while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
             memcpy(cs, vcodes.p, n * sizeof(int64_t));
             for (i = 0; i < n; i++) order[i] = (int32_t)i;
-            if (radix_sort(cs, order, n, bits) < 0) { free(rank); free(order); status = ST_MEMORY; goto done; }
+            if (radix_sort(cs, order, n, bits) < 0) { status = ST_MEMORY; goto done; }
             for (i = 0; i < n; i++) rank[order[i]] = (int32_t)i;
         }
         if (!codes_only) {
@@ -1023,7 +1023,7 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             o_indptr = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * 4));
             o_indices = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 4 + 4));
             o_data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(cap * 8 + 8));
-            if (!o_indptr || !o_indices || !o_data) { free(rank); free(order); goto fail; }
+            if (!o_indptr || !o_indices || !o_data) goto fail;
             ip = (int32_t *)PyByteArray_AS_STRING(o_indptr);
             col = (int32_t *)PyByteArray_AS_STRING(o_indices);
             dat = (double *)PyByteArray_AS_STRING(o_data);
@@ -1063,8 +1063,6 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
                 if ((r & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) goto fail;
             }
         }
-        free(rank);
-        free(order);
         if (!codes_only && (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
                             || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0))
             goto fail;
@@ -1083,6 +1081,8 @@ fail:
     Py_XDECREF(o_indptr);
     Py_XDECREF(o_indices);
     Py_XDECREF(o_data);
+    free(rank);
+    free(order);
     free(vcodes.p);
     free(vvals.p);
     free(vptr.p);
@@ -1170,6 +1170,7 @@ static PyObject *rows(PyObject *Py_UNUSED(self), PyObject *args)
         nnz = finish_row(col, dat, row0, nnz, (int32_t)r);
         if (nnz == SIZE_MAX) { status = ST_MEMORY; goto done; }
         ip[r - start + 1] = (int32_t)nnz;
+        if (((r - start) & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) goto fail;
     }
     if (PyByteArray_Resize(o_indices, (Py_ssize_t)(nnz * 4)) < 0
         || PyByteArray_Resize(o_data, (Py_ssize_t)(nnz * 8)) < 0)

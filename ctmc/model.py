@@ -1036,9 +1036,12 @@ class Model:
                 and 0 <= start <= stop <= n):
             raise ValueError(f"start, stop: expected 0 <= start <= stop <= {n}, got {start!r}, {stop!r}")
         _check_engine(engine)
-        rows = self._compiled(engine, lambda c: c.rows(self, layout, codes, start, stop, memory_limit(None)))
-        if rows is not None:
-            return rows
+        own = self._layout()
+        if np.array_equal(layout[1], own[1]) and np.array_equal(layout[2], own[2]):
+            # (a table of other bounds: numpy checks the updates against the model's own)
+            rows = self._compiled(engine, lambda c: c.rows(self, layout, codes, start, stop, memory_limit(None)))
+            if rows is not None:
+                return rows
         srcs, dsts, rates = [], [], []
         for a in range(start, stop, _CHUNK):
             b = min(stop, a + _CHUNK)
@@ -1404,7 +1407,8 @@ def _assemble(src, dst, rate, shape, first=0):
     """Rows ``first:first + shape[0]`` of a generator, CSR, from transition triplets.
 
     Duplicates (events of one state leading to the same state) are summed in
-    the order given, the order of the events; the diagonal (column ``first +
+    the order given (the order of the events, for a chain without immediate
+    moves: the compiled builder's order); the diagonal (column ``first +
     row``) is minus the row sum. scipy sums duplicates after sorting each
     row, stably in rows of at most 16 entries (its sort is then an insertion
     sort) but not in longer ones: their duplicates are summed here first, in

@@ -274,3 +274,17 @@ def test_deep_expressions_and_many_initial_states():
     for engine in ("auto", "numpy"):
         with pytest.raises(ctmc.ModelError, match="max_states=2"):
             m.build(initial=init, max_states=2, engine=engine)
+
+
+def test_rows_over_a_table_of_wider_bounds_are_numpys():
+    """A state table of other bounds (review): the updates are checked against the model's own bounds."""
+    wide = ctmc.Model("wide")
+    n = wide.var("n", 0, 10)
+    wide.event("arr", guard=n < 10, rate=1.0, update={n: n + 1})
+    S = wide.state_space(initial={"n": 0})
+    m = ctmc.Model("narrow")
+    k = m.var("n", 0, 4)
+    m.event("arr", guard=k < 10, rate=1.0, update={k: k + 1})
+    for engine in ("auto", "compiled", "numpy"):
+        with pytest.raises(ctmc.ModelError, match="leaves the declared bounds"):
+            m.generator_rows(S, 0, 11, engine=engine)
