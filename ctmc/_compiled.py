@@ -129,6 +129,7 @@ class _Compiler:
         self.consts: list = []
         self._const_at: dict = {}
         self.last_ops = 0                            # opcodes of the last program
+        self.last_kind = None                        # and its kind
 
     def const_index(self, value) -> int:
         key = (float(value), bool(np.signbit(float(value))))
@@ -283,18 +284,19 @@ def _step(var, e):
     c = _const_value(e)
     if c is not None:
         return (2, int(c)) if _scalar_kind(c) == "i" else None
-    if node[0] == "var" and node[1] == var.name:
+    own = {var.name: 0}                              # _is_var's column table, for this variable only
+    if _is_var(e, own):
         return 1, 0
     if node[0] == "bin" and node[1] in ("+", "-"):
         sym, a, b = node[1:]
-        if a._node is not None and a._node[0] == "var" and a._node[1] == var.name:
-            k = _const_value(b)
-            if k is not None and _scalar_kind(k) == "i":
-                return 1, int(k) if sym == "+" else -int(k)
-        if sym == "+" and b._node is not None and b._node[0] == "var" and b._node[1] == var.name:
-            k = _const_value(a)
-            if k is not None and _scalar_kind(k) == "i":
-                return 1, int(k)
+        if _is_var(a, own):                          # var + k, var - k
+            k, sign = _const_value(b), 1 if sym == "+" else -1
+        elif sym == "+" and _is_var(b, own):         # k + var
+            k, sign = _const_value(a), 1
+        else:
+            return None
+        if k is not None and _scalar_kind(k) == "i":
+            return 1, sign * int(k)
     return None
 
 
@@ -324,23 +326,23 @@ def compile_model(model, layout):
 
     def program(e):
         nonlocal ops
-        start = c.program(e)[1]
+        c.last_kind, start = c.program(e)
         ops += c.last_ops
         return start
 
     for ev in model._events:
-        # the guard must be boolean as a whole (numpy refuses another), then it is taken apart
-        kg, start = c.program(ev.guard)
-        del c.code[start:]
-        if kg != "b":
-            raise NotCompilable(f"event {ev.name!r}: the guard is not boolean")
+        # the guard taken apart; it must be boolean (numpy refuses another guard): a conjunction
+        # and a comparison are, a single other part must be
+        parts = _conjuncts(ev.guard)
         atoms, progs = [], []
-        for part in _conjuncts(ev.guard):
+        for part in parts:
             at = _atom(part, c.col)
             if at is not None:
                 atoms += [at[0], at[1], at[2] if at[3] else const_at(at[2])]
             else:
                 progs.append(program(part))
+                if len(parts) == 1 and c.last_kind != "b":
+                    raise NotCompilable(f"event {ev.name!r}: the guard is not boolean")
         rv = _const_value(ev.rate)
         if rv is not None and _scalar_kind(rv) != "b" and 0 < float(rv) < np.inf:
             rate = [const_at(rv), -1]

@@ -605,12 +605,13 @@ class Model:
         layout, limit, init, box, n_ev = self._prepare(initial, max_states, max_memory)
         reason = "asked for"
         probed = compiled = None
+        auto = strategy == "auto"
         with Timer() as timer:
             prog = Progress(f"building {self.name}", progress)
-            if strategy == "auto":
+            if auto:
                 strategy, reason = _choose_strategy(box, n_ev, int(layout[2].sum()))
                 chosen = strategy
-            if strategy == "bfs" or reason != "asked for":
+            if auto or strategy == "bfs":
                 # the compiled search first (numpy's box stays the choice for heavy expressions on
                 # a box-shaped chain, where it is faster)
                 compiled = self._compiled(engine, lambda c: c.explore(
@@ -620,12 +621,12 @@ class Model:
             if compiled is not None:
                 codes, Q, n_trans = compiled
                 prog.update(f"{codes.size} states found")
-                if reason != "asked for":
+                if auto:
                     strategy, reason = "bfs", (f"compiled breadth-first search (the cost model chose {chosen}: "
                                                f"{reason})")
                 initial, extra = np.searchsorted(codes, init), {}
             else:
-                if strategy == "box" and reason != "asked for":
+                if strategy == "box" and auto:
                     # a box far larger than the reachable set (a capacity beyond reach) costs
                     # its size: a short breadth-first search finds a small chain first
                     try:
@@ -960,7 +961,7 @@ class Model:
             check_memory(box * (n_ev * 40 + 16), limit, f"exploring the {box}-point box of {self.name!r}")
             codes = self._reachable_box(init, layout, prog, max_states)
             prog.close(f"{codes.size} states")
-            return StateTable(self._decode(codes, layout), codes=codes, layout=layout)
+            return StateTable(None, codes=codes, layout=layout)
         # frontier by frontier; a one-byte-per-point bitmap when the box is
         # small next to the memory limit (every process of a node holds one)
         bitmap = box <= _BITMAP_SHARE * limit
@@ -993,7 +994,7 @@ class Model:
             prog.update(f"{n} states found")
         codes = np.flatnonzero(seen).astype(np.int64) if bitmap else np.sort(np.concatenate(found))
         prog.close(f"{codes.size} states")
-        return StateTable(self._decode(codes, layout), codes=codes, layout=layout)
+        return StateTable(None, codes=codes, layout=layout)
 
     def generator_rows(self, states, start: int, stop: int, *, engine: str = "auto") -> sp.csr_matrix:
         """Rows ``start:stop`` of the generator, from the events of those states only.
