@@ -24,7 +24,7 @@ from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureR
                       ReducibleChainError, SolverError, StateSpaceTooLarge, StationaryResult,
                       Status, TailAccuracyWarning, TransientResult)
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "CTMC", "StateTable", "Model", "Expr", "Var", "where", "minimum", "maximum",

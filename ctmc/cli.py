@@ -165,7 +165,8 @@ BUILTIN_COMMANDS = ("demo", "report", "solve")
 
 def main(argv=None) -> int:
     """Entry point of the ``ctmc`` command."""
-    from . import __version__, solve_cli
+    from . import solve_cli
+    from ._version import __version__
     from .report import add_plots_argument
 
     parser = argparse.ArgumentParser(prog="ctmc", description="Exact numerical analysis of CTMCs.")

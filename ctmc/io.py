@@ -686,7 +686,7 @@ def write_drn(chain: CTMC, path: PathLike) -> Path:
     sets = _label_sets(chain)
     quoted = [f'"{k}"' if any(ch.isspace() for ch in k) else k for k, _ in sets]
     member = np.column_stack([m for _, m in sets]) if sets else np.zeros((n, 0), dtype=bool)
-    from . import __version__
+    from ._version import __version__
     with open(p, "w", encoding="utf-8") as fh:
         fh.write(f"// Exported by ctmc {__version__}\n@type: CTMC\n@parameters\n\n")
         if rew_names:

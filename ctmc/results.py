@@ -45,8 +45,12 @@ __all__ = [
 ]
 
 
-class Status(enum.Enum):
-    """Outcome of an analysis."""
+class Status(str, enum.Enum):
+    """Outcome of an analysis.
+
+    A member equals its value (``Status.SUCCESS == "success"``), so results that
+    reported a plain string before report a member now without breaking a comparison.
+    """
 
     #: The answer meets the requested tolerance (residual recomputed by ctmc).
     SUCCESS = "success"
