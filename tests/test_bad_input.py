@@ -198,9 +198,7 @@ def test_the_short_search_before_the_box_never_refuses_what_the_box_builds():
     assert (auto.Q != box.Q).nnz == 0
 
 
-def test_issue13_review_findings_are_refused_with_the_parameter_named():
-    """Rewards and expectations must be finite; targets must be conditions; declarations name the part."""
-    from ctmc import ph
+def test_rewards_and_expectations_must_be_finite():
     m = _mm1k()
     n = m.variables[0]
     c = m.build(initial={"n": 0})
@@ -208,10 +206,27 @@ def test_issue13_review_findings_are_refused_with_the_parameter_named():
         ctmc.CTMC(c.Q, rewards={"r": np.r_[np.nan, np.ones(c.n_states - 1)]})
     with pytest.raises(ValueError, match="reward: values must be finite"):
         c.stationary().expect(n / 0)
+
+
+def test_a_target_must_be_a_condition():
+    m = _mm1k()
+    n = m.variables[0]
+    c = m.build(initial={"n": 0})
     with pytest.raises(ValueError, match="target: expected a condition"):
         c.prob_within(n + 1, 1.0)
+
+
+def test_an_immediate_weight_must_be_a_number_and_the_move_is_named():
+    m = _mm1k()
+    n = m.variables[0]
     with pytest.raises(ctmc.ModelError, match="immediate move 'w': weight: cannot use str"):
         m.immediate("w", guard=n == 0, update={n: 1}, weight="a")
+
+
+def test_a_service_speed_must_be_finite_and_positive():
+    from ctmc import ph
+    m = _mm1k()
+    n = m.variables[0]
     with pytest.raises(ValueError, match="speed: must be finite and > 0"):
         ph.add_service(m, ph.erlang(2, 1.0), n, speed=-1)
 
