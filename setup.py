@@ -18,5 +18,6 @@ HERE = Path(__file__).resolve().parent
 core = find_packages(where=str(HERE), include=["ctmc", "ctmc.*"])
 families = ["ctmc.models"] + [f"ctmc.models.{p}" for p in find_packages(where=str(HERE / "models"))]
 explore = Extension("ctmc._explore", sources=["ctmc/_explore.c"], optional=True,
+                    depends=[f"ctmc/_explore_{part}.h" for part in ("vm", "store", "events")],
                     extra_compile_args=["-O2", "-std=c99"])
 setup(packages=core + families, ext_modules=[explore])
