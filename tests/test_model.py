@@ -86,7 +86,7 @@ def test_box_and_bfs_build_the_same_chain():
 @pytest.mark.parametrize("dense_index", [True, False])
 def test_box_and_bfs_agree_on_a_gallery_model(monkeypatch, dense_index):
     """Both search indexes (a table over the box, the sorted runs) give the box strategy's chain."""
-    from ctmc import model as model_mod
+    from ctmc import exploration as model_mod
     from ctmc.models.gallery import GALLERY
     g = GALLERY["cluster"](3)
     a = g.model().build(initial=g.initial, strategy="box")
