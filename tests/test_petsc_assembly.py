@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from reference import birth_death
-from test_model import jsq
+from chains import jsq
 
 import ctmc
 from ctmc.results import ModelError
