@@ -38,7 +38,7 @@ variables; the vectorised one estimates 56 bytes a transition and 64 a
 state), so a build may pass one and not the other.
 Duplicates (events of one state leading to the same state) are summed by
 both in the order of the events, also in rows longer than scipy's stable
-sort threshold (``ctmc.model._assemble``).
+sort threshold (:func:`ctmc.assembly.assemble`).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ import numpy as np
 __all__ = ["available", "compile_model", "explore", "rows", "NotCompilable"]
 
 try:
-    from . import _explore as _engine
+    import ctmc._explore as _engine      # the extension module (not the package: no import circle)
 except ImportError:         # the extension was not built (no compiler at install): numpy builds everything
     _engine = None
 
@@ -311,12 +311,12 @@ def compile_model(model, layout):
     given to the engine as such (no program to run); every other part is a
     program.
     """
-    names, lo, span, _strides, _box = layout
-    if model._immediates:
+    names, lo, span = layout.names, layout.lo, layout.span
+    if model.immediates:
         raise NotCompilable("immediate moves")
     if len(names) > _MAX_VARS:
         raise NotCompilable(f"more than {_MAX_VARS} variables")
-    if len(model._events) > _MAX_EVENTS:
+    if len(model.events) > _MAX_EVENTS:
         raise NotCompilable(f"more than {_MAX_EVENTS} events")
     if lo.min() < -2 ** 31 or (lo + span - 1).max() >= 2 ** 31:
         raise NotCompilable("a variable's bounds beyond 32 bits")
@@ -330,7 +330,7 @@ def compile_model(model, layout):
         ops += c.last_ops
         return start
 
-    for ev in model._events:
+    for ev in model.events:
         # the guard taken apart; it must be boolean (numpy refuses another guard): a conjunction
         # and a comparison are, a single other part must be
         parts = _conjuncts(ev.guard)
@@ -359,7 +359,7 @@ def compile_model(model, layout):
                 ups += [c.col[var.name], 0, program(expr)]
         events += [len(atoms) // 3, *atoms, len(progs), *progs, *rate, len(ev.update), *ups]
     return (np.asarray(c.code, dtype=np.int32), np.asarray(c.consts or [0.0], dtype=np.float64),
-            np.asarray(events, dtype=np.int32), ops / max(len(model._events), 1))
+            np.asarray(events, dtype=np.int32), ops / max(len(model.events), 1))
 
 
 
@@ -380,9 +380,8 @@ def _model_args(model, layout, box_alternative=False):
     code, consts, events, ops = compile_model(model, layout)
     if box_alternative and ops > HEAVY_OPS:
         raise NotCompilable(f"{ops:.0f} opcodes an event on a box-shaped chain: numpy's box is faster")
-    _, lo, span, strides, _ = layout
     as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
-    return code, consts, events, as64(lo), as64(span), as64(strides)
+    return code, consts, events, as64(layout.lo), as64(layout.span), as64(layout.strides)
 
 
 def _dense(box, limit) -> bool:
@@ -406,7 +405,7 @@ def explore(model, layout, init, *, max_states=None, limit=None, progress=None, 
     import scipy.sparse as sp
     from ._util import check_memory
     args = _model_args(model, layout, box_alternative)
-    box = layout[4]
+    box = layout.box
     status, n, ntrans, used, arrays = _engine.explore(
         *args, int(box), np.ascontiguousarray(init, dtype=np.int64), _dense(box, limit),
         -1 if max_states is None else int(max_states), -1 if limit is None else int(limit), progress,
@@ -433,7 +432,7 @@ def rows(model, layout, codes, start, stop, limit=None):
     """
     import scipy.sparse as sp
     args = _model_args(model, layout)
-    box, n = layout[4], codes.size
+    box, n = layout.box, codes.size
     # a table over the box pays for itself when the states fill a good part of it
     dense = _dense(box, limit) and box <= 8 * max(n, 1)
     status, arrays = _engine.rows(*args, int(box), np.ascontiguousarray(codes, dtype=np.int64), int(start),

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .analyses import Analyses
+from .encoding import StateLayout
 from .sets import as_law, owned_mask, owned_values
 from .structure import ClassStructure, class_structure
 
@@ -30,12 +31,11 @@ class StateTable:
     columns (``columns=None``) are decoded from the codes when first read.
     """
 
-    def __init__(self, columns: Mapping[str, np.ndarray], codes=None, layout=None):
+    def __init__(self, columns: Mapping[str, np.ndarray], codes=None, layout: Optional[StateLayout] = None):
         if columns is None:
             # a model's chain: each column decoded from the codes when first read (a model
             # of many variables is often asked for a few of them)
-            from .model import Model
-            self._cols = Model._lazy_decode(codes, layout)
+            self._cols = layout.decode(codes)
             self._codes, self._layout, self._lookup = codes, layout, None
             return
         self._cols = {k: np.asarray(v) for k, v in columns.items()}
@@ -50,6 +50,16 @@ class StateTable:
     @property
     def names(self) -> tuple:
         return tuple(self._cols)
+
+    @property
+    def codes(self) -> Optional[np.ndarray]:
+        """The sorted state codes of a model's chain (:mod:`ctmc.encoding`), else ``None``."""
+        return self._codes
+
+    @property
+    def layout(self) -> Optional[StateLayout]:
+        """The encoding of the codes (:class:`~ctmc.encoding.StateLayout`) of a model's chain, else ``None``."""
+        return self._layout
 
     def __getitem__(self, name) -> np.ndarray:
         if hasattr(name, "name") and not isinstance(name, str):
@@ -99,13 +109,9 @@ class StateTable:
         if set(values) != set(self._cols):
             raise ValueError(f"index: give exactly the variables {list(self._cols)}, got {sorted(values)}")
         if self._codes is not None:
-            names, lo, span, strides, _ = self._layout
-            code = 0
-            for i, nm in enumerate(names):
-                v = int(values[nm])
-                if not lo[i] <= v < lo[i] + span[i]:
-                    raise ValueError(f"index: no state {values}")
-                code += (v - int(lo[i])) * int(strides[i])
+            code = self._layout.code(values)
+            if code is None:
+                raise ValueError(f"index: no state {values}")
             k = int(np.searchsorted(self._codes, code))
             if k < self._codes.size and self._codes[k] == code:
                 return k

@@ -427,7 +427,7 @@ def test_unknown_event_name_lists_immediate_moves():
 
 def test_many_vanishing_cycles_in_batches(monkeypatch):
     """2-cycles of vanishing states (over 2048 rows: several LU batches, columns in chunks) and chains into them."""
-    import ctmc.model as cm
+    import ctmc.immediate as cm
     monkeypatch.setattr(cm, "_DENSE_RHS", 5000)          # a few columns per solve
     rng = np.random.default_rng(7)
     nt, npairs, nextra = 60, 1100, 200

@@ -5,19 +5,8 @@ import scipy.sparse as sp
 
 import ctmc
 from ctmc.cli import core_study, main
-from ctmc.models.jsq import JSQ2, saturation_mean
 
-
-def jsq(K, rho=0.9, mu1=0.5, nu=0.5):
-    """Two-queue JSQ in (shortest, longest) coordinates: the model of :mod:`ctmc.models.jsq`."""
-    m = JSQ2(K, rho, 1 - mu1, nu).model()
-    s, l = m.variables
-    return m, s, l
-
-
-def saturation_mean_closed_form(K, rho, mu1, nu, x, y):
-    """E_(x,y)[time to (K,K)] (closed form; checked against exact rationals in test_jsq.py)."""
-    return float(saturation_mean(K, rho, 1 - mu1, nu, states=[(x, y)])[0])
+from chains import jsq, saturation_mean_closed_form
 
 
 def test_jsq_published_design_numbers():
@@ -86,7 +75,7 @@ def test_box_and_bfs_build_the_same_chain():
 @pytest.mark.parametrize("dense_index", [True, False])
 def test_box_and_bfs_agree_on_a_gallery_model(monkeypatch, dense_index):
     """Both search indexes (a table over the box, the sorted runs) give the box strategy's chain."""
-    from ctmc import model as model_mod
+    from ctmc import exploration as model_mod
     from ctmc.models.gallery import GALLERY
     g = GALLERY["cluster"](3)
     a = g.model().build(initial=g.initial, strategy="box")

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import reference as ref
-from test_model import jsq, saturation_mean_closed_form
+from chains import jsq, saturation_mean_closed_form, trap_chain
 
 import ctmc
 from ctmc.backends.petsc import _env as _petsc_env
@@ -126,19 +126,9 @@ def test_hitting_times_birth_death_and_reward():
     assert relative_error(b.moments, a.moments) < 1e-9
 
 
-def _trap_chain():
-    # state 3 jumps to 9 from where 0 is never reached: infinite means, LST 0
-    m = ctmc.Model("trap")
-    x = m.var("x", 0, 10)
-    m.event("up", guard=(x < 10) & (x != 3), rate=1.0, update={x: x + 1})
-    m.event("down", guard=(x > 0) & (x < 8), rate=2.0, update={x: x - 1})
-    m.event("trap", guard=x == 3, rate=0.5, update={x: 9})
-    return m.build(initial={"x": 0}), x
-
-
 @needs_petsc
 def test_hitting_sets_with_unreachable_target():
-    chain, x = _trap_chain()
+    chain, x = trap_chain()
     a = chain.hitting_times(x == 0)
     b = chain.hitting_times(x == 0, backend="petsc")
     assert np.array_equal(np.isinf(a.mean), np.isinf(b.mean)) and np.isinf(b.mean).sum() > 0

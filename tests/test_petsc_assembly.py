@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from reference import birth_death
-from test_model import jsq
+from chains import jsq
 
 import ctmc
 from ctmc.results import ModelError
@@ -105,7 +105,7 @@ def test_state_space_every_exploration_path(name, path, monkeypatch):
     # small boxes: build's compiled box exploration; larger ones: a frontier
     # search with a one-byte bitmap, or with the sorted-run index when even
     # the bitmap is too big. Each must give build's numbering.
-    import ctmc.model as cm
+    import ctmc.exploration as cm
     m, init = MODELS[name]()
     chain = m.build(initial=init)
     if path != "box":

@@ -53,7 +53,7 @@ def _model_chain(name):
 def _job(out_path):
     sys.path.insert(0, str(HERE))
     import reference as ref
-    from test_model import jsq
+    from chains import jsq, trap_chain
 
     import ctmc
     from ctmc.backends.petsc_backend import DistributedChain, load_petsc, slepc_available
@@ -115,8 +115,7 @@ def _job(out_path):
         b = chain.transient({"s": 0, "l": 0}, [0.5, 3.0], backend="petsc", method=meth)
         P[f"transient_{meth}"] = [b.status.value, float(np.abs(b.p - a.p).max())]
     # sets split across the two blocks: states that never reach the target, transient states
-    from test_petsc import _trap_chain
-    trap, x = _trap_chain()
+    trap, x = trap_chain()
     a, b = trap.hitting_times(x == 0), trap.hitting_times(x == 0, backend="petsc")
     fin = np.isfinite(a.mean)
     P["trap_hitting"] = ["success" if np.array_equal(np.isfinite(b.mean), fin) else "different sets",
@@ -209,11 +208,11 @@ def _closed_class_job(out_path):
     import faulthandler
     faulthandler.dump_traceback_later(60, exit=True)
     sys.path.insert(0, str(HERE))
-    from test_petsc import _trap_chain
+    from chains import trap_chain
 
     from ctmc.backends.petsc_backend import load_petsc
     comm = load_petsc().COMM_WORLD
-    trap, x = _trap_chain()
+    trap, x = trap_chain()
     a, b = trap.stationary(), trap.stationary(backend="petsc")
     if comm.getRank() == 0:
         Path(out_path).write_text(json.dumps([b.status.value, float(np.abs(b.pi - a.pi).max())]))

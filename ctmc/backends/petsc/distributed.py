@@ -195,7 +195,7 @@ class DistributedChain(Analyses, Operator):
         states = model.state_space(initial=initial, max_states=max_states, progress=progress)
         n = len(states)
         start = _split(n, comm.getSize(), comm.getRank())[0]
-        init = np.searchsorted(states._codes, model._initial_codes(initial, states._layout))
+        init = np.searchsorted(states.codes, model.initial_codes(initial))
         dc = cls(lambda a, b: model.generator_rows(states, a, b), start, states=states, initial=init,
                  comm=comm, gather=gather, model=model, n_states=n)
         dc.build_seconds = dc.allmax(time.perf_counter() - t0)

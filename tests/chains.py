@@ -1,0 +1,30 @@
+"""Chains shared by several test files (not collected: the name does not start with ``test_``).
+
+``tests/conftest.py`` puts ``tests/`` on ``sys.path``, and the MPI worker of
+``test_petsc_mpi.py`` does the same, so test files import these as ``from
+chains import jsq``; test files never import one another.
+"""
+import ctmc
+from ctmc.models.jsq import JSQ2, saturation_mean
+
+
+def jsq(K, rho=0.9, mu1=0.5, nu=0.5):
+    """Two-queue JSQ in (shortest, longest) coordinates: the model of :mod:`ctmc.models.jsq`."""
+    m = JSQ2(K, rho, 1 - mu1, nu).model()
+    s, l = m.variables
+    return m, s, l
+
+
+def saturation_mean_closed_form(K, rho, mu1, nu, x, y):
+    """E_(x,y)[time to (K,K)] (closed form; checked against exact rationals in test_jsq.py)."""
+    return float(saturation_mean(K, rho, 1 - mu1, nu, states=[(x, y)])[0])
+
+
+def trap_chain():
+    # state 3 jumps to 9 from where 0 is never reached: infinite means, LST 0
+    m = ctmc.Model("trap")
+    x = m.var("x", 0, 10)
+    m.event("up", guard=(x < 10) & (x != 3), rate=1.0, update={x: x + 1})
+    m.event("down", guard=(x > 0) & (x < 8), rate=2.0, update={x: x - 1})
+    m.event("trap", guard=x == 3, rate=0.5, update={x: 9})
+    return m.build(initial={"x": 0}), x
