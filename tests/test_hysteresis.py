@@ -23,6 +23,7 @@ from reference import fraction_solve
 
 from ctmc.models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
                                     fixed_batch, general, geometric_batch, hyperexponential, phase_type)
+from ctmc.models.hysteresis.ctmc_route import entrance, mode_mask
 from ctmc.models.hysteresis.service import BatchSize
 
 ROUTES = ["ctmc", "embedded"]
@@ -637,7 +638,7 @@ def test_renewal_identities(kw):
     assert pm[1] + pm[2] == pytest.approx(q.mean_return_time() / cycle, rel=1e-9)
     if pm[2] > 0:
         # discard entries per unit time times the mean discard time is P(discard)
-        f = q._entrance(q._mode_mask([2])).sum()
+        f = entrance(q, mode_mask(q, [2])).sum()
         assert pm[2] == pytest.approx(f * q.mean_discard_time(), rel=1e-9)
     assert q.mean_time_between_mode_changes() <= cycle / 2 + 1e-12
 
