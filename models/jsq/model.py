@@ -12,7 +12,8 @@ import numpy as np
 
 import ctmc
 
-from .closed_forms import _check, blocking_probability, saturation_mean
+from .closed_forms import blocking_probability, saturation_mean
+from .parameters import check_parameters
 
 __all__ = ["JSQ2", "JSQMeasures"]
 
@@ -87,7 +88,7 @@ class JSQ2:
     """
 
     def __init__(self, K: int, rho: float, mu2: float, idle_rate: float | None = None):
-        self.K, self.rho, self.mu2, self.nu = _check(K, rho, mu2, idle_rate)
+        self.K, self.rho, self.mu2, self.nu = check_parameters(K, rho, mu2, idle_rate)
         self.mu1 = 1.0 - self.mu2
         self.idle_rate = idle_rate
 
