@@ -81,9 +81,10 @@ def stationary_law(q) -> HysteresisLaw:
     st = chain.states
     p = np.zeros((3, int(st["n"].max()) + 1))      # up to the highest reachable level
     np.add.at(p, (st["mode"], st["n"]), res.pi)
-    return HysteresisLaw(p, "ctmc", res.status.value, res.residual, time.perf_counter() - t0,
-                         {"n_states": chain.n_states, "method": res.method,
-                          "balance_error": res.balance_error})
+    return HysteresisLaw(p=p, route="ctmc", status=res.status, residual=res.residual,
+                         wall_time=time.perf_counter() - t0,
+                         info={"n_states": chain.n_states, "method": res.method,
+                               "balance_error": res.balance_error})
 
 
 # ---------------------------------------------------------------------------

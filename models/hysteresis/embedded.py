@@ -217,26 +217,27 @@ def stationary_law(q) -> HysteresisLaw:
     at_dep *= dep_rate
     p = (occ / occ.sum()).reshape(3, r + 1)
     if mix is None:
-        status = emb.status.value
+        status = emb.status
         message = "phase-type service: exact service matrices (relative accuracy)"
         terms, tail = 0, 0.0
     else:
-        status = emb.status.value if mix.status == "success" else mix.status
+        status = emb.status if mix.status.ok else mix.status
         terms, tail = mix.a.size, mix.tail
         if isinstance(q.service, Deterministic):
             message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
         else:
             message = (f"general service by quadrature: accuracy is absolute only (about "
                        f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
-    return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
-                         {"n_embedded": reach.size, "mixing_terms": terms,
-                          "mixing_tail": tail, "embedded_method": emb.method,
-                          "departure_law": (reach, pid), "departure_rate": dep_rate,
-                          "switches_at_departures": at_dep,
-                          "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
-                          "accuracy": "absolute" if mix is not None and not isinstance(
-                              q.service, Deterministic) else "relative"},
-                         message)
+    return HysteresisLaw(p=p, route="embedded", status=status, residual=res,
+                         wall_time=time.perf_counter() - t0,
+                         info={"n_embedded": reach.size, "mixing_terms": terms,
+                               "mixing_tail": tail, "embedded_method": emb.method,
+                               "departure_law": (reach, pid), "departure_rate": dep_rate,
+                               "switches_at_departures": at_dep,
+                               "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                               "accuracy": "absolute" if mix is not None and not isinstance(
+                                   q.service, Deterministic) else "relative"},
+                         message=message)
 
 
 # ---------------------------------------------------------------------------

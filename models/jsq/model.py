@@ -34,8 +34,9 @@ class JSQMeasures:
         Of accepted customers, by Little's law :math:`E[N]/\\text{throughput}`.
     residual : float
         :math:`\\|\\pi Q\\|_1` of the stationary solve.
-    status : str
-        Status of the stationary solve.
+    status : ctmc.Status
+        Status of the stationary solve (a member equals its value:
+        ``status == "success"``).
     """
 
     blocking_probability: float
@@ -45,7 +46,7 @@ class JSQMeasures:
     throughput: float
     mean_sojourn_time: float
     residual: float
-    status: str
+    status: ctmc.Status
 
 
 class JSQ2:
@@ -188,7 +189,7 @@ class JSQ2:
         thr = self.rho * (1.0 - pb)
         return JSQMeasures(blocking_probability=pb, mean_shortest=ex, mean_longest=ey,
                            mean_total=ex + ey, throughput=thr, mean_sojourn_time=(ex + ey) / thr,
-                           residual=res.residual, status=str(res.status.value))
+                           residual=res.residual, status=res.status)
 
     def total_number_law(self) -> np.ndarray:
         """Stationary law of :math:`N = x + y` on ``0..2K`` from the chain."""
