@@ -172,7 +172,6 @@ ACCEPTANCE = {
 _ACCEPT_ALIASES = {"whole-batch": "whole", "whole_batch": "whole", "complete": "whole"}
 
 
-
 @dataclass(frozen=True)
 class Route:
     """A solution route: what the queue's measures ask of it.
