@@ -366,9 +366,9 @@ class HysteresisQueue:
         Returns
         -------
         ndarray
-            ``g[k - 1] = P(X = k)`` for ``k = 1..min(kmax, r + 1)``, the mass of
-            the larger sizes lumped into the last entry; both routes build
-            their arrivals from it.
+            ``g[k - 1] = P(X = k)`` for ``k = 1..m``, ``m`` the smaller of the
+            largest batch size and ``r + 1``, the mass of the larger sizes
+            lumped into the last entry; both routes build their arrivals from it.
         """
         return self.batch.lumped(min(self.batch.pmf.size, self.capacity + 1))
 
