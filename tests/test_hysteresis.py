@@ -5,7 +5,7 @@ References used here:
   lambda = 2, mu = 3, K = 5 of the LINE solver's qsys_mm1k_loss has loss 32/665.
 * M/G/1/r classic embedded chain (Gross & Harris; Niu & Cooper 1993, as coded
   in LINE's qsys_mg1k_loss): p_n = pi^d_n / (pi^d_0 + rho), n < r,
-  p_r = 1 - 1 / (pi^d_0 + rho); re-implemented below with its own a_k.
+  p_r = 1 - 1 / (pi^d_0 + rho); re-implemented in tests/hysteresis_cases.py with its own a_k.
 * level crossing for exponential service (docs/literature/hysteresis.md):
   mu P(N = n+1) = sum_s lambda_s sum_{j <= n} p(s, j) P(X > n - j).
 * an independent hand-built generator of the M|M|1 hysteretic queue.
@@ -17,126 +17,16 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.stats as st
-from scipy.integrate import quad
 
-from reference import fraction_solve
+from hysteresis_cases import (dense_hitting, dense_stationary, exact_stationary, full_width, gth_stationary,
+                              hand_built_mm1, mg1r_classic, mm1r, poisson_mixing_quad)
 
 from ctmc.models.hysteresis import (HysteresisQueue, coxian, deterministic, erlang, exponential,
                                     fixed_batch, general, geometric_batch, hyperexponential, phase_type)
+from ctmc.models.hysteresis.ctmc_route import entrance, mode_mask
 from ctmc.models.hysteresis.service import BatchSize
 
 ROUTES = ["ctmc", "embedded"]
-
-
-# ---------------------------------------------------------------------------
-# independent references
-# ---------------------------------------------------------------------------
-
-def full_width(q, route):
-    """The law on every level 0..capacity: the stored levels (route ctmc: up to the highest
-    reachable one), zeros above; the references compute every level, so unreachable ones are
-    checked too."""
-    law = q.stationary(route)
-    assert law.p.shape[0] == 3 and law.p.shape[1] <= q.capacity + 1
-    return law.levels(q.capacity + 1)
-
-def mm1r(lam, mu, r):
-    rho = lam / mu
-    p = rho ** np.arange(r + 1)
-    return p / p.sum()
-
-
-def mg1r_classic(lam, r, a, mean_s):
-    """Classic M/G/1/r: embedded chain at departures on 0..r-1 plus the Niu-Cooper relation."""
-    P = np.zeros((r, r))
-    for i in range(r):
-        base = max(i - 1, 0)
-        for jj in range(r - 1):
-            k = jj - base
-            if k >= 0:
-                P[i, jj] = a[k] if k < a.size else 0.0
-        P[i, r - 1] = 1 - P[i, : r - 1].sum()
-    # stationary law of the DTMC by a dense solve
-    M = np.vstack([(P.T - np.eye(r))[:-1], np.ones(r)])
-    b = np.zeros(r)
-    b[-1] = 1
-    pid = np.linalg.solve(M, b)
-    rho = lam * mean_s
-    p = np.empty(r + 1)
-    p[:r] = pid / (pid[0] + rho)
-    p[r] = 1 - 1 / (pid[0] + rho)
-    return p
-
-
-def poisson_mixing_quad(lam, dist, kmax):
-    """a_k = int pmf_k(lam t) g(t) dt over the support, by scipy.integrate.quad per k (test-only route)."""
-    lo, hi = dist.support()
-    return np.array([quad(lambda t: st.poisson.pmf(k, lam * t) * dist.pdf(t), lo, hi, limit=200,
-                          epsabs=1e-14)[0] for k in range(kmax)])
-
-
-def hand_built_mm1(L, H, R, l0, l1, mu, dtype=float):
-    """Dense generator of the M|M|1 hysteretic queue (instant policy), written state by state.
-
-    ``dtype=object`` with :class:`fractions.Fraction` rates gives an exact generator.
-    """
-    states = [(0, n) for n in range(H)] + [(1, n) for n in range(L + 1, R)] + \
-             [(2, n) for n in range(H + 1, R + 1)]
-    idx = {x: i for i, x in enumerate(states)}
-    Q = np.zeros((len(states), len(states)), dtype=dtype)
-    if dtype is object:
-        Q[:] = Fraction(0)
-
-    def add(x, y, rate):
-        Q[idx[x], idx[y]] += rate
-
-    for n in range(H):
-        add((0, n), (0, n + 1) if n + 1 < H else (1, H), l0)
-        if n >= 1:
-            add((0, n), (0, n - 1), mu)
-    for n in range(L + 1, R):
-        add((1, n), (1, n + 1) if n + 1 < R else (2, R), l1)
-        add((1, n), (1, n - 1) if n - 1 > L else (0, L), mu)
-    for n in range(H + 1, R + 1):
-        add((2, n), (2, n - 1) if n - 1 > H else (1, H), mu)
-    np.fill_diagonal(Q, -Q.sum(axis=1))
-    return states, idx, Q
-
-
-def dense_stationary(Q):
-    n = Q.shape[0]
-    M = np.vstack([Q.T[:-1], np.ones(n)])
-    b = np.zeros(n)
-    b[-1] = 1
-    return np.linalg.solve(M, b)
-
-
-def exact_stationary(Q):
-    """Stationary law of a generator with Fraction entries (Gaussian elimination in rationals)."""
-    n = Q.shape[0]
-    A = [list(Q[:, i]) for i in range(n - 1)] + [[Fraction(1)] * n]
-    return fraction_solve(A, [Fraction(0)] * (n - 1) + [Fraction(1)])
-
-
-def gth_stationary(P):
-    """Stationary law of a stochastic matrix by GTH elimination (no subtractions: relative accuracy)."""
-    A = np.array(P, dtype=float)
-    n = A.shape[0]
-    for k in range(n - 1, 0, -1):
-        out = A[k, :k].sum()
-        A[:k, :k] += np.outer(A[:k, k], A[k, :k]) / out
-        A[:k, k] /= out
-    x = np.ones(n)
-    for k in range(1, n):
-        x[k] = x[:k] @ A[:k, k]
-    return x / x.sum()
-
-
-def dense_hitting(Q, target):
-    out = ~target
-    m = np.zeros(Q.shape[0])
-    m[out] = np.linalg.solve(-Q[np.ix_(out, out)], np.ones(out.sum()))
-    return m
 
 
 # ---------------------------------------------------------------------------
@@ -637,7 +527,7 @@ def test_renewal_identities(kw):
     assert pm[1] + pm[2] == pytest.approx(q.mean_return_time() / cycle, rel=1e-9)
     if pm[2] > 0:
         # discard entries per unit time times the mean discard time is P(discard)
-        f = q._entrance(q._mode_mask([2])).sum()
+        f = entrance(q, mode_mask(q, [2])).sum()
         assert pm[2] == pytest.approx(f * q.mean_discard_time(), rel=1e-9)
     assert q.mean_time_between_mode_changes() <= cycle / 2 + 1e-12
 

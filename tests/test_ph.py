@@ -315,8 +315,8 @@ def queue_law(chain, res, K):
 
 
 def mg1k_niu_cooper(lam, K, a, mean):
-    """M/G/1/K by the departure-epoch chain and the Niu-Cooper relation (tests/test_hysteresis.py)."""
-    from test_hysteresis import mg1r_classic
+    """M/G/1/K by the departure-epoch chain and the Niu-Cooper relation (tests/hysteresis_cases.py)."""
+    from hysteresis_cases import mg1r_classic
     return mg1r_classic(lam, K, a, mean)
 
 

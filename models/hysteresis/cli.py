@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+import ctmc
 from ctmc.report import format_table
 
 __all__ = ["add_arguments", "run", "report", "build_queue"]
@@ -61,8 +62,15 @@ def build_queue(args):
                            acceptance=args.acceptance)
 
 
+def _cell(v) -> str:
+    """A summary value as printed: floats to 10 digits, a status by its value ("success")."""
+    if isinstance(v, float):
+        return f"{v:.10g}"
+    return v.value if isinstance(v, ctmc.Status) else str(v)
+
+
 def _format(q, summary) -> str:
-    rows = [[k, f"{v:.10g}" if isinstance(v, float) else str(v)] for k, v in summary.items()]
+    rows = [[k, _cell(v)] for k, v in summary.items()]
     return format_table(rows, ["measure", "value"], title=repr(q))
 
 

@@ -6,7 +6,7 @@ For phase-type service :math:`PH(\alpha, S)` the process
 :meth:`ctmc.CTMC.hitting_times` and :meth:`ctmc.CTMC.first_passage`.
 
 Mode changes follow the single decision rule
-:func:`models.hysteresis.queue._decide`, written here on :mod:`ctmc.expr`
+:func:`models.hysteresis.law.decide`, written here on :mod:`ctmc.expr`
 expressions (the embedded route applies it to arrays). Passage times start
 from the stationary entrance law into a set of modes: the stationary flow
 across its boundary.
@@ -23,7 +23,7 @@ import numpy as np
 import ctmc
 from ctmc.expr import minimum, where
 
-from .queue import HysteresisLaw, _decide
+from .law import HysteresisLaw, decide
 
 __all__ = ["build_model", "build_chain", "stationary_law", "mode_mask", "entrance", "mean_stay",
            "switch_rates", "return_times", "return_time_cdf", "return_time_laplace"]
@@ -45,11 +45,11 @@ def build_model(q) -> ctmc.Model:
     lam_s = where(s == 0, q.lam, where(s == 1, q.lam_overload, 0.0))
     alpha, S0 = ph.alpha, ph.exit_rates
     starts = np.flatnonzero(alpha > 0)
-    for k, gk in enumerate(q._batch_pmf(), start=1):
+    for k, gk in enumerate(q.batch_pmf(), start=1):
         if gk == 0:
             continue
         n_new, ok = q.acceptance.admit(n, k, r, minimum)
-        s_new = _decide(where, s, n_new, L, H, R) if q.policy.on_arrival else s
+        s_new = decide(where, s, n_new, L, H, R) if q.policy.on_arrival else s
         m.event(f"arrival_{k}", guard=ok & (n >= 1), rate=lam_s * gk, update={s: s_new, n: n_new})
         for jj in starts:
             m.event(f"arrival_{k}_start_{jj}", guard=ok & (n == 0), rate=lam_s * (gk * alpha[jj]),
@@ -60,11 +60,11 @@ def build_model(q) -> ctmc.Model:
         m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)),
                 rate=lambda env, c=col: c[env["phase"]], update={j: int(jj)})
     m.event("departure_last", guard=n == 1, rate=lambda env: S0[env["phase"]],
-            update={n: 0, j: 0, s: _decide(where, s, 0, L, H, R)})
+            update={n: 0, j: 0, s: decide(where, s, 0, L, H, R)})
     for jj in starts:
         m.event(f"departure_start_{jj}", guard=n >= 2,
                 rate=lambda env, a=alpha[jj]: S0[env["phase"]] * a,
-                update={n: n - 1, j: int(jj), s: _decide(where, s, n - 1, L, H, R)})
+                update={n: n - 1, j: int(jj), s: decide(where, s, n - 1, L, H, R)})
     return m
 
 
@@ -77,13 +77,14 @@ def stationary_law(q) -> HysteresisLaw:
     """Time-stationary law of (mode, n) from the stationary law of the CTMC."""
     t0 = time.perf_counter()
     chain = q.chain()
-    res = q._stationary_ctmc()
+    res = q.stationary_ctmc()
     st = chain.states
     p = np.zeros((3, int(st["n"].max()) + 1))      # up to the highest reachable level
     np.add.at(p, (st["mode"], st["n"]), res.pi)
-    return HysteresisLaw(p, "ctmc", res.status.value, res.residual, time.perf_counter() - t0,
-                         {"n_states": chain.n_states, "method": res.method,
-                          "balance_error": res.balance_error})
+    return HysteresisLaw(p=p, route="ctmc", status=res.status, residual=res.residual,
+                         wall_time=time.perf_counter() - t0,
+                         info={"n_states": chain.n_states, "method": res.method,
+                               "balance_error": res.balance_error})
 
 
 # ---------------------------------------------------------------------------
@@ -98,7 +99,7 @@ def mode_mask(q, modes) -> np.ndarray:
 def entrance(q, inside) -> np.ndarray:
     """Stationary flow into the set ``inside`` from outside, per state of ``inside``."""
     chain = q.chain()
-    pi = q._stationary_ctmc().pi
+    pi = q.stationary_ctmc().pi
     flow = (pi * ~inside) @ chain.Q
     return np.where(inside, flow, 0.0)
 
@@ -115,7 +116,7 @@ def mean_stay(q, inside) -> float:
 def switch_rates(q) -> np.ndarray:
     """Stationary rates of mode changes ``[a, b]``, from the stationary law and the generator."""
     chain = q.chain()
-    pi = q._stationary_ctmc().pi
+    pi = q.stationary_ctmc().pi
     Q = chain.Q.tocoo()
     mode = chain.states["mode"]
     out = np.zeros((3, 3))

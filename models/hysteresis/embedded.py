@@ -21,7 +21,7 @@ the series runs until its tail is below 1e-300. All terms being
 non-negative, and the embedded chain being solved by GTH, probabilities
 far below 1e-16 then keep their relative accuracy. For a general law
 given by a CDF the :math:`b_k` come from quadrature and the accuracy is
-absolute only (about 1e-13; :attr:`~models.hysteresis.queue.HysteresisLaw.message` says so).
+absolute only (about 1e-13; :attr:`~models.hysteresis.law.HysteresisLaw.message` says so).
 
 By the Markov-renewal argument the time-stationary law is
 
@@ -42,7 +42,7 @@ only; for deterministic service use
 :func:`~models.hysteresis.service.erlang` with many phases there.
 
 Mode changes follow the single decision rule
-:func:`models.hysteresis.queue._decide`, applied here to arrays (the CTMC
+:func:`models.hysteresis.law.decide`, applied here to arrays (the CTMC
 route applies it to :mod:`ctmc.expr` expressions).
 
 Every function takes the :class:`~models.hysteresis.queue.HysteresisQueue`
@@ -59,7 +59,7 @@ from scipy.sparse.csgraph import breadth_first_order
 import ctmc
 from ctmc.linalg import TripletLU
 
-from .queue import HysteresisLaw, _decide
+from .law import HysteresisLaw, decide
 from .service import Deterministic
 
 __all__ = ["service_period", "ph_service_matrices", "mixed_service_matrices", "stationary_law",
@@ -77,11 +77,11 @@ def service_period(q):
     n = np.tile(np.arange(r + 1), 3)
     lam_s = q.rates[s]
     rows, cols, vals = [], [], []
-    for k, gk in enumerate(q._batch_pmf(), start=1):
+    for k, gk in enumerate(q.batch_pmf(), start=1):
         if gk == 0:
             continue
         n_new, ok = q.acceptance.admit(n, k, r)
-        s_new = _decide(np.where, s, n_new, q.L, q.H, q.R) if q.policy.on_arrival else s
+        s_new = decide(np.where, s, n_new, q.L, q.H, q.R) if q.policy.on_arrival else s
         dst = s_new * (r + 1) + n_new
         sel = ok & (lam_s > 0) & (n >= 1) & (dst != np.arange(N))
         rows.append(np.flatnonzero(sel))
@@ -167,11 +167,11 @@ def stationary_law(q) -> HysteresisLaw:
         Ma, Mb, mix = mixed_service_matrices(q.service, A, Lam)
     # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
     m_ = np.maximum(n - 1, 0)
-    s_dep = _decide(np.where, s, m_, q.L, q.H, q.R)
+    s_dep = decide(np.where, s, m_, q.L, q.H, q.R)
     dep = np.where(n >= 1, s_dep * (r + 1) + m_, np.arange(N))
     Dm = sp.csr_matrix((np.ones(N), (np.arange(N), dep)), shape=(N, N))
     # start of a busy period from (s, 0): first admitted batch
-    g = q._batch_pmf()
+    g = q.batch_pmf()
     start = np.zeros((3, N))
     idle_rate = np.zeros(3)
     for k, gk in enumerate(g, start=1):
@@ -179,7 +179,7 @@ def stationary_law(q) -> HysteresisLaw:
         if not ok or gk == 0:
             continue
         for sm in range(3):
-            s_new = (int(_decide(np.where, sm, n_new, q.L, q.H, q.R))
+            s_new = (int(decide(np.where, sm, n_new, q.L, q.H, q.R))
                      if q.policy.on_arrival else sm)
             start[sm, s_new * (r + 1) + n_new] += gk
     for sm in range(3):
@@ -217,26 +217,27 @@ def stationary_law(q) -> HysteresisLaw:
     at_dep *= dep_rate
     p = (occ / occ.sum()).reshape(3, r + 1)
     if mix is None:
-        status = emb.status.value
+        status = emb.status
         message = "phase-type service: exact service matrices (relative accuracy)"
         terms, tail = 0, 0.0
     else:
-        status = emb.status.value if mix.status == "success" else mix.status
+        status = emb.status if mix.status.ok else mix.status
         terms, tail = mix.a.size, mix.tail
         if isinstance(q.service, Deterministic):
             message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
         else:
             message = (f"general service by quadrature: accuracy is absolute only (about "
                        f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
-    return HysteresisLaw(p, "embedded", status, res, time.perf_counter() - t0,
-                         {"n_embedded": reach.size, "mixing_terms": terms,
-                          "mixing_tail": tail, "embedded_method": emb.method,
-                          "departure_law": (reach, pid), "departure_rate": dep_rate,
-                          "switches_at_departures": at_dep,
-                          "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
-                          "accuracy": "absolute" if mix is not None and not isinstance(
-                              q.service, Deterministic) else "relative"},
-                         message)
+    return HysteresisLaw(p=p, route="embedded", status=status, residual=res,
+                         wall_time=time.perf_counter() - t0,
+                         info={"n_embedded": reach.size, "mixing_terms": terms,
+                               "mixing_tail": tail, "embedded_method": emb.method,
+                               "departure_law": (reach, pid), "departure_rate": dep_rate,
+                               "switches_at_departures": at_dep,
+                               "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                               "accuracy": "absolute" if mix is not None and not isinstance(
+                                   q.service, Deterministic) else "relative"},
+                         message=message)
 
 
 # ---------------------------------------------------------------------------
@@ -254,10 +255,10 @@ def switch_rates(q) -> np.ndarray:
     if q.policy.on_arrival:
         r = q.capacity
         lev = np.arange(law.p.shape[1])         # the stored (reachable) levels
-        for k, gk in enumerate(q._batch_pmf(), start=1):
+        for k, gk in enumerate(q.batch_pmf(), start=1):
             n_new, ok = q.acceptance.admit(lev, k, r)
             for a in range(3):
-                b = _decide(np.where, a, n_new, q.L, q.H, q.R)
+                b = decide(np.where, a, n_new, q.L, q.H, q.R)
                 hit = ok & (b != a)
                 np.add.at(out[a], b[hit], law.p[a, hit] * q.rates[a] * gk)
     return out

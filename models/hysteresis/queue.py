@@ -66,10 +66,13 @@ Routes
     only; for deterministic service use
     :func:`~models.hysteresis.service.erlang` with many phases there.
 
-Both routes take their mode changes from one decision rule (:func:`_decide`),
-written once for arrays and for :mod:`ctmc.expr` expressions. This module
-holds the contract: validation, the public measures, and the dispatch to the
-routes.
+Both routes take their mode changes from one decision rule
+(:func:`~models.hysteresis.law.decide`), written once for arrays and for
+:mod:`ctmc.expr` expressions, and return a
+:class:`~models.hysteresis.law.HysteresisLaw`; both live in
+:mod:`models.hysteresis.law`. This module holds the contract: validation, the
+public measures, and the dispatch to the routes (the registry of route
+solvers).
 
 Measures
 --------
@@ -106,11 +109,13 @@ could and could not be checked against them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from . import ctmc_route, embedded
+from .law import HysteresisLaw
 from .service import BatchSize, PhaseType, as_batch, as_service
 
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
@@ -122,22 +127,11 @@ _EMBEDDED_MAX_CAPACITY = 1000
 # ---------------------------------------------------------------------------
 # registries: policies, acceptance rules, routes
 # ---------------------------------------------------------------------------
-def _decide(where, s, n, L, H, R):
-    """Mode after a decision at level ``n`` from mode ``s`` (both loops, in turn).
-
-    ``where`` is :func:`numpy.where` or :func:`ctmc.expr.where`, so the same
-    rule serves the CTMC builder and the embedded chain.
-    """
-    up = where(n >= R, 2, where((s == 0) & (n >= H), 1, s))
-    down = where((up == 2) & (n <= H), 1, up)
-    return where((down == 1) & (n <= L), 0, down)
-
-
 @dataclass(frozen=True)
 class Policy:
     """A mode-decision policy: whether arrivals trigger (upward) decisions.
 
-    Departures always trigger a decision (:func:`_decide` on the level left).
+    Departures always trigger a decision (:func:`~models.hysteresis.law.decide` on the level left).
     """
 
     name: str
@@ -146,8 +140,10 @@ class Policy:
 
 
 POLICIES = {
-    "instant": Policy("instant", True, "switch at the arrival or departure that crosses a threshold"),
-    "departure-epoch": Policy("departure-epoch", False, "switch only at service completions"),
+    "instant": Policy(name="instant", on_arrival=True,
+                      doc="switch at the arrival or departure that crosses a threshold"),
+    "departure-epoch": Policy(name="departure-epoch", on_arrival=False,
+                              doc="switch only at service completions"),
 }
 _POLICY_ALIASES = {"departure": "departure-epoch", "departure_epoch": "departure-epoch"}
 
@@ -170,12 +166,42 @@ def _whole(n, k, r, minimum=None):
 
 
 ACCEPTANCE = {
-    "partial": Acceptance("partial", _partial, "accept min(X, r - n), lose the rest"),
-    "whole": Acceptance("whole", _whole, "lose the whole batch unless it fits"),
+    "partial": Acceptance(name="partial", admit=_partial, doc="accept min(X, r - n), lose the rest"),
+    "whole": Acceptance(name="whole", admit=_whole, doc="lose the whole batch unless it fits"),
 }
 _ACCEPT_ALIASES = {"whole-batch": "whole", "whole_batch": "whole", "complete": "whole"}
 
-ROUTES = ("auto", "ctmc", "embedded")
+
+@dataclass(frozen=True)
+class Route:
+    """A solution route: what the queue's measures ask of it.
+
+    ``stationary_law(q)`` returns the :class:`~models.hysteresis.law.HysteresisLaw`,
+    ``switch_rates(q)`` the stationary rates of mode changes, ``mean_stay(q, modes)``
+    the mean time from entering the set of ``modes`` until leaving it; ``q``
+    is the :class:`HysteresisQueue`.
+    """
+
+    name: str
+    stationary_law: Callable
+    switch_rates: Callable
+    mean_stay: Callable
+    doc: str
+
+
+def _ctmc_mean_stay(q, modes):
+    return ctmc_route.mean_stay(q, ctmc_route.mode_mask(q, modes))
+
+
+_SOLVERS = {
+    "ctmc": Route(name="ctmc", stationary_law=ctmc_route.stationary_law,
+                  switch_rates=ctmc_route.switch_rates, mean_stay=_ctmc_mean_stay,
+                  doc="the exact CTMC on (mode, n, phase), phase-type service"),
+    "embedded": Route(name="embedded", stationary_law=embedded.stationary_law,
+                      switch_rates=embedded.switch_rates, mean_stay=embedded.mean_stay,
+                      doc="the chain embedded at departure epochs, any service law"),
+}
+ROUTES = ("auto", *_SOLVERS)
 
 
 def _int(name, v, lo=None):
@@ -196,65 +222,6 @@ def _rate(name, v, allow_zero=False):
     if not ok:
         raise ValueError(f"{name}: must be finite and {'>= 0' if allow_zero else '> 0'}, got {v!r}")
     return x
-
-
-# ---------------------------------------------------------------------------
-# results
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class HysteresisLaw:
-    """Time-stationary law of (mode, number in system).
-
-    Attributes
-    ----------
-    p : ndarray, shape (3, top + 1)
-        ``p[s, n]``: probability of mode ``s`` (0 normal, 1 overload, 2
-        discard) with ``n`` customers in the system. Route "ctmc" stores the
-        levels up to the highest one reachable from the empty system
-        (``top <= r``; above it every probability is 0, and a capacity far
-        beyond reach costs nothing); route "embedded" (``r <= 2000``) stores
-        every level, ``top = r``. :meth:`levels` gives either on a common width.
-    route : str
-        ``"ctmc"`` or ``"embedded"``.
-    status : str
-        ``"success"`` or the reason it is not.
-    residual : float
-        ``||pi Q||_1`` of the CTMC (route ctmc) or ``||pi (P - I)||_1`` of the
-        embedded chain (route embedded).
-    wall_time : float
-    info : dict
-        ``n_states``, solver method, truncation mass of the Poisson mixing,
-        ``accuracy`` (``"relative"`` or ``"absolute"``), ...
-    message : str
-        How the law was computed and how small probabilities can be trusted:
-        route "ctmc" and route "embedded" with phase-type or deterministic
-        service resolve probabilities far below 1e-16 in relative terms; a
-        general law given by a CDF (quadrature) only to about 1e-13 absolute.
-    """
-
-    p: np.ndarray
-    route: str
-    status: str
-    residual: float
-    wall_time: float
-    info: dict = field(default_factory=dict, repr=False)
-    message: str = ""
-
-    def levels(self, width: int) -> np.ndarray:
-        """``p`` on levels ``0..width-1``: zeros above the stored levels (which must fit)."""
-        if width < self.p.shape[1]:
-            raise ValueError(f"width: the law stores {self.p.shape[1]} levels, got width={width}")
-        return np.pad(self.p, ((0, 0), (0, width - self.p.shape[1])))
-
-    @property
-    def marginal_n(self) -> np.ndarray:
-        """``P(N = n)``, ``n = 0..top``."""
-        return self.p.sum(axis=0)
-
-    @property
-    def modes(self) -> np.ndarray:
-        """``P(mode = s)``, ``s = 0, 1, 2``."""
-        return self.p.sum(axis=1)
 
 
 # ---------------------------------------------------------------------------
@@ -393,8 +360,16 @@ class HysteresisQueue:
                 f"batch={self.batch.name}, service={self.service.name}, policy={self.policy.name!r}, "
                 f"acceptance={self.acceptance.name!r}{extra})")
 
-    def _batch_pmf(self) -> np.ndarray:
-        """Batch pmf over 1..r+1 (larger batches behave like r + 1 under both rules)."""
+    def batch_pmf(self) -> np.ndarray:
+        """Batch pmf over 1..r+1 (larger batches behave like r + 1 under both rules).
+
+        Returns
+        -------
+        ndarray
+            ``g[k - 1] = P(X = k)`` for ``k = 1..m``, ``m`` the smaller of the
+            largest batch size and ``r + 1``, the mass of the larger sizes
+            lumped into the last entry; both routes build their arrivals from it.
+        """
         return self.batch.lumped(min(self.batch.pmf.size, self.capacity + 1))
 
     def _route(self, route: str) -> str:
@@ -414,7 +389,7 @@ class HysteresisQueue:
     def model(self):
         """The :class:`ctmc.Model` on ``(mode, n, phase)`` (phase-type service only)."""
         self._route("ctmc")
-        return _ctmc_route.build_model(self)
+        return ctmc_route.build_model(self)
 
     def chain(self):
         """The exact CTMC of route (a) (built once, cached).
@@ -427,10 +402,18 @@ class HysteresisQueue:
         ctmc.CTMC
         """
         if self._chain is None:
-            self._chain = _ctmc_route.build_chain(self)
+            self._chain = ctmc_route.build_chain(self)
         return self._chain
 
-    def _stationary_ctmc(self):
+    def stationary_ctmc(self):
+        """The stationary law of :meth:`chain` (solved once, cached).
+
+        Returns
+        -------
+        ctmc.StationaryResult
+            On the states ``(mode, n, phase)`` of the CTMC; :meth:`stationary`
+            sums it to ``(mode, n)``.
+        """
         if self._pi is None:
             self._pi = self.chain().stationary()
         return self._pi
@@ -446,8 +429,7 @@ class HysteresisQueue:
         """
         route = self._route(route)
         if route not in self._laws:
-            solver = _ctmc_route if route == "ctmc" else _embedded
-            self._laws[route] = solver.stationary_law(self)
+            self._laws[route] = _SOLVERS[route].stationary_law(self)
         return self._laws[route]
 
     def distribution(self, route: str = "auto") -> np.ndarray:
@@ -468,7 +450,7 @@ class HysteresisQueue:
         """
         r = self.capacity
         n = np.arange(levels)
-        g = self._batch_pmf()
+        g = self.batch_pmf()
         mean_in = np.zeros(levels)
         mean_lost = np.zeros(levels)
         cut = np.zeros(levels)
@@ -567,13 +549,6 @@ class HysteresisQueue:
     # Route "embedded": renewal-reward, E[period in a set] = P(set) / (rate of
     # exits from the set); exits from the overload and discard sets happen only
     # at departures, whose rates the embedded chain gives.
-    def _mode_mask(self, modes):
-        return _ctmc_route.mode_mask(self, modes)
-
-    def _entrance(self, inside):
-        """Stationary flow into the set ``inside`` from outside, per state of ``inside``."""
-        return _ctmc_route.entrance(self, inside)
-
     def switch_rates(self, route: str = "auto") -> np.ndarray:
         """Stationary rates of mode changes: ``[a, b]`` = changes from mode a to mode b per unit time.
 
@@ -581,16 +556,10 @@ class HysteresisQueue:
         "embedded": changes at departures from the embedded chain, plus (instant
         policy) the upward changes at arrivals from the time-stationary law.
         """
-        route = self._route(route)
-        if route == "ctmc":
-            return _ctmc_route.switch_rates(self)
-        return _embedded.switch_rates(self)
+        return _SOLVERS[self._route(route)].switch_rates(self)
 
     def _stay(self, modes, route):
-        route = self._route(route)
-        if route == "ctmc":
-            return _ctmc_route.mean_stay(self, self._mode_mask(modes))
-        return _embedded.mean_stay(self, modes)
+        return _SOLVERS[self._route(route)].mean_stay(self, modes)
 
     def mean_return_time(self, route: str = "auto") -> float:
         """Mean time from entering overload until the normal mode again (discard excursions included).
@@ -637,14 +606,14 @@ class HysteresisQueue:
             ``mode``, ``n``, ``phase`` and ``mean`` arrays over the states with
             mode 1 or 2 (from :meth:`ctmc.CTMC.hitting_times`).
         """
-        return _ctmc_route.return_times(self)
+        return ctmc_route.return_times(self)
 
     def return_time_cdf(self, t) -> np.ndarray:
         """``P(T_return <= t)`` from the stationary entrance law into overload.
 
         Uses :meth:`ctmc.CTMC.first_passage` (uniformisation).
         """
-        return _ctmc_route.return_time_cdf(self, t)
+        return ctmc_route.return_time_cdf(self, t)
 
     def return_time_laplace(self, s) -> np.ndarray:
         """Laplace-Stieltjes transform ``E[exp(-s T_return)]`` from the entrance law into overload.
@@ -652,7 +621,7 @@ class HysteresisQueue:
         Uses :meth:`ctmc.CTMC.hitting_laplace` (route "ctmc"); ``s`` is a
         number or an array of numbers >= 0.
         """
-        return _ctmc_route.return_time_laplace(self, s)
+        return ctmc_route.return_time_laplace(self, s)
 
     def summary(self, route: str = "auto") -> dict:
         """The main measures as a dict."""
@@ -669,7 +638,3 @@ class HysteresisQueue:
                     "E[discard time]": self.mean_discard_time(route)})
         return out
 
-
-# The routes use _decide and HysteresisLaw from this module: imported last.
-from . import ctmc_route as _ctmc_route  # noqa: E402
-from . import embedded as _embedded  # noqa: E402

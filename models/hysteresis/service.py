@@ -53,6 +53,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+import ctmc
 from ctmc import ph as _ph
 from ctmc.options import positive_number
 
@@ -66,6 +67,9 @@ _TAIL = 1e-15  # mass of the Poisson mixing left out of the sums
 _KMAX = 200_000
 
 
+def _truncation_status(converged: bool) -> ctmc.Status:
+    """SUCCESS when the mixing series' tail is below its tolerance, else INACCURATE (truncated)."""
+    return ctmc.Status.SUCCESS if converged else ctmc.Status.INACCURATE
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,14 +77,16 @@ class MixingResult:
     """Poisson mixing coefficients ``a_k``, ``b_k`` (``k = 0..len-1``) of a service law.
 
     ``tail`` is the mass ``1 - sum(a)`` left out by the truncation; ``status``
-    is ``"success"`` when it is below the requested tolerance.
+    is :attr:`ctmc.Status.SUCCESS` (equal to ``"success"``) when it is below
+    the requested tolerance, :attr:`ctmc.Status.INACCURATE` when the series
+    was cut off before (it was the string ``"truncated"``).
     """
 
     a: np.ndarray
     b: np.ndarray
     rate: float
     tail: float
-    status: str
+    status: ctmc.Status
     info: dict = field(default_factory=dict, repr=False)
 
 
@@ -127,8 +133,8 @@ class PhaseType(_ph.PhaseType):
                 break
             x = x @ LU
         tail = max(1 - tot, 0.0)
-        return MixingResult(np.array(a), np.array(b), lam, tail,
-                            "success" if tail < max(tol, 1e-14) else "truncated")
+        return MixingResult(a=np.array(a), b=np.array(b), rate=lam, tail=tail,
+                            status=_truncation_status(tail < max(tol, 1e-14)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +172,7 @@ class Deterministic:
         k = np.arange(kmax + 1)
         a = poisson.pmf(k, x)
         b = poisson.sf(k, x) / lam
-        return MixingResult(a, b, lam, float(poisson.sf(kmax, x)), "success")
+        return MixingResult(a=a, b=b, rate=lam, tail=float(poisson.sf(kmax, x)), status=ctmc.Status.SUCCESS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,7 +200,7 @@ class GeneralService:
         lam = positive_number("rate", rate)
         x = lam * self.mean
         kmax = max(int(x + 12 * np.sqrt(x + 1) + 30), 40)
-        kcap = 16 * kmax  # a valid law's series is done long before: stop and report "truncated"
+        kcap = 16 * kmax  # a valid law's series is done long before: stop and report the truncation
         while True:
             k = np.arange(kmax + 1)
 
@@ -217,8 +223,8 @@ class GeneralService:
         a[0] = 1 - lam * b[0]
         a[1:] = lam * (b[:-1] - b[1:])
         a = np.maximum(a, 0.0)
-        return MixingResult(a, b, lam, float(tail), "success" if tail < tol else "truncated",
-                            {"neval": nev, "mean_check": float(b.sum())})
+        return MixingResult(a=a, b=b, rate=lam, tail=float(tail), status=_truncation_status(tail < tol),
+                            info={"neval": nev, "mean_check": float(b.sum())})
 
 
 def exponential(rate: float = 1.0) -> PhaseType:

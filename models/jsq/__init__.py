@@ -31,7 +31,8 @@ queue only when both are full, so the finite-:math:`K` process equals the
 infinite-capacity one until saturation.
 
 The closed forms and their subtraction-free evaluation live in
-:mod:`models.jsq.closed_forms`, the chain in :mod:`models.jsq.model` and the
+:mod:`models.jsq.closed_forms`, the chain in :mod:`models.jsq.model`, the
+parameter checks both share in :mod:`models.jsq.parameters` and the
 ``ctmc jsq`` command in :mod:`models.jsq.cli`.
 
 References

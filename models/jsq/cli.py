@@ -45,7 +45,7 @@ def run(args) -> str:
     le_cf = float(log_saturation_mean(q.K, q.rho, q.mu2, q.nu, states=[(0, 0)])[0])
     lines = [
         f"{q!r}: {chain.n_states} states, {chain.n_transitions} transitions (built in {tb:.2f} s)",
-        f"  stationary solve ({m.status}, residual {m.residual:.1e}, {ts:.2f} s)",
+        f"  stationary solve ({m.status.value}, residual {m.residual:.1e}, {ts:.2f} s)",
         f"  blocking probability     {m.blocking_probability:.12e}   closed form {pb_cf:.12e}"
         f"   rel. diff {_rel(m.blocking_probability, pb_cf):.1e}",
         f"  mean shortest / longest  {m.mean_shortest:.6f} / {m.mean_longest:.6f}",

@@ -34,9 +34,10 @@ model", Queueing Systems 93 (2019). D. Dester, C. Fricker, D. Tibi,
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
+
+from .parameters import check_parameters
 
 __all__ = [
     "blocking_probability",
@@ -45,33 +46,6 @@ __all__ = [
     "log_saturation_mean",
     "total_number_law",
 ]
-
-
-# ---------------------------------------------------------------------------
-# parameter checks (before any heavy work)
-# ---------------------------------------------------------------------------
-def _real(name, v, allow_none=False):
-    if v is None and allow_none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-        raise ValueError(f"{name}: must be a finite real number, got {v!r}")
-    return float(v)
-
-
-def _check(K, rho, mu2, idle_rate):
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f"K: capacity must be an integer >= 1, got {K!r}")
-    rho, mu2 = _real("rho", rho), _real("mu2", mu2)
-    if not rho > 0:
-        raise ValueError(f"rho: arrival rate must be > 0, got {rho!r}")
-    if not 0 <= mu2 <= 1:
-        raise ValueError(f"mu2: service rate of the longest queue must lie in [0, 1] (mu1 = 1 - mu2), got {mu2!r}")
-    nu = _real("idle_rate", idle_rate, allow_none=True)
-    nu = mu2 if nu is None else nu
-    if not 0 <= nu <= 1:
-        raise ValueError("idle_rate: rate of the lone busy server must lie in [0, 1] "
-                         f"(1 = full pooling of both servers), got {idle_rate!r}")
-    return int(K), rho, mu2, nu
 
 
 # ---------------------------------------------------------------------------
@@ -110,7 +84,7 @@ def log_blocking_probability(K: int, rho: float, mu2: float, idle_rate: float | 
     >>> round(lp / math.log(10), 3)
     -3010.425
     """
-    K, rho, mu2, nu = _check(K, rho, mu2, idle_rate)
+    K, rho, mu2, nu = check_parameters(K, rho, mu2, idle_rate)
     lr = math.log(rho)
     j = np.arange(K, 2 * K + 1, dtype=float)
     m = np.arange(K, dtype=float)
@@ -165,7 +139,7 @@ def total_number_law(K: int, rho: float, mu2: float, idle_rate: float | None = N
     >>> total_number_law(3, 2.0, 0.5) * 15
     array([1., 2., 4., 8.])
     """
-    K, rho, mu2, nu = _check(K, rho, mu2, idle_rate)
+    K, rho, mu2, nu = check_parameters(K, rho, mu2, idle_rate)
     lr = math.log(rho)
     w = np.arange(K + 1) * lr
     w -= w.max()
@@ -273,7 +247,7 @@ def log_saturation_mean(K: int, rho: float, mu2: float, idle_rate: float | None 
     >>> round(math.exp(log_saturation_mean(10, 0.9, 0.5, states=[(0, 0)])[0]), 7)
     460.2416647
     """
-    K, rho, mu2, nu = _check(K, rho, mu2, idle_rate)
+    K, rho, mu2, nu = check_parameters(K, rho, mu2, idle_rate)
     lr = math.log(rho)
     if states is None:
         xs, ys = np.triu_indices(K + 1)

@@ -12,7 +12,8 @@ import numpy as np
 
 import ctmc
 
-from .closed_forms import _check, blocking_probability, saturation_mean
+from .closed_forms import blocking_probability, saturation_mean
+from .parameters import check_parameters
 
 __all__ = ["JSQ2", "JSQMeasures"]
 
@@ -33,8 +34,9 @@ class JSQMeasures:
         Of accepted customers, by Little's law :math:`E[N]/\\text{throughput}`.
     residual : float
         :math:`\\|\\pi Q\\|_1` of the stationary solve.
-    status : str
-        Status of the stationary solve.
+    status : ctmc.Status
+        Status of the stationary solve (a member equals its value:
+        ``status == "success"``).
     """
 
     blocking_probability: float
@@ -44,7 +46,7 @@ class JSQMeasures:
     throughput: float
     mean_sojourn_time: float
     residual: float
-    status: str
+    status: ctmc.Status
 
 
 class JSQ2:
@@ -87,7 +89,7 @@ class JSQ2:
     """
 
     def __init__(self, K: int, rho: float, mu2: float, idle_rate: float | None = None):
-        self.K, self.rho, self.mu2, self.nu = _check(K, rho, mu2, idle_rate)
+        self.K, self.rho, self.mu2, self.nu = check_parameters(K, rho, mu2, idle_rate)
         self.mu1 = 1.0 - self.mu2
         self.idle_rate = idle_rate
 
@@ -187,7 +189,7 @@ class JSQ2:
         thr = self.rho * (1.0 - pb)
         return JSQMeasures(blocking_probability=pb, mean_shortest=ex, mean_longest=ey,
                            mean_total=ex + ey, throughput=thr, mean_sojourn_time=(ex + ey) / thr,
-                           residual=res.residual, status=str(res.status.value))
+                           residual=res.residual, status=res.status)
 
     def total_number_law(self) -> np.ndarray:
         """Stationary law of :math:`N = x + y` on ``0..2K`` from the chain."""
