@@ -2,10 +2,15 @@ r"""Storm's DRN format (``@type: CTMC``): :func:`write_drn` and :func:`read_drn`
 
 The layout (header, one block per state, valuation comments, action rewards
 folded into state reward rates :math:`E_i a_i`) is described in :mod:`ctmc.io`.
+:func:`read_drn` reads a file in named steps: the header up to ``@model``
+(:func:`_read_header`), the state blocks (:func:`_read_blocks`), the check of
+the declared exit rates (:func:`_exit_rates`), the rewards (:func:`_rewards`)
+and the state variables from the valuation comments (:func:`_drn_states`).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -14,7 +19,7 @@ import numpy as np
 from .._version import __version__
 from ..chain import CTMC
 from ._common import (INIT, PathLike, check_label_names, fail, fmt, generator_from_rates, label_sets,
-                      make_chain, parse_float, parse_index, parse_int, parse_rate,
+                      make_chain, parse_index, parse_int, parse_rate, parse_reward, read_lines,
                       warn_initial_law)
 
 __all__ = ["write_drn", "read_drn"]
@@ -144,59 +149,20 @@ def _drn_states(vals, empties, n, path):
     return {k: table[:, c].copy() for c, k in enumerate(names)}
 
 
-def read_drn(path: PathLike) -> CTMC:
-    r"""Read a CTMC from a file in Storm's DRN format.
+@dataclass(frozen=True)
+class _Header:
+    """What the header of a DRN file declares before ``@model``."""
+    n: int                      # @nr_states
+    reward_names: List[str]     # @reward_models, in the order of the reward brackets
+    model: int                  # line number of @model: the state blocks follow it
 
-    Parameters
-    ----------
-    path : path
-        A DRN file of ``@type: CTMC`` with numeric values (no parameters).
 
-    Returns
-    -------
-    CTMC
-        Labels from the ``state`` lines (``init`` gives ``chain.initial``),
-        rewards from ``@reward_models`` (state rewards plus action rewards
-        folded as :math:`E_i a_i`), state variables from Storm's valuation
-        comments when every state has one.
+def _read_header(raw: List[str], path) -> _Header:
+    """The header of a DRN file, from its first line to ``@model``.
 
-    Raises
-    ------
-    ValueError
-        For a malformed file or one that is not a CTMC, naming the file and
-        the line.
-
-    Examples
-    --------
-    >>> import os, tempfile, ctmc.io
-    >>> text = '''@type: CTMC
-    ... @parameters
-    ...
-    ... @nr_states
-    ... 2
-    ... @nr_choices
-    ... 2
-    ... @model
-    ... state 0 !3 init
-    ... \taction 0
-    ... \t\t1 : 3
-    ... state 1 !1 busy
-    ... \taction 0
-    ... \t\t0 : 1
-    ... '''
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = os.path.join(d, "two.drn")
-    ...     with open(p, "w") as fh:
-    ...         _ = fh.write(text)
-    ...     chain = ctmc.io.read_drn(p)
-    >>> chain.stationary().pi, chain.initial.tolist(), chain.labels["busy"].tolist()
-    (array([0.25, 0.75]), [0], [False, True])
+    ``@type`` (CTMC only), ``@value_type`` (numbers), ``@parameters`` (none),
+    ``@reward_models``, ``@nr_states`` and ``@nr_choices``; ``//`` comments.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = fh.read().splitlines()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     k, N = 0, len(raw)
     mtype = n = None
     reward_names: List[str] = []
@@ -247,97 +213,141 @@ def read_drn(path: PathLike) -> CTMC:
         raise fail(path, None, "no '@type:' line before '@model'")
     if n is None:
         raise fail(path, None, "no '@nr_states' before '@model'")
+    return _Header(n, reward_names, k)
 
-    rows, cols, rates = [], [], []
-    state_rew: List[np.ndarray] = []
-    action_rew: List[np.ndarray] = []
-    masks: Dict[str, np.ndarray] = {}
-    vals: List[Optional[dict]] = [None] * n
-    empties = [0] * n
-    declared_exit = np.zeros(n)
-    exit_line = [0] * n
-    state = -1
-    actions = 0
 
-    def put(store, values, i, lineno):
+@dataclass
+class _Blocks:
+    """What the state blocks after ``@model`` hold, gathered line by line (one method a kind of line)."""
+    n: int
+    path: object
+    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate
+    cols: List[int] = field(default_factory=list)
+    rates: List[float] = field(default_factory=list)
+    state_rew: List[np.ndarray] = field(default_factory=list)   # one array a reward model
+    action_rew: List[np.ndarray] = field(default_factory=list)
+    masks: Dict[str, np.ndarray] = field(default_factory=dict)  # labels, init among them
+    vals: List[Optional[dict]] = field(init=False)  # valuation comment of each state
+    empties: List[int] = field(init=False)          # its empty items (true booleans, some Storm versions)
+    declared_exit: np.ndarray = field(init=False)   # '!rate' of each state line
+    exit_line: List[int] = field(init=False)        # and the line it is on
+    state: int = -1             # the state whose block is being read
+    actions: int = 0            # its actions so far
+
+    def __post_init__(self):
+        self.vals = [None] * self.n
+        self.empties = [0] * self.n
+        self.declared_exit = np.zeros(self.n)
+        self.exit_line = [0] * self.n
+
+    def comment(self, body: str) -> None:
+        r"""A comment ``// body``: the valuation ``[x=1\t& b]`` of the current state, or nothing."""
+        state = self.state
+        if state >= 0 and self.vals[state] is None and body.startswith("[") and body.endswith("]"):
+            try:
+                self.vals[state], self.empties[state] = _valuation(body[1:-1])
+            except ValueError:
+                pass  # not a valuation: an ordinary comment
+
+    def state_line(self, line: str, k: int) -> None:
+        """``state i !exit [r1, r2] label "a label"``: the next state, its exit rate, rewards and labels."""
+        path, n = self.path, self.n
+        t = line[6:].split(None, 1)
+        i = parse_int(t[0], path, k, "state id")
+        if i != self.state + 1:
+            raise fail(path, k, f"states must be listed in order 0, 1, ...: expected state {self.state + 1}, got {i}")
+        if i >= n:
+            raise fail(path, k, f"state {i} out of range: @nr_states is {n}")
+        self.state, self.actions = i, 0
+        rest = t[1].strip() if len(t) > 1 else ""
+        if not rest.startswith("!"):
+            raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
+        tok, _, rest = rest[1:].partition(" ")
+        self.declared_exit[i] = parse_rate(tok, path, k, "exit rate")
+        self.exit_line[i] = k
+        rest = rest.strip()
+        if rest.startswith("["):
+            end = rest.find("]")
+            if end < 0:
+                raise fail(path, k, "']' missing after the state rewards")
+            self._put(self.state_rew, rest[1:end].split(","), i, k)
+            rest = rest[end + 1:].strip()
+        for mq in _LABEL_TOKEN.finditer(rest):
+            name = mq.group(1) or mq.group(2)
+            self.masks.setdefault(name, np.zeros(n, dtype=bool))[i] = True
+
+    def action_line(self, line: str, k: int) -> None:
+        """``action 0 [a1, a2]``: the one action of a CTMC state and its action rewards."""
+        path = self.path
+        if self.state < 0:
+            raise fail(path, k, "'action' before the first 'state'")
+        self.actions += 1
+        if self.actions > 1:
+            raise fail(path, k, f"state {self.state} has a second action: a CTMC has one per state "
+                       "(this is a Markov automaton or an MDP)")
+        rest = line[6:].strip()
+        if "[" in rest:
+            end = rest.find("]")
+            if end < 0:
+                raise fail(path, k, "']' missing after the action rewards")
+            self._put(self.action_rew, rest[rest.find("[") + 1:end].split(","), self.state, k)
+
+    def transition(self, line: str, k: int) -> None:
+        """``j : rate``: a transition of the current state."""
+        path = self.path
+        if self.state < 0:
+            raise fail(path, k, f"transition before the first 'state': {line!r}")
+        target, sep, value = line.partition(":")
+        if not sep:
+            raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
+        j = parse_index(target.strip(), self.n, path, k, "target state")
+        self.rows.append(self.state); self.cols.append(j); self.rates.append(parse_rate(value.strip(), path, k))
+
+    def _put(self, store, values, i, lineno):
+        """Rewards ``values`` (one a reward model) of state ``i`` into ``store``."""
         while len(store) < len(values):
-            store.append(np.zeros(n))
+            store.append(np.zeros(self.n))
         for c, tok in enumerate(values):
-            x = parse_float(tok.strip(), path, lineno, "reward")
-            if not np.isfinite(x):
-                raise fail(path, lineno, f"reward must be finite, got {tok.strip()}")
-            store[c][i] = x
+            store[c][i] = parse_reward(tok.strip(), self.path, lineno)
 
-    while k < N:
-        k += 1
+
+def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
+    """The state blocks after ``@model``: each line goes to the method of its kind."""
+    blocks = _Blocks(head.n, path)
+    for k in range(head.model + 1, len(raw) + 1):
         line = raw[k - 1].strip()
         if not line:
             continue
         if line.startswith("//"):
-            body = line[2:].strip()
-            if state >= 0 and vals[state] is None and body.startswith("[") and body.endswith("]"):
-                try:
-                    vals[state], empties[state] = _valuation(body[1:-1])
-                except ValueError:
-                    pass  # not a valuation: an ordinary comment
-            continue
-        if line.startswith("state "):
-            t = line[6:].split(None, 1)
-            i = parse_int(t[0], path, k, "state id")
-            if i != state + 1:
-                raise fail(path, k, f"states must be listed in order 0, 1, ...: expected state {state + 1}, got {i}")
-            if i >= n:
-                raise fail(path, k, f"state {i} out of range: @nr_states is {n}")
-            state, actions = i, 0
-            rest = t[1].strip() if len(t) > 1 else ""
-            if not rest.startswith("!"):
-                raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
-            tok, _, rest = rest[1:].partition(" ")
-            declared_exit[i] = parse_rate(tok, path, k, "exit rate")
-            exit_line[i] = k
-            rest = rest.strip()
-            if rest.startswith("["):
-                end = rest.find("]")
-                if end < 0:
-                    raise fail(path, k, "']' missing after the state rewards")
-                put(state_rew, rest[1:end].split(","), i, k)
-                rest = rest[end + 1:].strip()
-            for mq in _LABEL_TOKEN.finditer(rest):
-                name = mq.group(1) or mq.group(2)
-                masks.setdefault(name, np.zeros(n, dtype=bool))[i] = True
+            blocks.comment(line[2:].strip())
+        elif line.startswith("state "):
+            blocks.state_line(line, k)
         elif line.startswith("action"):
-            if state < 0:
-                raise fail(path, k, "'action' before the first 'state'")
-            actions += 1
-            if actions > 1:
-                raise fail(path, k, f"state {state} has a second action: a CTMC has one per state "
-                           "(this is a Markov automaton or an MDP)")
-            rest = line[6:].strip()
-            if "[" in rest:
-                end = rest.find("]")
-                if end < 0:
-                    raise fail(path, k, "']' missing after the action rewards")
-                put(action_rew, rest[rest.find("[") + 1:end].split(","), state, k)
+            blocks.action_line(line, k)
         else:
-            if state < 0:
-                raise fail(path, k, f"transition before the first 'state': {line!r}")
-            target, sep, value = line.partition(":")
-            if not sep:
-                raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
-            j = parse_index(target.strip(), n, path, k, "target state")
-            rows.append(state); cols.append(j); rates.append(parse_rate(value.strip(), path, k))
-    if state != n - 1:
-        raise fail(path, None, f"@nr_states is {n} but the file lists {state + 1} states")
+            blocks.transition(line, k)
+    if blocks.state != head.n - 1:
+        raise fail(path, None, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
+    return blocks
 
-    rows_a, rates_a = np.asarray(rows, dtype=np.int64), np.asarray(rates, dtype=float)
-    row_sums = np.bincount(rows_a, weights=rates_a, minlength=n)  # self-loops included, as in Storm
+
+def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
+    """The sums of the rates of each state, checked against the exit rates ``!rate`` the file declares."""
+    rows_a, rates_a = np.asarray(blocks.rows, dtype=np.int64), np.asarray(blocks.rates, dtype=float)
+    row_sums = np.bincount(rows_a, weights=rates_a, minlength=blocks.n)  # self-loops included, as in Storm
+    declared_exit = blocks.declared_exit
     # Storm prints about 10 significant digits (older versions 6): a loose check, for a lost transition
     bad = np.abs(row_sums - declared_exit) > 1e-5 * np.maximum(row_sums, declared_exit)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise fail(path, exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not the sum "
+        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not the sum "
                    f"of its rates ({fmt(row_sums[i])})")
-    Q = generator_from_rates(rows, cols, rates, n)
+    return row_sums
+
+
+def _rewards(blocks: _Blocks, reward_names: List[str], row_sums: np.ndarray) -> Dict[str, np.ndarray]:
+    r"""Each reward model's state reward rate: its state rewards plus its action rewards :math:`E_i a_i`."""
+    state_rew, action_rew, n = blocks.state_rew, blocks.action_rew, blocks.n
     count = max(len(state_rew), len(action_rew))
     names = [reward_names[c] if c < len(reward_names) else f"rew{c}" for c in range(count)]
     rewards = {}
@@ -346,5 +356,62 @@ def read_drn(path: PathLike) -> CTMC:
         if c < len(action_rew):
             r += row_sums * action_rew[c]
         rewards[name] = r
-    initial = masks.pop(INIT, None)
-    return make_chain(Q, _drn_states(vals, empties, n, path), masks, rewards, initial)
+    return rewards
+
+
+def read_drn(path: PathLike) -> CTMC:
+    r"""Read a CTMC from a file in Storm's DRN format.
+
+    Parameters
+    ----------
+    path : path
+        A DRN file of ``@type: CTMC`` with numeric values (no parameters).
+
+    Returns
+    -------
+    CTMC
+        Labels from the ``state`` lines (``init`` gives ``chain.initial``),
+        rewards from ``@reward_models`` (state rewards plus action rewards
+        folded as :math:`E_i a_i`), state variables from Storm's valuation
+        comments when every state has one.
+
+    Raises
+    ------
+    ValueError
+        For a malformed file or one that is not a CTMC, naming the file and
+        the line.
+
+    Examples
+    --------
+    >>> import os, tempfile, ctmc.io
+    >>> text = '''@type: CTMC
+    ... @parameters
+    ...
+    ... @nr_states
+    ... 2
+    ... @nr_choices
+    ... 2
+    ... @model
+    ... state 0 !3 init
+    ... \taction 0
+    ... \t\t1 : 3
+    ... state 1 !1 busy
+    ... \taction 0
+    ... \t\t0 : 1
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "two.drn")
+    ...     with open(p, "w") as fh:
+    ...         _ = fh.write(text)
+    ...     chain = ctmc.io.read_drn(p)
+    >>> chain.stationary().pi, chain.initial.tolist(), chain.labels["busy"].tolist()
+    (array([0.25, 0.75]), [0], [False, True])
+    """
+    raw = read_lines(path)
+    head = _read_header(raw, path)
+    blocks = _read_blocks(raw, head, path)
+    row_sums = _exit_rates(blocks, path)
+    Q = generator_from_rates(blocks.rows, blocks.cols, blocks.rates, head.n)
+    rewards = _rewards(blocks, head.reward_names, row_sums)
+    initial = blocks.masks.pop(INIT, None)
+    return make_chain(Q, _drn_states(blocks.vals, blocks.empties, head.n, path), blocks.masks, rewards, initial)
