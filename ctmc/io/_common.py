@@ -136,7 +136,7 @@ def check_label_names(chain: CTMC) -> None:
 
 def warn_initial_law(chain: CTMC, kind: str) -> None:
     """PRISM and DRN files hold initial states, not an initial law: say so when the chain has one."""
-    law = getattr(chain, "_initial_law", None)
+    law = chain.initial_law      # the law given, or uniform on the initial states (never warned about)
     if law is not None and not np.allclose(law[law > 0], law[law > 0].max(), rtol=1e-12, atol=0):
         warnings.warn(f"{kind} files hold initial states, not an initial law: the chain's law (non-uniform "
                       f"over {int((law > 0).sum())} states) is written as the set of its states; save_npz "
