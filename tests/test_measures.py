@@ -183,7 +183,7 @@ def test_one_liners_agree_across_backends(backend):
 def test_one_liners_against_storm(tmp_path):
     """The same questions asked of Storm on ctmc's DRN export (skipped without stormpy)."""
     import ctmc.io as cio
-    from test_io import model_chain, storm
+    from helpers_io import model_chain, storm
     chain = model_chain()
     path = cio.write_drn(chain, tmp_path / "t.drn")
     props = ['P=? [F<=5 "full"]', 'R{"load"}=? [C<=5]', 'T=? [F "full"]', 'R{"cost"}=? [LRA]',

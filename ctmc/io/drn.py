@@ -1,0 +1,417 @@
+r"""Storm's DRN format (``@type: CTMC``): :func:`write_drn` and :func:`read_drn`.
+
+The layout (header, one block per state, valuation comments, action rewards
+folded into state reward rates :math:`E_i a_i`) is described in :mod:`ctmc.io`.
+:func:`read_drn` reads a file in named steps: the header up to ``@model``
+(:func:`_read_header`), the state blocks (:func:`_read_blocks`), the check of
+the declared exit rates (:func:`_exit_rates`), the rewards (:func:`_rewards`)
+and the state variables from the valuation comments (:func:`_drn_states`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .._version import __version__
+from ..chain import CTMC
+from ._common import (INIT, PathLike, check_label_names, fail, fmt, generator_from_rates, label_sets,
+                      make_chain, parse_index, parse_int, parse_rate, parse_reward, read_lines,
+                      warn_initial_law)
+
+__all__ = ["write_drn", "read_drn"]
+
+
+def write_drn(chain: CTMC, path: PathLike) -> Path:
+    """Write a chain in Storm's DRN format (``@type: CTMC``).
+
+    Parameters
+    ----------
+    chain : CTMC
+    path : path
+        The ``.drn`` file to write.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        If a label is called ``init`` (reserved for the initial states) or
+        holds quotes, or a reward name holds blanks.
+
+    Notes
+    -----
+    Rewards are written as state rewards in ``@reward_models`` order, the
+    initial states as the label ``init``, the state variables as a comment
+    line ``//[x=1	& y=0]`` after each ``state`` line (Storm's own style;
+    Storm ignores comments) and each transition as ``j : rate``.
+
+    Examples
+    --------
+    >>> import os, tempfile, ctmc, ctmc.io
+    >>> chain = ctmc.CTMC.from_rates([[0, 2.0], [1.0, 0]])
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = ctmc.io.write_drn(chain, os.path.join(d, "two.drn"))
+    ...     print(open(p).read().split("@model")[1].strip().replace("\\t", "  "))
+    state 0 !2
+    //[state=0]
+      action 0
+        1 : 2
+    state 1 !1
+    //[state=1]
+      action 0
+        0 : 1
+    """
+    check_label_names(chain)
+    for name in chain.rewards:
+        if not name or any(ch.isspace() for ch in name) or "," in name:
+            raise ValueError(f"rewards: a DRN reward name cannot hold blanks or commas, got {name!r}")
+    p = Path(path)
+    n = chain.n_states
+    Q = chain.Q
+    exit_rates = -Q.diagonal()
+    R = Q.copy().tolil()
+    R.setdiag(0)
+    R = R.tocsr()
+    R.eliminate_zeros()
+    R.sort_indices()
+    names = chain.states.names
+    cols_ = [np.asarray(chain.states[k]).astype(np.int64).tolist() for k in names]
+    rew_names = list(chain.rewards)
+    rew = [np.asarray(chain.rewards[k], dtype=float).tolist() for k in rew_names]
+    warn_initial_law(chain, "DRN")
+    sets = label_sets(chain)
+    quoted = [f'"{k}"' if any(ch.isspace() for ch in k) else k for k, _ in sets]
+    member = np.column_stack([m for _, m in sets]) if sets else np.zeros((n, 0), dtype=bool)
+    with open(p, "w", encoding="utf-8") as fh:
+        fh.write(f"// Exported by ctmc {__version__}\n@type: CTMC\n@parameters\n\n")
+        if rew_names:
+            fh.write("@reward_models\n" + " ".join(rew_names) + "\n")
+        fh.write(f"@nr_states\n{n}\n@nr_choices\n{n}\n@model\n")
+        indptr, indices, data = R.indptr, R.indices.tolist(), R.data.tolist()
+        for i in range(n):
+            line = f"state {i} !{fmt(exit_rates[i])}"
+            if rew_names:
+                line += " [" + ", ".join(fmt(r[i]) for r in rew) + "]"
+            labs = [quoted[k] for k in np.flatnonzero(member[i]).tolist()]
+            if labs:
+                line += " " + " ".join(labs)
+            fh.write(line + "\n")
+            fh.write("//[" + "\t& ".join(f"{k}={c[i]}" for k, c in zip(names, cols_)) + "]\n")
+            fh.write("\taction 0\n")
+            for a in range(indptr[i], indptr[i + 1]):
+                fh.write(f"\t\t{indices[a]} : {fmt(data[a])}\n")
+    return p
+
+
+_LABEL_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
+
+
+def _valuation(text: str):
+    """``{name: value}`` and the number of empty items of a Storm valuation comment ``[x=1\t& b\t& !c]``."""
+    out, empty = {}, 0
+    for item in text.split("&"):
+        item = item.strip()
+        if not item:
+            empty += 1
+        elif "=" in item:
+            k, v = item.split("=", 1)
+            v = v.strip().lower()
+            out[k.strip()] = 1 if v == "true" else 0 if v == "false" else int(v)
+        elif item.startswith("!"):
+            out[item[1:].strip()] = 0
+        else:
+            out[item] = 1
+    return out, empty
+
+
+def _drn_states(vals, empties, n, path):
+    """State variables from the valuation comments, or None when they are missing or inconsistent."""
+    if any(v is None for v in vals):
+        return None
+    names: List[str] = []
+    for v in vals:
+        names += [k for k in v if k not in names]
+    booleans = {k for v in vals for k, x in v.items() if x in (0, 1)}
+    table = np.zeros((n, len(names)), dtype=np.int64)
+    for i, (v, e) in enumerate(zip(vals, empties)):
+        missing = [k for k in names if k not in v]
+        # Storm writes a true boolean as an empty item in some versions: one empty item per missing boolean
+        if missing and (len(missing) != e or not set(missing) <= booleans):
+            return None
+        for c, k in enumerate(names):
+            table[i, c] = v.get(k, 1)
+    return {k: table[:, c].copy() for c, k in enumerate(names)}
+
+
+@dataclass(frozen=True)
+class _Header:
+    """What the header of a DRN file declares before ``@model``."""
+    n: int                      # @nr_states
+    reward_names: List[str]     # @reward_models, in the order of the reward brackets
+    model: int                  # line number of @model: the state blocks follow it
+
+
+def _read_header(raw: List[str], path) -> _Header:
+    """The header of a DRN file, from its first line to ``@model``.
+
+    ``@type`` (CTMC only), ``@value_type`` (numbers), ``@parameters`` (none),
+    ``@reward_models``, ``@nr_states`` and ``@nr_choices``; ``//`` comments.
+    """
+    k, N = 0, len(raw)
+    mtype = n = None
+    reward_names: List[str] = []
+
+    def next_line(after):
+        nonlocal k
+        if k >= N:
+            raise fail(path, after, "the file ends here, a value was expected on the next line")
+        k += 1
+        return raw[k - 1].strip()
+
+    in_model = False
+    while k < N and not in_model:
+        k += 1
+        line = raw[k - 1].strip()
+        if not line or line.startswith("//"):
+            continue
+        if line.startswith("@type:"):
+            mtype = line[6:].strip()
+            if mtype.upper() != "CTMC":
+                raise fail(path, k, f"model type {mtype!r}: only CTMC files can be read")
+        elif line.startswith("@value_type:"):
+            vt = line.split(":", 1)[1].strip()
+            if vt not in ("double", "rational"):
+                raise fail(path, k, f"value type {vt!r}: only numbers (double, rational) can be read")
+        elif line == "@parameters":
+            params = next_line(k).split()
+            if params:
+                raise fail(path, k, f"parametric model (parameters {params}): only numbers can be read")
+        elif line == "@placeholders":
+            raise fail(path, k, "placeholders ($name) are not supported: export the model with numbers")
+        elif line == "@reward_models":
+            reward_names = next_line(k).split()
+        elif line == "@nr_states":
+            text = next_line(k)
+            n = parse_int(text, path, k, "number of states")
+            if n < 1:
+                raise fail(path, k, f"the number of states must be >= 1, got {n}")
+        elif line == "@nr_choices":
+            next_line(k)
+        elif line == "@model":
+            in_model = True
+        else:
+            raise fail(path, k, f"unexpected header line {line!r}")
+    if not in_model:
+        raise fail(path, None, "no '@model' section")
+    if mtype is None:
+        raise fail(path, None, "no '@type:' line before '@model'")
+    if n is None:
+        raise fail(path, None, "no '@nr_states' before '@model'")
+    return _Header(n, reward_names, k)
+
+
+@dataclass
+class _Blocks:
+    """What the state blocks after ``@model`` hold, gathered line by line (one method a kind of line)."""
+    n: int
+    path: object
+    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate
+    cols: List[int] = field(default_factory=list)
+    rates: List[float] = field(default_factory=list)
+    state_rew: List[np.ndarray] = field(default_factory=list)   # one array a reward model
+    action_rew: List[np.ndarray] = field(default_factory=list)
+    masks: Dict[str, np.ndarray] = field(default_factory=dict)  # labels, init among them
+    vals: List[Optional[dict]] = field(init=False)  # valuation comment of each state
+    empties: List[int] = field(init=False)          # its empty items (true booleans, some Storm versions)
+    declared_exit: np.ndarray = field(init=False)   # '!rate' of each state line
+    exit_line: List[int] = field(init=False)        # and the line it is on
+    state: int = -1             # the state whose block is being read
+    actions: int = 0            # its actions so far
+
+    def __post_init__(self):
+        self.vals = [None] * self.n
+        self.empties = [0] * self.n
+        self.declared_exit = np.zeros(self.n)
+        self.exit_line = [0] * self.n
+
+    def comment(self, body: str) -> None:
+        r"""A comment ``// body``: the valuation ``[x=1\t& b]`` of the current state, or nothing."""
+        state = self.state
+        if state >= 0 and self.vals[state] is None and body.startswith("[") and body.endswith("]"):
+            try:
+                self.vals[state], self.empties[state] = _valuation(body[1:-1])
+            except ValueError:
+                pass  # not a valuation: an ordinary comment
+
+    def state_line(self, line: str, k: int) -> None:
+        """``state i !exit [r1, r2] label "a label"``: the next state, its exit rate, rewards and labels."""
+        path, n = self.path, self.n
+        t = line[6:].split(None, 1)
+        i = parse_int(t[0], path, k, "state id")
+        if i != self.state + 1:
+            raise fail(path, k, f"states must be listed in order 0, 1, ...: expected state {self.state + 1}, got {i}")
+        if i >= n:
+            raise fail(path, k, f"state {i} out of range: @nr_states is {n}")
+        self.state, self.actions = i, 0
+        rest = t[1].strip() if len(t) > 1 else ""
+        if not rest.startswith("!"):
+            raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
+        tok, _, rest = rest[1:].partition(" ")
+        self.declared_exit[i] = parse_rate(tok, path, k, "exit rate")
+        self.exit_line[i] = k
+        rest = rest.strip()
+        if rest.startswith("["):
+            end = rest.find("]")
+            if end < 0:
+                raise fail(path, k, "']' missing after the state rewards")
+            self._put(self.state_rew, rest[1:end].split(","), i, k)
+            rest = rest[end + 1:].strip()
+        for mq in _LABEL_TOKEN.finditer(rest):
+            name = mq.group(1) or mq.group(2)
+            self.masks.setdefault(name, np.zeros(n, dtype=bool))[i] = True
+
+    def action_line(self, line: str, k: int) -> None:
+        """``action 0 [a1, a2]``: the one action of a CTMC state and its action rewards."""
+        path = self.path
+        if self.state < 0:
+            raise fail(path, k, "'action' before the first 'state'")
+        self.actions += 1
+        if self.actions > 1:
+            raise fail(path, k, f"state {self.state} has a second action: a CTMC has one per state "
+                       "(this is a Markov automaton or an MDP)")
+        rest = line[6:].strip()
+        if "[" in rest:
+            end = rest.find("]")
+            if end < 0:
+                raise fail(path, k, "']' missing after the action rewards")
+            self._put(self.action_rew, rest[rest.find("[") + 1:end].split(","), self.state, k)
+
+    def transition(self, line: str, k: int) -> None:
+        """``j : rate``: a transition of the current state."""
+        path = self.path
+        if self.state < 0:
+            raise fail(path, k, f"transition before the first 'state': {line!r}")
+        target, sep, value = line.partition(":")
+        if not sep:
+            raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
+        j = parse_index(target.strip(), self.n, path, k, "target state")
+        self.rows.append(self.state); self.cols.append(j); self.rates.append(parse_rate(value.strip(), path, k))
+
+    def _put(self, store, values, i, lineno):
+        """Rewards ``values`` (one a reward model) of state ``i`` into ``store``."""
+        while len(store) < len(values):
+            store.append(np.zeros(self.n))
+        for c, tok in enumerate(values):
+            store[c][i] = parse_reward(tok.strip(), self.path, lineno)
+
+
+def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
+    """The state blocks after ``@model``: each line goes to the method of its kind."""
+    blocks = _Blocks(head.n, path)
+    for k in range(head.model + 1, len(raw) + 1):
+        line = raw[k - 1].strip()
+        if not line:
+            continue
+        if line.startswith("//"):
+            blocks.comment(line[2:].strip())
+        elif line.startswith("state "):
+            blocks.state_line(line, k)
+        elif line.startswith("action"):
+            blocks.action_line(line, k)
+        else:
+            blocks.transition(line, k)
+    if blocks.state != head.n - 1:
+        raise fail(path, None, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
+    return blocks
+
+
+def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
+    """The sums of the rates of each state, checked against the exit rates ``!rate`` the file declares."""
+    rows_a, rates_a = np.asarray(blocks.rows, dtype=np.int64), np.asarray(blocks.rates, dtype=float)
+    row_sums = np.bincount(rows_a, weights=rates_a, minlength=blocks.n)  # self-loops included, as in Storm
+    declared_exit = blocks.declared_exit
+    # Storm prints about 10 significant digits (older versions 6): a loose check, for a lost transition
+    bad = np.abs(row_sums - declared_exit) > 1e-5 * np.maximum(row_sums, declared_exit)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not the sum "
+                   f"of its rates ({fmt(row_sums[i])})")
+    return row_sums
+
+
+def _rewards(blocks: _Blocks, reward_names: List[str], row_sums: np.ndarray) -> Dict[str, np.ndarray]:
+    r"""Each reward model's state reward rate: its state rewards plus its action rewards :math:`E_i a_i`."""
+    state_rew, action_rew, n = blocks.state_rew, blocks.action_rew, blocks.n
+    count = max(len(state_rew), len(action_rew))
+    names = [reward_names[c] if c < len(reward_names) else f"rew{c}" for c in range(count)]
+    rewards = {}
+    for c, name in enumerate(names):
+        r = state_rew[c].copy() if c < len(state_rew) else np.zeros(n)
+        if c < len(action_rew):
+            r += row_sums * action_rew[c]
+        rewards[name] = r
+    return rewards
+
+
+def read_drn(path: PathLike) -> CTMC:
+    r"""Read a CTMC from a file in Storm's DRN format.
+
+    Parameters
+    ----------
+    path : path
+        A DRN file of ``@type: CTMC`` with numeric values (no parameters).
+
+    Returns
+    -------
+    CTMC
+        Labels from the ``state`` lines (``init`` gives ``chain.initial``),
+        rewards from ``@reward_models`` (state rewards plus action rewards
+        folded as :math:`E_i a_i`), state variables from Storm's valuation
+        comments when every state has one.
+
+    Raises
+    ------
+    ValueError
+        For a malformed file or one that is not a CTMC, naming the file and
+        the line.
+
+    Examples
+    --------
+    >>> import os, tempfile, ctmc.io
+    >>> text = '''@type: CTMC
+    ... @parameters
+    ...
+    ... @nr_states
+    ... 2
+    ... @nr_choices
+    ... 2
+    ... @model
+    ... state 0 !3 init
+    ... \taction 0
+    ... \t\t1 : 3
+    ... state 1 !1 busy
+    ... \taction 0
+    ... \t\t0 : 1
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = os.path.join(d, "two.drn")
+    ...     with open(p, "w") as fh:
+    ...         _ = fh.write(text)
+    ...     chain = ctmc.io.read_drn(p)
+    >>> chain.stationary().pi, chain.initial.tolist(), chain.labels["busy"].tolist()
+    (array([0.25, 0.75]), [0], [False, True])
+    """
+    raw = read_lines(path)
+    head = _read_header(raw, path)
+    blocks = _read_blocks(raw, head, path)
+    row_sums = _exit_rates(blocks, path)
+    Q = generator_from_rates(blocks.rows, blocks.cols, blocks.rates, head.n)
+    rewards = _rewards(blocks, head.reward_names, row_sums)
+    initial = blocks.masks.pop(INIT, None)
+    return make_chain(Q, _drn_states(blocks.vals, blocks.empties, head.n, path), blocks.masks, rewards, initial)
