@@ -60,7 +60,7 @@ def agree(spec: str) -> None:
     """One fresh process: the engines' chains compared bit for bit."""
     g = _model(spec)
     a, b = (g.model().build(initial=g.initial, engine=e) for e in ENGINES)
-    same = (np.array_equal(a.states._codes, b.states._codes) and a.Q.shape == b.Q.shape
+    same = (np.array_equal(a.states.codes, b.states.codes) and a.Q.shape == b.Q.shape
             and all(np.array_equal(getattr(a.Q, f), getattr(b.Q, f)) for f in ("indptr", "indices", "data")))
     print("@@" + json.dumps({"same": bool(same)}), flush=True)
 

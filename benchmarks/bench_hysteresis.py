@@ -79,7 +79,7 @@ def main(argv=None):
         chain, tb = timed(q.chain)
         law, ts = timed(q.stationary, "ctmc")
         ret, th = timed(q.mean_return_time)
-        pi = q._stationary_ctmc().pi
+        pi = q.stationary_ctmc().pi
         # the baseline runs while its projected time (quadratic growth) fits the budget
         if last is None or last[1] * (chain.n_states / last[0]) ** 2 < args.budget:
             pi_naive, tn = timed(naive_stationary, chain.Q)

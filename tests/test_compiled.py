@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not _compiled.available(), reason="the C extensi
 def _same(a, b):
     """Assert two chains are the same bit for bit."""
     assert a.n_states == b.n_states
-    assert np.array_equal(a.states._codes, b.states._codes)
+    assert np.array_equal(a.states.codes, b.states.codes)
     assert a.Q.shape == b.Q.shape
     assert np.array_equal(a.Q.indptr, b.Q.indptr) and np.array_equal(a.Q.indices, b.Q.indices)
     assert np.array_equal(a.Q.data, b.Q.data)
@@ -116,7 +116,7 @@ def test_random_models_are_built_alike():
         compiled += a.build_info["engine"] == "compiled"
         # the distributed assembly's two halves: the state table, then rows of any block
         S, T = m.state_space(init), m.state_space(init, engine="numpy")
-        assert np.array_equal(S._codes, T._codes) and np.array_equal(S._codes, a.states._codes)
+        assert np.array_equal(S.codes, T.codes) and np.array_equal(S.codes, a.states.codes)
         lo, hi = a.n_states // 3, a.n_states - a.n_states // 4
         _same_rows(m.generator_rows(S, lo, hi), m.generator_rows(S, lo, hi, engine="numpy"))
         _same_rows(m.generator_rows(S, 0, a.n_states), a.Q)
@@ -135,7 +135,7 @@ def test_gallery_models_are_built_alike(name, value):
     assert a.build_info["engine"] == "compiled" and b.build_info["engine"] == "numpy"
     _same(a, b)
     S = m.state_space(initial=g.initial, engine="compiled")
-    assert np.array_equal(S._codes, b.states._codes)
+    assert np.array_equal(S.codes, b.states.codes)
     half = a.n_states // 2
     _same_rows(m.generator_rows(S, half, a.n_states, engine="compiled"), b.Q[half:])
 
@@ -190,7 +190,7 @@ def test_rows_of_states_that_are_not_the_models_are_refused_by_numpys_rule():
     m2.event("jump", guard=n2 < 4, rate=1.0, update={n2: n2 + 2})       # reaches n = 0, 2, 4 only
     T = m2.state_space(initial={"n": 1})                                   # 1, 3, 5
     with pytest.raises(ValueError, match="leaves the given state table"):
-        m2.generator_rows(S.__class__(None, codes=S._codes[:3], layout=S._layout), 0, 3)
+        m2.generator_rows(S.__class__(None, codes=S.codes[:3], layout=S.layout), 0, 3)
     assert T["n"].tolist() == [1, 3, 5]
 
 
