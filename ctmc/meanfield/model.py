@@ -122,7 +122,7 @@ class PopulationModel:
             raise ValueError(f"change: transition {name!r} changes nothing")
         expr = self._symbolic(rate, "rate", name)
         corr = 0 if correction is None else self._symbolic(correction, "correction", name)
-        self._transitions.append(_Transition(name, full, expr, corr))
+        self._transitions.append(_Transition(name=name, change=full, expr=expr, correction=corr))
         self._cache.clear()
 
     def _symbolic(self, value, what, name):
