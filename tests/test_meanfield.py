@@ -3,7 +3,7 @@
 - the supermarket model declared as a population process against the hand-derived
   tail-coordinate code (``tests/reference_supermarket_mf.py``; fixed point, V, W to 1e-10)
   and the published table of Gast, Bortolussi & Tribastone (2018) that test_supermarket
-  checks (numbers imported from there, not retyped);
+  checks (numbers from tests/supermarket_cases.py, shared with it, not retyped);
 - the malware/SIS example of the same paper (Table tab:SIS: exact E[X] and x* + V/N);
 - SIS closed-form fixed point and a birth-death product-form exact law;
 - the order of the expansions: errors against the exact finite-N answer fall like
@@ -21,8 +21,8 @@ import pytest
 
 from ctmc.meanfield import MeanFieldError, PopulationModel
 from ctmc.models.supermarket import refined_mean_field
-import test_supermarket as _supermarket_tests   # module import: its tests are not collected again here
 import reference_supermarket_mf as hand         # the hand-derived tail-coordinate code (independent)
+from supermarket_cases import MALWARE, PUBLISHED_RMF    # the published tables test_supermarket checks too
 
 # ---------------------------------------------------------------------------
 # reference models
@@ -93,7 +93,7 @@ def test_supermarket_matches_hand_derived_mean_field_and_V(d, lam, B):
     assert r.residual < 1e-12 and m.refined(10, order=2).residual < 1e-10
 
 
-@pytest.mark.parametrize("N,d,rho,mf,rmf", _supermarket_tests.PUBLISHED_RMF)
+@pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
 def test_supermarket_reproduces_published_table(N, d, rho, mf, rmf):
     # Gast, Bortolussi & Tribastone (2018), tab:supermarket; infinite buffers, here B = 10 (u_10 < 1e-20)
     m = supermarket(d, rho, 10)
@@ -104,11 +104,7 @@ def test_supermarket_reproduces_published_table(N, d, rho, mf, rmf):
     assert r.densities @ k == pytest.approx(refined_mean_field(d, rho).mean_jobs_per_server(N), abs=1e-10)
 
 
-# the malware model of the same paper: (N, exact E[X], x* + V/N), imported from test_supermarket
-_published_sis = _supermarket_tests.test_refined_correction_on_published_one_dimensional_example
-MALWARE = next(mk for mk in _published_sis.pytestmark if mk.name == "parametrize").args[1]
-
-
+# the malware model of the same paper: (N, exact E[X], x* + V/N), MALWARE of tests/supermarket_cases.py
 @pytest.mark.parametrize("N,exact,expansion", MALWARE)
 def test_published_one_dimensional_example(N, exact, expansion):
     # up at N (1 - x)(1 + x), down at N x (x = density of I)
@@ -360,11 +356,9 @@ def test_supermarket_ode_matches_hand_derived_ode():
     assert np.abs(np.array([_tails(row) for row in x]) - u[1:].T).max() < 1e-8
 
 
-def test_review_fixes_scale_free_basin_nonsmooth_rates_and_many_species():
-    """Review findings: (1) rates in a slow time unit made the ODE stop at once and Newton land on the
-    unstable point between two stable ones; (2) Min/Abs rates crashed (DiracDelta) in refined();
-    (3) order 2 overflowed at 30 species (eigenbasis solve of the third moments)."""
-    import sympy
+def test_fixed_point_basin_does_not_depend_on_the_time_unit():
+    """Rates in a slow time unit (review finding) made the ODE stop at once and Newton land on the
+    unstable point between two stable ones: each start must reach the stable point of its basin."""
     for c in (1.0, 1e-4, 1e-7):
         m = PopulationModel("bistable", ["S", "I"])
         # drift of I: -c (I - 0.2)(I - 0.5)(I - 0.8), as an up and a down rate, both >= 0 on [0, 1]
@@ -375,6 +369,12 @@ def test_review_fixes_scale_free_basin_nonsmooth_rates_and_many_species():
         for start, want in ((0.45, 0.2), (0.55, 0.8)):
             mf = m.mean_field(x0=[1 - start, start])
             assert mf.stable and mf.fixed_point[1] == pytest.approx(want, abs=1e-9), (c, start)
+
+
+def test_min_rates_expand_to_order_two_and_heaviside_is_refused():
+    """Min/Abs rates crashed (DiracDelta) in refined() (review finding): they are differentiated as
+    a Piecewise; Heaviside, whose derivative is a distribution, is refused naming the transition."""
+    import sympy
     m = PopulationModel("kink", ["S", "I"])
     m.transition("in", {"S": -1, "I": +1}, lambda x: 2 * sympy.Min(x["S"], 0.3) + 0 * x["I"])
     m.transition("out", {"I": -1, "S": +1}, lambda x: x["I"])
@@ -382,6 +382,11 @@ def test_review_fixes_scale_free_basin_nonsmooth_rates_and_many_species():
     assert np.isfinite(r.A).all() and r.densities[1] == pytest.approx(0.6 + r.V[1] / 50 + r.A[1] / 2500)
     with pytest.raises(ValueError, match="rate: transition 'h'"):
         m.transition("h", {"S": -1, "I": +1}, lambda x: sympy.Heaviside(x["S"] - 0.5))
+
+
+def test_order_two_solves_the_third_moments_of_many_species():
+    """Order 2 overflowed at 30 species (review finding: eigenbasis solve of the third moments);
+    at 22 species the coefficients are finite and the equations solved to 1e-10."""
     big = supermarket(2, 0.9, 21)                      # 22 species
     r2 = big.refined(100, order=2)
     assert np.isfinite(r2.A).all() and r2.residual < 1e-10

@@ -30,6 +30,7 @@ from ctmc.models.supermarket import (Supermarket, join_probabilities, lump_per_q
                                      refined_correction, refined_mean_field)
 
 import reference_supermarket_mf as hand
+from supermarket_cases import MALWARE, PUBLISHED_RMF
 
 
 # ---------------------------------------------------------------------------
@@ -306,8 +307,7 @@ def _malware_exact(N):
     return float(ch.stationary().expect(ch.states["i"] / N))
 
 
-@pytest.mark.parametrize("N,exact,expansion", [(5, 0.5929041, 0.5933126), (10, 0.6055449, 0.6056733),
-                                               (20, 0.6118184, 0.6118536), (50, 0.6155559, 0.6155619)])
+@pytest.mark.parametrize("N,exact,expansion", MALWARE)
 def test_refined_correction_on_published_one_dimensional_example(N, exact, expansion):
     # Table tab:SIS of Gast, Bortolussi & Tribastone (2018): exact E[X] and pi + V/N
     p = (math.sqrt(5) - 1) / 2
@@ -317,13 +317,7 @@ def test_refined_correction_on_published_one_dimensional_example(N, exact, expan
     assert _malware_exact(N) == pytest.approx(exact, abs=6e-8)
 
 
-# Table tab:supermarket (Gast, Bortolussi & Tribastone 2018): N, k(=d), rho, mean field, 1/N expansion
-PUBLISHED_RMF = [(10, 2, 0.7, 1.1301, 1.2150), (20, 2, 0.7, 1.1301, 1.1726), (10, 2, 0.9, 2.3527, 2.7513),
-                 (20, 2, 0.9, 2.3527, 2.5520), (10, 2, 0.95, 3.2139, 4.1017), (20, 2, 0.95, 3.2139, 3.6578),
-                 (10, 3, 0.9, 1.8251, 2.2364), (50, 3, 0.9, 1.8251, 1.9073), (100, 3, 0.9, 1.8251, 1.8662),
-                 (10, 4, 0.95, 2.0771, 2.9834), (100, 4, 0.95, 2.0771, 2.1678)]
-
-
+# Table tab:supermarket: PUBLISHED_RMF (tests/supermarket_cases.py)
 @pytest.mark.parametrize("N,d,rho,mf,rmf", PUBLISHED_RMF)
 def test_refined_mean_field_reproduces_published_expansion(N, d, rho, mf, rmf):
     r = refined_mean_field(d, rho)                 # the generic route (ctmc.meanfield)

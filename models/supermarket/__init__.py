@@ -24,6 +24,10 @@ Layout
     The mean-field limit and its refined :math:`1/n` correction, computed by
     :mod:`ctmc.meanfield` from the supermarket declared as a population model
     (:func:`population_model`).
+:mod:`.params`
+    The parameter checks the other modules share.
+:mod:`.plot`
+    The error plot of the study (:func:`plot_errors`).
 :mod:`ctmc.models.supermarket.cli`
     The ``ctmc supermarket`` command and the ``ctmc report`` study.
 
@@ -53,7 +57,11 @@ from .crosscheck import lump_per_queue, per_queue_model
 from .model import MAX_STATES, Supermarket, Truncation, TruncationWarning
 from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
                         mean_field_ode, population_model, refined_correction, refined_mean_field)
-from .cli import _plot_errors, add_arguments, report, run, study
+from .plot import plot_errors
+from .cli import add_arguments, report, run, study
+
+#: the old name of :func:`plot_errors`, still imported by examples/supermarket_meanfield.py and tests/test_examples.py
+_plot_errors = plot_errors
 
 __all__ = [
     "Supermarket", "Truncation", "TruncationWarning", "n_occupancy_states",

@@ -2,17 +2,16 @@
 
 The ``ctmc supermarket`` command (:func:`add_arguments`, :func:`run`,
 :func:`study`) and the supermarket part of ``ctmc report`` (:func:`report`,
-:func:`_plot_errors`): one exact system against its mean-field
+:func:`~ctmc.models.supermarket.plot.plot_errors`): one exact system against its mean-field
 approximations. The first line above is the command's help text.
 """
 from __future__ import annotations
-
-import numpy as np
 
 from ctmc.report import format_table
 
 from .meanfield import refined_mean_field
 from .model import MAX_STATES, Supermarket
+from .plot import plot_errors
 
 __all__ = ["add_arguments", "run", "study", "report"]
 
@@ -96,24 +95,5 @@ def report(plots_dir=None) -> str:
                         title="supermarket d=2, lam=0.9 (with replacement): mean jobs per server "
                               "(capacity: boundary mass <= 1e-6)")]
     if plots_dir:
-        _plot_errors(ns, err_mf, err_rmf, plots_dir, say=out.append)
+        plot_errors(ns, err_mf, err_rmf, plots_dir, say=out.append)
     return "\n".join(out)
-
-
-def _plot_errors(ns, err_mf, err_rmf, plots_dir, name="supermarket_error.png", say=print):
-    """Log-log plot of both errors against n, written by :func:`ctmc.report.save_figure`; the path."""
-    from ctmc.report import new_figure, save_figure
-
-    ns = np.asarray(ns, dtype=float)
-    fig = new_figure(figsize=(5, 4))
-    ax = fig.subplots()
-    ax.loglog(ns, err_mf, "o-", label="|exact - mean field|")
-    ax.loglog(ns, err_rmf, "s-", label="|exact - refined|")
-    ax.loglog(ns, err_mf[-1] * ns[-1] / ns, "k--", lw=0.8, label="slope -1")
-    ax.loglog(ns, err_rmf[-1] * ns[-1] ** 2 / ns ** 2, "k:", lw=0.8, label="slope -2")
-    ax.set_xlabel("n (queues)")
-    ax.set_ylabel("error of the mean jobs per server")
-    ax.set_title("supermarket, d = 2, lambda = 0.9")
-    ax.legend()
-    fig.tight_layout()
-    return save_figure(fig, plots_dir, name, dpi=120, say=say)

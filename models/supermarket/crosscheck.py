@@ -7,7 +7,7 @@ import numpy as np
 
 import ctmc
 
-from ._params import _check_model
+from .params import check_model
 from .occupancy import n_occupancy_states, occupancy_rank
 
 __all__ = ["per_queue_model", "lump_per_queue"]
@@ -46,7 +46,7 @@ def per_queue_model(n, d, lam, capacity, replacement=True) -> ctmc.Model:
     enumeration of the samples (:func:`_choice_law`), an independent
     derivation of the occupancy rates.
     """
-    n, d, lam, B, replacement = _check_model(n, d, lam, capacity, replacement)
+    n, d, lam, B, replacement = check_model(n, d, lam, capacity, replacement)
     if B is None:
         raise ValueError("capacity: the per-queue chain needs a finite capacity >= 1")
     if (B + 1) ** n > 200_000:

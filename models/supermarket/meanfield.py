@@ -85,7 +85,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._params import _int_param
+from .params import check_mean_field, int_param
 
 __all__ = ["mean_field_drift", "mean_field_fixed_point", "mean_field_ode", "mean_field_derivatives",
            "refined_correction", "refined_mean_field", "RefinedMeanField", "population_model"]
@@ -95,20 +95,8 @@ _TAIL = 1e-300
 
 
 # ---------------------------------------------------------------------------
-# parameters and levels
+# levels
 # ---------------------------------------------------------------------------
-def _check_mf(d, lam, capacity):
-    d = _int_param("d", d, 1)
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(lam) or lam <= 0:
-        raise ValueError(f"lam: expected a finite arrival rate per server > 0, got {lam!r}")
-    if capacity is None and not lam < 1:
-        raise ValueError(f"lam: the infinite-buffer mean field needs 0 < lam < 1, got {lam}")
-    if capacity is not None:
-        capacity = _int_param("capacity", capacity, 1)
-    return d, float(lam), capacity
-
-
 def _default_levels(d, lam):
     # levels reported for the infinite-buffer mean field: 40 for d >= 2, until lam^k < 1e-30 for d = 1
     if d == 1:
@@ -134,7 +122,7 @@ def _levels(d, lam, K, capacity=True):
 def _levels_arg(d, lam, capacity, levels):
     if capacity is not None:
         return capacity
-    return _default_levels(d, lam) if levels is None else _int_param("levels", levels, 1)
+    return _default_levels(d, lam) if levels is None else int_param("levels", levels, 1)
 
 
 # ---------------------------------------------------------------------------
@@ -158,8 +146,8 @@ def population_model(d, lam, levels, replacement=True):
     >>> round(float(m.mean_field().fixed_point[:10].sum()), 6)     # u_1 = lam
     0.9
     """
-    d = _int_param("d", d, 1)
-    levels = _int_param("levels", levels, 1)
+    d = int_param("d", d, 1)
+    levels = int_param("levels", levels, 1)
     lam = float(lam)
     from ctmc.meanfield import PopulationModel
     K = levels
@@ -255,7 +243,7 @@ def mean_field_fixed_point(d, lam, capacity=None, levels=None) -> np.ndarray:
     >>> mean_field_fixed_point(1, 0.5, capacity=2)        # M/M/1/2: P(q >= k)
     array([1.        , 0.42857143, 0.14285714])
     """
-    d, lam, capacity = _check_mf(d, lam, capacity)
+    d, lam, capacity = check_mean_field(d, lam, capacity)
     K = _levels_arg(d, lam, capacity, levels)
     if d == 1:
         return _mm1_tails(lam, K, capacity)
@@ -277,7 +265,7 @@ def mean_field_drift(x, d, lam):
     compiled drift of :func:`population_model` (built once per ``d, lam, K``).
     """
     x = np.asarray(x, dtype=float)
-    d = _int_param("d", d, 1)
+    d = int_param("d", d, 1)
     y = _from_tails(x)
     return _tails(_compiled(d, float(lam), x.shape[-1]).drift(y))
 
@@ -301,7 +289,7 @@ def mean_field_derivatives(x, d, lam):
         departure rate at each level.
     """
     x = np.asarray(x, dtype=float)
-    d = _int_param("d", d, 1)
+    d = int_param("d", d, 1)
     K = x.size
     J, D2, Qx = _compiled(d, float(lam), K).derivatives(_from_tails(x))
     T = _T(K)
@@ -332,7 +320,7 @@ def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, a
         declared.
     """
     from scipy.integrate import solve_ivp
-    d, lam, capacity = _check_mf(d, lam, capacity)
+    d, lam, capacity = check_mean_field(d, lam, capacity)
     K = capacity if capacity is not None else (_default_levels(d, lam) if levels is None else levels)
     x0 = np.zeros(K) if u0 is None else np.asarray(u0, dtype=float)
     if x0.shape != (K,) or (x0 < 0).any() or (x0 > 1).any():
@@ -399,7 +387,7 @@ def refined_correction(A, H, Q, g=None):
     return V, W
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RefinedMeanField:
     r"""Mean field ``pi`` and its :math:`1/n` correction ``V`` (tails u_1..u_K).
 
@@ -457,7 +445,7 @@ def refined_mean_field(d, lam, capacity=None, replacement=True, levels=None) -> 
     >>> round(r.mean_jobs_per_server(), 4), round(r.mean_jobs_per_server(10), 4)
     (2.3527, 2.7513)
     """
-    d, lam, capacity = _check_mf(d, lam, capacity)
+    d, lam, capacity = check_mean_field(d, lam, capacity)
     if not isinstance(replacement, (bool, np.bool_)):
         raise ValueError(f"replacement: expected True or False, got {replacement!r}")
     K = _levels_arg(d, lam, capacity, levels)
@@ -465,7 +453,8 @@ def refined_mean_field(d, lam, capacity=None, replacement=True, levels=None) -> 
         pi = _mm1_tails(lam, K, capacity)[1:]
         j = np.arange(K)
         W = pi[np.maximum.outer(j, j)] - np.outer(pi, pi)
-        return RefinedMeanField(d, lam, capacity, bool(replacement), pi, np.zeros(K), W, 0.0)
+        return RefinedMeanField(d=d, lam=lam, capacity=capacity, replacement=bool(replacement), pi=pi,
+                                V=np.zeros(K), W=W, residual=0.0)
     Ke = _levels(d, lam, K, capacity is not None)
     r = _model(d, lam, Ke, bool(replacement)).refined(1)
     T = _T(Ke)
@@ -474,4 +463,5 @@ def refined_mean_field(d, lam, capacity=None, replacement=True, levels=None) -> 
     k = min(K, Ke)
     W = np.zeros((K, K))
     W[:k, :k] = (T @ r.W[:Ke, :Ke] @ T.T)[:k, :k]
-    return RefinedMeanField(d, lam, capacity, bool(replacement), pi, V, W, float(r.residual))
+    return RefinedMeanField(d=d, lam=lam, capacity=capacity, replacement=bool(replacement), pi=pi, V=V, W=W,
+                            residual=float(r.residual))

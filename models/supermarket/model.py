@@ -39,7 +39,7 @@ import numpy as np
 import ctmc
 from ctmc.progress import CtmcWarning, Progress
 
-from ._params import _check_model, _int_param
+from .params import check_model, int_param
 from .occupancy import n_occupancy_states, occupancy_generator, occupancy_states, sample_all_at_least
 
 __all__ = ["Supermarket", "Truncation", "TruncationWarning", "MAX_STATES"]
@@ -55,7 +55,7 @@ class TruncationWarning(CtmcWarning, UserWarning):
 # ---------------------------------------------------------------------------
 # the exact finite-n system
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Truncation:
     """How the capacity was chosen and what it neglects.
 
@@ -135,11 +135,11 @@ class Supermarket:
 
     def __init__(self, n, d, lam, capacity=None, replacement=True, *, tol: float = 1e-8,
                  method: str = "auto", max_states: int = MAX_STATES):
-        self.n, self.d, self.lam, capacity, self.replacement = _check_model(n, d, lam, capacity, replacement)
+        self.n, self.d, self.lam, capacity, self.replacement = check_model(n, d, lam, capacity, replacement)
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
             raise ValueError(f"tol: expected a boundary-mass tolerance in (0, 1), got {tol!r}")
         self.tol = float(tol)
-        self.max_states = _int_param("max_states", max_states, 1)
+        self.max_states = int_param("max_states", max_states, 1)
         from ctmc.stationary import METHODS
         valid = ["auto", "ctmc-auto", *_SOLVERS, *sorted(METHODS)]
         if method not in valid:
@@ -201,8 +201,9 @@ class Supermarket:
             chain, res, build, secs = self._solve(self._capacity)
             EM, boundary, reach, loss = self._measures(chain, res, self._capacity)
             decay = reach[-1] / reach[-2] if self._capacity >= 2 and reach[-2] > 0 else float("nan")
-            self._trunc = Truncation(self._capacity, False, self.tol, boundary, loss, decay,
-                                     ((self._capacity, boundary, chain.n_states, secs),), "fixed")
+            self._trunc = Truncation(capacity=self._capacity, automatic=False, tol=self.tol,
+                                     boundary_mass=boundary, loss_probability=loss, decay=decay,
+                                     tried=((self._capacity, boundary, chain.n_states, secs),), status="fixed")
         else:
             # the boundary mass falls geometrically in the capacity: its fall towards tol gives the time left
             with Progress(f"supermarket n={self.n} d={self.d}: capacity search") as prog:
@@ -238,7 +239,8 @@ class Supermarket:
                     else:
                         lo = mid
                 B, chain, res, build, EM, loss, boundary, decay = best
-                trunc = Truncation(B, True, self.tol, boundary, loss, decay, tuple(tried), "ok")
+                trunc = Truncation(capacity=B, automatic=True, tol=self.tol, boundary_mass=boundary,
+                                   loss_probability=loss, decay=decay, tried=tuple(tried), status="ok")
                 return chain, res, build, EM, loss, trunc
             # predict the capacity meeting tol from the geometric decay of the boundary mass:
             # across the capacities already solved when there are two, else from the decay of
@@ -258,8 +260,9 @@ class Supermarket:
                               f"boundary mass {boundary:.2e} > tol={self.tol:.0e}, and capacity {B + 1} "
                               f"would need {n_occupancy_states(self.n, B + 1)} states > "
                               f"max_states={self.max_states}", TruncationWarning, stacklevel=4)
-                trunc = Truncation(B, True, self.tol, boundary, loss, decay, tuple(tried),
-                                   "tolerance not met")
+                trunc = Truncation(capacity=B, automatic=True, tol=self.tol, boundary_mass=boundary,
+                                   loss_probability=loss, decay=decay, tried=tuple(tried),
+                                   status="tolerance not met")
                 return chain, res, build, EM, loss, trunc
             del chain, res
             B = nxt
