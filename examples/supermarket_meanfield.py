@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from ctmc.models.supermarket import (Supermarket, _plot_errors, mean_field_fixed_point, n_occupancy_states,
+from ctmc.models.supermarket import (Supermarket, plot_errors, mean_field_fixed_point, n_occupancy_states,
                                      refined_mean_field)
 from ctmc.report import add_plots_argument, format_table
 
@@ -122,7 +122,7 @@ def main(argv=None):
               f"refined error): mean field {s1:.2f}, refined {s2:.2f}")
         assert all(b < a for a, b in zip(err_mf, err_rmf)), "refined mean field should beat mean field"
     if a.plots and used:
-        _plot_errors(used, err_mf, err_rmf, a.plots)
+        plot_errors(used, err_mf, err_rmf, a.plots)
     elif a.plots:
         print("no figure: no n where the truncation error is small enough (raise --budget)")
     return rows

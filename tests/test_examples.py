@@ -56,7 +56,7 @@ def test_plotting_examples_are_the_ones_listed():
     # one spelling, no temporary folders: a new example that draws joins PLOTTING
     for path in EXAMPLES:
         src = path.read_text(encoding="utf-8")
-        assert ("add_plots_argument" in src or "_plot_errors" in src) == (path.name in PLOTTING), path.name
+        assert ("add_plots_argument" in src or "plot_errors" in src) == (path.name in PLOTTING), path.name
         assert "tempfile" not in src and '"--plot"' not in src and "savefig" not in src, path.name
 
 
@@ -91,12 +91,12 @@ def test_family_figures_go_through_save_figure(tmp_path):
     # ctmc report --plots DIR: the families write with the same function and the same line
     pytest.importorskip("matplotlib", reason="figures need matplotlib (the 'plot' extra)")
     from ctmc.models.hysteresis import report
-    from ctmc.models.supermarket import _plot_errors
+    from ctmc.models.supermarket import plot_errors
 
     out = report(tmp_path / "h")
     assert f"figure written: {tmp_path / 'h' / 'hysteresis_law.png'}" in out
     lines = []
-    path = _plot_errors([2, 3, 4], [0.3, 0.2, 0.15], [0.1, 0.05, 0.03], tmp_path / "s", say=lines.append)
+    path = plot_errors([2, 3, 4], [0.3, 0.2, 0.15], [0.1, 0.05, 0.03], tmp_path / "s", say=lines.append)
     assert lines == [f"figure written: {path}"] and path.stat().st_size > 5000
 
 

@@ -60,9 +60,6 @@ from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_dri
 from .plot import plot_errors
 from .cli import add_arguments, report, run, study
 
-#: the old name of :func:`plot_errors`, still imported by examples/supermarket_meanfield.py and tests/test_examples.py
-_plot_errors = plot_errors
-
 __all__ = [
     "Supermarket", "Truncation", "TruncationWarning", "n_occupancy_states",
     "occupancy_states", "occupancy_rank",
