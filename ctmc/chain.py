@@ -207,7 +207,8 @@ class CTMC(Analyses):
     array([0.5, 0. ])
     """
 
-    def __init__(self, Q, states=None, *, labels=None, rewards=None, initial=None, check: bool = True):
+    def __init__(self, Q, states=None, *, labels=None, rewards=None, initial=None, check: bool = True,
+                 model=None):
         A = _as_csr(Q)
         if check:
             validate_generator(A)
@@ -220,7 +221,7 @@ class CTMC(Analyses):
         if len(states) != n:
             raise ValueError(f"states: {len(states)} states given for a {n}x{n} generator")
         self.states: StateTable = states
-        self._model = None
+        self._model = model
         self._initial = None
         self._structure: Optional[ClassStructure] = None
         self.build_info: dict = {}
@@ -280,6 +281,11 @@ class CTMC(Analyses):
     def n_transitions(self) -> int:
         """Number of non-zero off-diagonal entries of ``Q``."""
         return int(self.Q.nnz - np.count_nonzero(self.Q.diagonal()))
+
+    @property
+    def model(self):
+        """The :class:`ctmc.Model` this chain was built from (None for a chain made from a generator)."""
+        return self._model
 
     @property
     def initial(self) -> Optional[np.ndarray]:

@@ -410,9 +410,9 @@ class Model:
         built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
                                   max_states=max_states, progress=progress, engine=engine)
         states = StateTable(None, codes=built.codes, layout=built.layout)
-        chain = CTMC(built.Q, states=states, check=False)
-        chain._model = self
-        chain._initial = built.initial
+        start = np.zeros(built.Q.shape[0], dtype=bool)    # the initial states as a set (a mask)
+        start[built.initial] = True
+        chain = CTMC(built.Q, states=states, check=False, initial=start, model=self)
         if "initial_law" in built.info:
             chain.set_initial_law(built.info["initial_law"])
         for k, v in self._labels.items():

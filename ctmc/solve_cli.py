@@ -218,7 +218,7 @@ def _candidates(ns: dict) -> dict:
     models = [v for v in found.values() if isinstance(v, ctmc.Model)]
     # a chain the file built from one of its models is that model (its initial state is remembered)
     found = {k: v for k, v in found.items()
-             if not (isinstance(v, ctmc.CTMC) and any(v._model is m for m in models))}
+             if not (isinstance(v, ctmc.CTMC) and any(v.model is m for m in models))}
     for k in ("model", "build"):
         f = ns.get(k)
         if k not in found and callable(f) and not isinstance(f, type):
@@ -276,8 +276,8 @@ def _load_python(path: Path, args) -> Loaded:
         raise ValueError(f"{path}: {name} is a {type(obj).__name__}, not a ctmc.Model or ctmc.CTMC")
     initial = parse_initial(args.initial) if args.initial else None
     if isinstance(obj, ctmc.CTMC):
-        if initial is not None and obj._model is not None:
-            obj = obj._model                # rebuild from the model at the state asked for
+        if initial is not None and obj.model is not None:
+            obj = obj.model                # rebuild from the model at the state asked for
         else:
             return Loaded(obj, name, 0.0, p0=initial)
     model = obj
@@ -289,7 +289,7 @@ def _load_python(path: Path, args) -> Loaded:
     if initial is None:
         initial = getattr(model, "initial", None)
     if initial is None:
-        built = [v for v in ns.values() if isinstance(v, ctmc.CTMC) and v._model is model]
+        built = [v for v in ns.values() if isinstance(v, ctmc.CTMC) and v.model is model]
         if built:
             return Loaded(built[0], model.name, built[0].build_info.get("seconds", 0.0))
         names = ",".join(f"{v.name}={v.lo}" for v in model.variables)

@@ -59,8 +59,10 @@ def save_npz(chain: CTMC, path: PathLike) -> Path:
         arrays[f"reward_{c}"] = np.asarray(v, dtype=float)
     if chain.initial is not None:
         arrays["initial"] = np.asarray(chain.initial, dtype=np.int64)
-    if getattr(chain, "_initial_law", None) is not None:
-        arrays["initial_law"] = np.asarray(chain.initial_law, dtype=float)
+    law = chain.initial_law
+    if law is not None and np.ptp(law[chain.initial]) > 0:
+        # a law that is not uniform on the initial states (a uniform one is what `initial` restores)
+        arrays["initial_law"] = np.asarray(law, dtype=float)
     p = Path(path)
     if p.suffix != ".npz":
         p = p.with_name(p.name + ".npz")

@@ -212,7 +212,7 @@ class DistributedChain(Analyses, Operator):
         start, stop = _split(chain.n_states, comm.getSize(), comm.getRank())
         Q = chain.Q
         return cls(lambda a, b: Q[a:b], start, states=chain.states, initial=chain.initial, comm=comm,
-                   gather=gather, model=chain._model, n_states=chain.n_states)
+                   gather=gather, model=chain.model, n_states=chain.n_states)
 
     def __repr__(self):
         return (f"<DistributedChain: {self.n_states} states on {self.size} processes, "
