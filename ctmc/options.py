@@ -19,6 +19,7 @@ import numpy as np
 
 from ._sparse_lu import ORDERINGS
 from .backends.base import PRECONDITIONERS, LinearSpec
+from .kernels.evidence import grade_bound  # noqa: F401  (its home before ctmc.kernels)
 
 __all__ = ["positive", "integer_in", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions",
            "make_options", "linear_spec"]
@@ -186,27 +187,6 @@ class KrylovSolverOptions(Tolerances):
 #: ``auto`` picks its own (the Gauss-Seidel sweep on many-dimensional chains).
 DEFAULT_PRECONDITIONER = {("stationary", "gmres"): "sgs", ("stationary", "bicgstab"): "ilu",
                           ("passage", "gmres"): "ilu", ("passage", "bicgstab"): "ilu"}
-
-
-def grade_bound(status, msg: str, bound: float, opts) -> tuple:
-    """``INACCURATE`` when the error bound exceeds ``error_tol`` (every analysis, every backend).
-
-    Examples
-    --------
-    >>> from ctmc.results import Status
-    >>> o = Tolerances()
-    >>> grade_bound(Status.SUCCESS, "lu", 1e-12, o)[0]
-    <Status.SUCCESS: 'success'>
-    >>> print(grade_bound(Status.TAIL_INACCURATE, "lu", 3e-4, o)[1])    # doctest: +ELLIPSIS
-    lu; error bound 3.0e-04 exceeds error_tol 1.0e-06: the answer as a whole...
-    """
-    from .results import Status
-    if bound <= opts.error_tol or status not in (Status.SUCCESS, Status.TAIL_INACCURATE):
-        return status, msg
-    what = "could not be bounded" if not np.isfinite(bound) else f"error bound {bound:.1e} exceeds error_tol {opts.error_tol:.1e}"
-    return Status.INACCURATE, (f"{msg}; {what}: the answer as a whole (not only its small entries) may be "
-                               "wrong by that much; the chain is ill-conditioned (nearly decomposable, or with "
-                               "very long passage times, or a very rare target); try 'gth' on small chains, or a tighter tol")
 
 
 def linear_spec(kind: str, opts, analysis: str = "stationary") -> LinearSpec:

@@ -83,24 +83,23 @@ import numpy as np
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU, inverse_norm_bound
-from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
+from .kernels.classes import global_argmax, slowest_exit
+from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, passage_bound
+from .kernels.plan import auto_plan, structure_facts
+from .kernels.sweeps import Sweeper, polish_sweeps
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
 from .transient import TAIL_EPS
 from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
-from .stationary import _gamma, _gth_bound
 from .sets import unit_mask as _unit
 
 __all__ = ["METHODS", "passage_bound", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
            "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-#: eps * condition above this: a sparse solve may have lost every digit
-_COND_RTOL = 1e-8
-#: largest accepted violation of a probability invariant
-_MASS_TOL = 1e-6
 _DENSE_AUTO = 1000
 #: right-hand sides solved together; more are solved block by block, with progress between blocks
 RHS_BLOCK = 256
@@ -171,7 +170,7 @@ class DenseSystem(System):
 # --------------------------------------------------------------------------
 # sets and systems
 # --------------------------------------------------------------------------
-#: steps of the stationary ``auto`` plan (:func:`ctmc.stationary._auto_plan`) -> passage solvers
+#: steps of the stationary ``auto`` plan (:func:`ctmc.kernels.plan.auto_plan`) -> passage solvers
 _PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
 
 
@@ -225,7 +224,7 @@ class PassageSetup:
         """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``).
 
         ``auto`` decides by the structure of the set (the rule of
-        :func:`ctmc.stationary._auto_plan`, on :func:`ctmc.stationary.structure_facts`):
+        :func:`ctmc.kernels.plan.auto_plan`, on :func:`ctmc.kernels.plan.structure_facts`):
         ``gth`` up to 1000 unknowns, a sparse direct solve for banded or
         two-dimensional chains, else GMRES with a Gauss-Seidel preconditioner
         (falling back to the direct solve when it stalls).
@@ -233,9 +232,8 @@ class PassageSetup:
         if on not in self._kind:
             k = self.method
             if k == "auto":
-                from .stationary import _auto_plan, structure_facts
                 facts = structure_facts(self.op, self.members(on))
-                plan, reason = _auto_plan(facts)
+                plan, reason = auto_plan(facts)
                 # the first step of the plan that a passage system has (no Gauss-Seidel solver here)
                 k = next(_PLAN_KIND[p] for p in plan if p in _PLAN_KIND)
                 self.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
@@ -315,16 +313,15 @@ class PassageSetup:
 
         ``M = sI - Q_XX`` is an M-matrix and ``b >= 0``, so the answer is
         non-negative and each sweep corrects it state by state; the rule of
-        :func:`ctmc.stationary.polish_sweeps` (budget: the ``polish`` option).
+        :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the ``polish`` option).
         """
-        from .stationary import _Sweeper, polish_sweeps
         budget = getattr(self.opts, "polish", KrylovSolverOptions.polish)
         if not budget:
             return x
         op, X = self.op, self.members(on)
         x = np.array(x, dtype=float)
         cols, bcols = x.reshape(x.shape[0], -1), np.asarray(b, dtype=float).reshape(x.shape[0], -1)
-        sweeper = _Sweeper(op, X, shift=s, transpose=False)
+        sweeper = Sweeper(op, X, shift=s, transpose=False)
         done = 0
         for c in range(cols.shape[1]):
             xc = np.ascontiguousarray(np.where(X, np.maximum(cols[:, c], 0.0), 0.0))
@@ -401,7 +398,7 @@ class PassageSetup:
         # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
         norm_m = op.allmax(_row_norms(op, X, s).max(initial=0.0))
         ynorm = op.allmax(np.abs(y).max(initial=0.0))
-        rho = (err + _gamma(op)) * (norm_m * ynorm + 1.0)
+        rho = (err + op.product_roundoff()) * (norm_m * ynorm + 1.0)
         inv = inverse_norm_bound(ynorm, rho)
         if not np.isfinite(inv):
             return np.inf, Status.INACCURATE, f"condition estimate: residual {rho:.1e} of M y = 1 is too large"
@@ -419,90 +416,12 @@ def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
     return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
 
 
-_KIND_TEXT = {"gth": "dense subtraction-free elimination", "lu": "sparse LU",
-              "gmres": "GMRES", "bicgstab": "BiCGStab", "lu-regenerative": "sparse LU through a regeneration state",
-              "gmres-regenerative": "GMRES through a regeneration state",
-              "bicgstab-regenerative": "BiCGStab through a regeneration state"}
-
-
-def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS, reason="",
-                  cond_status=Status.SUCCESS, cond_reason="", defect=0.0, what="probabilities"):
-    """The status of a passage answer from its evidence (one rule for every method and backend).
-
-    Examples
-    --------
-    >>> o = PassageOptions()
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o)[0]
-    <Status.SUCCESS: 'success'>
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, defect=float("inf"), what="moments")[0]
-    <Status.INACCURATE: 'inaccurate'>
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, cond=1e12)[0]
-    <Status.INACCURATE: 'inaccurate'>
-    """
-    text = _KIND_TEXT.get(kind, kind)
-    msg = text + (f" ({reason})" if reason and reason != text else "")
-    if solve_status is not Status.SUCCESS:
-        return solve_status, msg
-    if cond_status is not Status.SUCCESS:
-        return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
-                                   "the solves cannot be vouched for (a badly conditioned system)")
-    if not np.isfinite(defect):
-        return Status.INACCURATE, (f"{msg}: {what} are not finite: they overflow the double range (about "
-                                   "1.8e308) or the solve broke down")
-    if not defect <= _MASS_TOL:
-        rule = ("they must be finite and >= 0" if what == "moments" else
-                "finite, 0 <= p <= 1, total 1 where the target is reached almost surely")
-        return Status.INACCURATE, f"{msg}: {what} violate their invariant ({rule}) by {defect:.1e}"
-    if kind != "gth" and _EPS * cond > _COND_RTOL:
-        return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}, so the solve may have lost all "
-                                   "digits (the target is too rare); use method='gth' (dense, up to a few "
-                                   "thousand states)")
-    if err > opts.tol:
-        return Status.INACCURATE, f"{msg}: backward error {err:.2e} above tol {opts.tol:.1e}"
-    if bal > opts.tail_tol:
-        return Status.TAIL_INACCURATE, (
-            f"{msg}: component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
-            "very small values are unreliable (try method='gth')")
-    return Status.SUCCESS, msg
-
-
-def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0) -> tuple:
-    r"""Bound on the relative normwise error of a passage answer: ``(bound, kind)``.
-
-    With the backward error ``err`` of ``M x = b`` (relative to
-    :math:`\|M\|\|x\| + \|b\|`) and ``cond`` :math:`= \|M\|_\infty\|M^{-1}\|_\infty`
-    (an upper bound, proven by :meth:`PassageSetup.condition`): with
-    :math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)`,
-    :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1 - e)` (``"proven"``;
-    ``inf`` when :math:`e \ge 1`), since :math:`\|b\| \le \|M\|(\|\hat x\| +
-    \|x - \hat x\|)`. The dense subtraction-free elimination gets the
-    entrywise estimate of :func:`ctmc.stationary._gth_bound` (``"estimate"``),
-    which does not depend on the conditioning; a mean computed through a
-    regeneration state is bounded in :func:`hitting_times` itself (normwise,
-    not used for its status: that method keeps each mean's relative accuracy
-    where the normwise bound is astronomically loose).
-    ``gamma`` (the round-off of recomputing the residual, :math:`(k+1)u` for
-    ``k`` entries a row) is added to ``err``: a residual that happens to
-    cancel exactly proves nothing.
-
-    >>> b, kind = passage_bound("lu", 1e3, 1e-16, 100)
-    >>> kind, abs(b / 2e-13 - 1) < 1e-9
-    ('proven', True)
-    >>> passage_bound("lu", float("inf"), 1e-16, 100)[0]
-    inf
-    """
-    if kind == "gth":
-        return _gth_bound(n), "estimate"
-    e = cond * (err + gamma)
-    return (2.0 * e / (1.0 - e) if e < 1.0 else np.inf), "proven"
-
-
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
     """:func:`passage_bound` of an answer and its grade against ``error_tol`` (:func:`ctmc.options.grade_bound`).
 
     Returns ``(status, message, bound, bound kind)``.
     """
-    bound, bkind = passage_bound(kind, cond, err, n, _gamma(op))
+    bound, bkind = passage_bound(kind, cond, err, n, op.product_roundoff())
     status, msg = grade_bound(status, msg, bound, opts)
     return status, msg, bound, bkind
 
@@ -594,7 +513,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     cond, cst, creason = 1.0, Status.SUCCESS, ""
     if regen is None and kind != "gth" and ps.count("finite"):
         cond, cst, creason = ps.condition(0.0, "finite")
-        if st is Status.SUCCESS and (_EPS * cond > _COND_RTOL or cst is not Status.SUCCESS):
+        if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
             regen = _regenerative_mean(op, ps, r, kind)
@@ -621,10 +540,10 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
         hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
         norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
-        gamma = _gamma(op)
-        rho = (err + gamma) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
+        gam = op.product_roundoff()
+        rho = (err + gam) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
         bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
-                              gamma)[0]
+                              gam)[0]
         bkind = "normwise"
     else:
         status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("finite"), status, msg, opts)
@@ -659,15 +578,13 @@ def _regenerative_mean(op, ps, r, kind):
 
     Returns ``(mean (owned), condition of the F' system, info, SolveReport)``.
     """
-    from .stationary import _slowest_exit
-
     F = ps.finite
     hint = None
     if op.initial is not None and len(op.initial):
         i0 = int(op.initial[0])
         if op.allsum(float((F & _unit(op, i0)).sum())) > 0:
             hint = i0
-    z = hint if hint is not None else _slowest_exit(op, F)
+    z = hint if hint is not None else slowest_exit(op, F)
     into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
     spec = ps._spec(kind)
     info = {}
@@ -685,8 +602,7 @@ def _regenerative_mean(op, ps, r, kind):
         xmax = op.allmax(float(x.max(initial=0.0)))
         xz = op.allmax(float(x[e].max(initial=-np.inf)))
         if attempt == 0 and xz < 1e-3 * xmax:
-            from .stationary import _global_argmax
-            z = _global_argmax(op, np.where(F, x, -np.inf))[1]
+            z = global_argmax(op, np.where(F, x, -np.inf))[1]
             sysm.close()
             continue
         break
