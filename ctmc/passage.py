@@ -56,8 +56,15 @@ Methods (the registry :data:`METHODS`)
 ``gmres``, ``bicgstab``
     Krylov solves with a preconditioner.
 ``auto``
-    ``gth`` up to 1000 unknowns, else ``lu``; a failed sparse factorisation
-    of up to 4000 unknowns is redone by ``gth``.
+    By the structure of each set (the stationary plan,
+    :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
+    on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
+    preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
+    factorisation of up to 4000 unknowns by ``gth``.
+
+A method is a function returning the :class:`Route` of the solves on a set
+(solver, imposed preconditioner, fallbacks), an options class and a line of
+:data:`METHODS`; :class:`PassageSetup` applies the route.
 
 Evidence
 --------
@@ -76,6 +83,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -87,6 +95,7 @@ from .kernels.classes import global_argmax, slowest_exit
 from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, passage_bound
 from .kernels.plan import auto_plan, structure_facts
 from .kernels.sweeps import Sweeper, polish_sweeps
+from .kernels.registry import Method, deprecated_aliases
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
 from .transient import TAIL_EPS
@@ -96,38 +105,81 @@ from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "passage_bound", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
-           "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-_DENSE_AUTO = 1000
 #: right-hand sides solved together; more are solved block by block, with progress between blocks
 RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
+#: why a failed solver was replaced (:class:`Route`)
+_FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
+                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver"}
 
 
 # --------------------------------------------------------------------------
-# options: one frozen class per method (ctmc.options), shared by the three passage analyses
+# methods: each chooses the route of the solves on a set (PassageSetup applies it)
 # --------------------------------------------------------------------------
-#: the tolerances every passage method takes (``tol`` on the normwise backward error)
-PassageOptions = Tolerances
-PassageGTHOptions = GTHOptions
-PassageLUOptions = DirectOptions
-PassageKrylovOptions = KrylovSolverOptions
+@dataclass(frozen=True)
+class Route:
+    """How a passage method solves on a set.
 
-#: passage methods by name -> options class
+    Attributes
+    ----------
+    kind : str
+        The solver: ``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``.
+    preconditioner : str, optional
+        Imposed on a Krylov solve (None: the options' own).
+    fallback : tuple of (str, str)
+        ``(failed kind, next kind)``: a solve that breaks down or stalls is redone by the next
+        solver (the dense one only for untransposed solves of up to 4000 unknowns).
+    """
+
+    kind: str
+    preconditioner: Optional[str] = None
+    fallback: tuple = ()
+
+
+def _fixed(kind: str):
+    """The method that solves every set by ``kind``."""
+    def run(ps, on: str) -> Route:
+        return Route(kind)
+    return run
+
+
+#: steps of the stationary ``auto`` plan (:func:`ctmc.kernels.plan.auto_plan`) -> passage solvers
+_PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
+
+
+def _auto(ps, on: str) -> Route:
+    """``auto``: the first step of the stationary plan that a passage system has (no Gauss-Seidel
+    solver here), by the structure of the set (:func:`ctmc.kernels.plan.structure_facts`): ``gth``
+    up to 1000 unknowns, a sparse direct solve for banded or two-dimensional chains, else GMRES
+    with a Gauss-Seidel preconditioner; a stalled GMRES is redone by the direct solver, a
+    failed direct solve by the dense one."""
+    facts = structure_facts(ps.op, ps.members(on))
+    steps, reason = auto_plan(facts)
+    k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
+    ps.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
+    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth")))
+
+
+#: passage methods by name (shared by the three passage analyses); ``auto`` is an entry like the others
 METHODS = {
-    "auto": Tolerances,
-    "gth": GTHOptions,
-    "lu": DirectOptions,
-    "gmres": KrylovSolverOptions,
-    "bicgstab": KrylovSolverOptions,
+    "auto": Method(_auto, Tolerances, "chosen by the structure of each set (auto_plan), with fallbacks"),
+    "gth": Method(_fixed("gth"), GTHOptions, "dense subtraction-free elimination"),
+    "lu": Method(_fixed("lu"), DirectOptions, "sparse direct solve with diagonal pivots"),
+    "gmres": Method(_fixed("gmres"), KrylovSolverOptions, "GMRES with a preconditioner"),
+    "bicgstab": Method(_fixed("bicgstab"), KrylovSolverOptions, "BiCGStab with a preconditioner"),
 }
 
-
-def make_options(method: str, options: dict):
-    """Validate ``options`` for passage ``method`` into its frozen options class."""
-    return _make_options("passage", METHODS, method, options)
+#: old names, reachable with a DeprecationWarning naming the one name
+__getattr__ = deprecated_aliases(__name__, {
+    "PassageOptions": ("ctmc.options.Tolerances", Tolerances),
+    "PassageGTHOptions": ("ctmc.options.GTHOptions", GTHOptions),
+    "PassageLUOptions": ("ctmc.options.DirectOptions", DirectOptions),
+    "PassageKrylovOptions": ("ctmc.options.KrylovSolverOptions", KrylovSolverOptions),
+    "make_options": ("ctmc.options.make_options('passage', ctmc.passage.METHODS, method, options)",
+                     lambda method, options: _make_options("passage", METHODS, method, options))})
 
 
 # --------------------------------------------------------------------------
@@ -170,10 +222,6 @@ class DenseSystem(System):
 # --------------------------------------------------------------------------
 # sets and systems
 # --------------------------------------------------------------------------
-#: steps of the stationary ``auto`` plan (:func:`ctmc.kernels.plan.auto_plan`) -> passage solvers
-_PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
-
-
 class PassageSetup:
     """Sets and set-up systems for first-passage problems into ``target``.
 
@@ -185,7 +233,8 @@ class PassageSetup:
         Owned part of the set ``A`` (non-empty).
     method : str
         A key of :data:`METHODS`.
-    opts : PassageOptions
+    opts : ctmc.options.Tolerances
+        The method's options (:data:`METHODS`).
     backend_options : dict
 
     Attributes
@@ -196,9 +245,9 @@ class PassageSetup:
         ``F``: non-target states reaching ``A`` with probability one.
     """
 
-    def __init__(self, op, target, method="auto", opts: Optional[PassageOptions] = None, backend_options=None):
+    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None):
         self.op, self.method = op, method
-        self.opts = opts if opts is not None else METHODS[method]()
+        self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
         other = ~self.target
@@ -210,6 +259,7 @@ class PassageSetup:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
         self._sys = {}
+        self._route = {}
         self._kind = {}
         self.info = {"processes": op.size}
         self.fallback = None
@@ -221,32 +271,22 @@ class PassageSetup:
         return int(round(self.op.allsum(float(self.members(on).sum()))))
 
     def kind(self, on: str) -> str:
-        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``).
-
-        ``auto`` decides by the structure of the set (the rule of
-        :func:`ctmc.kernels.plan.auto_plan`, on :func:`ctmc.kernels.plan.structure_facts`):
-        ``gth`` up to 1000 unknowns, a sparse direct solve for banded or
-        two-dimensional chains, else GMRES with a Gauss-Seidel preconditioner
-        (falling back to the direct solve when it stalls).
-        """
+        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``):
+        the method's :class:`Route` (:data:`METHODS`), until a fallback replaces it."""
         if on not in self._kind:
-            k = self.method
-            if k == "auto":
-                facts = structure_facts(self.op, self.members(on))
-                plan, reason = auto_plan(facts)
-                # the first step of the plan that a passage system has (no Gauss-Seidel solver here)
-                k = next(_PLAN_KIND[p] for p in plan if p in _PLAN_KIND)
-                self.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
+            self._route[on] = route = METHODS[self.method].run(self, on)
+            k = route.kind
             if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
                 raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "
                                  f"this system has {self.count(on)} unknowns (use 'lu' or raise max_states)")
             self._kind[on] = k
         return self._kind[on]
 
-    def _spec(self, kind):
+    def _spec(self, kind, on):
         spec = linear_spec(kind, self.opts, "passage")
-        if self.method == "auto" and kind == "gmres":   # auto's Krylov choice: Gauss-Seidel preconditioned
-            spec = dataclasses.replace(spec, preconditioner="sgs")
+        pc = self._route[on].preconditioner
+        if pc is not None and kind == "gmres":      # auto's Krylov choice: Gauss-Seidel preconditioned
+            spec = dataclasses.replace(spec, preconditioner=pc)
         return spec
 
     def system(self, s: float, on: str) -> System:
@@ -256,7 +296,7 @@ class PassageSetup:
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
             else:
-                self._sys[key] = self.op.system(self.members(on), s, self._spec(kind), self.bo)
+                self._sys[key] = self.op.system(self.members(on), s, self._spec(kind, on), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
 
@@ -296,15 +336,15 @@ class PassageSetup:
         dense subtraction-free one, up to 4000 unknowns.
         """
         x, rep = self.system(s, on).solve(b, transpose)
-        if rep.status is Status.SUCCESS and not transpose and self.kind(on) in ("gmres", "bicgstab"):
+        kind = self.kind(on)
+        if rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
             x = self._polish(s, on, x, b)
-        if self.method == "auto" and rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
-            kind = self.kind(on)
-            if kind == "gmres":
-                self._switch(on, "lu", f"GMRES: {rep.status.value} ({rep.reason}); used the sparse direct solver")
-                return self.solve(s, on, b, transpose)
-            if kind == "lu" and not transpose and self.count(on) <= _DENSE_FALLBACK:
-                self._switch(on, "gth", f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver")
+        if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
+            nxt = dict(self._route[on].fallback).get(kind)
+            if nxt == "gth" and (transpose or self.count(on) > _DENSE_FALLBACK):
+                nxt = None                # the dense solver has no transposed solve, and a size limit
+            if nxt is not None:
+                self._switch(on, nxt, _FALLBACK_TEXT[kind].format(status=rep.status.value, reason=rep.reason))
                 return self.solve(s, on, b, transpose)
         return x, rep
 
@@ -440,7 +480,7 @@ def _mass_defect(op, values, sure):
 
 def _prepare(chain, target, method, options, backend, backend_options):
     """Checks made before any heavy work; returns ``(op, opts, backend options, gather mode, target)``."""
-    opts = make_options(method, options)
+    opts = _make_options("passage", METHODS, method, options)
     bo = check_backend_options(backend, backend_options)
     mode = bo.pop("gather", None)
     op = operator_for(chain, backend)
@@ -586,7 +626,7 @@ def _regenerative_mean(op, ps, r, kind):
             hint = i0
     z = hint if hint is not None else slowest_exit(op, F)
     into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
-    spec = ps._spec(kind)
+    spec = ps._spec(kind, "finite")
     info = {}
     for attempt in range(2):
         e = _unit(op, z)

@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -104,7 +103,7 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, error_bound, grade, 
                                iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.plan import auto_plan, probe_restart, structure_facts
-from .kernels.registry import Method
+from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import Stop, Sweeper, gth_dense, polish_sweeps, start_vector, state_levels
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
@@ -120,22 +119,16 @@ __all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions",
 
 _TINY = np.finfo(float).tiny
 
-#: old names of options classes -> the one name (reachable with a DeprecationWarning)
-_DEPRECATED = {"StationaryOptions": ("Tolerances", Tolerances)}
+def _old_make_options(method: str, options: dict):
+    """Validate ``options`` for stationary ``method`` (deprecated: :func:`ctmc.options.make_options`)."""
+    return _make_options("stationary", METHODS, method, options)
 
 
-def __getattr__(name):
-    if name in _DEPRECATED:
-        new, cls = _DEPRECATED[name]
-        warnings.warn(f"ctmc.stationary.{name} is deprecated: use ctmc.options.{new}", DeprecationWarning,
-                      stacklevel=2)
-        return cls
-    if name == "make_options":
-        warnings.warn("ctmc.stationary.make_options(method, options) is deprecated: use "
-                      "ctmc.options.make_options('stationary', ctmc.stationary.METHODS, method, options)",
-                      DeprecationWarning, stacklevel=2)
-        return lambda method, options: _make_options("stationary", METHODS, method, options)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: old names, reachable with a DeprecationWarning naming the one name
+__getattr__ = deprecated_aliases(__name__, {
+    "StationaryOptions": ("ctmc.options.Tolerances", Tolerances),
+    "make_options": ("ctmc.options.make_options('stationary', ctmc.stationary.METHODS, method, options)",
+                     _old_make_options)})
 
 
 # --------------------------------------------------------------------------
