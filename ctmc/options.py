@@ -209,7 +209,7 @@ def make_options(analysis: str, registry: dict, method: str, options: dict):
     analysis : str
         Name for messages (``"stationary"``, ``"passage"``, ``"transient"``).
     registry : dict
-        Method name -> options class (or an object with an ``options`` attribute).
+        Method name -> :class:`ctmc.kernels.registry.Method` (the analysis' ``METHODS``).
 
     Raises
     ------
@@ -218,7 +218,7 @@ def make_options(analysis: str, registry: dict, method: str, options: dict):
     """
     if method not in registry:
         raise ValueError(f"method: unknown {analysis} method {method!r}; valid methods are {sorted(registry)}")
-    cls = getattr(registry[method], "options", registry[method])
+    cls = registry[method].options
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(options) - names
     if unknown:

@@ -599,8 +599,8 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     mom = _gather_rows(op, out, mode)
-    res = HittingResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
-                        mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
+    res = HittingResult(method=kind, backend=op.backend, status=status, message=msg, iterations=iters,
+                        residual=err, wall_time=time.perf_counter() - t0, info=info, mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
@@ -709,8 +709,8 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     full = _gather_rows(op, vals, mode)
-    res = LaplaceResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
-                        s=svals, values=full,
+    res = LaplaceResult(method=kind, backend=op.backend, status=status, message=msg, iterations=iters,
+                        residual=err, wall_time=time.perf_counter() - t0, info=info, s=svals, values=full,
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
@@ -841,7 +841,8 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
                 adjoint=adjoint, error_bound_kind=skind)
     ps.close()
-    res = FirstPassageResult(kind, op.backend, status, msg, state["iters"], err, time.perf_counter() - t0, info,
+    res = FirstPassageResult(method=kind, backend=op.backend, status=status, message=msg,
+                             iterations=state["iters"], residual=err, wall_time=time.perf_counter() - t0, info=info,
                              targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)

@@ -688,11 +688,11 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
         ev = _evaluate(op, support, x, status, msg, opts, ctx, method)
     info = {**ev.info, **ctx.info, "processes": op.size}
     if ev.pi is None:
-        return StationaryResult(used, op.backend, ev.status, ev.message, its, float("nan"),
-                                time.perf_counter() - t0, info, pi=np.full(op.stop - op.start, np.nan),
-                                balance_error=float("inf"))
-    return StationaryResult(used, op.backend, ev.status, ev.message, its, ev.residual, time.perf_counter() - t0,
-                            info, pi=ev.pi, balance_error=ev.balance, underflow=ev.underflow,
+        return StationaryResult(method=used, backend=op.backend, status=ev.status, message=ev.message,
+                                iterations=its, residual=float("nan"), wall_time=time.perf_counter() - t0,
+                                info=info, pi=np.full(op.stop - op.start, np.nan), balance_error=float("inf"))
+    return StationaryResult(method=used, backend=op.backend, status=ev.status, message=ev.message, iterations=its,
+                            residual=ev.residual, wall_time=time.perf_counter() - t0, info=info, pi=ev.pi, balance_error=ev.balance, underflow=ev.underflow,
                             error_bound=ev.error_bound)
 
 

@@ -452,6 +452,6 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     full = np.array([op.gather(row, mode) for row in P])
-    res = TransientResult(used, op.backend, status, msg, 0, resid, time.perf_counter() - t0, info,
-                          t=tv, p=full, error_bound=bound)
+    res = TransientResult(method=used, backend=op.backend, status=status, message=msg, iterations=0,
+                          residual=resid, wall_time=time.perf_counter() - t0, info=info, t=tv, p=full, error_bound=bound)
     return res.check(check)
