@@ -99,8 +99,8 @@ from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport
 from .kernels.classes import (closed_classes, count, describe_classes, global_argmax, next_pin, pin_hint,
                               slowest_exit, walk_pin)
-from .kernels.evidence import (NEGATIVE_TOL, balance_error, error_bound, grade, grade_bound, gth_bound,
-                               iterative_bound, return_time_bound, stationary_evidence, value_at)
+from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
+                               gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
@@ -115,7 +115,8 @@ from .sets import unit_mask
 __all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions",
            "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "MultilevelOptions", "AutoOptions",
            "stationary", "structure_facts", "probe_restart", "walk_pin", "polish_sweeps", "return_time_bound",
-           "error_bound", "stationary_evidence", "grade", "next_pin", "closed_classes", "NEGATIVE_TOL"]
+           "error_bound", "correction_estimate", "stationary_evidence", "grade", "next_pin", "closed_classes",
+           "NEGATIVE_TOL"]
 
 _TINY = np.finfo(float).tiny
 

@@ -488,3 +488,15 @@ def test_walked_pin_also_walks_from_the_slowest_exit_state():
     res = chain.stationary("gmres")
     assert res.status is ctmc.Status.SUCCESS and res.info["pins"] == [chain.index(n=0)]
     assert res.pi[chain.index(n=0)] == pytest.approx(0.5, rel=1e-9)
+
+
+def test_old_stationary_names_warn_and_serve_the_one_class():
+    import ctmc.options
+    import ctmc.stationary
+    with pytest.warns(DeprecationWarning, match="use ctmc.options.Tolerances"):
+        assert ctmc.stationary.StationaryOptions is ctmc.options.Tolerances
+    with pytest.warns(DeprecationWarning, match="make_options"):
+        assert ctmc.stationary.make_options("lu", {"pin": 3}).pin == 3
+    assert "StationaryOptions" not in ctmc.stationary.__all__
+    with pytest.raises(AttributeError):
+        ctmc.stationary.NoSuchName
