@@ -66,7 +66,7 @@ connection). The matching is done once, from the iterate after two sweeps.
 
 Distribution
 ------------
-The fine level is swept on each process's block (:class:`_Sweeper`, the
+The fine level is swept on each process's block (:class:`ctmc.kernels.sweeps.Sweeper`, the
 other blocks from the previous sweep); automatic aggregates of the fine
 level never straddle two processes. The coarse chains are assembled from
 per-process sums and replicated on every process, so every coarser level is

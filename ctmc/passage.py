@@ -92,7 +92,7 @@ from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU, inverse_norm_bound
 from .kernels.classes import global_argmax, slowest_exit
-from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, passage_bound
+from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, mass_defect, passage_bound
 from .kernels.plan import auto_plan, structure_facts
 from .kernels.sweeps import Sweeper, polish_sweeps
 from .kernels.registry import Method, deprecated_aliases
@@ -466,18 +466,6 @@ def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
     return status, msg, bound, bkind
 
 
-def _mass_defect(op, values, sure):
-    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN)."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return op.allmax(0.0)
-    with np.errstate(invalid="ignore"):
-        out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
-        out = np.where(sure, np.abs(values - 1.0), out)
-    d = float(out.max()) if np.all(np.isfinite(values)) else np.inf
-    return op.allmax(d if np.isfinite(d) else np.inf)
-
-
 def _prepare(chain, target, method, options, backend, backend_options):
     """Checks made before any heavy work; returns ``(op, opts, backend options, gather mode, target)``."""
     opts = _make_options("passage", METHODS, method, options)
@@ -700,7 +688,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
     # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
     sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
-    defect = _mass_defect(op, vals, sure)
+    defect = mass_defect(op, vals, sure)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="transform values")
     status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
@@ -830,7 +818,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
     sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
-    defect = _mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
+    defect = mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
                                 reason=state["reason"], cond_status=cst, cond_reason=creason, defect=defect)
     if adjoint:

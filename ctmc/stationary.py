@@ -120,6 +120,7 @@ __all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions",
 
 _TINY = np.finfo(float).tiny
 
+
 def _old_make_options(method: str, options: dict):
     """Validate ``options`` for stationary ``method`` (deprecated: :func:`ctmc.options.make_options`)."""
     return _make_options("stationary", METHODS, method, options)

@@ -64,7 +64,7 @@ from ..sets import unit_mask
 __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "judge", "grade",
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
            "correction_estimate", "iterative_bound", "gth_bound", "passage_bound", "RETURN_SPEC",
-           "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL"]
+           "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
 _TINY = np.finfo(float).tiny
 _U = UNIT_ROUNDOFF
@@ -190,6 +190,21 @@ def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS
          f": component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
          "very small values are unreliable (try method='gth')"),
     ])
+
+
+def mass_defect(op, values, sure):
+    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN).
+
+    The probability invariant of passage answers, graded against :data:`MASS_TOL` by :func:`grade_passage`.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return op.allmax(0.0)
+    with np.errstate(invalid="ignore"):
+        out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
+        out = np.where(sure, np.abs(values - 1.0), out)
+    d = float(out.max()) if np.all(np.isfinite(values)) else np.inf
+    return op.allmax(d if np.isfinite(d) else np.inf)
 
 
 def grade_bound(status, msg: str, bound: float, opts) -> tuple:
