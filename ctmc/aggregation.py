@@ -66,7 +66,7 @@ connection). The matching is done once, from the iterate after two sweeps.
 
 Distribution
 ------------
-The fine level is swept on each process's block (:class:`_Sweeper`, the
+The fine level is swept on each process's block (:class:`ctmc.kernels.sweeps.Sweeper`, the
 other blocks from the previous sweep); automatic aggregates of the fine
 level never straddle two processes. The coarse chains are assembled from
 per-process sums and replicated on every process, so every coarser level is
@@ -126,7 +126,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .linalg import gth_solve
+from .kernels.sweeps import Stop, Sweeper, gth_dense, start_vector, state_levels
 from .options import Tolerances, integer_in, positive
+from .progress import Progress
 from .results import Status
 
 __all__ = ["MultilevelOptions", "multilevel", "CYCLES"]
@@ -499,8 +501,7 @@ class _Hierarchy:
 # --------------------------------------------------------------------------
 def _state_ids(op, spec, full_support):
     """Aggregate ids per state (replicated), compacted to 0..m-1 on the class, -1 elsewhere."""
-    from . import stationary as _st     # here: ctmc.stationary imports this module
-    lev = _st._levels(op, spec, name="aggregates")
+    lev = state_levels(op, spec, name="aggregates")
     ids = np.full(op.n, -1, dtype=np.int64)
     _, ids[full_support] = np.unique(lev[full_support], return_inverse=True)
     return ids
@@ -594,10 +595,8 @@ def cycle(H, l, x, shape, pre, post, symmetric):
 
 
 def iterate(op, support, H, x, opts, *, pre, post, symmetric, shape, label):
-    """Cycles until the stopping rule of the other iterations holds (:class:`ctmc.stationary._Stop`)."""
-    from . import stationary as _st
-    from .progress import Progress
-    stop = _st._Stop(op, opts)
+    """Cycles until the stopping rule of the other iterations holds (:class:`ctmc.kernels.sweeps.Stop`)."""
+    stop = Stop(op, opts)
     with Progress(f"stationary ({label})", opts.progress) as prog:
         status, it = Status.MAX_ITERATIONS, 0
         for it in range(1, opts.maxiter + 1):
@@ -619,16 +618,15 @@ def iterate(op, support, H, x, opts, *, pre, post, symmetric, shape, label):
 
 def multilevel(op, support, opts: MultilevelOptions, hint, ctx):
     """The ``multilevel`` stationary method (registered in :data:`ctmc.stationary.METHODS`)."""
-    from . import stationary as _st
     specs = _level_specs(opts.aggregates)
-    x = np.ascontiguousarray(_st._start(op, support, opts.x0))
+    x = np.ascontiguousarray(start_vector(op, support, opts.x0))
     if (x[support] <= 0).any():
         raise ValueError("x0: multilevel needs a positive initial guess on the closed class")
     if not specs and ctx.size <= opts.coarse_size:
-        x, its, status, msg = _st._gth_dense(op, support)
+        x, its, status, msg = gth_dense(op, support)
         ctx.info.update(levels=1, coarse_sizes=[], cycles=0)
         return x, its, status, f"multilevel: {ctx.size} states <= coarse_size, {msg}"
-    sweeper = _st._Sweeper(op, support)
+    sweeper = Sweeper(op, support)
     H = build(op, support, specs, sweeper, opts.coarse_size, x, symmetric=opts.smoother == "symmetric")
     coarsest = H.sizes[-1]
     ctx.info.update(levels=len(H.sizes), coarse_sizes=H.sizes[1:], cycle=opts.cycle)

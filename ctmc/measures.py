@@ -45,6 +45,7 @@ import numpy as np
 from ._util import as_points
 from .backends import operator_for
 from .backends.base import worst
+from .kernels.evidence import judge
 from .options import Tolerances
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
@@ -78,13 +79,15 @@ def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, sca
     value = None if p is None else np.array([op.allsum(float(p @ row)) for row in U])
     # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
     tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
-    status = Status.SUCCESS if bound <= tol else Status.INACCURATE
-    msg = (f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
-           f"{resid:.1e}"
-           + ("" if p is not None else "; no initial law (the chain has no initial state): value is None"))
+    status, msg = judge(Status.SUCCESS, (
+        f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
+        f"{resid:.1e}" + ("" if p is not None else "; no initial law (the chain has no initial state): value is None")),
+        [(not bound <= tol, Status.INACCURATE, "")])
     values = np.array([op.gather(row, op.default_gather) for row in U])
-    return MeasureResult("uniformization", op.backend, status, msg, 0, resid, time.perf_counter() - t0,
-                         {"uniformization_rate": lam, "uniformization_bound": scale * trunc}, value=value, values=values,
+    return MeasureResult(method="uniformization", backend=op.backend, status=status, message=msg, iterations=0,
+                         residual=resid, wall_time=time.perf_counter() - t0,
+                         info={"uniformization_rate": lam, "uniformization_bound": scale * trunc}, value=value,
+                         values=values,
                          t=tv, error_bound=bound)
 
 
@@ -192,10 +195,10 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
         bal, under = max(bal, law.balance_error), under + law.underflow
     msg = (f"long-run law over {len(laws)} closed classes, entered with probabilities "
            + ", ".join(f"{a:.6g}" for a in weights))
-    res = StationaryResult(f"long_run({'/'.join(sorted(set(methods)))})", laws[0].backend, status, msg, iters,
-                           resid, time.perf_counter() - t0,
-                           {"absorption": np.array(weights), "class_sizes": sizes},
-                           pi=pi, balance_error=bal, underflow=under, error_bound=bound)
+    res = StationaryResult(method=f"long_run({'/'.join(sorted(set(methods)))})", backend=laws[0].backend,
+                           status=status, message=msg, iterations=iters, residual=resid,
+                           wall_time=time.perf_counter() - t0,
+                           info={"absorption": np.array(weights), "class_sizes": sizes}, pi=pi, balance_error=bal, underflow=under, error_bound=bound)
     return res.check(check)
 
 
@@ -220,8 +223,9 @@ def throughput(chain, event, p0=None, method="auto", *, backend=None, check=True
     op = operator_for(chain, chain._backend(backend))
     value = op.allsum(float(law.pi[op.start:op.stop] @ rate))
     rmax = op.allmax(float(rate.max()) if rate.size else 0.0)
-    res = MeasureResult(law.method, law.backend, law.status,
-                        f"throughput of {event!r} under the long-run law ({law.message})", law.iterations,
-                        law.residual, time.perf_counter() - t0, {"law": law}, value=value, values=None,
+    res = MeasureResult(method=law.method, backend=law.backend, status=law.status,
+                        message=f"throughput of {event!r} under the long-run law ({law.message})",
+                        iterations=law.iterations, residual=law.residual, wall_time=time.perf_counter() - t0,
+                        info={"law": law}, value=value, values=None,
                         t=None, error_bound=law.error_bound * rmax)
     return res.check(check)

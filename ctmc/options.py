@@ -19,6 +19,7 @@ import numpy as np
 
 from ._sparse_lu import ORDERINGS
 from .backends.base import PRECONDITIONERS, LinearSpec
+from .kernels.evidence import grade_bound  # noqa: F401  (its home before ctmc.kernels)
 
 __all__ = ["positive", "integer_in", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions",
            "make_options", "linear_spec"]
@@ -188,27 +189,6 @@ DEFAULT_PRECONDITIONER = {("stationary", "gmres"): "sgs", ("stationary", "bicgst
                           ("passage", "gmres"): "ilu", ("passage", "bicgstab"): "ilu"}
 
 
-def grade_bound(status, msg: str, bound: float, opts) -> tuple:
-    """``INACCURATE`` when the error bound exceeds ``error_tol`` (every analysis, every backend).
-
-    Examples
-    --------
-    >>> from ctmc.results import Status
-    >>> o = Tolerances()
-    >>> grade_bound(Status.SUCCESS, "lu", 1e-12, o)[0]
-    <Status.SUCCESS: 'success'>
-    >>> print(grade_bound(Status.TAIL_INACCURATE, "lu", 3e-4, o)[1])    # doctest: +ELLIPSIS
-    lu; error bound 3.0e-04 exceeds error_tol 1.0e-06: the answer as a whole...
-    """
-    from .results import Status
-    if bound <= opts.error_tol or status not in (Status.SUCCESS, Status.TAIL_INACCURATE):
-        return status, msg
-    what = "could not be bounded" if not np.isfinite(bound) else f"error bound {bound:.1e} exceeds error_tol {opts.error_tol:.1e}"
-    return Status.INACCURATE, (f"{msg}; {what}: the answer as a whole (not only its small entries) may be "
-                               "wrong by that much; the chain is ill-conditioned (nearly decomposable, or with "
-                               "very long passage times, or a very rare target); try 'gth' on small chains, or a tighter tol")
-
-
 def linear_spec(kind: str, opts, analysis: str = "stationary") -> LinearSpec:
     """The :class:`~ctmc.backends.base.LinearSpec` of a solve of ``kind`` with a method's options.
 
@@ -229,7 +209,7 @@ def make_options(analysis: str, registry: dict, method: str, options: dict):
     analysis : str
         Name for messages (``"stationary"``, ``"passage"``, ``"transient"``).
     registry : dict
-        Method name -> options class (or an object with an ``options`` attribute).
+        Method name -> :class:`ctmc.kernels.registry.Method` (the analysis' ``METHODS``).
 
     Raises
     ------
@@ -238,7 +218,7 @@ def make_options(analysis: str, registry: dict, method: str, options: dict):
     """
     if method not in registry:
         raise ValueError(f"method: unknown {analysis} method {method!r}; valid methods are {sorted(registry)}")
-    cls = getattr(registry[method], "options", registry[method])
+    cls = registry[method].options
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(options) - names
     if unknown:

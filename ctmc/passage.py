@@ -56,8 +56,15 @@ Methods (the registry :data:`METHODS`)
 ``gmres``, ``bicgstab``
     Krylov solves with a preconditioner.
 ``auto``
-    ``gth`` up to 1000 unknowns, else ``lu``; a failed sparse factorisation
-    of up to 4000 unknowns is redone by ``gth``.
+    By the structure of each set (the stationary plan,
+    :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
+    on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
+    preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
+    factorisation of up to 4000 unknowns by ``gth``.
+
+A method is a function returning the :class:`Route` of the solves on a set
+(solver, imposed preconditioner, fallbacks), an options class and a line of
+:data:`METHODS`; :class:`PassageSetup` applies the route.
 
 Evidence
 --------
@@ -76,6 +83,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -83,52 +91,95 @@ import numpy as np
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU, inverse_norm_bound
-from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, grade_bound, linear_spec
+from .kernels.classes import global_argmax, slowest_exit
+from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, mass_defect, passage_bound
+from .kernels.plan import auto_plan, structure_facts
+from .kernels.sweeps import Sweeper, polish_sweeps
+from .kernels.registry import Method, deprecated_aliases
+from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
 from .transient import TAIL_EPS
 from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
-from .stationary import _gamma, _gth_bound
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "passage_bound", "PassageOptions", "PassageLUOptions", "PassageKrylovOptions", "PassageGTHOptions",
-           "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-#: eps * condition above this: a sparse solve may have lost every digit
-_COND_RTOL = 1e-8
-#: largest accepted violation of a probability invariant
-_MASS_TOL = 1e-6
-_DENSE_AUTO = 1000
 #: right-hand sides solved together; more are solved block by block, with progress between blocks
 RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
+#: why a failed solver was replaced (:class:`Route`)
+_FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
+                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver"}
 
 
 # --------------------------------------------------------------------------
-# options: one frozen class per method (ctmc.options), shared by the three passage analyses
+# methods: each chooses the route of the solves on a set (PassageSetup applies it)
 # --------------------------------------------------------------------------
-#: the tolerances every passage method takes (``tol`` on the normwise backward error)
-PassageOptions = Tolerances
-PassageGTHOptions = GTHOptions
-PassageLUOptions = DirectOptions
-PassageKrylovOptions = KrylovSolverOptions
+@dataclass(frozen=True)
+class Route:
+    """How a passage method solves on a set.
 
-#: passage methods by name -> options class
+    Attributes
+    ----------
+    kind : str
+        The solver: ``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``.
+    preconditioner : str, optional
+        Imposed on a Krylov solve (None: the options' own).
+    fallback : tuple of (str, str)
+        ``(failed kind, next kind)``: a solve that breaks down or stalls is redone by the next
+        solver (the dense one only for untransposed solves of up to 4000 unknowns).
+    """
+
+    kind: str
+    preconditioner: Optional[str] = None
+    fallback: tuple = ()
+
+
+def _fixed(kind: str):
+    """The method that solves every set by ``kind``."""
+    def run(ps, on: str) -> Route:
+        return Route(kind)
+    return run
+
+
+#: steps of the stationary ``auto`` plan (:func:`ctmc.kernels.plan.auto_plan`) -> passage solvers
+_PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
+
+
+def _auto(ps, on: str) -> Route:
+    """``auto``: the first step of the stationary plan that a passage system has (no Gauss-Seidel
+    solver here), by the structure of the set (:func:`ctmc.kernels.plan.structure_facts`): ``gth``
+    up to 1000 unknowns, a sparse direct solve for banded or two-dimensional chains, else GMRES
+    with a Gauss-Seidel preconditioner; a stalled GMRES is redone by the direct solver, a
+    failed direct solve by the dense one."""
+    facts = structure_facts(ps.op, ps.members(on))
+    steps, reason = auto_plan(facts)
+    k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
+    ps.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
+    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth")))
+
+
+#: passage methods by name (shared by the three passage analyses); ``auto`` is an entry like the others
 METHODS = {
-    "auto": Tolerances,
-    "gth": GTHOptions,
-    "lu": DirectOptions,
-    "gmres": KrylovSolverOptions,
-    "bicgstab": KrylovSolverOptions,
+    "auto": Method(_auto, Tolerances, "chosen by the structure of each set (auto_plan), with fallbacks"),
+    "gth": Method(_fixed("gth"), GTHOptions, "dense subtraction-free elimination"),
+    "lu": Method(_fixed("lu"), DirectOptions, "sparse direct solve with diagonal pivots"),
+    "gmres": Method(_fixed("gmres"), KrylovSolverOptions, "GMRES with a preconditioner"),
+    "bicgstab": Method(_fixed("bicgstab"), KrylovSolverOptions, "BiCGStab with a preconditioner"),
 }
 
-
-def make_options(method: str, options: dict):
-    """Validate ``options`` for passage ``method`` into its frozen options class."""
-    return _make_options("passage", METHODS, method, options)
+#: old names, reachable with a DeprecationWarning naming the one name
+__getattr__ = deprecated_aliases(__name__, {
+    "PassageOptions": ("ctmc.options.Tolerances", Tolerances),
+    "PassageGTHOptions": ("ctmc.options.GTHOptions", GTHOptions),
+    "PassageLUOptions": ("ctmc.options.DirectOptions", DirectOptions),
+    "PassageKrylovOptions": ("ctmc.options.KrylovSolverOptions", KrylovSolverOptions),
+    "make_options": ("ctmc.options.make_options('passage', ctmc.passage.METHODS, method, options)",
+                     lambda method, options: _make_options("passage", METHODS, method, options))})
 
 
 # --------------------------------------------------------------------------
@@ -171,10 +222,6 @@ class DenseSystem(System):
 # --------------------------------------------------------------------------
 # sets and systems
 # --------------------------------------------------------------------------
-#: steps of the stationary ``auto`` plan (:func:`ctmc.stationary._auto_plan`) -> passage solvers
-_PLAN_KIND = {"gth": "gth", "lu": "lu", "gmres-probe": "gmres"}
-
-
 class PassageSetup:
     """Sets and set-up systems for first-passage problems into ``target``.
 
@@ -186,7 +233,8 @@ class PassageSetup:
         Owned part of the set ``A`` (non-empty).
     method : str
         A key of :data:`METHODS`.
-    opts : PassageOptions
+    opts : ctmc.options.Tolerances
+        The method's options (:data:`METHODS`).
     backend_options : dict
 
     Attributes
@@ -197,9 +245,9 @@ class PassageSetup:
         ``F``: non-target states reaching ``A`` with probability one.
     """
 
-    def __init__(self, op, target, method="auto", opts: Optional[PassageOptions] = None, backend_options=None):
+    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None):
         self.op, self.method = op, method
-        self.opts = opts if opts is not None else METHODS[method]()
+        self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
         other = ~self.target
@@ -211,6 +259,7 @@ class PassageSetup:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
         self._sys = {}
+        self._route = {}
         self._kind = {}
         self.info = {"processes": op.size}
         self.fallback = None
@@ -222,33 +271,22 @@ class PassageSetup:
         return int(round(self.op.allsum(float(self.members(on).sum()))))
 
     def kind(self, on: str) -> str:
-        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``).
-
-        ``auto`` decides by the structure of the set (the rule of
-        :func:`ctmc.stationary._auto_plan`, on :func:`ctmc.stationary.structure_facts`):
-        ``gth`` up to 1000 unknowns, a sparse direct solve for banded or
-        two-dimensional chains, else GMRES with a Gauss-Seidel preconditioner
-        (falling back to the direct solve when it stalls).
-        """
+        """The solver used on the set ``on`` (``"gth"``, ``"lu"``, ``"gmres"`` or ``"bicgstab"``):
+        the method's :class:`Route` (:data:`METHODS`), until a fallback replaces it."""
         if on not in self._kind:
-            k = self.method
-            if k == "auto":
-                from .stationary import _auto_plan, structure_facts
-                facts = structure_facts(self.op, self.members(on))
-                plan, reason = _auto_plan(facts)
-                # the first step of the plan that a passage system has (no Gauss-Seidel solver here)
-                k = next(_PLAN_KIND[p] for p in plan if p in _PLAN_KIND)
-                self.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
+            self._route[on] = route = METHODS[self.method].run(self, on)
+            k = route.kind
             if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
                 raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "
                                  f"this system has {self.count(on)} unknowns (use 'lu' or raise max_states)")
             self._kind[on] = k
         return self._kind[on]
 
-    def _spec(self, kind):
+    def _spec(self, kind, on):
         spec = linear_spec(kind, self.opts, "passage")
-        if self.method == "auto" and kind == "gmres":   # auto's Krylov choice: Gauss-Seidel preconditioned
-            spec = dataclasses.replace(spec, preconditioner="sgs")
+        pc = self._route[on].preconditioner
+        if pc is not None and kind == "gmres":      # auto's Krylov choice: Gauss-Seidel preconditioned
+            spec = dataclasses.replace(spec, preconditioner=pc)
         return spec
 
     def system(self, s: float, on: str) -> System:
@@ -258,7 +296,7 @@ class PassageSetup:
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
             else:
-                self._sys[key] = self.op.system(self.members(on), s, self._spec(kind), self.bo)
+                self._sys[key] = self.op.system(self.members(on), s, self._spec(kind, on), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
 
@@ -298,15 +336,15 @@ class PassageSetup:
         dense subtraction-free one, up to 4000 unknowns.
         """
         x, rep = self.system(s, on).solve(b, transpose)
-        if rep.status is Status.SUCCESS and not transpose and self.kind(on) in ("gmres", "bicgstab"):
+        kind = self.kind(on)
+        if rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
             x = self._polish(s, on, x, b)
-        if self.method == "auto" and rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
-            kind = self.kind(on)
-            if kind == "gmres":
-                self._switch(on, "lu", f"GMRES: {rep.status.value} ({rep.reason}); used the sparse direct solver")
-                return self.solve(s, on, b, transpose)
-            if kind == "lu" and not transpose and self.count(on) <= _DENSE_FALLBACK:
-                self._switch(on, "gth", f"sparse LU failed ({rep.reason}); used the dense subtraction-free solver")
+        if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
+            nxt = dict(self._route[on].fallback).get(kind)
+            if nxt == "gth" and (transpose or self.count(on) > _DENSE_FALLBACK):
+                nxt = None                # the dense solver has no transposed solve, and a size limit
+            if nxt is not None:
+                self._switch(on, nxt, _FALLBACK_TEXT[kind].format(status=rep.status.value, reason=rep.reason))
                 return self.solve(s, on, b, transpose)
         return x, rep
 
@@ -315,16 +353,15 @@ class PassageSetup:
 
         ``M = sI - Q_XX`` is an M-matrix and ``b >= 0``, so the answer is
         non-negative and each sweep corrects it state by state; the rule of
-        :func:`ctmc.stationary.polish_sweeps` (budget: the ``polish`` option).
+        :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the ``polish`` option).
         """
-        from .stationary import _Sweeper, polish_sweeps
         budget = getattr(self.opts, "polish", KrylovSolverOptions.polish)
         if not budget:
             return x
         op, X = self.op, self.members(on)
         x = np.array(x, dtype=float)
         cols, bcols = x.reshape(x.shape[0], -1), np.asarray(b, dtype=float).reshape(x.shape[0], -1)
-        sweeper = _Sweeper(op, X, shift=s, transpose=False)
+        sweeper = Sweeper(op, X, shift=s, transpose=False)
         done = 0
         for c in range(cols.shape[1]):
             xc = np.ascontiguousarray(np.where(X, np.maximum(cols[:, c], 0.0), 0.0))
@@ -401,7 +438,7 @@ class PassageSetup:
         # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
         norm_m = op.allmax(_row_norms(op, X, s).max(initial=0.0))
         ynorm = op.allmax(np.abs(y).max(initial=0.0))
-        rho = (err + _gamma(op)) * (norm_m * ynorm + 1.0)
+        rho = (err + op.product_roundoff()) * (norm_m * ynorm + 1.0)
         inv = inverse_norm_bound(ynorm, rho)
         if not np.isfinite(inv):
             return np.inf, Status.INACCURATE, f"condition estimate: residual {rho:.1e} of M y = 1 is too large"
@@ -419,109 +456,19 @@ def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
     return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
 
 
-_KIND_TEXT = {"gth": "dense subtraction-free elimination", "lu": "sparse LU",
-              "gmres": "GMRES", "bicgstab": "BiCGStab", "lu-regenerative": "sparse LU through a regeneration state",
-              "gmres-regenerative": "GMRES through a regeneration state",
-              "bicgstab-regenerative": "BiCGStab through a regeneration state"}
-
-
-def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS, reason="",
-                  cond_status=Status.SUCCESS, cond_reason="", defect=0.0, what="probabilities"):
-    """The status of a passage answer from its evidence (one rule for every method and backend).
-
-    Examples
-    --------
-    >>> o = PassageOptions()
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o)[0]
-    <Status.SUCCESS: 'success'>
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, defect=float("inf"), what="moments")[0]
-    <Status.INACCURATE: 'inaccurate'>
-    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, cond=1e12)[0]
-    <Status.INACCURATE: 'inaccurate'>
-    """
-    text = _KIND_TEXT.get(kind, kind)
-    msg = text + (f" ({reason})" if reason and reason != text else "")
-    if solve_status is not Status.SUCCESS:
-        return solve_status, msg
-    if cond_status is not Status.SUCCESS:
-        return Status.INACCURATE, (f"{msg}: the condition number could not be estimated ({cond_reason}); "
-                                   "the solves cannot be vouched for (a badly conditioned system)")
-    if not np.isfinite(defect):
-        return Status.INACCURATE, (f"{msg}: {what} are not finite: they overflow the double range (about "
-                                   "1.8e308) or the solve broke down")
-    if not defect <= _MASS_TOL:
-        rule = ("they must be finite and >= 0" if what == "moments" else
-                "finite, 0 <= p <= 1, total 1 where the target is reached almost surely")
-        return Status.INACCURATE, f"{msg}: {what} violate their invariant ({rule}) by {defect:.1e}"
-    if kind != "gth" and _EPS * cond > _COND_RTOL:
-        return Status.INACCURATE, (f"{msg}: condition number about {cond:.1e}, so the solve may have lost all "
-                                   "digits (the target is too rare); use method='gth' (dense, up to a few "
-                                   "thousand states)")
-    if err > opts.tol:
-        return Status.INACCURATE, f"{msg}: backward error {err:.2e} above tol {opts.tol:.1e}"
-    if bal > opts.tail_tol:
-        return Status.TAIL_INACCURATE, (
-            f"{msg}: component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
-            "very small values are unreliable (try method='gth')")
-    return Status.SUCCESS, msg
-
-
-def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0) -> tuple:
-    r"""Bound on the relative normwise error of a passage answer: ``(bound, kind)``.
-
-    With the backward error ``err`` of ``M x = b`` (relative to
-    :math:`\|M\|\|x\| + \|b\|`) and ``cond`` :math:`= \|M\|_\infty\|M^{-1}\|_\infty`
-    (an upper bound, proven by :meth:`PassageSetup.condition`): with
-    :math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)`,
-    :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1 - e)` (``"proven"``;
-    ``inf`` when :math:`e \ge 1`), since :math:`\|b\| \le \|M\|(\|\hat x\| +
-    \|x - \hat x\|)`. The dense subtraction-free elimination gets the
-    entrywise estimate of :func:`ctmc.stationary._gth_bound` (``"estimate"``),
-    which does not depend on the conditioning; a mean computed through a
-    regeneration state is bounded in :func:`hitting_times` itself (normwise,
-    not used for its status: that method keeps each mean's relative accuracy
-    where the normwise bound is astronomically loose).
-    ``gamma`` (the round-off of recomputing the residual, :math:`(k+1)u` for
-    ``k`` entries a row) is added to ``err``: a residual that happens to
-    cancel exactly proves nothing.
-
-    >>> b, kind = passage_bound("lu", 1e3, 1e-16, 100)
-    >>> kind, abs(b / 2e-13 - 1) < 1e-9
-    ('proven', True)
-    >>> passage_bound("lu", float("inf"), 1e-16, 100)[0]
-    inf
-    """
-    if kind == "gth":
-        return _gth_bound(n), "estimate"
-    e = cond * (err + gamma)
-    return (2.0 * e / (1.0 - e) if e < 1.0 else np.inf), "proven"
-
-
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
     """:func:`passage_bound` of an answer and its grade against ``error_tol`` (:func:`ctmc.options.grade_bound`).
 
     Returns ``(status, message, bound, bound kind)``.
     """
-    bound, bkind = passage_bound(kind, cond, err, n, _gamma(op))
+    bound, bkind = passage_bound(kind, cond, err, n, op.product_roundoff())
     status, msg = grade_bound(status, msg, bound, opts)
     return status, msg, bound, bkind
 
 
-def _mass_defect(op, values, sure):
-    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN)."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return op.allmax(0.0)
-    with np.errstate(invalid="ignore"):
-        out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
-        out = np.where(sure, np.abs(values - 1.0), out)
-    d = float(out.max()) if np.all(np.isfinite(values)) else np.inf
-    return op.allmax(d if np.isfinite(d) else np.inf)
-
-
 def _prepare(chain, target, method, options, backend, backend_options):
     """Checks made before any heavy work; returns ``(op, opts, backend options, gather mode, target)``."""
-    opts = make_options(method, options)
+    opts = _make_options("passage", METHODS, method, options)
     bo = check_backend_options(backend, backend_options)
     mode = bo.pop("gather", None)
     op = operator_for(chain, backend)
@@ -594,7 +541,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     cond, cst, creason = 1.0, Status.SUCCESS, ""
     if regen is None and kind != "gth" and ps.count("finite"):
         cond, cst, creason = ps.condition(0.0, "finite")
-        if st is Status.SUCCESS and (_EPS * cond > _COND_RTOL or cst is not Status.SUCCESS):
+        if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
             regen = _regenerative_mean(op, ps, r, kind)
@@ -621,10 +568,10 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
         hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
         norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
-        gamma = _gamma(op)
-        rho = (err + gamma) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
+        gam = op.product_roundoff()
+        rho = (err + gam) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
         bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
-                              gamma)[0]
+                              gam)[0]
         bkind = "normwise"
     else:
         status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("finite"), status, msg, opts)
@@ -640,8 +587,8 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     mom = _gather_rows(op, out, mode)
-    res = HittingResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
-                        mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
+    res = HittingResult(method=kind, backend=op.backend, status=status, message=msg, iterations=iters,
+                        residual=err, wall_time=time.perf_counter() - t0, info=info, mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
@@ -659,17 +606,15 @@ def _regenerative_mean(op, ps, r, kind):
 
     Returns ``(mean (owned), condition of the F' system, info, SolveReport)``.
     """
-    from .stationary import _slowest_exit
-
     F = ps.finite
     hint = None
     if op.initial is not None and len(op.initial):
         i0 = int(op.initial[0])
         if op.allsum(float((F & _unit(op, i0)).sum())) > 0:
             hint = i0
-    z = hint if hint is not None else _slowest_exit(op, F)
+    z = hint if hint is not None else slowest_exit(op, F)
     into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
-    spec = ps._spec(kind)
+    spec = ps._spec(kind, "finite")
     info = {}
     for attempt in range(2):
         e = _unit(op, z)
@@ -685,8 +630,7 @@ def _regenerative_mean(op, ps, r, kind):
         xmax = op.allmax(float(x.max(initial=0.0)))
         xz = op.allmax(float(x[e].max(initial=-np.inf)))
         if attempt == 0 and xz < 1e-3 * xmax:
-            from .stationary import _global_argmax
-            z = _global_argmax(op, np.where(F, x, -np.inf))[1]
+            z = global_argmax(op, np.where(F, x, -np.inf))[1]
             sysm.close()
             continue
         break
@@ -744,7 +688,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
     # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
     sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
-    defect = _mass_defect(op, vals, sure)
+    defect = mass_defect(op, vals, sure)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="transform values")
     status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
@@ -753,8 +697,8 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     full = _gather_rows(op, vals, mode)
-    res = LaplaceResult(kind, op.backend, status, msg, iters, err, time.perf_counter() - t0, info,
-                        s=svals, values=full,
+    res = LaplaceResult(method=kind, backend=op.backend, status=status, message=msg, iterations=iters,
+                        residual=err, wall_time=time.perf_counter() - t0, info=info, s=svals, values=full,
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
 
@@ -874,7 +818,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
     sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
-    defect = _mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
+    defect = mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
                                 reason=state["reason"], cond_status=cst, cond_reason=creason, defect=defect)
     if adjoint:
@@ -885,7 +829,8 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
                 adjoint=adjoint, error_bound_kind=skind)
     ps.close()
-    res = FirstPassageResult(kind, op.backend, status, msg, state["iters"], err, time.perf_counter() - t0, info,
+    res = FirstPassageResult(method=kind, backend=op.backend, status=status, message=msg,
+                             iterations=state["iters"], residual=err, wall_time=time.perf_counter() - t0, info=info,
                              targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)

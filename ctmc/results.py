@@ -105,7 +105,7 @@ class TailAccuracyWarning(CtmcWarning, RuntimeWarning):
     """Small probabilities of a result fail ctmc's component-wise check."""
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class AnalysisResult:
     """Fields common to all results.
 
@@ -244,7 +244,7 @@ class AnalysisResult:
         return html_table(f"{type(self).__name__}: {self.status.value}", rows)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class StationaryResult(AnalysisResult):
     """Stationary distribution ``pi`` with ``pi Q = 0``, ``sum(pi) = 1``.
 
@@ -298,7 +298,7 @@ class StationaryResult(AnalysisResult):
         return {"pi": self.pi}
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class HittingResult(AnalysisResult):
     """Moments of the hitting time ``T_A = inf{t >= 0: X_t in A}``.
 
@@ -351,7 +351,7 @@ class HittingResult(AnalysisResult):
         return float(self.mean[i])
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class LaplaceResult(AnalysisResult):
     """Laplace-Stieltjes transform ``E_i[exp(-s T_A)]`` (0 when ``T_A = inf``).
 
@@ -378,7 +378,7 @@ class LaplaceResult(AnalysisResult):
         return float(v) if v.ndim == 0 else v.copy()
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class FirstPassageResult(AnalysisResult):
     """Joint law of ``(T_A, X_{T_A})``.
 
@@ -430,7 +430,7 @@ class FirstPassageResult(AnalysisResult):
         return frame(sub, self._columns(), index_name="source")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class TransientResult(AnalysisResult):
     """Transient distributions ``p(t) = p0 exp(Q t)``.
 
@@ -467,7 +467,7 @@ class TransientResult(AnalysisResult):
         return {f"t={_num(t)}": row for t, row in zip(self.t, self.p)}
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class MeasureResult(AnalysisResult):
     """A measure from the initial law, with its per-state values where they exist.
 

@@ -40,6 +40,8 @@ import scipy.sparse as sp
 from ._util import as_points
 from .backends import check_backend_options, operator_for
 from .backends.base import UNIT_ROUNDOFF, worst
+from .kernels.evidence import judge
+from .kernels.registry import Method
 from .options import make_options, positive
 from .progress import Progress
 from .expr import Expr
@@ -318,12 +320,64 @@ class TransientAutoOptions(UniformizationOptions):
         ExpmOptions(self.tol)
 
 
-#: transient methods by name -> options class
-METHODS = {"auto": TransientAutoOptions, "uniformization": UniformizationOptions, "expm": ExpmOptions}
+# --------------------------------------------------------------------------
+# methods: each takes (op, p owned, times, opts, backend options, info) and returns
+# (p(t) owned, one row per time; error bound; the method used; status)
+# --------------------------------------------------------------------------
+def _uniformization(op, p, tv, opts, bo, info):
+    """Uniformisation at the rate :math:`1.02 \\max_i |q_{ii}|` (:func:`uniformize_operator`)."""
+    P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, 1.02 * op.qmax, eps=opts.eps,
+                                   max_terms=opts.max_terms, roundoff=op.product_roundoff())
+    return P, bound, "uniformization", Status.SUCCESS
 
 
-def _make_options(method, options):
-    return make_options("transient", METHODS, method, options)
+def _expm(op, p, tv, opts, bo, info):
+    """Krylov exponential actions from one requested time to the next (no a priori bound: the mass
+    defect is judged alone)."""
+    P = np.empty((tv.size, p.size))
+    cur, tcur = p.copy(), 0.0
+    reasons = []
+    status = Status.SUCCESS
+    for i in np.argsort(tv, kind="stable"):
+        dt = tv[i] - tcur
+        if dt > 0:
+            cur, rep = op.expm_action(cur, dt, tol=opts.tol, backend_options=bo)
+            status = worst(status, rep.status)
+            reasons.append(rep.reason)
+        P[i] = cur
+        tcur = tv[i]
+    info["reason"] = reasons[-1] if reasons else "no step"
+    return np.maximum(P, 0.0), 0.0, "expm", status
+
+
+def _dense_expm(op, p, tv, opts, bo, info):
+    """A dense exponential by squaring stochastic matrices (:func:`stochastic_exp`), reported as ``expm``."""
+    Q = (op.local_rows(False) - sp.diags(op.exit_rates)).toarray()
+    P = np.array([p @ stochastic_exp(Q, ti) for ti in tv])
+    info["reason"] = "dense exponential by squaring stochastic matrices: too many uniformisation steps"
+    return P, 0.0, "expm", Status.SUCCESS
+
+
+def _auto(op, p, tv, opts, bo, info):
+    """Uniformisation up to ``max_terms`` steps, else a dense exponential up to :data:`DENSE_EXPM_MAX`
+    states on one process, else refused."""
+    steps = 1.02 * op.qmax * tv.max()
+    if steps <= opts.max_terms:
+        return _uniformization(op, p, tv, opts, bo, info)
+    if op.size == 1 and op.n <= DENSE_EXPM_MAX:
+        return _dense_expm(op, p, tv, opts, bo, info)
+    # a Krylov exponential needs as many products as uniformisation steps: refuse, do not hang
+    raise ValueError(f"t: the largest time needs about {steps:.3g} uniformisation steps (max_terms="
+                     f"{opts.max_terms}), and a Krylov exponential about as many products; for the "
+                     "law in the long run use long_run(), else raise max_terms or ask for smaller times")
+
+
+#: transient methods by name; ``auto`` is an entry like the others
+METHODS = {
+    "auto": Method(_auto, TransientAutoOptions, "uniformization, else a dense exponential on small chains"),
+    "uniformization": Method(_uniformization, UniformizationOptions, "uniformisation (Poisson-weighted powers)"),
+    "expm": Method(_expm, ExpmOptions, "Krylov matrix-exponential actions (the backend's)"),
+}
 
 
 def initial_law(op, p0) -> np.ndarray:
@@ -377,7 +431,7 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     >>> [round(float(x), 10) for x in r.p[:, 0]]
     [1.0, 0.5676676416]
     """
-    opts = _make_options(method, options)
+    opts = make_options("transient", METHODS, method, options)
     tv = as_points(t, "t")
     bo = check_backend_options(backend, backend_options)
     mode = bo.pop("gather", None)
@@ -385,49 +439,11 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     mode = mode or op.default_gather
     p = initial_law(op, p0)
     t0 = time.perf_counter()
-    lam = 1.02 * op.qmax
-    used = method
-    if method == "auto":
-        steps = lam * tv.max()
-        if steps <= opts.max_terms:
-            used = "uniformization"
-        elif op.size == 1 and op.n <= DENSE_EXPM_MAX:
-            used = "dense"
-        else:   # a Krylov exponential needs as many products as uniformisation steps: refuse, do not hang
-            raise ValueError(f"t: the largest time needs about {steps:.3g} uniformisation steps (max_terms="
-                             f"{opts.max_terms}), and a Krylov exponential about as many products; for the "
-                             "law in the long run use long_run(), else raise max_terms or ask for smaller times")
     info = {"processes": op.size}
-    status = Status.SUCCESS
-    if used == "dense":
-        Q = (op.local_rows(False) - sp.diags(op.exit_rates)).toarray()
-        P = np.array([p @ stochastic_exp(Q, ti) for ti in tv])
-        bound = 0.0
-        used = "expm"
-        info["reason"] = "dense exponential by squaring stochastic matrices: too many uniformisation steps"
-    elif used == "uniformization":
-        P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, lam, eps=opts.eps,
-                                       max_terms=opts.max_terms, roundoff=op.product_roundoff())
-    elif used == "expm":
-        P = np.empty((tv.size, p.size))
-        cur, tcur = p.copy(), 0.0
-        reasons = []
-        for i in np.argsort(tv, kind="stable"):
-            dt = tv[i] - tcur
-            if dt > 0:
-                cur, rep = op.expm_action(cur, dt, tol=opts.tol, backend_options=bo)
-                status = worst(status, rep.status)
-                reasons.append(rep.reason)
-            P[i] = cur
-            tcur = tv[i]
-        info["reason"] = reasons[-1] if reasons else "no step"
-        P = np.maximum(P, 0.0)
-        bound = 0.0   # no a priori bound: the mass defect is judged alone
+    P, bound, used, status = METHODS[method].run(op, p, tv, opts, bo, info)
     resid = float(np.abs(op.allsum(P.sum(axis=1)) - 1).max())
     allowed = max(10 * getattr(opts, "eps", 0.0), 1e-10) + bound
-    if status is Status.SUCCESS and not resid <= allowed:
-        status = Status.INACCURATE
-    msg = f"{used}: mass defect {resid:.1e}"
+    status, msg = judge(status, f"{used}: mass defect {resid:.1e}", [(not resid <= allowed, Status.INACCURATE, "")])
     if used == "expm":
         bound = resid
         info["error_bound_kind"] = "estimate"     # the mass defect: no a priori bound for exponentials
@@ -436,6 +452,6 @@ def transient(chain, p0, t, method="auto", *, backend="scipy", check=True, backe
     if mode == "none":
         info["rows"] = (op.start, op.stop)
     full = np.array([op.gather(row, mode) for row in P])
-    res = TransientResult(used, op.backend, status, msg, 0, resid, time.perf_counter() - t0, info,
-                          t=tv, p=full, error_bound=bound)
+    res = TransientResult(method=used, backend=op.backend, status=status, message=msg, iterations=0,
+                          residual=resid, wall_time=time.perf_counter() - t0, info=info, t=tv, p=full, error_bound=bound)
     return res.check(check)

@@ -239,3 +239,24 @@ def test_underflowing_transform_values_are_not_a_failed_balance():
     normal = g.values > 1e-300
     assert (~normal).any()                                  # the case: values that underflow
     np.testing.assert_allclose(lu.values[normal], g.values[normal], rtol=1e-8)
+
+
+@pytest.mark.parametrize("old, new", [("PassageOptions", "Tolerances"), ("PassageGTHOptions", "GTHOptions"),
+                                      ("PassageLUOptions", "DirectOptions"),
+                                      ("PassageKrylovOptions", "KrylovSolverOptions")])
+def test_old_options_names_are_the_one_class_with_a_deprecation_warning(old, new):
+    import ctmc.options
+    import ctmc.passage
+    with pytest.warns(DeprecationWarning, match=f"ctmc.passage.{old} is deprecated: use ctmc.options.{new}"):
+        cls = getattr(ctmc.passage, old)
+    assert cls is getattr(ctmc.options, new) and old not in ctmc.passage.__all__
+
+
+def test_passage_methods_are_one_registry_shape():
+    from ctmc.kernels.registry import Method
+    assert sorted(ctmc.passage.METHODS) == ["auto", "bicgstab", "gmres", "gth", "lu"]
+    assert all(isinstance(m, Method) and callable(m.run) for m in ctmc.passage.METHODS.values())
+    assert all(isinstance(m, Method) for m in ctmc.transient.METHODS.values())
+    with pytest.warns(DeprecationWarning, match="make_options"):
+        opts = ctmc.passage.make_options("gmres", {"maxiter": 2})
+    assert opts == ctmc.options.KrylovSolverOptions(maxiter=2)

@@ -385,7 +385,7 @@ def test_unconverged_condition_solve_gives_no_estimate():
     import ctmc.passage
     chain, tgt = _far_first_passage()
     op = ctmc.backends.operator_for(chain, "petsc")
-    opts = ctmc.passage.PassageKrylovOptions(maxiter=2)
+    opts = ctmc.options.KrylovSolverOptions(maxiter=2)
     ps = ctmc.passage.PassageSetup(op, tgt, "gmres", opts, {})
     cond, st, why = ps.condition(0.0, "reach")
     ps.close()

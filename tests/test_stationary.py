@@ -346,11 +346,11 @@ def test_auto_on_a_many_dimensional_chain_goes_iterative_and_is_right():
 
 
 def test_auto_falls_back_when_the_probes_stall(monkeypatch):
-    from ctmc import stationary
+    from ctmc.kernels import plan
     from ctmc.models.gallery import GALLERY
     g = GALLERY["tandem"](150)                      # 45,451 states, 3 variables; sweeps converge slowly
     chain = g.chain()
-    monkeypatch.setattr(stationary, "_PROBE_ITERATIONS", 3)     # GMRES cannot converge in 3 steps
+    monkeypatch.setattr(plan, "PROBE_ITERATIONS", 3)     # GMRES cannot converge in 3 steps
     res = chain.stationary()
     assert res.info["auto"]["plan"][:3] == ["gmres-probe", "gauss_seidel-probe", "lu"]
     assert [f.split(":")[0] for f in res.info["fallbacks"]] == ["gmres-probe", "gauss_seidel-probe"]
@@ -363,14 +363,15 @@ def test_auto_gives_up_a_factorisation_that_outgrows_the_memory(monkeypatch):
     """The fill is unknown until the factorisation ends: SuperLU runs under an address-space cap
     and its failed allocation is a MemoryError that auto answers with GMRES's whole budget (it
     used to grow until the kernel killed the process: a 2.4e6-state 4-species chain)."""
-    from ctmc import _sparse_lu, stationary
+    from ctmc import _sparse_lu
+    from ctmc.kernels import plan
     from ctmc.models.gallery import GALLERY
     g = GALLERY["tandem"](150)
     chain = g.model().build(initial=g.initial)         # its own chain: no factors cached by other tests
 
     def capped(A, **kw):                               # what SuperLU does when malloc fails under the cap
         raise SystemError("Can't expand MemType 0")
-    monkeypatch.setattr(stationary, "_PROBE_ITERATIONS", 3)
+    monkeypatch.setattr(plan, "PROBE_ITERATIONS", 3)
     monkeypatch.setattr(_sparse_lu.sla, "splu", capped)
     res = chain.stationary()
     assert [f.split(":")[0] for f in res.info["fallbacks"]] == ["gmres-probe", "gauss_seidel-probe", "lu"]
@@ -464,7 +465,7 @@ def test_krylov_pin_is_a_probable_state_found_by_a_short_walk():
     """Pinned on the slowest-exit state (1e-20 of the largest probability here; 1e-57 at N = 120)
     GMRES cannot converge; the walk's pin carries a large probability, from the worst start."""
     from ctmc.backends import operator_for
-    from ctmc.stationary import _slowest_exit, walk_pin
+    from ctmc.kernels.classes import slowest_exit as _slowest_exit, walk_pin
     chain = _jiq3().chain(40)
     op, support = operator_for(chain, "scipy"), np.ones(chain.n_states, dtype=bool)
     pi = chain.stationary("lu").pi
@@ -487,3 +488,15 @@ def test_walked_pin_also_walks_from_the_slowest_exit_state():
     res = chain.stationary("gmres")
     assert res.status is ctmc.Status.SUCCESS and res.info["pins"] == [chain.index(n=0)]
     assert res.pi[chain.index(n=0)] == pytest.approx(0.5, rel=1e-9)
+
+
+def test_old_stationary_names_warn_and_serve_the_one_class():
+    import ctmc.options
+    import ctmc.stationary
+    with pytest.warns(DeprecationWarning, match="use ctmc.options.Tolerances"):
+        assert ctmc.stationary.StationaryOptions is ctmc.options.Tolerances
+    with pytest.warns(DeprecationWarning, match="make_options"):
+        assert ctmc.stationary.make_options("lu", {"pin": 3}).pin == 3
+    assert "StationaryOptions" not in ctmc.stationary.__all__
+    with pytest.raises(AttributeError):
+        ctmc.stationary.NoSuchName

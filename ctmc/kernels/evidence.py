@@ -1,0 +1,488 @@
+r"""Evidence of an answer, its error bounds, and the one rule that grades it.
+
+Stationary laws
+---------------
+Every stationary result carries ``residual`` :math:`= \|\pi Q\|_1` and
+``balance_error`` :math:`= \max_j |(\pi Q)_j| / (\pi_j |q_{jj}|)`, the
+relative mismatch between the probability flow into and out of each state,
+both recomputed from the generator (:func:`stationary_evidence`). The grading
+(:func:`grade`) is the same for every method and backend: significant
+negative entries make the answer ``INACCURATE``; round-off negatives are set
+to 0 and, like a large balance error or a zero probability with a positive
+inflow, make it ``TAIL_INACCURATE`` (a warning), so a wrong tail is never
+silent. The balance check is necessary, not sufficient: an error that varies
+smoothly from state to state can pass it.
+
+The error bound of a stationary law (:func:`error_bound`) comes from the mean
+times :math:`m` to reach a pin state :math:`k`: with :math:`r = \hat\pi Q`,
+:math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k` and
+:math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`; :math:`\|m\|_\infty`
+is bounded from a computed solution and its residual (:func:`return_time_bound`).
+
+Passage systems
+---------------
+For :math:`M x = b` with :math:`M = sI - Q_{XX}` (an M-matrix), the normwise
+backward error ``err`` and :math:`\mathrm{cond} = \|M\|_\infty\|M^{-1}\|_\infty`
+give :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1-e)`,
+:math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)` (:func:`passage_bound`);
+:func:`grade_passage` grades them.
+
+Dense GTH elimination gets the entrywise estimate :math:`2n^2u` (:func:`gth_bound`),
+whatever the conditioning.
+
+Grading
+-------
+One rule (:func:`judge`) for every analysis and backend: a method reports a
+status and a message; the evidence is a list of findings ``(holds, status,
+text)`` in order of severity. The first finding that holds decides: an
+``INACCURATE`` finding applies to a usable answer (``SUCCESS`` or
+``TAIL_INACCURATE``), a ``TAIL_INACCURATE`` finding to a ``SUCCESS`` only, and
+its text is appended to the message; an answer whose findings all fail keeps
+the method's status and message. :func:`grade` (stationary laws),
+:func:`grade_passage` (passage systems) and :func:`grade_bound` (an error bound
+against ``error_tol``) list their findings and call it; the transient analysis
+and the measures call it with theirs.
+
+References
+----------
+G. E. Cho, C. D. Meyer, "Markov chain sensitivity measured by mean first
+passage times", Linear Algebra Appl. 316 (2000).
+C. A. O'Cinneide, "Entrywise perturbation theory and error analysis for Markov
+chains", Numer. Math. 65 (1993).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..backends.base import UNIT_ROUNDOFF, LinearSpec
+from ..linalg import inverse_norm_bound
+from ..results import Status
+from ..sets import unit_mask
+
+__all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "judge", "grade",
+           "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
+           "correction_estimate", "iterative_bound", "gth_bound", "passage_bound", "RETURN_SPEC",
+           "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
+
+_TINY = np.finfo(float).tiny
+_U = UNIT_ROUNDOFF
+_EPS = np.finfo(float).eps
+#: a solution entry below -NEGATIVE_TOL * max is a failed solve, not round-off
+NEGATIVE_TOL = 1e-8
+#: negatives below this share of the max are round-off of a direct solve: set to 0 silently
+ROUNDOFF = 1e-13
+#: eps * condition above this: a sparse passage solve may have lost every digit
+COND_RTOL = 1e-8
+#: largest accepted violation of a probability invariant
+MASS_TOL = 1e-6
+_USABLE = (Status.SUCCESS, Status.TAIL_INACCURATE)
+
+
+# --------------------------------------------------------------------------
+# the one grading rule
+# --------------------------------------------------------------------------
+def judge(status: Status, msg: str, findings) -> tuple:
+    """The status and message of an answer from the method's own and its evidence's findings.
+
+    ``findings`` is an ordered iterable of ``(holds, status, text)``; the first
+    that holds and applies decides (an ``INACCURATE`` finding applies to a
+    ``SUCCESS`` or ``TAIL_INACCURATE`` answer, a ``TAIL_INACCURATE`` one to a
+    ``SUCCESS`` only) and ``text`` is appended to ``msg``.
+
+    Examples
+    --------
+    >>> judge(Status.SUCCESS, "lu", [(False, Status.INACCURATE, "; bad"), (True, Status.TAIL_INACCURATE, "; tail")])
+    (<Status.TAIL_INACCURATE: 'tail_inaccurate'>, 'lu; tail')
+    >>> judge(Status.MAX_ITERATIONS, "gmres", [(True, Status.INACCURATE, "; bad")])
+    (<Status.MAX_ITERATIONS: 'max_iterations'>, 'gmres')
+    """
+    for holds, worse, text in findings:
+        if holds and (status is Status.SUCCESS or (worse is Status.INACCURATE and status in _USABLE)):
+            return worse, msg + text
+    return status, msg
+
+
+def grade(status: Status, msg: str, *, rel_residual: float, balance: float, lost: int, negative: float,
+          opts):
+    """The status of a stationary answer from its evidence (every method, every backend).
+
+    Parameters
+    ----------
+    status, msg
+        What the method itself reported.
+    rel_residual : float
+        ``||pi Q||_1 / max|q_ii|``.
+    balance : float
+        The balance error.
+    lost : int
+        Zero probabilities with a positive inflow.
+    negative : float
+        ``-min(x) / max(x)`` of the raw solution (0 if none was negative).
+    opts : ctmc.options.Tolerances
+        ``tol`` and ``tail_tol``.
+
+    Examples
+    --------
+    >>> from ctmc.options import Tolerances
+    >>> o = Tolerances()
+    >>> grade(Status.SUCCESS, "lu", rel_residual=1e-16, balance=1e-12, lost=0, negative=0.0, opts=o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> grade(Status.SUCCESS, "gmres", rel_residual=1e-12, balance=1e-12, lost=0, negative=1e-10, opts=o)[0]
+    <Status.TAIL_INACCURATE: 'tail_inaccurate'>
+    >>> grade(Status.SUCCESS, "arpack", rel_residual=1e-12, balance=0.0, lost=0, negative=1e-3, opts=o)[0]
+    <Status.INACCURATE: 'inaccurate'>
+    """
+    return judge(status, msg, [
+        (negative > NEGATIVE_TOL, Status.INACCURATE,
+         f"; negative probabilities (down to {-negative:.1e} of the max)"),
+        (rel_residual > opts.tol, Status.INACCURATE, f"; residual {rel_residual:.2e} above tol {opts.tol:.1e}"),
+        (negative > ROUNDOFF, Status.TAIL_INACCURATE,
+         f"; negative values of round-off size (down to {-negative:.1e} of the max) set to 0: the "
+         "small probabilities are noise (try 'gth' on small chains, or 'lu')"),
+        (balance > opts.tail_tol, Status.TAIL_INACCURATE,
+         f"; component-wise balance error {balance:.2e} exceeds tail_tol {opts.tail_tol:.1e}: "
+         "small probabilities are unreliable (use 'lu' or 'gth')"),
+        (bool(lost), Status.TAIL_INACCURATE,
+         f"; {lost} states have probability 0 although their inflow is positive: small "
+         "probabilities were lost (use 'lu' or 'gth')"),
+    ])
+
+
+_KIND_TEXT = {"gth": "dense subtraction-free elimination", "lu": "sparse LU",
+              "gmres": "GMRES", "bicgstab": "BiCGStab", "lu-regenerative": "sparse LU through a regeneration state",
+              "gmres-regenerative": "GMRES through a regeneration state",
+              "bicgstab-regenerative": "BiCGStab through a regeneration state"}
+
+
+def grade_passage(kind, *, err, bal, opts, cond=1.0, solve_status=Status.SUCCESS, reason="",
+                  cond_status=Status.SUCCESS, cond_reason="", defect=0.0, what="probabilities"):
+    """The status of a passage answer from its evidence (one rule for every method and backend).
+
+    Examples
+    --------
+    >>> from ctmc.options import Tolerances
+    >>> o = Tolerances()
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, defect=float("inf"), what="moments")[0]
+    <Status.INACCURATE: 'inaccurate'>
+    >>> grade_passage("lu", err=1e-16, bal=1e-12, opts=o, cond=1e12)[0]
+    <Status.INACCURATE: 'inaccurate'>
+    """
+    text = _KIND_TEXT.get(kind, kind)
+    msg = text + (f" ({reason})" if reason and reason != text else "")
+    rule = ("they must be finite and >= 0" if what == "moments" else
+            "finite, 0 <= p <= 1, total 1 where the target is reached almost surely")
+    return judge(solve_status, msg, [
+        (cond_status is not Status.SUCCESS, Status.INACCURATE,
+         f": the condition number could not be estimated ({cond_reason}); "
+         "the solves cannot be vouched for (a badly conditioned system)"),
+        (not np.isfinite(defect), Status.INACCURATE,
+         f": {what} are not finite: they overflow the double range (about 1.8e308) or the solve broke down"),
+        (not defect <= MASS_TOL, Status.INACCURATE, f": {what} violate their invariant ({rule}) by {defect:.1e}"),
+        (kind != "gth" and _EPS * cond > COND_RTOL, Status.INACCURATE,
+         f": condition number about {cond:.1e}, so the solve may have lost all "
+         "digits (the target is too rare); use method='gth' (dense, up to a few thousand states)"),
+        (err > opts.tol, Status.INACCURATE, f": backward error {err:.2e} above tol {opts.tol:.1e}"),
+        (bal > opts.tail_tol, Status.TAIL_INACCURATE,
+         f": component-wise balance error {bal:.2e} above tail_tol {opts.tail_tol:.1e}; very large or "
+         "very small values are unreliable (try method='gth')"),
+    ])
+
+
+def mass_defect(op, values, sure):
+    """Largest violation of ``0 <= values <= 1`` and of ``values == 1`` where ``sure`` (global; inf for NaN).
+
+    The probability invariant of passage answers, graded against :data:`MASS_TOL` by :func:`grade_passage`.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return op.allmax(0.0)
+    with np.errstate(invalid="ignore"):
+        out = np.maximum(np.maximum(-values, values - 1.0), 0.0)
+        out = np.where(sure, np.abs(values - 1.0), out)
+    d = float(out.max()) if np.all(np.isfinite(values)) else np.inf
+    return op.allmax(d if np.isfinite(d) else np.inf)
+
+
+def grade_bound(status, msg: str, bound: float, opts) -> tuple:
+    """``INACCURATE`` when the error bound exceeds ``error_tol`` (every analysis, every backend).
+
+    Examples
+    --------
+    >>> from ctmc.options import Tolerances
+    >>> o = Tolerances()
+    >>> grade_bound(Status.SUCCESS, "lu", 1e-12, o)[0]
+    <Status.SUCCESS: 'success'>
+    >>> print(grade_bound(Status.TAIL_INACCURATE, "lu", 3e-4, o)[1])    # doctest: +ELLIPSIS
+    lu; error bound 3.0e-04 exceeds error_tol 1.0e-06: the answer as a whole...
+    """
+    what = ("could not be bounded" if not np.isfinite(bound)
+            else f"error bound {bound:.1e} exceeds error_tol {opts.error_tol:.1e}")
+    return judge(status, msg, [
+        (not bound <= opts.error_tol, Status.INACCURATE,
+         f"; {what}: the answer as a whole (not only its small entries) may be "
+         "wrong by that much; the chain is ill-conditioned (nearly decomposable, or with "
+         "very long passage times, or a very rare target); try 'gth' on small chains, or a tighter tol"),
+    ])
+
+
+# --------------------------------------------------------------------------
+# stationary evidence
+# --------------------------------------------------------------------------
+def stationary_evidence(op, pi: np.ndarray):
+    """Residual ``||pi Q||_1``, balance error, underflow and lost counts of ``pi`` (owned part).
+
+    The balance error is ``max_j |(pi Q)_j| / (pi_j |q_jj|)`` over states with
+    a normal (non-denormal) ``pi_j``; states below the smallest normal double
+    are counted in ``underflow``; ``lost`` counts states whose probability is
+    0 although their inflow implies a representable one.
+
+    Returns
+    -------
+    residual, balance_error, underflow, lost
+    """
+    r = op.apply(pi, transpose=True)
+    q = op.exit_rates
+    inflow = op.rates(pi, transpose=True)
+    bal = balance_error(op, pi, r)
+    under = np.count_nonzero(((pi < _TINY) & (pi > 0)) | ((pi == 0) & (r != 0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lost = np.count_nonzero((pi == 0) & (q > 0) & (inflow / q >= _TINY))
+    s = op.allsum(np.array([np.abs(r).sum(), under, lost], dtype=float))
+    return float(s[0]), bal, int(s[1]), int(s[2])
+
+
+def balance_error(op, x, r, floor: float = _TINY) -> float:
+    """``max_j |r_j| / (x_j q_j)`` over states with ``x_j >= floor`` and an exit (global).
+
+    ``r`` is ``(x Q)`` on the owned rows: the relative imbalance of flow in and out of each state.
+    """
+    out = x * op.exit_rates
+    ok = (x >= floor) & (out > 0)
+    return op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+
+
+
+
+# --------------------------------------------------------------------------
+# error bounds: a condition estimate by mean times to reach a pin
+# --------------------------------------------------------------------------
+#: the Krylov solve of the return times when no factorisation is at hand
+RETURN_SPEC = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-6, maxiter=200,
+                          restart=50)
+
+
+def value_at(op, x, i: int) -> float:
+    """``x[i]`` for a global index ``i`` of an owned vector, on every process (a collective)."""
+    return op.allmax(float(x[i - op.start]) if op.start <= i < op.stop else -np.inf)
+
+
+def _residual_1norm(op, support, pi) -> tuple:
+    """``(r, ||r||_1 on the class, round-off bound of computing it)`` for ``r = pi Q`` (owned part)."""
+    r = op.apply(pi, transpose=True)
+    r1 = op.allsum(float(np.abs(r[support]).sum()))
+    return r, r1, 2 * op.product_roundoff() * op.allsum(float((pi * op.exit_rates)[support].sum()))
+
+
+def return_time_bound(op, support, pin: int, system=None, backend_options=None) -> tuple:
+    r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
+
+    ``m = M^{-1} 1`` with ``M = -Q_XX`` on ``X = support - {pin}``, a
+    nonsingular M-matrix, so :math:`\|M^{-1}\|_\infty = \|m\|_\infty`. From a
+    computed :math:`\hat m` with residual :math:`\rho = 1 - M\hat m` (recomputed,
+    its round-off added), :math:`m - \hat m = M^{-1}\rho` gives
+    :math:`\|m\|_\infty \le \|\hat m\|_\infty / (1 - \|\rho\|_\infty)`, proven
+    whatever solver produced :math:`\hat m`; ``inf`` if :math:`\|\rho\|_\infty \ge 1`.
+
+    Parameters
+    ----------
+    system : optional
+        A set-up system of ``M`` (the pinned stationary factorisation, solved
+        untransposed); without it a GMRES solve with the Gauss-Seidel
+        preconditioner runs.
+
+    Returns
+    -------
+    (bound, estimate)
+        The proven bound and :math:`\|\hat m\|_\infty`.
+
+    Examples
+    --------
+    M/M/1/K: the mean time to empty from the full queue is known in closed form.
+
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 30)
+    >>> m.event("a", guard=n < 30, rate=1.0, update={n: n + 1})
+    >>> m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> op = operator_for(m.build(initial={"n": 0}), "scipy")
+    >>> bound, est = return_time_bound(op, np.ones(31, dtype=bool), 0)
+    >>> # from the full queue: the sum over k of the mean passage times k -> k-1
+    >>> exact = sum(sum(0.5 ** i for i in range(31 - k)) / 2.0 for k in range(1, 31))
+    >>> bool(abs(est / exact - 1) < 1e-4 and exact <= bound <= est * (1 + 1e-3))
+    True
+    """
+    X = support & ~unit_mask(op, pin)
+    own = system is None
+    if own:
+        system = op.system(X, 0.0, RETURN_SPEC, backend_options or {})
+    try:
+        m, _ = system.solve(X.astype(float), transpose=False)
+    finally:
+        if own:
+            system.close()
+    m = np.where(X, m, 0.0)
+    if not np.all(np.isfinite(m)):
+        return np.inf, np.inf
+    est = op.allmax(float(np.abs(m).max(initial=0.0)))
+    rho = np.where(X, 1.0 + op.apply(m, transpose=False), 0.0)
+    rn = op.allmax(float(np.abs(rho).max(initial=0.0))) + op.product_roundoff() * (2 * op.qmax * est + 1.0)
+    return inverse_norm_bound(est, rn), est
+
+
+def error_bound(op, support, pi, pin: int, m_bound: float) -> float:
+    r"""Proven bound on :math:`\|\hat\pi - \pi\|_1` from the residual and the mean times to reach ``pin``.
+
+    With :math:`r = \hat\pi Q` (recomputed, plus its round-off) and ``k = pin``,
+    the pinned equations give :math:`\hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
+    (r_{-k}/\hat\pi_k)(-Q_{kk'})^{-1}`, whose 1-norm is at most
+    :math:`\|r\|_1\|m\|_\infty/\hat\pi_k`; normalising doubles it at most and
+    multiplies it by :math:`\pi_k`. With :math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k`:
+    :math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`, ``inf`` if
+    :math:`\beta \ge 1`. :math:`\|m\|_\infty` (the largest mean time to reach
+    ``k``) is the chain's condition number in this bound, in the spirit of Cho &
+    Meyer, "Markov chain sensitivity measured by mean first passage times",
+    Linear Algebra Appl. 316 (2000): it is huge exactly on nearly
+    decomposable chains.
+    """
+    _, r1, rounding = _residual_1norm(op, support, pi)
+    pik = value_at(op, pi, pin)
+    if not (pik > 0 and np.isfinite(m_bound)):
+        return np.inf
+    beta = 2 * (r1 + rounding) * m_bound / pik
+    return pik * beta / (1 - beta) if beta < 1 else np.inf
+
+
+def correction_estimate(op, support, pi, pin: int, backend_options=None) -> tuple:
+    r"""First-order estimate of :math:`\|\hat\pi - \pi\|_1` by one correction solve (iterative methods).
+
+    The error of the pinned solution is :math:`\hat x - x = M^{-T}(r_{-k}/\hat\pi_k)`
+    (see :func:`error_bound`): one more solve of the transposed pinned system,
+    with the residual as its right-hand side, computes it, and normalising gives
+    :math:`\|\hat\pi - \pi\|_1 \approx 2\hat\pi_k\|d\|_1`. The residual's
+    own round-off is added in proportion (:math:`\|d\|/\|r\|` estimates
+    :math:`\|M^{-T}\|`). It is an estimate, not a proof: it assumes the
+    correction solve is right to its first digit, which its own backward error
+    (``rtol`` 1e-8) vouches for while the chain's condition stays below 1e7
+    (:func:`iterative_bound` checks a lower estimate of it first).
+
+    Returns
+    -------
+    (estimate, iterations)
+    """
+    X = support & ~unit_mask(op, pin)
+    r, r1, rounding = _residual_1norm(op, support, pi)
+    pik = value_at(op, pi, pin)
+    if not pik > 0:
+        return np.inf, 0
+    if r1 == 0:       # the residual is round-off through and through: nothing to scale it by
+        return np.inf, 0
+    spec = dataclasses.replace(RETURN_SPEC, rtol=1e-8)
+    sysm = op.system(X, 0.0, spec, backend_options or {})
+    try:
+        d, rep = sysm.solve(np.where(X, r / pik, 0.0), transpose=True)
+    finally:
+        sysm.close()
+    if rep.status is not Status.SUCCESS or not np.all(np.isfinite(d)):
+        return np.inf, rep.iterations
+    d1 = op.allsum(float(np.abs(d[X]).sum()))
+    return 2 * pik * d1 * (1 + rounding / r1), rep.iterations
+
+
+#: classes up to this many states get a proven bound from a sparse LU of the return-time system
+BOUND_LU_STATES = 5000
+
+
+def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict) -> tuple:
+    """The error bound of an iterative method's answer: ``(bound, kind)``; evidence into ``info``.
+
+    Proven (:func:`error_bound`) when the return-time system is solved well
+    enough to bound its solution (whatever solved it): by GMRES, else, on
+    classes up to :data:`BOUND_LU_STATES` states, by sparse LU (``inf`` if
+    even that cannot); on larger classes the first-order
+    :func:`correction_estimate`, accepted only where the condition (from the
+    unconverged return times, a lower estimate) leaves its own 1e-8 solve a
+    digit: ``inf`` otherwise.
+    """
+    m_est = 0.0
+    specs = [RETURN_SPEC] + ([dataclasses.replace(RETURN_SPEC, kind="lu")] if size <= BOUND_LU_STATES else [])
+    for spec in specs:
+        try:
+            system = op.system(support & ~unit_mask(op, pin), 0.0, spec, backend_options)
+        except MemoryError:
+            continue
+        try:
+            m_bound, est = return_time_bound(op, support, pin, system=system)
+        finally:
+            system.close()
+        m_est = max(m_est, est if not np.isnan(est) else np.inf)      # inf: the solve overflowed
+        info["condition"] = m_est * op.qmax
+        if np.isfinite(m_bound):
+            return error_bound(op, support, pi, pin, m_bound), "proven"
+        if spec.kind == "lu":     # a direct solve could not bound it: nothing cheaper will vouch for it
+            return np.inf, "proven"
+    if not m_est * op.qmax * 1e-8 < 0.1:
+        return np.inf, "estimate"
+    est, its = correction_estimate(op, support, pi, pin, backend_options)
+    info["correction_iterations"] = its
+    return est, "estimate"
+
+
+def gth_bound(n: int) -> float:
+    """GTH's entrywise error estimate on the 1-norm: ``2 n^2 u``.
+
+    Subtraction-free elimination computes every probability to a small
+    relative error, independently of the chain's conditioning (O'Cinneide,
+    "Entrywise perturbation theory and error analysis for Markov chains",
+    Numer. Math. 65, 1993, proves a bound growing like ``n^3 u``); ``n``
+    elimination steps of sums of up to ``n`` terms give the first-order count
+    ``2 n^2 u`` used here, an estimate (``error_bound_kind`` says so), far
+    above the errors seen in practice.
+    """
+    return 2.0 * n * n * _U
+
+
+
+
+def passage_bound(kind: str, cond: float, err: float, n: int, gamma: float = 0.0) -> tuple:
+    r"""Bound on the relative normwise error of a passage answer: ``(bound, kind)``.
+
+    With the backward error ``err`` of ``M x = b`` (relative to
+    :math:`\|M\|\|x\| + \|b\|`) and ``cond`` :math:`= \|M\|_\infty\|M^{-1}\|_\infty`
+    (an upper bound, proven by :meth:`PassageSetup.condition`): with
+    :math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)`,
+    :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1 - e)` (``"proven"``;
+    ``inf`` when :math:`e \ge 1`), since :math:`\|b\| \le \|M\|(\|\hat x\| +
+    \|x - \hat x\|)`. The dense subtraction-free elimination gets the
+    entrywise estimate of :func:`gth_bound` (``"estimate"``),
+    which does not depend on the conditioning; a mean computed through a
+    regeneration state is bounded in :func:`hitting_times` itself (normwise,
+    not used for its status: that method keeps each mean's relative accuracy
+    where the normwise bound is astronomically loose).
+    ``gamma`` (the round-off of recomputing the residual, :math:`(k+1)u` for
+    ``k`` entries a row) is added to ``err``: a residual that happens to
+    cancel exactly proves nothing.
+
+    >>> b, kind = passage_bound("lu", 1e3, 1e-16, 100)
+    >>> kind, abs(b / 2e-13 - 1) < 1e-9
+    ('proven', True)
+    >>> passage_bound("lu", float("inf"), 1e-16, 100)[0]
+    inf
+    """
+    if kind == "gth":
+        return gth_bound(n), "estimate"
+    e = cond * (err + gamma)
+    return (2.0 * e / (1.0 - e) if e < 1.0 else np.inf), "proven"

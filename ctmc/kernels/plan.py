@@ -1,0 +1,128 @@
+r"""Structure facts of a closed class, and the ``auto`` plan chosen by them.
+
+``auto`` measures the class cheaply before any heavy work, in :math:`O(\mathrm{nnz})`
+(:func:`structure_facts`): its states, transitions, the envelope of the
+symmetrised pattern in state order over its number of entries (below about 10
+the chain is banded and a direct solve in state order fills in little), the
+profile work :math:`\sum_i w_i^2` of that solve (:math:`w_i` the row widths) and its
+dimensions (state variables that vary on the class). :func:`auto_plan` turns
+the facts into the methods to try in turn: dense GTH up to 1000 states; a
+sparse direct solve on banded or at most two-dimensional chains; on
+many-dimensional chains, where a direct solve fills in badly, a GMRES probe
+with a Gauss-Seidel preconditioner, Gauss-Seidel sweeps while they converge
+fast, then the direct solve, GMRES with its whole budget and power iteration.
+The stationary ``auto`` runs the plan; the passage ``auto`` takes its first
+step that a passage system has.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._sparse_lu import natural_is_cheap
+from .classes import count
+
+__all__ = ["structure_facts", "auto_plan", "probe_restart", "AUTO_GTH", "DIM_VALUES", "PROBE_ITERATIONS",
+           "PROBE_RESTART"]
+
+AUTO_GTH = 1000
+#: a state variable counts as a dimension of the chain when it takes more than this many values
+#: (binary variables count: fifteen of them make a 15-dimensional hypercube, where LU fills in)
+DIM_VALUES = 1
+#: iterations of the Krylov probe of ``auto`` on many-dimensional chains
+PROBE_ITERATIONS = 300
+#: its Arnoldi basis: GMRES(50) stagnates on 4-species population chains (JIQ with buffer 3,
+#: N = 120: backward error 7e-8 after 10,000 steps) where GMRES(100) converges in 77 steps,
+#: and it costs nothing on the gallery (benchmarks/README.md)
+PROBE_RESTART = 100
+
+
+def probe_restart(owned_states: int, memory: float) -> int:
+    """The restart of ``auto``'s GMRES probe: :data:`PROBE_RESTART` Arnoldi vectors, fewer
+    (but at least 20) where their basis would take more than a tenth of ``memory`` bytes.
+
+    >>> probe_restart(10**6, 24e9), probe_restart(10**7, 24e9), probe_restart(10**9, 24e9)
+    (100, 29, 20)
+    """
+    fit = int(0.1 * memory / (8.0 * max(owned_states, 1))) - 1
+    return max(20, min(PROBE_RESTART, fit))
+
+
+def structure_facts(op, support) -> dict:
+    """Cheap facts about a closed class that ``auto`` chooses by (every backend; O(nnz)).
+
+    Returns a dict with ``states``, ``transitions`` (off-diagonal entries in the
+    class), ``envelope_per_nnz`` (the envelope of the symmetrised pattern in
+    state order over its number of entries: below about 10 the chain is
+    banded and a direct solve in state order fills in little),
+    ``profile_flops`` (the sum of the squared row widths: a bound on the work
+    of that solve), and
+    ``dimensions``: how many state variables vary on the class (None for a
+    chain without a state table).
+
+    Examples
+    --------
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 50)
+    >>> m.event("a", guard=n < 50, rate=1.0, update={n: n + 1})
+    >>> m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    >>> c = m.build(initial={"n": 0}); op = operator_for(c, "scipy")
+    >>> f = structure_facts(op, np.ones(c.n_states, dtype=bool))
+    >>> f["dimensions"], f["envelope_per_nnz"] <= 1
+    (1, True)
+    """
+    m = op.stop - op.start
+    first = np.arange(op.start, op.stop, dtype=np.int64)
+    nnz = 0
+    for transpose in (False, True):
+        A = op.local_rows(transpose).tocoo()
+        keep = support[A.row]
+        rows, cols = A.row[keep], A.col[keep].astype(np.int64)
+        if not transpose:
+            nnz = int(rows.size)
+        np.minimum.at(first, rows, cols)
+    w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
+    g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
+    facts = {"states": count(op, support), "transitions": int(g[1]),
+             "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
+             "dimensions": None}
+    if op.states is not None:
+        dims = 0
+        for name in op.states.names:
+            col = np.asarray(op.states[name])[op.start:op.stop][support]
+            lo = op.allmin(float(col.min()) if col.size else np.inf)
+            hi = op.allmax(float(col.max()) if col.size else -np.inf)
+            dims += int(hi - lo + 1 > DIM_VALUES)
+        facts["dimensions"] = dims
+    return facts
+
+
+def auto_plan(facts) -> tuple:
+    """The methods ``auto`` tries in turn, and why (a pure rule on :func:`structure_facts`).
+
+    >>> auto_plan({"states": 500, "envelope_per_nnz": 40.0, "dimensions": 2})[0]
+    ['gth']
+    >>> auto_plan({"states": 10**5, "envelope_per_nnz": 3.0, "dimensions": 3})[0]
+    ['lu', 'gmres']
+    >>> auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 2})[0]
+    ['lu', 'gmres']
+    >>> auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
+    ['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power']
+    """
+    n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
+    flops = facts.get("profile_flops", np.inf)
+    if n <= AUTO_GTH:
+        return ["gth"], f"{n} states <= {AUTO_GTH}: dense subtraction-free elimination"
+    if natural_is_cheap(env, flops, 1.0):
+        return ["lu", "gmres"], (f"banded in state order (envelope {env:.1f} x nnz, profile work {flops:.1e}): "
+                                 "direct solve")
+    if dims is None or dims <= 2:
+        return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
+                                 "direct solve with a fill-reducing ordering")
+    return ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
+        f"{dims} dimensions: a direct solve fills in badly; GMRES({PROBE_RESTART}) with a Gauss-Seidel "
+        f"preconditioner ({PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
+        "then the direct solve (given up when its factors outgrow the memory), then GMRES with its whole "
+        "iteration budget")
+
+
