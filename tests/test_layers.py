@@ -194,3 +194,140 @@ def test_private_name_finder_finds_private_names():
 def test_model_families_use_only_public_core_names():
     offenders = _private_core_uses()
     assert not offenders, "model families import private names of the core:\n" + "\n".join(offenders)
+
+
+# --------------------------------------------------------------------------
+# rooms (issue 22): no circle even through imports inside functions, no file over
+# 900 lines, no module reading another module's underscore names, kernels below
+# the analyses, tests importing helper modules rather than each other
+# --------------------------------------------------------------------------
+ALL_SOURCES = {**CORE_SOURCES, **FAMILY_SOURCES}
+#: compiled extension modules, by their C entry file: ctmc/_explore.c is ctmc._explore
+EXTENSIONS = {"ctmc._explore"}
+#: the analyses: modules that answer a question about a chain
+ANALYSES = {"ctmc.stationary", "ctmc.passage", "ctmc.transient", "ctmc.aggregation", "ctmc.measures",
+            "ctmc.analyses"}
+MAX_LINES = 900
+
+
+def _absolute(name: str) -> str:
+    """``models.x`` (a family seen from its own folder) is ``ctmc.models.x``."""
+    return "ctmc." + name if name.split(".")[0] == "models" else name
+
+
+def _edges(module: str, is_pkg: bool, tree, *, module_level_only: bool = False):
+    """(imported source module, line) for each import of another module of ctmc/ or models/.
+
+    ``from pkg import sub`` depends on the submodule ``sub`` only, where ``sub`` is one;
+    ``from mod import name`` depends on ``mod``.
+    """
+    known = set(ALL_SOURCES) | EXTENSIONS
+    for target, names, line in _imports(tree, module, is_pkg, module_level_only=module_level_only):
+        target = _absolute(target)
+        if target not in known:
+            continue
+        subs = [f"{target}.{n}" for n in names or () if f"{target}.{n}" in known]
+        for sub in subs:
+            yield sub, line
+        if not subs or len(subs) < len(names or ()):
+            yield target, line
+
+
+def _full_graph() -> dict:
+    """Module -> modules it imports anywhere in its text (module level or inside functions)."""
+    graph = {}
+    for module, (_, is_pkg, tree) in ALL_SOURCES.items():
+        graph[module] = {t for t, _ in _edges(module, is_pkg, tree)} - {module}
+    return graph
+
+
+def test_no_import_cycle_even_through_imports_inside_functions():
+    graph = _full_graph()
+    assert graph["ctmc"] and graph["ctmc.models"] is not None
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle (imports inside functions included): " + " -> ".join(cycle)
+
+
+def test_no_file_of_the_core_or_the_families_is_over_900_lines():
+    long = []
+    for top in (CORE, FAMILIES):
+        for path in sorted(top.rglob("*")):
+            if path.suffix in {".py", ".c", ".h"} and "__pycache__" not in path.parts:
+                n = len(path.read_text(encoding="utf-8").splitlines())
+                if n > MAX_LINES:
+                    long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, f"files over {MAX_LINES} lines:\n" + "\n".join(long)
+
+
+def _private_name(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _foreign_private_uses() -> list:
+    """``from other import _x`` and ``other._x`` across modules of ctmc/ and models/.
+
+    A private *module* (``ctmc._util``, ``ctmc._compiled``) may be imported for its
+    public names; what may not cross a file is a name its own module keeps private.
+    """
+    known = set(ALL_SOURCES) | EXTENSIONS
+    offenders = []
+    for module, (path, is_pkg, tree) in ALL_SOURCES.items():
+        where = path.relative_to(ROOT)
+        aliases = {}      # local name -> the source module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if _absolute(a.name) in known:
+                        aliases[a.asname or a.name.split(".")[0]] = _absolute(a.name.split(".")[0]) \
+                            if a.asname is None else _absolute(a.name)
+            elif isinstance(node, ast.ImportFrom):
+                target = _absolute(_resolve(node, module, is_pkg))
+                for a in node.names:
+                    full = f"{target}.{a.name}"
+                    if full in known:
+                        aliases[a.asname or a.name] = full
+                    elif target in known and target != module and _private_name(a.name):
+                        offenders.append(f"{where}:{node.lineno} imports {a.name} from {target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and _private_name(node.attr) and aliases.get(node.value.id, module) != module:
+                bound = aliases[node.value.id]
+                if f"{bound}.{node.attr}" not in known:
+                    offenders.append(f"{where}:{node.lineno} uses {bound}.{node.attr}")
+    return sorted(set(offenders))
+
+
+def test_the_private_use_finder_finds_private_uses(tmp_path):
+    tree = ast.parse("from ctmc.stationary import _pin\nimport ctmc.chain as ch\nch._x\nfrom ctmc import _util\n")
+    ALL_SOURCES["ctmc.probe"] = (CORE / "probe.py", False, tree)
+    try:
+        found = [o for o in _foreign_private_uses() if o.startswith("ctmc/probe.py")]
+    finally:
+        del ALL_SOURCES["ctmc.probe"]
+    assert found == ["ctmc/probe.py:1 imports _pin from ctmc.stationary", "ctmc/probe.py:3 uses ctmc.chain._x"]
+
+
+def test_no_module_uses_another_modules_private_names():
+    offenders = _foreign_private_uses()
+    assert not offenders, "private names used across files:\n" + "\n".join(offenders)
+
+
+def test_kernels_never_import_an_analysis():
+    kernels = {m: s for m, s in CORE_SOURCES.items() if m == "ctmc.kernels" or m.startswith("ctmc.kernels.")}
+    assert kernels, "ctmc.kernels is missing"
+    offenders = [f"{path.relative_to(ROOT)}:{line} imports {target}"
+                 for module, (path, is_pkg, tree) in kernels.items()
+                 for target, line in _edges(module, is_pkg, tree) if target in ANALYSES]
+    assert not offenders, "the kernels import analyses:\n" + "\n".join(offenders)
+
+
+def test_tests_import_helper_modules_not_other_tests():
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                          if n.split(".")[0].startswith("test_") or n.split(".")[0] in {"conftest", "tests"}]
+    assert not offenders, "tests import other test files (use a helper module):\n" + "\n".join(offenders)
