@@ -47,9 +47,9 @@ class Analyses:
         """Per-state values from an array, a constant, an expression or a reward name (whole vector)."""
         from .sets import owned_values
         return owned_values(spec, getattr(self, "states", None), self.n_states, name=name,
-                            named=self._named_vectors(), finite=True)
+                            named=self.named_vectors(), finite=True)
 
-    def _named_vectors(self) -> dict:
+    def named_vectors(self) -> dict:
         """Names usable as per-state values: the rewards, and the labels as 0/1 indicators."""
         out = {k: np.asarray(v, dtype=float) for k, v in (getattr(self, "labels", None) or {}).items()}
         out.update(getattr(self, "rewards", None) or {})
@@ -60,7 +60,9 @@ class Analyses:
             return [self._bind(r) for r in res]
         return res._bind(self)
 
-    def _backend(self, backend):
+    def resolve_backend(self, backend) -> str:
+        """The backend an analysis of this chain runs on: ``backend``, or the chain's default for None;
+        a backend this kind of chain cannot run on is refused by name."""
         name = self.default_backend if backend is None else backend
         if self.allowed_backends is not None and name not in self.allowed_backends:
             raise ValueError(f"backend: a {type(self).__name__} runs on {list(self.allowed_backends)} only, "
@@ -101,7 +103,7 @@ class Analyses:
             Several closed classes (the message lists them).
         """
         from . import stationary as _st
-        return self._bind(_st.stationary(self, method, backend=self._backend(backend), check=check,
+        return self._bind(_st.stationary(self, method, backend=self.resolve_backend(backend), check=check,
                                          per_class=per_class, backend_options=backend_options, **options))
 
     def hitting_times(self, target, moments: int = 1, method: str = "auto", *, reward=None, backend=None,
@@ -134,7 +136,7 @@ class Analyses:
         if reward is not None:
             reward = self._values(reward)           # arrays, constants, expressions and names alike
         return self._bind(passage.hitting_times(self, self._named_set(target), moments, method, reward=reward,
-                                                backend=self._backend(backend), check=check,
+                                                backend=self.resolve_backend(backend), check=check,
                                                 backend_options=backend_options, **options))
 
     def hitting_laplace(self, target, s, method: str = "auto", *, backend=None, check: bool = True,
@@ -154,7 +156,7 @@ class Analyses:
         LaplaceResult
         """
         from . import passage
-        res = passage.hitting_laplace(self, self._named_set(target), s, method, backend=self._backend(backend),
+        res = passage.hitting_laplace(self, self._named_set(target), s, method, backend=self.resolve_backend(backend),
                                       check=check, backend_options=backend_options, **options)
         return self._bind(_drop_point_axes(res, {"values": s}))
 
@@ -187,7 +189,7 @@ class Analyses:
         from . import passage
         res = passage.first_passage(self, self._named_set(target), s, t, method,
                                     sources=self._named_set(sources, "sources"), eps=eps, max_terms=max_terms,
-                                    backend=self._backend(backend), check=check,
+                                    backend=self.resolve_backend(backend), check=check,
                                     backend_options=backend_options, **options)
         return self._bind(_drop_point_axes(res, {"laplace": s, "cdf": t}))
 
@@ -212,7 +214,7 @@ class Analyses:
         TransientResult
         """
         from . import transient
-        res = transient.transient(self, self._named_set(p0, "p0"), t, method, backend=self._backend(backend),
+        res = transient.transient(self, self._named_set(p0, "p0"), t, method, backend=self.resolve_backend(backend),
                                   check=check, backend_options=backend_options, **options)
         return self._bind(_drop_point_axes(res, {"p": t}))
 
@@ -241,7 +243,7 @@ class Analyses:
         """
         from . import measures
         res = measures.prob_within(self, self._named_set(target), t, self._named_set(p0, "p0"), eps=eps,
-                                   max_terms=max_terms, backend=self._backend(backend), check=check)
+                                   max_terms=max_terms, backend=self.resolve_backend(backend), check=check)
         return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
 
     def cumulative_reward(self, reward, t, p0=None, *, eps: float = 1e-300, max_terms: int = 10_000_000,
@@ -261,7 +263,7 @@ class Analyses:
         """
         from . import measures
         res = measures.cumulative_reward(self, reward, t, self._named_set(p0, "p0"), eps=eps,
-                                         max_terms=max_terms, backend=self._backend(backend), check=check)
+                                         max_terms=max_terms, backend=self.resolve_backend(backend), check=check)
         return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
 
     def long_run(self, p0=None, method: str = "auto", *, backend=None, check: bool = True, **options):

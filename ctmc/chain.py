@@ -344,7 +344,7 @@ class CTMC(Analyses):
         >>> m.build(initial={"n": 0}).eval(n * (n - 1)).tolist()
         [0.0, 0.0, 2.0, 6.0]
         """
-        return owned_values(expr, self.states, self.n_states, name="expr", named=self._named_vectors())
+        return owned_values(expr, self.states, self.n_states, name="expr", named=self.named_vectors())
 
     def to_frame(self, **values):
         """States as a :class:`pandas.DataFrame`, with the labels and any ``values`` as columns.

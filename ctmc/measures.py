@@ -141,7 +141,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
-    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", chain._named_vectors(), finite=True)
+    r = owned_values(reward, op.states, op.n, op.start, op.stop, "reward", chain.named_vectors(), finite=True)
     p = _start_law(op, p0, chain)
     rmax = op.allmax(float(np.abs(r).max()) if r.size else 0.0)
     rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
@@ -153,7 +153,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
 
 def _everywhere(chain, backend):
     """``backend_options`` gathering whole vectors on every process (PETSc; the scipy backend has them)."""
-    return {"gather": "all"} if chain._backend(backend) == "petsc" else None
+    return {"gather": "all"} if chain.resolve_backend(backend) == "petsc" else None
 
 
 def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **options) -> StationaryResult:
@@ -173,7 +173,7 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
     laws = chain.stationary(method, backend=backend, check=check, per_class=True, backend_options=bo, **options)
     if len(laws) == 1:
         return laws[0]
-    op = operator_for(chain, chain._backend(backend))
+    op = operator_for(chain, chain.resolve_backend(backend))
     p = _start_law(op, p0, chain)
     if p is None:
         raise ValueError("p0: the chain has several closed classes and no initial state: give the initial law")
@@ -220,7 +220,7 @@ def throughput(chain, event, p0=None, method="auto", *, backend=None, check=True
     t0 = time.perf_counter()
     rate = np.asarray(chain.event_rate(event), dtype=float)      # the owned states' rates
     law = long_run(chain, p0, method, backend=backend, check=check, **options)
-    op = operator_for(chain, chain._backend(backend))
+    op = operator_for(chain, chain.resolve_backend(backend))
     value = op.allsum(float(law.pi[op.start:op.stop] @ rate))
     rmax = op.allmax(float(rate.max()) if rate.size else 0.0)
     res = MeasureResult(method=law.method, backend=law.backend, status=law.status,
