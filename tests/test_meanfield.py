@@ -12,6 +12,7 @@
   E[X_N(t)/N] from the exact chain's transient law;
 - bad inputs are refused naming the parameter.
 """
+import functools
 import math
 
 import numpy as np
@@ -453,6 +454,12 @@ def test_fixed_point_keeps_small_densities_relative_accurate(d, lam, B):
     assert np.allclose(_tails(x)[normal], closed[normal], rtol=1e-9, atol=0)
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled_supermarket(d, lam, B):
+    """The compiled system of supermarket(d, lam, B), built once for the 9 starts of each."""
+    return supermarket(d, lam, B).mean_field()._system
+
+
 @pytest.mark.parametrize("d,lam,B", [(2, 0.99, 17), (2, 0.9, 14), (3, 0.99, 10)])
 @pytest.mark.parametrize("noise", [3.5e-17, 8.9e-18, 1e-15])
 @pytest.mark.parametrize("last", ["zero", "negative", "noise"])
@@ -462,7 +469,7 @@ def test_polish_finds_the_tails_from_a_noisy_start(d, lam, B, noise, last):
     each level is fed by the departures of the next) and the last level 0, -1.2e-33 or noise.
     The linear scaled polish failed 5 of these 27 (the tails stayed noise or blew up to 1e+95)."""
     from ctmc.meanfield.kernels import polish_componentwise
-    sysm = supermarket(d, lam, B).mean_field()._system
+    sysm = _compiled_supermarket(d, lam, B)
     u = lam ** ((d ** np.arange(B + 2) - 1) / (d - 1))
     u[-1] = 0.0
     x = u[:-1] - u[1:]                                  # x_0 .. x_B from the closed-form tails
