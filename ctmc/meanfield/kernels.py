@@ -74,7 +74,7 @@ class System:
               for i in range(m)]
         self._gc_fn = sympy.lambdify(y, gc, "numpy")
         self._tensor_cache = {}
-        self._full_jac_fn = None
+        self._rate_jac_fn = None
 
     # numeric evaluation ---------------------------------------------------
     def rates_at(self, x):
@@ -94,15 +94,19 @@ class System:
     def jac(self, yv):
         return np.array(self._jac_fn(*yv), dtype=float).reshape(self.m, self.m)
 
-    def full_jacobian(self, x):
-        """:math:`Df(x)` in all ``S`` densities, differentiating the rates as written (compiled once)."""
-        if self._full_jac_fn is None:
+    def rate_jacobian(self, x):
+        """``d beta_t / d x_s`` of every transition's rate in all ``S`` densities, ``(T, S)`` (compiled once)."""
+        if self._rate_jac_fn is None:
             sympy = load_sympy()
-            f = [sum((int(self.changes[t, i]) * e for t, e in enumerate(self.rates_full)), sympy.Integer(0))
-                 for i in range(self.S)]
-            J = [[sympy.diff(fi, s) for s in self.full_symbols] for fi in f]
-            self._full_jac_fn = sympy.lambdify(self.full_symbols, J, "numpy")
-        return np.array(self._full_jac_fn(*x), dtype=float).reshape(len(x), len(x))
+            J = [[sympy.diff(e, s) for s in self.full_symbols] for e in self.rates_full]
+            self._rate_jac_fn = sympy.lambdify(self.full_symbols, J, "numpy")
+        T = len(self.rates_full)
+        return np.array([[np.broadcast_to(v, ()) for v in row] for row in self._rate_jac_fn(*x)],
+                        dtype=float).reshape(T, self.S)
+
+    def full_jacobian(self, x):
+        """:math:`Df(x)` in all ``S`` densities: the changes times :meth:`rate_jacobian`."""
+        return self.changes.T.astype(float) @ self.rate_jacobian(x)
 
     def _tensor(self, which, order):
         """Compiled ``D^order`` of the drift (``which='f'``) or of ``Q`` (``'Q'``) as a dense-array maker."""
@@ -236,7 +240,7 @@ def find_fixed_point(sysm, xs, tol, t_max):
     # to 0.99 at a point with max|f| = 0.86)
     x_newton = sysm.full(yv, affine=True)
     res_newton = plain_residual(sysm, x_newton)
-    x = polish_componentwise(sysm, x_newton, sysm.full_jacobian)
+    x = polish_componentwise(sysm, x_newton)
     res = plain_residual(sysm, x)
     if not (res <= max(res_newton, tol * scale * 1e-3) and x.min() >= min(x_newton.min(), 0.0)):
         x, res = x_newton, res_newton
@@ -247,55 +251,127 @@ def find_fixed_point(sysm, xs, tol, t_max):
     return x, res, it
 
 
-def polish_componentwise(sysm, x, jac, steps=None):
-    """Newton steps in all ``S`` densities, each balance scaled by its own flow: small densities
-    to relative accuracy.
+def polish_componentwise(sysm, x, steps=None, noise=1e-12):
+    """Newton in log coordinates on each species' balance of inflow and outflow: small densities to
+    relative accuracy.
 
     Newton on the reduced drift stops on a residual that is small next to the
     total rate, and the eliminated species is ``1 - sum`` of the others: a
-    density of 1e-47 (a deep tail) comes out as noise of about 1e-17 to
-    1e-30. Here the unknowns are all ``S`` densities ``x`` (``jac`` gives the
-    Jacobian of the full drift); the balance of species ``s`` is divided by
-    ``a_s``, the total rate of the transitions that move it (at least
-    1e-300), and the balance of the most populated species, implied by the
-    others, is replaced by ``sum x = 1``. Each density then comes out to about
-    the relative accuracy with which its own flows are computed (the
-    supermarket's tails match their closed form to 1e-11 down to 1e-287). The
-    steps may pass through worse points on the way (a tail of noise falls by
-    many orders of magnitude, and a chain of small levels settles about one
-    level a step: ``S + 8`` steps at most); the point kept is the one with
-    the smallest largest scaled residual ``|f_s| / a_s`` among those whose
-    plain residual ``max |f_s|`` is no larger than at the start.
+    density of 1e-47 (a deep tail) comes out as noise of about 1e-17, or 0.
+    Here, with ``in_s(x)`` and ``out_s(x)`` the total rates of the
+    transitions that raise and lower species ``s`` (``f_s = in_s - out_s``),
+    the most populated species ``t`` is ``1 - sum`` of the others and every
+    other species with ``x_s, in_s, out_s > 0`` solves
+
+        ``log in_s(x) - log out_s(x) = 0``  in the unknowns ``y_s = log x_s``
+
+    by Newton's method (``x_s <- x_s exp(dy_s)``; a step may raise a
+    density by a factor ``e^2`` at most). No step makes a density negative,
+    and a balance in logarithms is nearly linear where flows
+    are products of densities (``x_k ~ lam x_{k-1}^2``), so tails of 1e-287
+    are reached in a few steps. Densities stay fixed where a logarithm is not
+    defined (a species with no inflow or no outflow at the point).
+
+    The start. Densities ``<= noise`` (not the top one) are not trusted: a
+    chain of noise levels can balance itself (each fed by the departures of
+    the next), a state from which Newton does not find the tail. They are set
+    to 0 and rebuilt from the larger ones, one generation a pass (at most one
+    pass per such density): a zero species with an inflow starts at its local
+    balance ``in_s / (d out_s / d x_s)``; the transitions out of zero species
+    have rate 0 in a population model, so only flows from the trusted
+    densities count. Those with no inflow then stay 0, unless the zero state
+    of the group is unstable (an eigenvalue of ``Df`` restricted to them with
+    positive real part: a self-sustaining rare species, such as an epidemic
+    just above threshold), in which case they keep their start values.
+
+    At most ``S + 8`` Newton steps (default), each one evaluation of the
+    rates and of their Jacobian (:meth:`System.rate_jacobian`) and a dense
+    solve, stopping once no log-density moves by more than 1e-10. The point
+    returned is the one with the smallest largest scaled residual
+    ``|f_s| / (in_s + out_s)`` among the start and the steps whose plain
+    residual ``max |f_s|`` is no larger than at the start (or the rounding of
+    the largest flows) and whose densities move from the start by no more
+    than ``1e-6 |x_s| + noise`` each (a polish, not a search for another
+    fixed point). What it reaches: each density to about the relative
+    accuracy with which its own flows are computed, the supermarket's tails
+    to 1e-10 against their closed form down to 1e-287, from noisy starts too.
+    Densities below about 1e-300 (where flows underflow) are not resolved.
     """
     L = sysm.changes.astype(float)                  # (T, S)
-    flows = np.abs(L).T
-    steps = sysm.S + 8 if steps is None else steps
+    Lin, Lout = np.where(L > 0, L, 0.0).T, np.where(L < 0, -L, 0.0).T
+    S = sysm.S
+    steps = S + 8 if steps is None else steps
+    x0 = np.asarray(x, dtype=float)
+    top = int(np.argmax(x0))
+    others = np.arange(S) != top
 
-    def scaled(v):
+    def settle(v):
+        v = v.copy()
+        v[top] = 1.0 - v[others].sum()
+        return v
+
+    def flows(v):
         r = sysm.rates_at(v)
-        return L.T @ r, np.maximum(flows @ np.abs(r), 1e-300)
+        return Lin @ r, Lout @ r
 
-    with np.errstate(all="ignore"):         # a step may overshoot (overflow): it is then not kept
-        f, a = scaled(x)
-        plain = float(np.max(np.abs(f), initial=0.0))
-        best, best_worst = x, float(np.max(np.abs(f) / a, initial=0.0))
-        top = int(np.argmax(x))
-        for _ in range(steps):
-            if best_worst <= 8 * np.finfo(float).eps:
+    def local(v):
+        R = sysm.rate_jacobian(v)
+        return Lin @ R, Lout @ R
+
+    def merit(v):
+        i, o = flows(v)
+        f = i - o
+        return (float(np.max(np.abs(f[others]) / np.maximum(i + o, 1e-300)[others], initial=0.0)),
+                float(np.max(np.abs(f), initial=0.0)), float(np.max(i + o, initial=0.0)))
+
+    with np.errstate(all="ignore"):         # a step may overflow: it is then not kept
+        best_worst, plain, big = merit(x0)
+        plain = max(plain, 8 * np.finfo(float).eps * big)     # the rounding of the largest flows
+        reach = 1e-6 * np.abs(x0) + noise
+        best = x0
+        # the start: densities at noise level are rebuilt from the larger ones
+        zero = others & (x0 <= noise)
+        x = settle(np.where(zero, 0.0, x0))
+        for _ in range(int(zero.sum())):
+            inn, _out = flows(x)
+            c = np.diag(local(x)[1])
+            born = zero & (x == 0) & (inn > 0) & (c > 0)
+            if not born.any():
                 break
-            M = jac(x) / a[:, None]
-            rhs = -f / a
-            M[top], rhs[top] = 1.0, 1.0 - x.sum()
+            x[born] = inn[born] / c[born]
+            x = settle(x)
+        unborn = zero & (x == 0) & (x0 > 0)
+        if unborn.any():
+            Jin, Jout = local(x)
+            if np.linalg.eigvals((Jin - Jout)[np.ix_(unborn, unborn)]).real.max() > 0:
+                x[unborn] = x0[unborn]
+                x = settle(x)
+        for _ in range(steps + 1):
+            worst, pl, _big = merit(x)
+            if worst < best_worst and pl <= plain and (np.abs(x - x0) <= reach).all():
+                best, best_worst = x, worst
+            inn, out = flows(x)
+            free = others & (x > 0) & (inn > 0) & (out > 0)
+            if not free.any():
+                break
+            Jin, Jout = local(x)
+            g = np.log(inn[free]) - np.log(out[free])
+            Jg = Jin[free] / inn[free, None] - Jout[free] / out[free, None]
+            M = (Jg[:, free] - Jg[:, [top]]) * x[free]      # d/dy_u, x_top = 1 - sum of the others
             try:
-                x = x + np.linalg.solve(M, rhs)
+                dy = np.linalg.solve(M, -g)
             except np.linalg.LinAlgError:
                 break
-            if not np.isfinite(x).all():
+            if not np.isfinite(dy).all():
                 break
-            f, a = scaled(x)
-            worst = float(np.max(np.abs(f) / a, initial=0.0))
-            if worst < best_worst and float(np.max(np.abs(f), initial=0.0)) <= max(plain, 1e-300):
-                best, best_worst = x, worst
+            x = x.copy()
+            x[free] = x[free] * np.exp(np.minimum(dy, 2.0))
+            x = settle(x)
+            if np.abs(dy).max() <= 1e-10:
+                worst, pl, _big = merit(x)
+                if worst < best_worst and pl <= plain and (np.abs(x - x0) <= reach).all():
+                    best = x
+                break
     return best
 
 

@@ -208,7 +208,13 @@ class PopulationModel:
         total rate per individual (or up to ``t_max`` in units of the inverse
         rate at the start), then Newton's method with the symbolic Jacobian on the
         tangent space polishes the point to ``max|f| <= tol`` times the total
-        rate per individual there (at least 1). The ODE phase picks the basin
+        rate per individual there (at least 1). A componentwise polish then
+        refines the small densities to relative accuracy (Newton in log
+        coordinates on each species' inflow against outflow, from a start in
+        which densities at noise level, 1e-12 and below, are rebuilt from the
+        larger ones: :func:`ctmc.meanfield.kernels.polish_componentwise`); its
+        point is kept only where its residual in all species is no larger than
+        Newton's and no density is more negative. The ODE phase picks the basin
         of attraction (the point it finds from a start inside the basin of a
         stable fixed point is that point); a start exactly on an unstable fixed
         point stays there, and ``stable`` says so.
