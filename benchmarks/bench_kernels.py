@@ -1,0 +1,131 @@
+"""What one iteration of a stationary method costs, against its compiled kernel and the memory bandwidth.
+
+    .venv/bin/python benchmarks/bench_kernels.py                          # the default models
+    .venv/bin/python benchmarks/bench_kernels.py --models kanban:4,fms:5 --repeat 5
+    .venv/bin/python benchmarks/bench_kernels.py --models kanban:5 --no-gmres
+
+For each model (``name:size`` as in ``bench_gallery.py``), in one process,
+every timing the fastest of ``--repeat`` (the machine is shared: compare the
+ratios of one run, not absolute times across runs):
+
+* ``copy``: a numpy copy of the generator's stored values (``Q.data``); its
+  GB/s (bytes read + written per second) is the bandwidth the other rows are
+  measured against;
+* ``matvec``: :math:`Q^T x`, the product every residual check of the
+  stationary methods uses (``op.apply(x, transpose=True)``);
+* ``GS kernel``: one forward Gauss-Seidel sweep of the compiled kernel
+  (``ctmc._relax.sweep``) on the matrix and vector ``gauss_seidel`` sweeps;
+* ``gauss_seidel``, ``sor`` (omega 1.2), ``power``: one iteration of
+  ``chain.stationary(method, maxiter=k)``, from two runs of ``k1`` and
+  ``k2`` iterations, ``(t2 - t1) / (k2 - k1)`` (the set-up and the grading
+  cancel); ``vs`` is the ratio to the GS kernel (sweeps) or the matvec (power);
+* ``gmres``: one iteration of ``chain.stationary("gmres")`` in matvec units,
+  ``total time / iterations / matvec`` (``solve`` counts only the Krylov
+  solve, ``info["solve_seconds"]``: the pin search, polish and grading left out).
+
+``GB/s`` of a product or sweep is the bytes it must move at least (values and
+column indices once, the row pointers, the vectors) per second; ``of copy`` is
+that against the copy's.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODELS = "kanban:4,fms:5,polling:15,tandem:511"
+
+
+def _model(spec):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_gallery import model_spec
+    return model_spec(spec)
+
+
+def best(f, repeat):
+    """The fastest of ``repeat`` calls of ``f`` (seconds) and the last result."""
+    t, out = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = f()
+        t = min(t, time.perf_counter() - t0)
+    return t, out
+
+
+def per_iteration(chain, method, repeat, k1, k2, **kw):
+    """Seconds per iteration of ``chain.stationary(method, maxiter=k)``: difference over difference."""
+    t1, _ = best(lambda: chain.stationary(method, maxiter=k1, check=False, progress=False, **kw), repeat)
+    t2, _ = best(lambda: chain.stationary(method, maxiter=k2, check=False, progress=False, **kw), repeat)
+    return max(t2 - t1, 0.0) / (k2 - k1)
+
+
+def measure(spec, repeat, k1, k2, gmres=True):
+    """The rows of one model."""
+    from ctmc._relax import sweep
+    from ctmc.backends import operator_for
+    from ctmc.kernels.sweeps import Sweeper
+
+    g = _model(spec)
+    chain = g.model().build(initial=g.initial)
+    Q = chain.Q.tocsr()
+    n, nnz = Q.shape[0], Q.nnz
+    op = operator_for(chain, "scipy")
+    x = np.full(n, 1.0 / n)
+    t_copy, _ = best(lambda: Q.data.copy(), repeat + 2)
+    copy_bw = 2 * Q.data.nbytes / t_copy
+    op.apply(x, transpose=True)                      # builds Q^T once
+    t_mv, _ = best(lambda: op.apply(x, transpose=True), repeat + 2)
+    idx = Q.indices.itemsize
+    moved = nnz * (8 + idx) + (n + 1) * Q.indptr.itemsize + 2 * n * 8   # values, columns, rows, x read, y written
+    local = Sweeper(op, np.ones(n, dtype=bool)).local
+    y, b = x.copy(), np.zeros(n)
+    t_gs, _ = best(lambda: sweep(local, y, b), repeat + 2)
+    moved_gs = local.nnz * (8 + local.indices.itemsize) + (n + 1) * local.indptr.itemsize + 3 * n * 8
+    row = lambda what, t, entries, bytes_, vs="": [spec, n, nnz, what, f"{t * 1e3:.2f}",
+                                                   f"{entries / t:.2e}" if entries else "",
+                                                   f"{bytes_ / t / 1e9:.1f}" if bytes_ else "",
+                                                   f"{bytes_ / t / copy_bw:.2f}" if bytes_ else "", vs]
+    rows = [row("copy Q.data", t_copy, 0, 2 * Q.data.nbytes),
+            row("matvec Q^T x", t_mv, nnz, moved, "1.00 matvec"),
+            row("GS kernel (1 sweep)", t_gs, local.nnz, moved_gs, f"{t_gs / t_mv:.2f} matvec")]
+    for method, kw, base, name in (("gauss_seidel", {}, t_gs, "kernel"), ("sor", {"omega": 1.2}, t_gs, "kernel"),
+                                   ("power", {}, t_mv, "matvec")):
+        t = per_iteration(chain, method, repeat, k1, k2, **kw)
+        rows.append(row(f"{method} iteration", t, local.nnz if base is t_gs else nnz, 0, f"{t / base:.2f} {name}"))
+    if gmres:
+        t0 = time.perf_counter()
+        r = chain.stationary("gmres", check=False)
+        total = time.perf_counter() - t0
+        its = max(r.iterations, 1)
+        solve = r.info.get("solve_seconds", np.nan)
+        rows.append(row(f"gmres iteration ({its} its)", total / its, 0, 0,
+                        f"{total / its / t_mv:.2f} matvec (solve {solve / its / t_mv:.2f})"))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=DEFAULT_MODELS, help=f"name:size,... (default {DEFAULT_MODELS})")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timing (the fastest is kept)")
+    ap.add_argument("--k", default="10,50", help="k1,k2: the two iteration counts of a method's runs")
+    ap.add_argument("--no-gmres", action="store_true", help="leave out the GMRES row")
+    args = ap.parse_args(argv)
+    k1, k2 = (int(v) for v in args.k.split(","))
+    from ctmc.report import format_table
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    print(f"commit {commit or '?'}, fastest of {args.repeat} per timing, methods at k = {k1}, {k2}", flush=True)
+    rows = []
+    for spec in args.models.split(","):
+        rows += measure(spec, args.repeat, k1, k2, gmres=not args.no_gmres)
+        print(f"  {spec} done", file=sys.stderr, flush=True)
+    print(format_table(rows, ["model", "states", "entries", "what", "ms", "entries/s", "GB/s", "of copy", "vs"]))
+
+
+if __name__ == "__main__":
+    main()
