@@ -5,9 +5,9 @@
     .venv/bin/python benchmarks/bench_kernels.py --models kanban:5 --no-gmres
 
 For each model (``name:size`` as in ``bench_gallery.py``), in one process,
-every timing the fastest of ``--repeat``, each of ``k2 - k1`` calls in a row
-(the machine is shared: compare the ratios of one run, not absolute times
-across runs):
+every timing the fastest of ``--repeat`` rounds, the timings interleaved in
+each round, the kernels' timings over ``k2 - k1`` calls in a row (the machine
+is shared: compare the ratios of one run, not absolute times across runs):
 
 * ``copy``: a numpy copy of the generator's stored values (``Q.data``, into
   an allocated array); its
@@ -50,23 +50,28 @@ def _model(spec):
     return model_spec(spec)
 
 
-def best(f, repeat):
-    """The fastest of ``repeat`` calls of ``f`` (seconds) and the last result."""
-    t, out = np.inf, None
+def timed(f):
+    """Seconds of one call of ``f``, and its result."""
+    t0 = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t0, out
+
+
+def fastest(timings, repeat):
+    """``{name: (fastest seconds, last result)}`` over ``repeat`` rounds, each round calling every
+    ``timings[name]`` once in turn (interleaved, so a busy spell of the machine hits all alike)."""
+    out = {}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = f()
-        t = min(t, time.perf_counter() - t0)
-    return t, out
+        for name, f in timings.items():
+            t, res = timed(f)
+            out[name] = (min(t, out.get(name, (np.inf,))[0]), res)
+    return out
 
 
-def per_iteration(chain, method, repeat, k1, k2, **kw):
-    """Seconds per iteration of ``chain.stationary(method, maxiter=k, tol=1e-300)``: difference over
-    difference (the tolerance is never met, so every iteration is an ordinary one)."""
-    runs = [best(lambda: chain.stationary(method, maxiter=k, tol=1e-300, check=False, progress=False, **kw),
-                 repeat) for k in (k1, k2)]
-    (t1, r1), (t2, r2) = runs
-    return max(t2 - t1, 0.0) / max(r2.iterations - r1.iterations, 1), r2.status.value
+def method_run(chain, method, k, **kw):
+    """``chain.stationary(method, maxiter=k, tol=1e-300)``: a tolerance never met, so every
+    iteration is an ordinary one."""
+    return lambda: chain.stationary(method, maxiter=k, tol=1e-300, check=False, progress=False, **kw)
 
 
 def measure(spec, repeat, k1, k2, gmres=True):
@@ -83,15 +88,21 @@ def measure(spec, repeat, k1, k2, gmres=True):
     x = np.full(n, 1.0 / n)
     m = k2 - k1                                      # calls per timing, as many as the methods' difference
     buf = np.empty_like(Q.data)                      # into memory already mapped: no page faults timed
-    t_copy = best(lambda: [np.copyto(buf, Q.data) for _ in range(m)], repeat)[0] / m
-    copy_bw = 2 * Q.data.nbytes / t_copy
     op.apply(x, transpose=True)                      # builds Q^T once
-    t_mv = best(lambda: [op.apply(x, transpose=True) for _ in range(m)], repeat)[0] / m
-    idx = Q.indices.itemsize
-    moved = nnz * (8 + idx) + (n + 1) * Q.indptr.itemsize + 2 * n * 8   # values, columns, rows, x, y
     local = Sweeper(op, np.ones(n, dtype=bool)).local
     y, b = x.copy(), np.zeros(n)
-    t_gs = best(lambda: [sweep(local, y, b) for _ in range(m)], repeat)[0] / m
+    methods = (("gauss_seidel", {}, "kernel"), ("sor", {"omega": 0.9}, "kernel"), ("power", {}, "matvec"))
+    timings = {"copy": lambda: [np.copyto(buf, Q.data) for _ in range(m)],
+               "matvec": lambda: [op.apply(x, transpose=True) for _ in range(m)],
+               "kernel": lambda: [sweep(local, y, b) for _ in range(m)]}
+    for method, kw, _ in methods:
+        timings[(method, k1)] = method_run(chain, method, k1, **kw)
+        timings[(method, k2)] = method_run(chain, method, k2, **kw)
+    got = fastest(timings, repeat)
+    t_copy, t_mv, t_gs = (got[k][0] / m for k in ("copy", "matvec", "kernel"))
+    copy_bw = 2 * Q.data.nbytes / t_copy
+    idx = Q.indices.itemsize
+    moved = nnz * (8 + idx) + (n + 1) * Q.indptr.itemsize + 2 * n * 8   # values, columns, rows, x, y
     moved_gs = local.nnz * (8 + local.indices.itemsize) + (n + 1) * local.indptr.itemsize + 3 * n * 8
     row = lambda what, t, entries, bytes_, vs="": [spec, n, nnz, what, f"{t * 1e3:.2f}",
                                                    f"{entries / t:.2e}" if entries and t > 0 else "",
@@ -100,14 +111,15 @@ def measure(spec, repeat, k1, k2, gmres=True):
     rows = [row("copy Q.data", t_copy, 0, 2 * Q.data.nbytes),
             row("matvec Q^T x", t_mv, nnz, moved, "1.00 matvec"),
             row("GS kernel (1 sweep)", t_gs, local.nnz, moved_gs, f"{t_gs / t_mv:.2f} matvec")]
-    for method, kw, base, name in (("gauss_seidel", {}, t_gs, "kernel"),
-                                   ("sor", {"omega": 0.9}, t_gs, "kernel"), ("power", {}, t_mv, "matvec")):
-        t, status = per_iteration(chain, method, repeat, k1, k2, **kw)
-        if status != "max_iterations":           # broke down (SOR diverging): no steady iteration to time
-            rows.append(row(f"{method} iteration", np.nan, 0, 0, status))
+    base = {"kernel": t_gs, "matvec": t_mv}
+    for method, kw, unit in methods:
+        (t1, r1), (t2, r2) = got[(method, k1)], got[(method, k2)]
+        if r2.status.value != "max_iterations":  # broke down (SOR diverging): no steady iteration to time
+            rows.append(row(f"{method} iteration", np.nan, 0, 0, r2.status.value))
             continue
-        entries = local.nnz if base is t_gs else nnz
-        rows.append(row(f"{method} iteration", t, entries, 0, f"{t / base:.2f} {name}"))
+        t = max(t2 - t1, 0.0) / max(r2.iterations - r1.iterations, 1)
+        entries = local.nnz if unit == "kernel" else nnz
+        rows.append(row(f"{method} iteration", t, entries, 0, f"{t / base[unit]:.2f} {unit}"))
     if gmres:
         t0 = time.perf_counter()
         r = chain.stationary("gmres", check=False)
@@ -122,7 +134,7 @@ def measure(spec, repeat, k1, k2, gmres=True):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=DEFAULT_MODELS, help=f"name:size,... (default {DEFAULT_MODELS})")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per timing (the fastest is kept)")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds of every timing (the fastest is kept)")
     ap.add_argument("--k", default="10,110", help="k1,k2: the two iteration counts of a method's runs")
     ap.add_argument("--no-gmres", action="store_true", help="leave out the GMRES row")
     args = ap.parse_args(argv)
