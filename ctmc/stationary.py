@@ -104,7 +104,7 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
 from .kernels import plan
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.sweeps import Stop, Sweeper, gth_dense, polish_sweeps, start_vector, state_levels
+from .kernels.sweeps import Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps, start_vector, state_levels
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
 from .options import integer_in as _integer_in
@@ -361,37 +361,52 @@ def _row_of_R(op, i):
 
 
 def _power(op, support, opts: IterativeOptions, hint, ctx):
+    """Power iteration ``x <- x + x Q / lam`` (renormalised every 10 steps), stopped by :class:`Stop`
+    checked sparsely (:func:`checked_sweeps`); a check's product ``x Q`` serves the next step."""
     lam = 1.02 * op.qmax
     ctx.info["uniformization_rate"] = lam
     x = start_vector(op, support, opts.x0)
     stop = Stop(op, opts)
-    with Progress("stationary (power)", opts.progress) as prog:
-        for it in range(opts.maxiter):
-            r = op.apply(x, transpose=True)
-            if stop(it, x, r):
-                return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
-            prog.residual(stop.rel, opts.tol, f"iteration {it}")
-            x = x + r / lam
-            if it % 10 == 9:
+    last = [None, None]                      # (iterate number, x Q) of the last check
+
+    def step(it, x):                         # iterate it from iterate it - 1
+        if it > 0:
+            r = last[1] if last[0] == it - 1 else op.apply(x, transpose=True)
+            r /= lam                         # x + r / lam, in place: the same rounding
+            x += r
+            if it % 10 == 0:
                 x /= op.allsum(float(x.sum()))
+        return True
+
+    def check(it, x):
+        last[:] = it, op.apply(x, transpose=True)
+        return stop(it, x, last[1])
+
+    with Progress("stationary (power)", opts.progress) as prog:
+        it, out = checked_sweeps(step, x, check, stop, 0, opts.maxiter - 1,
+                                 on_check=lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}"))
+    if out:
+        return x, it, Status.SUCCESS, f"power: converged in {it} iterations"
+    step(opts.maxiter, x)
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"power: not converged after {opts.maxiter} iterations"
 
 
 def _sor(op, support, opts: IterativeOptions, hint, ctx):
-    """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` (:class:`Sweeper`) with the stopping rule :class:`Stop`."""
+    """Gauss-Seidel / SOR sweeps on ``Q^T x = 0`` (:class:`Sweeper`) with the stopping rule :class:`Stop`,
+    checked sparsely where it cannot change its answer (:func:`checked_sweeps`)."""
     omega = float(getattr(opts, "omega", 1.0))
     ctx.info["omega"] = omega
     sweeper = Sweeper(op, support)
     x = np.ascontiguousarray(start_vector(op, support, opts.x0))
     stop = Stop(op, opts)
     with Progress(f"stationary (sor, omega={omega})", opts.progress) as prog:
-        for it in range(1, opts.maxiter + 1):
-            if not sweeper(x, omega):
-                return None, it, Status.BREAKDOWN, "iteration diverged"
-            r = op.apply(x, transpose=True)
-            if stop(it, x, r):
-                return x, it, Status.SUCCESS, f"converged in {it} sweeps"
-            prog.residual(stop.rel, opts.tol, f"sweep {it}")
+        it, out = checked_sweeps(lambda it, x: sweeper(x, omega), x,
+                                 lambda it, x: stop(it, x, op.apply(x, transpose=True)), stop, 1,
+                                 opts.maxiter, on_check=lambda it: prog.residual(stop.rel, opts.tol, f"sweep {it}"))
+    if out is False:
+        return None, it, Status.BREAKDOWN, "iteration diverged"
+    if out:
+        return x, it, Status.SUCCESS, f"converged in {it} sweeps"
     return x, opts.maxiter, Status.MAX_ITERATIONS, f"not converged after {opts.maxiter} sweeps"
 
 
@@ -408,20 +423,25 @@ def _gs_probe(op, support, opts, hint, ctx, budget: int = 500, window: int = 10)
     sweeper = Sweeper(op, support)
     x = np.ascontiguousarray(start_vector(op, support, None))
     stop = Stop(op, tight)
-    history = []
-    for it in range(1, budget + 1):
-        if not sweeper(x):
-            return None, it, Status.BREAKDOWN, "gauss_seidel probe: the iteration diverged"
-        r = op.apply(x, transpose=True)
-        if stop(it, x, r):
-            return x, it, Status.SUCCESS, f"gauss_seidel: converged in {it} sweeps"
-        history.append(stop.rel)
+    history = {}
+
+    def stalls(it):
+        history[it] = stop.rel
         if it % window == 0 and it > window and stop.norm_it is None:
-            rho = (history[-1] / history[-1 - window]) ** (1.0 / window)
-            left = np.log(tight.tol / history[-1]) / np.log(rho) if rho < 1 else np.inf
+            rho = (history[it] / history[it - window]) ** (1.0 / window)
+            left = np.log(tight.tol / history[it]) / np.log(rho) if rho < 1 else np.inf
             if it + left > budget:
-                return x, it, Status.MAX_ITERATIONS, (f"gauss_seidel stalls: {left:.0f} more sweeps predicted "
-                                                      f"(rate {rho:.4f} per sweep)")
+                return f"gauss_seidel stalls: {left:.0f} more sweeps predicted (rate {rho:.4f} per sweep)"
+        return None
+
+    it, out = checked_sweeps(lambda it, x: sweeper(x), x,
+                             lambda it, x: stop(it, x, op.apply(x, transpose=True)), stop, 1, budget, on_check=stalls, must_check=lambda it: it % window == 0)
+    if out is False:
+        return None, it, Status.BREAKDOWN, "gauss_seidel probe: the iteration diverged"
+    if out is True:
+        return x, it, Status.SUCCESS, f"gauss_seidel: converged in {it} sweeps"
+    if out is not None:
+        return x, it, Status.MAX_ITERATIONS, out
     return x, budget, Status.MAX_ITERATIONS, f"gauss_seidel: not converged in {budget} sweeps"
 
 

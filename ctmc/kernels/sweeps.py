@@ -14,6 +14,14 @@ block when distributed, the other blocks from the previous sweep). The
 iterations stop by :class:`Stop`: normwise first, then component-wise, so the
 small entries are right where the method converges (:func:`polish_sweeps`
 applies the same rule to the answer of a Krylov solve).
+
+Checking the rule needs :math:`r = Q^T x`, a product as dear as a sweep;
+:func:`checked_sweeps` checks it every :math:`g \le` ``CHECK_GAP`` sweeps,
+:math:`g` from the measure's geometric rate, and replays the last block
+sweep by sweep when the rule's answer changed in it, so it stops at the
+sweep, with the iterate, where a check after every sweep stops (unless the
+rule held and failed again within one block: then later, never earlier); a
+sweep costs its kernel plus a renormalisation, not twice the kernel.
 """
 from __future__ import annotations
 
@@ -26,7 +34,8 @@ from ..linalg import gth_solve
 from ..results import Status
 from .evidence import balance_error
 
-__all__ = ["start_vector", "Stop", "Sweeper", "polish_sweeps", "gth_dense", "state_levels"]
+__all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "polish_sweeps", "gth_dense",
+           "state_levels"]
 
 _TINY = np.finfo(float).tiny
 
@@ -55,23 +64,126 @@ class Stop:
     balance error is at most ``tail_tol`` too, so that where the method
     converges the small probabilities are right as well, and the grading says
     so when they are not.
+
+    The rule may be checked sparsely (:func:`checked_sweeps`): :meth:`gap`
+    predicts from the last two checks how many iterations may pass before the
+    next, and :meth:`state` / :meth:`restore` let a block of iterations be
+    replayed to find the first one where the rule's answer changed.
     """
 
     def __init__(self, op, opts):
         self.op, self.opts = op, opts
         self.norm_it = None
         self.rel = np.inf
+        self.bal = np.inf
+        self._last = None          # (iteration, log distance to the target, phase) of the last check
+        self._rate = None          # the log distance's fall per iteration between the last two checks
 
     def __call__(self, it, x, r) -> bool:
         op = self.op
         g = op.allsum(np.array([np.abs(r).sum(), x.sum()]))
         self.rel = g[0] / (g[1] * op.qmax)
+        self.bal = np.inf
         if not self.rel <= self.opts.tol:
+            self._note(it, self.rel / self.opts.tol)
             return False
         if self.norm_it is None:
             self.norm_it = it
-        bal = balance_error(op, x, r, floor=_TINY * g[1])   # x is normalised only every few steps
-        return bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
+        self.bal = balance_error(op, x, r, floor=_TINY * g[1])   # x is normalised only every few steps
+        self._note(it, self.bal / self.opts.tail_tol)
+        return self.bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
+
+    def _note(self, it, ratio):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = float(np.log(ratio))
+        prev, self._last = self._last, (it, d, self.norm_it)
+        self._rate = None
+        same_phase = prev is not None and prev[2] == self.norm_it and it > prev[0]
+        if same_phase and np.isfinite(d) and np.isfinite(prev[1]):
+            self._rate = (prev[1] - d) / (it - prev[0])
+
+    def gap(self, it, most: int) -> int:
+        """Iterations to run before the next check (1 to ``most``): half the number the
+        geometric rate of the last two checks predicts are left before the rule's answer
+        changes (``most`` when the measure does not fall), never past the iteration cap."""
+        if self._last is None or self._last[0] != it or not np.isfinite(self._last[1]):
+            return 1
+        rate, d = self._rate, self._last[1]
+        if rate is None:
+            return 1
+        left = d / rate if rate > 0 else np.inf
+        if self.norm_it is not None:
+            left = min(left, 2 * (2 * self.norm_it + 10 - it))    # halved below: lands before the cap
+        return int(max(1, min(most, left // 2)))
+
+    def state(self):
+        return self.norm_it, self.rel, self.bal, self._last, self._rate
+
+    def restore(self, state):
+        self.norm_it, self.rel, self.bal, self._last, self._rate = state
+
+
+#: the most iterations :func:`checked_sweeps` runs between two checks of the stopping rule
+CHECK_GAP = 16
+
+
+def checked_sweeps(step, x, check, stop, first: int, last: int, on_check=None, must_check=None,
+                   most: int = CHECK_GAP):
+    r"""Iterations ``first .. last`` of ``step(it, x)`` (in place), stopping where checking after each would.
+
+    ``check(it, x)`` applies the stopping rule ``stop`` (:class:`Stop`) to the
+    iterate; it costs a product with :math:`Q^T`, about one sweep. It is run
+    every :math:`g` iterations, :math:`1 \le g \le` ``most``, :math:`g` half the
+    iterations the measure's geometric rate predicts are left
+    (:meth:`Stop.gap`), and at every ``it`` where ``must_check(it)``. When a
+    check finds the rule's answer changed (converged in norm, or stopped), the
+    block since the previous check is replayed from its saved iterate, checked
+    after each iteration, so the iteration found is the first where the rule
+    holds, as checking every iteration finds, unless the rule held within a
+    block and then failed again by its end (the answer there still meets the
+    rule: it only stops later). The iterations are deterministic, so the replay
+    reproduces them bit for bit.
+
+    ``on_check(it)`` runs after each check that does not stop; a non-None
+    return ends the iterations with it. Returns ``(it, outcome)``: outcome
+    True when the rule stopped at ``it``, False when ``step`` broke down
+    (returned False) at ``it``, None when ``last`` was reached, else what
+    ``on_check`` returned.
+    """
+    saved = x.copy()
+    it = saved_it = first - 1
+    saved_state = stop.state()
+    gap = 1
+    while it < last:
+        target = min(it + gap, last)
+        if must_check is not None:
+            target = next((j for j in range(it + 1, target) if must_check(j)), target)
+        while it < target:
+            it += 1
+            if not step(it, x):
+                return it, False
+        phase = stop.norm_it
+        done = check(it, x)
+        if (done or stop.norm_it != phase) and it - saved_it > 1:
+            np.copyto(x, saved)                     # replay the block, checking each iteration
+            stop.restore(saved_state)
+            it = saved_it
+            while True:
+                it += 1
+                step(it, x)
+                done = check(it, x)
+                if done or stop.norm_it != phase:
+                    break
+        if done:
+            return it, True
+        if on_check is not None:
+            out = on_check(it)
+            if out is not None:
+                return it, out
+        np.copyto(saved, x)
+        saved_it, saved_state = it, stop.state()
+        gap = stop.gap(it, most)
+    return it, None
 
 
 class Sweeper:
@@ -94,7 +206,10 @@ class Sweeper:
         local = (A[:, op.start:op.stop] - sp.diags(np.where(support, float(shift) + op.exit_rates, -1.0))).tocsr()
         local.sort_indices()
         local.data = np.ascontiguousarray(local.data, dtype=float)
+        if local.indices.dtype != local.indptr.dtype:      # the kernels take one index type: convert once
+            local.indices, local.indptr = local.indices.astype(np.int64), local.indptr.astype(np.int64)
         self.local = local
+        self._zero = np.zeros(local.shape[0])              # the right-hand side of Q^T x = 0
         self.ghosts = None
         if op.size > 1:
             g = A.tolil()
@@ -116,9 +231,11 @@ class Sweeper:
     def relax(self, x, b=None, omega=1.0, direction="forward"):
         """One sweep on ``(shift I - Q_XX) x = b`` (owned parts; ``b = None``: 0), ``x`` in place."""
         op = self.op
-        rhs = np.zeros_like(x) if b is None else -np.where(self.support, b, 0.0)
         if self.ghosts is not None:
+            rhs = (np.zeros_like(x) if b is None else -np.where(self.support, b, 0.0))
             rhs -= self.ghosts @ op.gather(x, "all")
+        else:
+            rhs = self._zero if b is None else -np.where(self.support, b, 0.0)
         sweep(self.local, x, rhs, omega, direction)
 
 
