@@ -206,17 +206,12 @@ def ssor1(A: sp.spmatrix):
     >>> bool(np.allclose(ssor1(A)(v), np.linalg.solve(D - U, D @ np.linalg.solve(D - L, v))))
     True
     """
-    from .._relax import sweep
+    from .._relax import one_index_type, sweep
 
-    S = sp.csr_matrix(A, dtype=float)
-    if S.indices.dtype != S.indptr.dtype:
-        S = sp.csr_matrix((S.data, S.indices.astype(np.int64), S.indptr.astype(np.int64)), shape=S.shape)
+    S = one_index_type(sp.csr_matrix(A, dtype=float))
     S.sum_duplicates()
     d = S.diagonal()
-    lower, upper = sp.tril(S, format="csr"), sp.triu(S, format="csr")
-    for T in (lower, upper):
-        if T.indices.dtype != T.indptr.dtype:     # the compiled sweeps take one index type
-            T.indices, T.indptr = T.indices.astype(np.int64), T.indptr.astype(np.int64)
+    lower, upper = one_index_type(sp.tril(S, format="csr")), one_index_type(sp.triu(S, format="csr"))
 
     def apply(v):
         v = np.asarray(v, dtype=float).ravel()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import sweep
+from .._relax import one_index_type, sweep
 from ..expr import Expr
 from ..linalg import gth_solve
 from ..results import Status
@@ -206,9 +206,7 @@ class Sweeper:
         local = (A[:, op.start:op.stop] - sp.diags(np.where(support, float(shift) + op.exit_rates, -1.0))).tocsr()
         local.sort_indices()
         local.data = np.ascontiguousarray(local.data, dtype=float)
-        if local.indices.dtype != local.indptr.dtype:      # the kernels take one index type: convert once
-            local.indices, local.indptr = local.indices.astype(np.int64), local.indptr.astype(np.int64)
-        self.local = local
+        self.local = one_index_type(local)                 # converted once, not on every sweep
         self._zero = np.zeros(local.shape[0])              # the right-hand side of Q^T x = 0
         self.ghosts = None
         if op.size > 1:
