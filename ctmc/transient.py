@@ -246,10 +246,12 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             rows.append((k0, w, 0.0))                   # mu = 0: the single weight 1 at k = 0
             tail[i] = 0.0 if mu == 0 else 2 * eps
     kmax = max(r[0] + r[1].size for r in rows) - 1
-    V = np.array(V0, dtype=float)
+    V = np.array(V0, dtype=float, order="C")
     total = np.zeros(times.size)
     kw = np.zeros(times.size)
     chunk = 1 << 14
+    inv_lam = 1.0 / lam
+    scratch = np.empty_like(V)
     prog = Progress(f"uniformisation, {kmax} steps", total=max(kmax, 1))
     for c0 in range(0, kmax + 1, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
@@ -264,11 +266,18 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         kw += W @ ks.astype(float)
         for j, k in enumerate(ks):
             w = W[:, j]
-            nz = np.flatnonzero(w)
-            if nz.size:
-                out[nz] += np.multiply.outer(w[nz], V)
+            for i in np.flatnonzero(w):      # out[i] += w_i V, in place through one scratch vector
+                np.multiply(V, w[i], out=scratch)
+                out[i] += scratch
             if k < kmax:
-                V = V + (apply(V) if scaled else apply(V) / lam)
+                # V <- (I + A / lam) V: the product's own array, scaled and added to in place
+                Y = np.asarray(apply(V), dtype=float, order="C")
+                if Y is V or not Y.flags.writeable or Y.shape != V.shape:
+                    Y = np.array(Y, dtype=float, order="C").reshape(V.shape)
+                if not scaled:
+                    Y *= inv_lam
+                Y += V
+                V = Y
                 prog.update(f"step {k + 1}", done=k + 1)
     prog.close()
     # round-off: each product adds 3 (roundoff + 4u) relative and I + A/lam does not expand it; the
