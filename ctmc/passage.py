@@ -261,6 +261,7 @@ class PassageSetup:
         self._sys = {}
         self._route = {}
         self._kind = {}
+        self._norms = {}
         self.info = {"processes": op.size}
         self.fallback = None
 
@@ -306,16 +307,18 @@ class PassageSetup:
             self._sys.pop(key).close()
         self._kind[on] = kind
 
-    def solve(self, s: float, on: str, b, transpose: bool = False):
+    def solve(self, s: float, on: str, b, transpose: bool = False, polish: bool = True):
         """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``.
 
         Many right-hand sides (columns of ``b``) are solved in blocks of
         :data:`RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
+        ``polish=False`` skips the Gauss-Seidel polish of a Krylov answer's small entries
+        (for a solve whose norm alone is used, as :meth:`condition`'s).
         """
         b = np.asarray(b, dtype=float)
         ncols = b.shape[1] if b.ndim == 2 else 1
         if ncols <= RHS_BLOCK:
-            return self._solve(s, on, b, transpose)
+            return self._solve(s, on, b, transpose, polish)
         x = np.empty_like(b)
         reps = []
         with Progress(f"passage solves, {ncols} right-hand sides", total=ncols) as prog:
@@ -327,7 +330,7 @@ class PassageSetup:
         return x, SolveReport(worst(*(r.status for r in reps)), next((r.reason for r in reps[::-1] if r.reason), ""),
                               sum(r.iterations for r in reps))
 
-    def _solve(self, s: float, on: str, b, transpose: bool = False):
+    def _solve(self, s: float, on: str, b, transpose: bool = False, polish: bool = True):
         """:meth:`solve` on one block of right-hand sides.
 
         Under ``auto``, a Krylov solve that stalls or breaks down is redone by
@@ -337,7 +340,7 @@ class PassageSetup:
         """
         x, rep = self.system(s, on).solve(b, transpose)
         kind = self.kind(on)
-        if rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
+        if polish and rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
             x = self._polish(s, on, x, b)
         if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
             nxt = dict(self._route[on].fallback).get(kind)
@@ -345,7 +348,7 @@ class PassageSetup:
                 nxt = None                # the dense solver has no transposed solve, and a size limit
             if nxt is not None:
                 self._switch(on, nxt, _FALLBACK_TEXT[kind].format(status=rep.status.value, reason=rep.reason))
-                return self.solve(s, on, b, transpose)
+                return self.solve(s, on, b, transpose, polish)
         return x, rep
 
     def _polish(self, s, on, x, b):
@@ -361,15 +364,17 @@ class PassageSetup:
         op, X = self.op, self.members(on)
         x = np.array(x, dtype=float)
         cols, bcols = x.reshape(x.shape[0], -1), np.asarray(b, dtype=float).reshape(x.shape[0], -1)
-        sweeper = Sweeper(op, X, shift=s, transpose=False)
+        made = []          # the sweeper, made at the first sweep: most Krylov answers need none
         done = 0
         for c in range(cols.shape[1]):
             xc = np.ascontiguousarray(np.where(X, np.maximum(cols[:, c], 0.0), 0.0))
             bc = bcols[:, c]
 
             def pair():
-                sweeper.relax(xc, bc, 1.0, "forward")
-                sweeper.relax(xc, bc, 1.0, "backward")
+                if not made:
+                    made.append(Sweeper(op, X, shift=s, transpose=False))
+                made[0].relax(xc, bc, 1.0, "forward")
+                made[0].relax(xc, bc, 1.0, "backward")
                 return op.allmin(float(np.isfinite(xc).all())) > 0
 
             k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc)[1], budget, self.opts.tail_tol)
@@ -395,7 +400,7 @@ class PassageSetup:
         d = d if np.ndim(x) == 1 else d[:, None]
         rx = self.rates_in(on, x, transpose)
         r = d * x - rx - b
-        norm_rows = _row_norms(op, X, s, transpose)
+        norm_rows = self.row_norms(s, on, transpose)
         with np.errstate(invalid="ignore"):
             g = np.array([np.abs(r).max(initial=0.0), norm_rows.max(initial=0.0), np.abs(x).max(initial=0.0),
                           np.abs(b).max(initial=0.0)])
@@ -417,27 +422,37 @@ class PassageSetup:
                 bal = np.inf
         return err, op.allmax(bal)
 
-    def condition(self, s, on):
+    def row_norms(self, s, on, transpose: bool = False) -> np.ndarray:
+        """Absolute row sums of ``M = sI - Q_XX`` (or ``M^T``) on the owned part of ``X = on``, 0
+        elsewhere; computed once per system (one product with the whole rate matrix)."""
+        key = (float(s), on, bool(transpose))
+        if key not in self._norms:
+            self._norms[key] = _row_norms(self.op, self.members(on), s, transpose)
+        return self._norms[key]
+
+    def condition(self, s, on, solved=None):
         """An upper bound on ``||M||_inf ||M^-1||_inf`` on the set; ``(cond, status, reason)``.
 
         For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf``: one more solve,
         ``M y = 1``, whose residual then proves the bound (an unconverged or
-        inaccurate solve gives ``inf``).
+        inaccurate solve gives ``inf``). ``solved = (y, SolveReport)``: that
+        solve, already made by the caller (the mean hitting time solves
+        ``M y = 1`` itself), whose residual is checked here all the same.
         """
         op = self.op
         X = self.members(on)
         if self.count(on) == 0:
             return 1.0, Status.SUCCESS, ""
         b = X.astype(float)
-        y, rep = self.solve(s, on, b)
+        y, rep = self.solve(s, on, b, polish=False) if solved is None else solved
         err, _ = self.errors(s, on, y, b)
         if rep.status is not Status.SUCCESS or not err <= self.opts.tol:
             st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
             return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
         # ||M^-1|| = ||y|| for y = M^-1 1; from the computed y and its residual rho = 1 - M y:
         # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
-        norm_m = op.allmax(_row_norms(op, X, s).max(initial=0.0))
-        ynorm = op.allmax(np.abs(y).max(initial=0.0))
+        norm_m = op.allmax(self.row_norms(s, on).max(initial=0.0))
+        ynorm = op.allmax(np.abs(np.where(X, y, 0.0)).max(initial=0.0))
         rho = (err + op.product_roundoff()) * (norm_m * ynorm + 1.0)
         inv = inverse_norm_bound(ynorm, rho)
         if not np.isfinite(inv):
@@ -448,6 +463,7 @@ class PassageSetup:
         for sysm in self._sys.values():
             sysm.close()
         self._sys.clear()
+        self._norms.clear()
 
 
 def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
@@ -527,9 +543,12 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         regen = _regenerative_mean(op, ps, r, "lu")
         if regen[3].status is not Status.SUCCESS:
             regen = None
+    unit_solve = None       # the solve of M y = 1 (the mean time), which the condition estimate needs
     for k in range(1, moments + 1 if regen is None else 1):
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
+        if k == 1 and reward is None:
+            unit_solve = (x, rep)
         iters += rep.iterations
         st, reason = worst(st, rep.status), rep.reason
         e, bl = ps.errors(0.0, "finite", x, b)
@@ -540,7 +559,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     info = dict(ps.info, n_finite=ps.count("finite"))
     cond, cst, creason = 1.0, Status.SUCCESS, ""
     if regen is None and kind != "gth" and ps.count("finite"):
-        cond, cst, creason = ps.condition(0.0, "finite")
+        cond, cst, creason = ps.condition(0.0, "finite", solved=unit_solve)
         if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
@@ -567,7 +586,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         Fm = ps.finite
         rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
         hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
-        norm_m = op.allmax(_row_norms(op, Fm, 0.0).max(initial=0.0))
+        norm_m = op.allmax(ps.row_norms(0.0, "finite").max(initial=0.0))
         gam = op.product_roundoff()
         rho = (err + gam) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
         bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
