@@ -1,10 +1,10 @@
 """The standard CTMC benchmark gallery: PRISM's ``prism-examples/ctmcs`` models on ctmc.
 
-Five models that papers and tools (PRISM, Storm, the Quantitative Verification
+Seven models that papers and tools (PRISM, Storm, the Quantitative Verification
 Benchmark Set, QComp) use to compare CTMC solvers, each written with
 :class:`ctmc.Model` from the facts of its published description (variables,
 ranges, guards, rates, synchronisation, rewards, labels), with its published
-measure:
+measure (five stationary, one hitting-time reward, one transient probability):
 
 ========  =====  ==========================================  ===============================
 name      size   source                                       measure (PRISM property)
@@ -18,7 +18,7 @@ tandem    c      Hermanns, Meyer-Kayser & Siegle 1999         ``R{"customers"}=?
 
 ``GALLERY[name](size)`` returns a :class:`~ctmc.models.gallery._base.GalleryModel`:
 ``.model()`` (the :class:`ctmc.Model`), ``.initial``, ``.chain()``,
-``.measure(pi)``, ``.prism_program()`` / ``.prism_property`` /
+``.solve()`` (the measure's analysis: ``.analysis`` says which) and ``.measure(result)``, ``.prism_program()`` / ``.prism_property`` /
 ``.prism_constants`` (an equivalent PRISM program, for Storm).
 
 >>> from ctmc.models.gallery import GALLERY
@@ -28,15 +28,19 @@ tandem    c      Hermanns, Meyer-Kayser & Siegle 1999         ``R{"customers"}=?
 """
 from ._base import GalleryModel
 from .cluster import cluster
+from .embedded import embedded
 from .fms import fms
 from .kanban import kanban
+from .peer2peer import peer2peer
 from .polling import polling
 from .tandem import tandem
 
-__all__ = ["GALLERY", "GalleryModel", "kanban", "fms", "polling", "cluster", "tandem", "parse_spec"]
+__all__ = ["GALLERY", "GalleryModel", "kanban", "fms", "polling", "cluster", "tandem", "embedded", "peer2peer",
+           "parse_spec"]
 
 #: name -> constructor taking the size parameter
-GALLERY = {"kanban": kanban, "fms": fms, "polling": polling, "cluster": cluster, "tandem": tandem}
+GALLERY = {"kanban": kanban, "fms": fms, "polling": polling, "cluster": cluster, "tandem": tandem,
+           "embedded": embedded, "peer2peer": peer2peer}
 
 
 def parse_spec(spec: str) -> GalleryModel:

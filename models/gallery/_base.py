@@ -37,11 +37,16 @@ class GalleryModel:
         Name of the size parameter (PRISM's constant: ``"t"``, ``"N"``, ...).
     prism_property : str
         The published property, in PRISM's syntax.
+    analysis : str
+        The analysis of the measure: ``"stationary"`` (the default: :meth:`measure` of a
+        stationary law), ``"hitting"`` (an accumulated reward until a set) or ``"transient"``
+        (a time-bounded probability); :meth:`solve` runs it.
     """
 
     name = "model"
     parameter = "n"
     prism_property = ""
+    analysis = "stationary"
 
     def __init__(self, value: int):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -84,6 +89,11 @@ class GalleryModel:
                 return chain
             self._chain = chain
         return self._chain
+
+    def solve(self, chain: Optional[ctmc.CTMC] = None, **options):
+        """The analysis whose result :meth:`measure` reads (here ``chain.stationary(**options)``)."""
+        chain = self.chain() if chain is None else chain
+        return chain.stationary(**options)
 
     def measure(self, pi, chain: Optional[ctmc.CTMC] = None) -> float:
         """The published measure from a stationary law ``pi`` (array or result).
