@@ -11,10 +11,12 @@ import importlib
 import numpy as np
 import pytest
 
-from ctmc.models.gallery import GALLERY, cluster, fms, kanban, parse_spec, polling, tandem
+from ctmc.models.gallery import GALLERY, cluster, embedded, fms, kanban, parse_spec, peer2peer, polling, tandem
 
 polling_mod = importlib.import_module("ctmc.models.gallery.polling")  # the package's `polling` is the builder
 tandem_mod = importlib.import_module("ctmc.models.gallery.tandem")
+embedded_mod = importlib.import_module("ctmc.models.gallery.embedded")
+peer2peer_mod = importlib.import_module("ctmc.models.gallery.peer2peer")
 from ctmc.models.gallery._base import prism_expr
 
 # ---------------------------------------------------------------- sizes
@@ -174,7 +176,7 @@ def test_measure_against_stormpy(make, size, stormpy, rel):
 
 # ---------------------------------------------------------------- API
 def test_registry_and_prism_twins():
-    assert sorted(GALLERY) == ["cluster", "fms", "kanban", "polling", "tandem"]
+    assert sorted(GALLERY) == ["cluster", "embedded", "fms", "kanban", "peer2peer", "polling", "tandem"]
     for name, make in GALLERY.items():
         g = make(2)
         text = g.prism_program()
@@ -215,3 +217,89 @@ def test_passage_auto_on_many_dimensional_models_against_lu(spec, monkeypatch):
     assert np.allclose(auto.mean, lu.mean, rtol=1e-9, atol=0)
     la, ll = c.hitting_laplace(target, 0.3), c.hitting_laplace(target, 0.3, method="lu")
     assert la.method == "gmres" and np.allclose(la.values, ll.values, rtol=1e-9, atol=1e-300)
+
+
+# ---------------------------------------------------------------- the non-stationary models
+#: Storm 2.0's build of each generated program (stormpy, no property: the whole chain), which counts
+#: the 435 self-loops of embedded's capped skip counter as transitions; ctmc drops them
+STORM_EMBEDDED = [(2, 3_478, 14_639), (8, 8_548, 36_041)]
+
+
+@pytest.mark.parametrize("K, states, storm_transitions", STORM_EMBEDDED)
+def test_embedded_sizes(K, states, storm_transitions):
+    chain = embedded(K).chain()
+    assert chain.n_states == states == embedded_mod.n_states(K)
+    assert chain.n_transitions == storm_transitions - 435 == embedded_mod.n_transitions(K)
+
+
+@pytest.mark.parametrize("N, K", [(1, 1), (2, 2), (2, 3), (3, 3), (4, 4)])
+def test_peer2peer_sizes(N, K):
+    chain = peer2peer(K, N).chain()
+    assert (chain.n_states, chain.n_transitions) == (2 ** (N * K), N * K * 2 ** (N * K - 1))
+    assert (peer2peer_mod.n_states(N, K), peer2peer_mod.n_transitions(N, K)) == (2 ** (N * K), N * K * 2 ** (N * K - 1))
+    assert peer2peer_mod.n_states(4, 5) == 1_048_576 and peer2peer_mod.n_transitions(4, 5) == 10_485_760
+
+
+def _dense_hitting_reward(chain, target, reward):
+    """sum of the reward until the target, from a dense solve of (-Q_FF) h = r (no ctmc solver)."""
+    Q = chain.Q.toarray()
+    F = ~np.asarray(target)
+    h = np.zeros(chain.n_states)
+    h[F] = np.linalg.solve(-Q[np.ix_(F, F)], reward[F])
+    return h
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_embedded_measure_against_a_dense_solve(K):
+    g = embedded(K)
+    c = g.chain()
+    down = g.target(c)
+    res = g.solve(c)
+    assert res.status.ok and res.error_bound < 1e-6
+    ref = _dense_hitting_reward(c, down, g.reward(c))[int(c.initial[0])]
+    assert g.measure(res, c) == pytest.approx(ref, rel=1e-9)
+    # the reward is 1/3600 an hour on the up states, 0 on the others
+    assert set(np.unique(g.reward(c) * 3600)) == {0.0, 1.0}
+    assert g.reward(c)[down].max() == 0.0
+
+
+def test_embedded_measure_against_stormpy_and_the_chain_stopped_at_down():
+    # stormpy 2.0 on the generated program, MAX_COUNT = 2 (default environment): 423.84431728654266
+    g, h = embedded(2), embedded(2, stop_at_down=True)
+    full, cut = g.chain(), h.chain()
+    assert (cut.n_states, full.n_states) == (2_076, 3_478)     # Storm's property-driven build: 2,076
+    a, b = g.measure(g.solve(full), full), h.measure(h.solve(cut), cut)
+    assert a == pytest.approx(423.84431728654266, rel=1e-9)
+    assert b == pytest.approx(a, rel=1e-12)
+    # the down states of the stopped chain are absorbing
+    assert (cut.Q[np.flatnonzero(h.target(cut))].nnz) == 0
+
+
+def test_embedded_prism_program_names_the_published_property():
+    text = embedded(3).prism_program()
+    assert 'label "down"' in text and 'rewards "up"' in text and "const int MAX_COUNT;" in text
+    assert embedded(3).prism_property == 'R{"up"}=? [ F "down" ]'
+
+
+def test_peer2peer_closed_forms():
+    t = peer2peer_mod.T
+    # one client, one block: downloaded at rate mu (1 + 0) = 2
+    g = peer2peer(1, 1)
+    assert g.measure(g.solve()) == pytest.approx(1 - np.exp(-2.0 * t), rel=1e-13)
+    # two clients, one block: the first at rate 2 + 2 (each from the seed), the second at 2 (1 + 1):
+    # an Erlang(2, 4) time
+    g = peer2peer(1, 2)
+    assert g.measure(g.solve()) == pytest.approx(1 - np.exp(-4 * t) * (1 + 4 * t), rel=1e-13)
+
+
+def test_peer2peer_measure_against_a_dense_exponential():
+    import scipy.linalg as sla
+    g = peer2peer(2, 3)               # 64 states
+    c = g.chain()
+    res = g.solve(c)
+    assert res.status.ok and res.error_bound < 1e-12
+    p0 = np.zeros(c.n_states)
+    p0[int(c.initial[0])] = 1.0
+    ref = (p0 @ sla.expm(c.Q.toarray() * peer2peer_mod.T))[g.target(c)].sum()
+    assert g.measure(res, c) == pytest.approx(ref, rel=1e-11)
+    assert g.target(c).sum() == 1 and c.Q[np.flatnonzero(g.target(c))].nnz == 0   # done is absorbing
