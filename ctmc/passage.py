@@ -430,34 +430,68 @@ class PassageSetup:
             self._norms[key] = _row_norms(self.op, self.members(on), s, transpose)
         return self._norms[key]
 
-    def condition(self, s, on, solved=None):
+    def condition(self, s, on, solved=None, hint=None):
         """An upper bound on ``||M||_inf ||M^-1||_inf`` on the set; ``(cond, status, reason)``.
 
-        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf``: one more solve,
-        ``M y = 1``, whose residual then proves the bound (an unconverged or
-        inaccurate solve gives ``inf``). ``solved = (y, SolveReport)``: that
-        solve, already made by the caller (the mean hitting time solves
-        ``M y = 1`` itself), whose residual is checked here all the same.
+        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf <= ||y|| / (1 - ||1 - M y||)`` for any
+        ``y`` with a residual below 1: one more solve, ``M y = 1`` (``solved = (y, SolveReport)``:
+        made by the caller, as the mean hitting time's; checked all the same). Given ``hint``, a
+        lower estimate of the condition number, a Krylov solve stops at the backward error
+        ``1e-2 / hint`` (a residual near 1e-2, the bound within a few per cent) and the tight
+        solve runs only if that residual is not below 1/2; an unconverged solve gives ``inf``.
         """
         op = self.op
         X = self.members(on)
         if self.count(on) == 0:
             return 1.0, Status.SUCCESS, ""
         b = X.astype(float)
+        norm_m = op.allmax(self.row_norms(s, on).max(initial=0.0))
+        if solved is None and hint is not None and np.isfinite(hint) and hint > 0:
+            loose = self._loose_unit_solve(s, on, b, 1e-2 / hint)
+            if loose is not None:
+                cond = self._condition_of(s, on, norm_m, *loose, accept=0.5)
+                if cond is not None:
+                    return cond
         y, rep = self.solve(s, on, b, polish=False) if solved is None else solved
-        err, _ = self.errors(s, on, y, b)
-        if rep.status is not Status.SUCCESS or not err <= self.opts.tol:
+        cond = self._condition_of(s, on, norm_m, y, rep, accept=1.0)
+        if cond is None:
+            err = self.errors(s, on, y, b)[0]
             st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
             return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
-        # ||M^-1|| = ||y|| for y = M^-1 1; from the computed y and its residual rho = 1 - M y:
-        # ||M^-1|| <= ||y_hat|| / (1 - ||rho||) (round-off of rho added), whatever solved it
-        norm_m = op.allmax(self.row_norms(s, on).max(initial=0.0))
+        return cond
+
+    def _condition_of(self, s, on, norm_m, y, rep, accept):
+        """``(cond, status, reason)`` proven by ``y ~ M^-1 1`` when its residual is below ``accept``, else None."""
+        if rep.status is not Status.SUCCESS:
+            return None
+        op, X = self.op, self.members(on)
+        b = X.astype(float)
+        err, _ = self.errors(s, on, y, b)
+        # ||M^-1|| <= ||y_hat|| / (1 - ||rho||), rho = 1 - M y_hat (round-off added), whatever solved it
         ynorm = op.allmax(np.abs(np.where(X, y, 0.0)).max(initial=0.0))
         rho = (err + op.product_roundoff()) * (norm_m * ynorm + 1.0)
-        inv = inverse_norm_bound(ynorm, rho)
-        if not np.isfinite(inv):
-            return np.inf, Status.INACCURATE, f"condition estimate: residual {rho:.1e} of M y = 1 is too large"
-        return norm_m * inv, Status.SUCCESS, rep.reason
+        inv = inverse_norm_bound(ynorm, rho) if rho < accept else np.inf
+        return (norm_m * inv, Status.SUCCESS, rep.reason) if np.isfinite(inv) else None
+
+    def _loose_unit_solve(self, s, on, b, rtol):
+        """``M y = 1`` by the set's Krylov solver stopped at the backward error ``rtol`` (if looser than
+        its own), its system made after the tight one is closed; ``(y, SolveReport)`` or None."""
+        kind = self.kind(on)
+        if kind not in ("gmres", "bicgstab"):
+            return None
+        spec = self._spec(kind, on)
+        rtol = min(rtol, 1e-6)
+        if not rtol > 10 * spec.rtol:
+            return None
+        for key in [k for k in self._sys if k[1] == on]:
+            self._sys.pop(key).close()
+        sysm = self.op.system(self.members(on), s, dataclasses.replace(spec, rtol=rtol), self.bo)
+        try:
+            y, rep = sysm.solve(b)
+        finally:
+            sysm.close()
+        self.info["condition_solve"] = {"rtol": rtol, "iterations": rep.iterations}
+        return y, rep
 
     def close(self):
         for sysm in self._sys.values():
@@ -470,6 +504,12 @@ def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
     """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
     one = X.astype(float)
     return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
+
+
+def _cond_hint(op, ps, on, s, x, b) -> float:
+    """``||M|| ||x|| / ||b||`` of a solve of ``M x = b`` on the set, a lower estimate of the condition number."""
+    bn, xn = (op.allmax(float(np.abs(np.where(ps.members(on), v, 0.0)).max(initial=0.0))) for v in (b, x))
+    return op.allmax(ps.row_norms(s, on).max(initial=0.0)) * xn / bn if bn > 0 else None
 
 
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
@@ -543,12 +583,12 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         regen = _regenerative_mean(op, ps, r, "lu")
         if regen[3].status is not Status.SUCCESS:
             regen = None
-    unit_solve = None       # the solve of M y = 1 (the mean time), which the condition estimate needs
+    unit_solve = hint = None    # the mean time's solve of M y = 1; a lower estimate of the condition
     for k in range(1, moments + 1 if regen is None else 1):
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
-        if k == 1 and reward is None:
-            unit_solve = (x, rep)
+        if k == 1:
+            unit_solve, hint = (x, rep) if reward is None else None, _cond_hint(op, ps, "finite", 0.0, x, b)
         iters += rep.iterations
         st, reason = worst(st, rep.status), rep.reason
         e, bl = ps.errors(0.0, "finite", x, b)
@@ -559,7 +599,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     info = dict(ps.info, n_finite=ps.count("finite"))
     cond, cst, creason = 1.0, Status.SUCCESS, ""
     if regen is None and kind != "gth" and ps.count("finite"):
-        cond, cst, creason = ps.condition(0.0, "finite", solved=unit_solve)
+        cond, cst, creason = ps.condition(0.0, "finite", solved=unit_solve, hint=hint)
         if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
@@ -601,7 +641,8 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     n_doomed = int(round(op.allsum(float((~F & ~tgt).sum()))))
     if n_doomed:
         msg += f"; {n_doomed} states do not reach the target almost surely (infinite moments)"
-    info.update(balance_error=bal, condition=cond, fallback=ps.fallback, error_bound_kind=bkind)
+    info.update({k: v for k, v in ps.info.items() if k not in info}, balance_error=bal, condition=cond,
+                fallback=ps.fallback, error_bound_kind=bkind)
     ps.close()
     if mode == "none":
         info["rows"] = (op.start, op.stop)
@@ -694,9 +735,12 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     vals[:, tgt] = 1.0
     err = bal = 0.0
     st, reason, iters = Status.SUCCESS, "", 0
+    hint = None
     with Progress(f"hitting_laplace, {svals.size} points", total=svals.size) as prog:
         for k, sk in enumerate(svals):
             x, rep = ps.solve(sk, "reach", b)
+            if sk == svals.min():
+                hint = _cond_hint(op, ps, "reach", sk, x, b)
             iters += rep.iterations
             st, reason = worst(st, rep.status), rep.reason
             e, bl = ps.errors(sk, "reach", x, b)
@@ -704,7 +748,8 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
             vals[k, Rm] = x[Rm]
             prog.update(f"s = {sk:g}", done=k + 1)
     kind = ps.kind("reach")
-    cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
+    cond, cst, creason = ((1.0, Status.SUCCESS, "") if kind == "gth"
+                          else ps.condition(float(svals.min()), "reach", hint=hint))
     # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
     sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
     defect = mass_defect(op, vals, sure)

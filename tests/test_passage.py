@@ -265,9 +265,9 @@ def test_passage_methods_are_one_registry_shape():
 @pytest.mark.parametrize("reward", [False, True])
 def test_krylov_condition_estimate_bounds_the_dense_condition_number(reward, monkeypatch):
     """The condition number behind a Krylov answer's error bound is an upper bound of the true
-    ||M||_inf ||M^-1||_inf, and tight (within 1e-6): with no reward the mean time's own solve of
-    M y = 1 is reused (one Krylov solve, not two), with a reward a second solve (without polish)
-    gives it; against the dense inverse."""
+    ||M||_inf ||M^-1||_inf, and tight: with no reward the mean time's own solve of M y = 1 is
+    reused (one Krylov solve, not two; within 1e-6), with a reward a second, loose solve of its
+    own gives it (stopped near a residual of 1e-2: within 5 %); against the dense inverse."""
     from ctmc import passage
     from ctmc.models.gallery import GALLERY
     c = GALLERY["tandem"](20).chain()
@@ -279,10 +279,15 @@ def test_krylov_condition_estimate_bounds_the_dense_condition_number(reward, mon
                         lambda self, *a, **k: calls.append(k.get("polish", True)) or real(self, *a, **k))
     res = c.hitting_times(tgt, method="gmres", reward=r)
     assert res.status.ok and res.info["error_bound_kind"] == "proven"
-    assert calls == ([True, False] if reward else [True])
+    assert calls == [True]
     F = ~tgt
     M = -c.Q.toarray()[np.ix_(F, F)]
     true = np.abs(M).sum(axis=1).max() * np.abs(np.linalg.inv(M)).sum(axis=1).max()
-    assert true <= res.info["condition"] <= true * (1 + 1e-6)
+    assert true <= res.info["condition"] <= true * (1.05 if reward else 1 + 1e-6)
+    if reward:
+        loose = res.info["condition_solve"]
+        assert loose["rtol"] > 1e-10 and loose["iterations"] < res.iterations
+    else:
+        assert "condition_solve" not in res.info
     ref = c.hitting_times(tgt, method="gth", reward=r)
     assert np.allclose(res.mean, ref.mean, rtol=1e-9, atol=0)
