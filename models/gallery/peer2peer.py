@@ -21,6 +21,16 @@ Sizes: every combination of blocks is reachable, ``2^(N K)`` states and
 N=4, K=5: 1,048,576 states / 10,485,760 transitions, as published. The size
 parameter of the gallery is ``K``, with ``N`` = 4 clients by default
 (``Peer2Peer(K, N=5)`` for the case study's other family).
+
+Examples
+--------
+Two clients, one block: the first copy comes at rate 2 + 2 (each from the
+seed), the second at 2 (1 + 1) = 4: ``P(T <= 1.5) = 1 - 7 exp(-6)``.
+
+>>> from ctmc.models.gallery import peer2peer
+>>> g = peer2peer(1, N=2)
+>>> g.chain().n_states, round(g.measure(g.solve()), 10)
+(4, 0.9826487348)
 """
 from __future__ import annotations
 
