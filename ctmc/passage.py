@@ -262,6 +262,7 @@ class PassageSetup:
         self._route = {}
         self._kind = {}
         self._norms = {}
+        self._seen = {}       # (s, on) -> (largest ||x|| / ||b|| of its solves, its solve of M y = 1 or None)
         self.info = {"processes": op.size}
         self.fallback = None
 
@@ -342,6 +343,8 @@ class PassageSetup:
         kind = self.kind(on)
         if polish and rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
             x = self._polish(s, on, x, b)
+        if rep.status is Status.SUCCESS and not transpose and b.ndim == 1:
+            self._note(s, on, x, b, rep)
         if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
             nxt = dict(self._route[on].fallback).get(kind)
             if nxt == "gth" and (transpose or self.count(on) > _DENSE_FALLBACK):
@@ -430,15 +433,23 @@ class PassageSetup:
             self._norms[key] = _row_norms(self.op, self.members(on), s, transpose)
         return self._norms[key]
 
-    def condition(self, s, on, solved=None, hint=None):
+    def _note(self, s, on, x, b, rep):
+        """Keep for :meth:`condition` ``||x|| / ||b||`` (``<= ||M^-1||``) and a solve of ``M y = 1``."""
+        op, X = self.op, self.members(on)
+        bn, xn = (op.allmax(float(np.abs(np.where(X, v, 0.0)).max(initial=0.0))) for v in (b, x))
+        ratio, unit = self._seen.get((float(s), on), (0.0, None))
+        if op.allmin(float(np.all(b[X] == 1.0))) > 0:
+            unit = (x, rep)
+        self._seen[(float(s), on)] = (max(ratio, xn / bn if bn > 0 else 0.0), unit)
+
+    def condition(self, s, on):
         """An upper bound on ``||M||_inf ||M^-1||_inf`` on the set; ``(cond, status, reason)``.
 
-        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf <= ||y|| / (1 - ||1 - M y||)`` for any
-        ``y`` with a residual below 1: one more solve, ``M y = 1`` (``solved = (y, SolveReport)``:
-        made by the caller, as the mean hitting time's; checked all the same). Given ``hint``, a
-        lower estimate of the condition number, a Krylov solve stops at the backward error
-        ``1e-2 / hint`` (a residual near 1e-2, the bound within a few per cent) and the tight
-        solve runs only if that residual is not below 1/2; an unconverged solve gives ``inf``.
+        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf <= ||y|| / (1 - ||1 - M y||)`` for any ``y``
+        with a residual below 1: the solve of ``M y = 1`` made before on the set (checked again),
+        else one more, stopped at the backward error ``1e-2 / hint`` (``hint = ||M|| ||x|| / ||b||``
+        of the set's solves, a lower estimate; a residual near 1e-2) and run tight only if that
+        residual is not below 1/2; an unconverged solve gives ``inf``.
         """
         op = self.op
         X = self.members(on)
@@ -446,8 +457,9 @@ class PassageSetup:
             return 1.0, Status.SUCCESS, ""
         b = X.astype(float)
         norm_m = op.allmax(self.row_norms(s, on).max(initial=0.0))
-        if solved is None and hint is not None and np.isfinite(hint) and hint > 0:
-            loose = self._loose_unit_solve(s, on, b, 1e-2 / hint)
+        ratio, solved = self._seen.get((float(s), on), (0.0, None))
+        if solved is None and np.isfinite(ratio) and ratio * norm_m > 0:
+            loose = self._loose_unit_solve(s, on, b, 1e-2 / (ratio * norm_m))
             if loose is not None:
                 cond = self._condition_of(s, on, norm_m, *loose, accept=0.5)
                 if cond is not None:
@@ -498,18 +510,13 @@ class PassageSetup:
             sysm.close()
         self._sys.clear()
         self._norms.clear()
+        self._seen.clear()
 
 
 def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
     """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
     one = X.astype(float)
     return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
-
-
-def _cond_hint(op, ps, on, s, x, b) -> float:
-    """``||M|| ||x|| / ||b||`` of a solve of ``M x = b`` on the set, a lower estimate of the condition number."""
-    bn, xn = (op.allmax(float(np.abs(np.where(ps.members(on), v, 0.0)).max(initial=0.0))) for v in (b, x))
-    return op.allmax(ps.row_norms(s, on).max(initial=0.0)) * xn / bn if bn > 0 else None
 
 
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
@@ -583,12 +590,9 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         regen = _regenerative_mean(op, ps, r, "lu")
         if regen[3].status is not Status.SUCCESS:
             regen = None
-    unit_solve = hint = None    # the mean time's solve of M y = 1; a lower estimate of the condition
     for k in range(1, moments + 1 if regen is None else 1):
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
-        if k == 1:
-            unit_solve, hint = (x, rep) if reward is None else None, _cond_hint(op, ps, "finite", 0.0, x, b)
         iters += rep.iterations
         st, reason = worst(st, rep.status), rep.reason
         e, bl = ps.errors(0.0, "finite", x, b)
@@ -599,7 +603,7 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     info = dict(ps.info, n_finite=ps.count("finite"))
     cond, cst, creason = 1.0, Status.SUCCESS, ""
     if regen is None and kind != "gth" and ps.count("finite"):
-        cond, cst, creason = ps.condition(0.0, "finite", solved=unit_solve, hint=hint)
+        cond, cst, creason = ps.condition(0.0, "finite")
         if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
@@ -735,12 +739,9 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
     vals[:, tgt] = 1.0
     err = bal = 0.0
     st, reason, iters = Status.SUCCESS, "", 0
-    hint = None
     with Progress(f"hitting_laplace, {svals.size} points", total=svals.size) as prog:
         for k, sk in enumerate(svals):
             x, rep = ps.solve(sk, "reach", b)
-            if sk == svals.min():
-                hint = _cond_hint(op, ps, "reach", sk, x, b)
             iters += rep.iterations
             st, reason = worst(st, rep.status), rep.reason
             e, bl = ps.errors(sk, "reach", x, b)
@@ -748,8 +749,7 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
             vals[k, Rm] = x[Rm]
             prog.update(f"s = {sk:g}", done=k + 1)
     kind = ps.kind("reach")
-    cond, cst, creason = ((1.0, Status.SUCCESS, "") if kind == "gth"
-                          else ps.condition(float(svals.min()), "reach", hint=hint))
+    cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(float(svals.min()), "reach")
     # E[exp(-s T)] lies in [0, 1], and is 1 at s = 0 where the target is reached a.s.
     sure = (ps.finite | tgt)[None, :] & (svals == 0.0)[:, None]
     defect = mass_defect(op, vals, sure)
