@@ -44,8 +44,9 @@ UNIT_ROUNDOFF = np.finfo(float).eps / 2
 __all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDITIONERS"]
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
-#: (on each process's block), incomplete LU (likewise), point Jacobi, none
-PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none")
+#: (on each process's block), incomplete LU (likewise), point Jacobi, none; "multilevel" (an
+#: aggregation V-cycle, :mod:`ctmc.multigrid`) on the scipy backend only
+PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none", "multilevel")
 
 #: severity order of statuses (the worst of several solves is reported)
 _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
