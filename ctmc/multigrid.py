@@ -113,7 +113,8 @@ import scipy.sparse.linalg as sla
 
 from ._relax import one_index_type, sweep
 
-__all__ = ["setup", "Hierarchy", "Level", "Settings", "pairwise_aggregates", "galerkin", "near_null"]
+__all__ = ["setup", "Hierarchy", "Level", "Settings", "pairwise_aggregates", "standard_aggregates", "galerkin",
+           "near_null", "triangles", "AGGREGATIONS"]
 
 #: smallest share ``w_i / W_I`` a state gets: a state far below its aggregate's weight (or
 #: underflowed) still carries its rates, and the coarse operator stays non-singular
@@ -261,9 +262,25 @@ def galerkin(A: sp.csr_matrix, agg: np.ndarray, share: np.ndarray, m: int) -> sp
     # then holds duplicates, which the product with T^T sums along with the rows)
     AP = sp.csr_matrix((A.data * share[A.indices], agg[A.indices], A.indptr), shape=(n, m))
     Tt = sp.csr_matrix((np.ones(n), agg, np.arange(n + 1, dtype=np.int64)), shape=(n, m)).T.tocsr()
-    out = (Tt @ AP).tocsr()
-    out.sum_duplicates()
-    return out
+    return (Tt @ AP).tocsr()       # the product sums the duplicates (its rows are left unsorted)
+
+
+def triangles(A: sp.csr_matrix) -> tuple:
+    """``(lower, upper)``: the lower triangle of ``A`` with its diagonal and the strict upper one, in one pass.
+
+    >>> L, U = triangles(sp.csr_matrix(np.array([[1., 2], [3, 4]])))
+    >>> L.toarray().tolist(), U.toarray().tolist()
+    ([[1.0, 0.0], [3.0, 4.0]], [[0.0, 2.0], [0.0, 0.0]])
+    """
+    n = A.shape[0]
+    rows = np.repeat(np.arange(n, dtype=A.indices.dtype), np.diff(A.indptr))
+    low = A.indices <= rows
+    out = []
+    for keep in (low, ~low):
+        ptr = np.zeros(n + 1, dtype=A.indptr.dtype)
+        np.cumsum(np.bincount(rows[keep], minlength=n), out=ptr[1:])
+        out.append(sp.csr_matrix((A.data[keep], A.indices[keep], ptr), shape=A.shape))
+    return tuple(out)
 
 
 def near_null(A: sp.csr_matrix, sweeps: int, lower=None) -> np.ndarray:
@@ -359,15 +376,14 @@ def setup(A: sp.spmatrix, settings: Settings | None = None, **kw) -> Hierarchy:
     levels, sizes, nnz = [], [A.shape[0]], [A.nnz]
     while A.shape[0] > s.coarse_size and len(levels) + 1 < s.max_levels:
         n = A.shape[0]
-        F = A @ sp.diags(w)
-        agg = AGGREGATIONS[s.aggregation](sp.csr_matrix(F), s.matchings, s.theta)
+        F = sp.csr_matrix((A.data * w[A.indices], A.indices, A.indptr), shape=A.shape)   # A diag(w)
+        agg = AGGREGATIONS[s.aggregation](F, s.matchings, s.theta)
         m = int(agg.max()) + 1 if n else 0
         if m > 0.9 * n or m < 1:
             break                      # the graph no longer coarsens
         W = np.bincount(agg, weights=w, minlength=m)
         share = np.maximum(np.divide(w, W[agg], out=np.zeros(n), where=W[agg] > 0), SHARE_FLOOR)
-        lower = one_index_type(sp.tril(A, format="csr"))
-        upper = one_index_type(sp.triu(A, k=1, format="csr"))
+        lower, upper = (one_index_type(T) for T in triangles(A))
         levels.append(Level(A, lower, upper, agg, share, m))
         A = one_index_type(galerkin(A, agg, share, m))
         w = W
