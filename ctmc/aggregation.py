@@ -198,7 +198,7 @@ class MultilevelOptions(Tolerances):
         matching on the flow graph, or the standard aggregation of
         :func:`ctmc.multigrid.standard_aggregates` (the multilevel
         preconditioner's: compiled and larger aggregates, 2-3x faster on
-        kanban, polling and cluster, but 33 cycles and ``inaccurate`` on fms
+        kanban, polling, cluster and tandem, but 29 cycles and ``inaccurate`` on fms
         n=4 where matching takes 13: benchmarks/README.md).
     x0 : array_like, optional
         Positive initial guess (default uniform on the closed class).

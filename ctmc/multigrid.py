@@ -43,8 +43,10 @@ the sweeps cannot remove, which the coarse levels must represent. When the
 pin is improbable, :math:`A` is nearly singular and that mode is close to
 :math:`\pi`; pinned at a probable state it is the law conditioned on not
 reaching the pin. Aggregates are
-chosen on the *flow* matrix :math:`A \operatorname{diag}(w)` (probability flow
-between states under :math:`w`), on its classical strength of connection, by
+chosen on the *flow* matrix :math:`G = \operatorname{diag}(w) A^T`
+(:math:`-G_{ij} = w_i Q_{ij}`, the probability flow from state :math:`i` to
+:math:`j` under :math:`w`), on its classical strength of connection by rows
+(where the flow out of a state goes), by
 pyamg's standard aggregation (Vanek, Mandel & Brezina 1996: a greedy pass
 that makes strong neighbourhoods aggregates, compiled; about ten states an
 aggregate on the gallery), or by its pairwise matching (Notay 2010: each pass
@@ -212,10 +214,10 @@ def pairwise_aggregates(F: sp.csr_matrix, matchings: int = 2, theta: float = 0.2
 def standard_aggregates(F: sp.csr_matrix, matchings: int = 2, theta: float = 0.25) -> np.ndarray:
     """Aggregate ids ``0..m-1``: pyamg's standard aggregation on the strong couplings of ``F``.
 
-    ``F`` holds flows between unknowns (any sign: their magnitude counts; the
-    diagonal is ignored). A coupling is strong when ``|F_ij| >= theta max_k |F_ik|``
-    (classical strength of connection) in row ``i`` or in row ``j``. A greedy
-    pass then makes every unknown with no aggregated strong neighbour the root
+    ``F_ij`` is the flow from unknown ``i`` to ``j`` (any sign: its magnitude
+    counts; the diagonal is ignored). ``j`` is a strong neighbour of ``i`` when
+    ``|F_ij| >= theta max_k |F_ik|`` (classical strength of connection, by
+    rows: where the flow out of ``i`` goes). A greedy pass then makes every unknown with no aggregated strong neighbour the root
     of a new aggregate of its strong neighbourhood, and the rest join a
     neighbouring aggregate (Vanek, Mandel & Brezina 1996; compiled,
     ``amg_core.standard_aggregation``). Unknowns with no strong coupling stay
@@ -234,11 +236,11 @@ def standard_aggregates(F: sp.csr_matrix, matchings: int = 2, theta: float = 0.2
     n = F.shape[0]
     Sp, Sj, Sx = np.empty_like(F.indptr), np.empty_like(F.indices), np.empty_like(F.data)
     amg_core.classical_strength_of_connection_abs(n, theta, F.indptr, F.indices, F.data, Sp, Sj, Sx)
-    S = sp.csr_matrix((np.ones(Sj.size), Sj, Sp), shape=(n, n))
-    S = one_index_type(sp.csr_matrix(S + S.T))
-    ids = np.empty(n, dtype=S.indptr.dtype)
-    roots = np.empty(n, dtype=S.indptr.dtype)
-    m = amg_core.standard_aggregation(n, S.indptr, S.indices, ids, roots)
+    # by rows only: symmetrising (S + S^T) was a third of the set-up on kanban t=5 and gave
+    # 25 GMRES iterations on tandem c=511 against 14 (benchmarks/README.md)
+    ids = np.empty(n, dtype=Sp.dtype)
+    roots = np.empty(n, dtype=Sp.dtype)
+    m = amg_core.standard_aggregation(n, Sp, Sj, ids, roots)
     agg = ids.astype(np.int64)                # -1 marks an unknown left out: it stays alone
     alone = np.flatnonzero(agg < 0)
     agg[alone] = m + np.arange(alone.size)
@@ -376,8 +378,9 @@ def setup(A: sp.spmatrix, settings: Settings | None = None, **kw) -> Hierarchy:
     levels, sizes, nnz = [], [A.shape[0]], [A.nnz]
     while A.shape[0] > s.coarse_size and len(levels) + 1 < s.max_levels:
         n = A.shape[0]
-        F = sp.csr_matrix((A.data * w[A.indices], A.indices, A.indptr), shape=A.shape)   # A diag(w)
-        agg = AGGREGATIONS[s.aggregation](F, s.matchings, s.theta)
+        C = A.tocsc()           # its arrays are those of A^T in CSR: G = diag(w) A^T, the flows out
+        G = sp.csr_matrix((C.data * np.repeat(w, np.diff(C.indptr)), C.indices, C.indptr), shape=A.shape)
+        agg = AGGREGATIONS[s.aggregation](G, s.matchings, s.theta)
         m = int(agg.max()) + 1 if n else 0
         if m > 0.9 * n or m < 1:
             break                      # the graph no longer coarsens
