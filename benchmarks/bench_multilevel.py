@@ -26,8 +26,8 @@ not timed); the levels' sizes.
 
 A second table (``--krylov``, on by default; ``--no-krylov`` skips it) isolates
 the preconditioner: on the pinned system ``A x = b`` of the scipy backend
-(``A = -Q_XX^T`` without the state of slowest exit, as
-``bench_gmres_iteration.py``), ``ctmc.krylov.gmres`` (restart 50, rtol 1e-12)
+(``A = -Q_XX^T`` without the pin that ``stationary("gmres")`` takes, a
+probable state found by a random walk, :func:`ctmc.kernels.classes.walk_pin`), ``ctmc.krylov.gmres`` (restart 50, rtol 1e-12)
 with ``ssor1`` (``sgs``) and with ``ctmc.multigrid.setup`` (``multilevel``),
 ``--repeat`` rounds interleaved, fastest CPU time kept: set-up s, GMRES s,
 iterations, their sum against sgs's, and the relative difference of the two
@@ -101,10 +101,12 @@ def krylov_rows(spec, chain, repeat):
 
     from ctmc import multigrid
     from ctmc.backends.scipy_backend import operator, ssor1
+    from ctmc.kernels.classes import walk_pin
     from ctmc.krylov import gmres
 
     op = operator(chain)
-    pin = int(np.argmin(op.exit_rates))
+    # the pin of stationary("gmres") on an irreducible chain: a probable state found by a walk
+    pin = walk_pin(op, np.ones(op.n, dtype=bool), None if op.initial is None else int(op.initial[0]))
     keep = np.ones(op.n, dtype=bool)
     keep[pin] = False
     A = sp.csr_matrix((-op.Q[keep][:, keep]).T)
