@@ -46,17 +46,18 @@ reaching the pin. Aggregates are
 chosen on the *flow* matrix :math:`G = \operatorname{diag}(w) A^T`
 (:math:`-G_{ij} = w_i Q_{ij}`, the probability flow from state :math:`i` to
 :math:`j` under :math:`w`), on its classical strength of connection by rows
-(where the flow out of a state goes), by
-pyamg's standard aggregation (Vanek, Mandel & Brezina 1996: a greedy pass
-that makes strong neighbourhoods aggregates, compiled; about ten states an
-aggregate on the gallery), or by its pairwise matching (Notay 2010: each pass
-pairs every state with its strongest neighbour; two passes a level). Pairwise
-aggregates give fewer GMRES iterations (fms: 17 against 23) but pyamg's
-matching costs 5-10 times the rest of the set-up (benchmarks/README.md).
+(where the flow out of a state goes), by pyamg's standard aggregation
+(Vanek, Mandel & Brezina 1996: a greedy pass that makes strong
+neighbourhoods aggregates, compiled; from 2 states an aggregate on tandem to
+16 on kanban), or by its pairwise matching (Notay 2010: each pass pairs every
+state with its strongest neighbour; two passes a level). Pairwise aggregates
+give fewer GMRES iterations (fms n=5: 17 against 21) but pyamg's matching
+costs 5-10 times the rest of the set-up (benchmarks/README.md).
 
 The cycle
 ---------
-:math:`v \mapsto Pv` is one V-cycle from zero: a forward Gauss-Seidel sweep on
+With :math:`A = D + L + U` (diagonal, strictly lower and strictly upper
+parts), :math:`v \mapsto Pv` is one V-cycle from zero: a forward Gauss-Seidel sweep on
 :math:`A x = v` (from :math:`x = 0` it solves :math:`(D + L)x = v`: only the
 lower triangle is read, and the residual is :math:`v - Ax = -Ux`, the strict
 upper triangle's product), the
@@ -68,7 +69,19 @@ is a fixed linear operator. One application costs about two products with
 :math:`A` on the fine level (half of one for the forward sweep, half for the
 residual, one for the backward sweep) plus that of the coarser levels (the
 operator complexity, stored entries of all levels over the finest's, is
-1.4-1.8 on the gallery).
+1.4 on kanban, 1.6 on fms, 2.2 on tandem).
+
+When it pays
+------------
+Against the symmetric Gauss-Seidel preconditioner (``"sgs"``), GMRES needs
+about half the iterations, and their number hardly grows with the chain
+(fms n=4..7: 20-24 against 41-62; tandem c=255..1023: 14 against 25-26;
+kanban t=2..5: 15-30 against 24-50), but an application costs about 3.7
+products with :math:`A` against 1.4, and the set-up about 60-100. On the
+pinned solve alone it is faster from about 1.5e5 states on fms and 2.5e6 on
+kanban (0.80-0.93 of the time), slower on tandem (1.1x) and where
+Gauss-Seidel already converges in about ten iterations (polling, cluster:
+2.2-2.6x); ``auto`` does not choose it (benchmarks/README.md).
 
 References
 ----------
