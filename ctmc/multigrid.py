@@ -75,11 +75,11 @@ When it pays
 ------------
 Against the symmetric Gauss-Seidel preconditioner (``"sgs"``), GMRES needs
 about half the iterations, and their number hardly grows with the chain
-(fms n=4..7: 20-24 against 41-62; tandem c=255..1023: 14 against 25-26;
-kanban t=2..5: 15-30 against 24-50), but an application costs about 3.7
-products with :math:`A` against 1.4, and the set-up about 60-100. On the
-pinned solve alone it is faster from about 1.5e5 states on fms and 2.5e6 on
-kanban (0.80-0.93 of the time), slower on tandem (1.1x) and where
+(fms n=4..7: 20-24 against 39-75; tandem c=255..1023: 14 against 25-26;
+kanban t=2..5: 15-31 against 23-50), but an application costs about 3.7
+products with :math:`A` against 1.4, and the set-up about 60-100. Set-up and
+GMRES together take 0.77-0.87 of the time on fms n=5..7, about as long on
+kanban t=4..5 (0.96-1.06), longer on tandem (1.1-1.3x) and where
 Gauss-Seidel already converges in about ten iterations (polling, cluster:
 2.2-2.6x); ``auto`` does not choose it (benchmarks/README.md).
 

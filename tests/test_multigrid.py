@@ -14,22 +14,12 @@ import ctmc
 from ctmc import multigrid
 from ctmc.krylov import gmres
 from ctmc.results import Status
+from chains import ncd_chain
 
 
 def gallery(name, value):
     from ctmc.models.gallery import GALLERY
     return GALLERY[name](value).chain()
-
-
-def ncd_chain(K=40, coupling=1e-6):
-    """Two M/M/1/K queues whose idle server switches between them at rates ~``coupling``."""
-    m = ctmc.Model("ncd")
-    b, n = m.var("b", 0, 1), m.var("n", 0, K)
-    m.event("arrive", guard=n < K, rate=0.5, update={n: n + 1})
-    m.event("serve", guard=n > 0, rate=1.0, update={n: n - 1})
-    m.event("on", guard=(n == 0) & (b == 0), rate=coupling, update={b: 1})
-    m.event("off", guard=(n == 0) & (b == 1), rate=3 * coupling, update={b: 0})
-    return m.build(initial={"b": 0, "n": 0})
 
 
 def pinned_system(chain, pin=None):
@@ -126,7 +116,7 @@ def test_weights_follow_the_solution():
 # --------------------------------------------------------------------------
 # GMRES with it agrees with LU
 # --------------------------------------------------------------------------
-CASES = [("kanban", 1), ("kanban", 2), ("tandem", 15), ("tandem", 63), ("fms", 2), ("cluster", 4)]
+CASES = [("kanban", 1), ("kanban", 2), ("tandem", 15), ("tandem", 63), ("fms", 3), ("cluster", 16)]
 
 
 @pytest.mark.parametrize("name,value", CASES, ids=[f"{n}:{v}" for n, v in CASES])
@@ -140,17 +130,23 @@ def test_gmres_with_multilevel_agrees_with_lu(name, value):
     assert err <= res.error_bound
     sizes = res.info["multilevel_sizes"]
     assert sizes[0] == chain.n_states - 1 and res.iterations > 0
+    assert (len(sizes) > 1) == (chain.n_states > 1001)        # coarse_size 1000: below it, one LU
     print(f"{name}:{value}: {chain.n_states} states, levels {sizes}, {res.iterations} GMRES iterations, "
           f"|pi - lu|_1 = {err:.1e}")
 
 
 def test_nearly_decomposable_chain_agrees_with_gth():
-    chain = ncd_chain()
+    chain = ncd_chain(K=700, coupling=1e-6)                   # 1402 states: two levels at least
     ref = stationary(chain, method="gth").pi
     res = stationary(chain, method="gmres", preconditioner="multilevel", tol=1e-10)
-    assert res.status in (Status.SUCCESS, Status.INACCURATE), res.message
+    assert len(res.info["multilevel_sizes"]) > 1
+    # the queue's tail falls to 1e-186: GMRES leaves it noisy with either preconditioner, and
+    # the status says so (tail_inaccurate); the law itself is right, within its bound
+    assert res.status in (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE), res.message
     assert np.abs(res.pi - ref).sum() <= res.error_bound
     assert abs(res.pi[chain.states["b"] == 1].sum() - 0.25) < 1e-8
+    sgs = stationary(chain, method="gmres", preconditioner="sgs", tol=1e-10)
+    assert res.iterations < sgs.iterations
 
 
 def test_fewer_iterations_than_the_gauss_seidel_preconditioner():
