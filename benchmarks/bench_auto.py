@@ -4,7 +4,10 @@
     .venv/bin/python benchmarks/bench_auto.py --cases jsq:1000,tandem:511
 
 For each case the chain is built once, then ``chain.stationary()`` (``auto``)
-and the named reference methods are timed one after the other; the table
+and the named reference methods are timed in ``--repeat`` rounds (default 2),
+the order turned every round and the fastest call kept (the first call on a
+chain also builds its operator and transposes, which used to fall on
+``auto``, always first); the table
 shows what ``auto`` chose and why, its time, each other method's time and
 status, and the largest difference between the laws. The issue's target is
 ``auto`` never more than 3x slower than the best method.
@@ -71,15 +74,26 @@ def cases(argv, description: str, default: str):
 
 
 def main(argv=None):
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--repeat", type=int, default=2)
+    known, rest = p.parse_known_args(argv)
     rows = []
-    for spec, chain, refs in cases(argv, __doc__.splitlines()[0], DEFAULT):
-        auto, ta = timed(lambda: chain.stationary(check=False))
+    for spec, chain, refs in cases(rest, __doc__.splitlines()[0], DEFAULT):
+        routes = {"auto": ("auto", {}), **{m: (m.split("+")[0], kw) for m, kw in refs.items()}}
+        names = list(routes)
+        best_of = {}
+        for k in range(known.repeat):         # interleaved rounds, the order turned each round
+            for r in names[k % len(names):] + names[:k % len(names)]:
+                res, t = timed(lambda: chain.stationary(routes[r][0], check=False, **routes[r][1]))
+                if r not in best_of or t < best_of[r][1]:
+                    best_of[r] = (res, t)
+        auto, ta = best_of["auto"]
         plan = auto.info.get("auto", {})
         rows.append([spec, chain.n_states, "auto", auto.method, f"{ta:.2f}", auto.status.value, "",
                      plan.get("reason", "")[:60]])
         best = ta
-        for m, kw in refs.items():
-            res, t = timed(lambda: chain.stationary(m.split("+")[0], check=False, **kw))
+        for m in refs:
+            res, t = best_of[m]
             best = min(best, t) if res.status.value == "success" else best
             diff = float(np.abs(res.pi - auto.pi).sum()) if res.pi is not None else float("nan")
             rows.append([spec, chain.n_states, m, res.method, f"{t:.2f}", res.status.value, f"{diff:.1e}", ""])
