@@ -161,6 +161,20 @@ def test_fewer_iterations_than_the_gauss_seidel_preconditioner():
     assert np.abs(x1 - x2).sum() <= 1e-8 * np.abs(x1).sum()
 
 
+def test_hitting_times_with_multilevel_agree_with_lu():
+    # a passage system (M = -Q_XX on the states outside the target) is an M-matrix too
+    chain = gallery("kanban", 2)
+    target = np.zeros(chain.n_states, dtype=bool)
+    target[-1] = True
+    ref = chain.hitting_times(target, method="lu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = chain.hitting_times(target, method="gmres", preconditioner="multilevel", check=False)
+    assert res.status is Status.SUCCESS, res.message
+    ok = ref.mean > 0
+    assert np.max(np.abs(res.mean[ok] / ref.mean[ok] - 1)) < 1e-8
+
+
 @pytest.mark.parametrize("kw, match", [({"coarse_size": 0}, "coarse_size"), ({"matchings": 1.5}, "matchings"),
                                        ({"weight_sweeps": -1}, "weight_sweeps"), ({"theta": 1.0}, "theta"),
                                        ({"aggregation": "lloyd"}, "aggregation")])

@@ -72,10 +72,11 @@ class LinearSpec:
     ordering : str
         Fill-reducing ordering of a direct solve (``"auto"`` or a backend's name;
         see :mod:`ctmc._sparse_lu`). Ignored by Krylov solves.
-    preconditioner : {"sgs", "ilu", "jacobi", "none"}
+    preconditioner : {"sgs", "ilu", "jacobi", "none", "multilevel"}
         Krylov preconditioner: one symmetric Gauss-Seidel sweep, incomplete LU
         (both on each process's diagonal block when distributed), point
-        Jacobi, or none.
+        Jacobi, none, or one aggregation V-cycle (:mod:`ctmc.multigrid`,
+        scipy backend only).
     rtol : float
         Krylov stopping tolerance on the relative (unpreconditioned) residual.
     maxiter : int
