@@ -96,7 +96,8 @@ def main(argv=None):
             res, t = best_of[m]
             best = min(best, t) if res.status.value == "success" else best
             diff = float(np.abs(res.pi - auto.pi).sum()) if res.pi is not None else float("nan")
-            rows.append([spec, chain.n_states, m, res.method, f"{t:.2f}", res.status.value, f"{diff:.1e}", ""])
+            rows.append([spec, chain.n_states, m, res.method, f"{t:.2f}", res.status.value, f"{diff:.1e}",
+                         ""])
         rows[-1 - len(refs)][6] = f"{ta / best:.1f}x best"
     print(format_table(rows, ["case", "states", "route", "method", "seconds", "status", "L1 vs auto / ratio",
                               "why (auto)"]))

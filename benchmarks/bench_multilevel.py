@@ -27,7 +27,8 @@ not timed); the levels' sizes.
 A second table (``--krylov``, on by default; ``--no-krylov`` skips it) isolates
 the preconditioner: on the pinned system ``A x = b`` of the scipy backend
 (``A = -Q_XX^T`` without the pin that ``stationary("gmres")`` takes, a
-probable state found by a random walk, :func:`ctmc.kernels.classes.walk_pin`), ``ctmc.krylov.gmres`` (restart 50, rtol 1e-12)
+probable state found by a random walk, :func:`ctmc.kernels.classes.walk_pin`),
+``ctmc.krylov.gmres`` (restart 50, rtol 1e-12)
 with ``ssor1`` (``sgs``) and with ``ctmc.multigrid.setup`` (``multilevel``),
 ``--repeat`` rounds interleaved, fastest CPU time kept: set-up s, GMRES s,
 iterations, their sum against sgs's, and the relative difference of the two
@@ -186,8 +187,8 @@ def main(argv=None):
     if not rows:
         return
     print()
-    print(format_table(rows, ["case", "states", "route", "call cpu s", "call s", "setup s", "solve s", "bound s",
-                              "its", "status", "measure", "rel.err", "levels"]))
+    print(format_table(rows, ["case", "states", "route", "call cpu s", "call s", "setup s", "solve s",
+                              "bound s", "its", "status", "measure", "rel.err", "levels"]))
 
 
 if __name__ == "__main__":

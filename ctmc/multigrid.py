@@ -128,8 +128,8 @@ import scipy.sparse.linalg as sla
 
 from ._relax import one_index_type, sweep
 
-__all__ = ["setup", "Hierarchy", "Level", "Settings", "pairwise_aggregates", "standard_aggregates", "galerkin",
-           "near_null", "triangles", "AGGREGATIONS"]
+__all__ = ["setup", "Hierarchy", "Level", "Settings", "pairwise_aggregates", "standard_aggregates",
+           "galerkin", "near_null", "triangles", "AGGREGATIONS"]
 
 #: smallest share ``w_i / W_I`` a state gets: a state far below its aggregate's weight (or
 #: underflowed) still carries its rates, and the coarse operator stays non-singular
@@ -230,11 +230,12 @@ def standard_aggregates(F: sp.csr_matrix, matchings: int = 2, theta: float = 0.2
     ``F_ij`` is the flow from unknown ``i`` to ``j`` (any sign: its magnitude
     counts; the diagonal is ignored). ``j`` is a strong neighbour of ``i`` when
     ``|F_ij| >= theta max_k |F_ik|`` (classical strength of connection, by
-    rows: where the flow out of ``i`` goes). A greedy pass then makes every unknown with no aggregated strong neighbour the root
-    of a new aggregate of its strong neighbourhood, and the rest join a
-    neighbouring aggregate (Vanek, Mandel & Brezina 1996; compiled,
-    ``amg_core.standard_aggregation``). Unknowns with no strong coupling stay
-    alone. ``matchings`` is ignored (one pass).
+    rows: where the flow out of ``i`` goes). A greedy pass then makes every
+    unknown with no aggregated strong neighbour the root of a new aggregate of
+    its strong neighbourhood, and the rest join a neighbouring aggregate
+    (Vanek, Mandel & Brezina 1996; compiled, ``amg_core.standard_aggregation``).
+    Unknowns with no strong coupling stay alone. ``matchings`` is ignored (one
+    pass).
 
     >>> F = sp.csr_matrix(np.array([[2., -1, 0, 0], [-1, 2, -1, 0], [0, -1, 2, -1], [0, 0, -1, 2]]))
     >>> standard_aggregates(F).tolist()
@@ -281,7 +282,7 @@ def galerkin(A: sp.csr_matrix, agg: np.ndarray, share: np.ndarray, m: int) -> sp
 
 
 def triangles(A: sp.csr_matrix) -> tuple:
-    """``(lower, upper)``: the lower triangle of ``A`` with its diagonal and the strict upper one, in one pass.
+    """``(lower, upper)``: the lower triangle of ``A`` with its diagonal, and the strict upper one.
 
     >>> L, U = triangles(sp.csr_matrix(np.array([[1., 2], [3, 4]])))
     >>> L.toarray().tolist(), U.toarray().tolist()
