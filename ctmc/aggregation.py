@@ -126,12 +126,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from .linalg import gth_solve
+from .multigrid import standard_aggregates
 from .kernels.sweeps import Stop, Sweeper, gth_dense, start_vector, state_levels
 from .options import Tolerances, integer_in, positive
 from .progress import Progress
 from .results import Status
 
-__all__ = ["MultilevelOptions", "multilevel", "CYCLES"]
+__all__ = ["MultilevelOptions", "multilevel", "CYCLES", "AUTOMATIC"]
 
 #: the cycle shapes: how often a level visits the next coarser one
 CYCLES = ("V", "W", "F")
@@ -192,6 +193,13 @@ class MultilevelOptions(Tolerances):
         A sweep is one forward Gauss-Seidel pass, or a forward and a backward one.
     maxiter : int
         Cycle limit.
+    aggregation : {"pairwise", "standard"}
+        How the automatic levels are found (:data:`AUTOMATIC`): pairwise
+        matching on the flow graph, or the standard aggregation of
+        :func:`ctmc.multigrid.standard_aggregates` (the multilevel
+        preconditioner's: compiled and larger aggregates, 2-3x faster on
+        kanban, polling, cluster and tandem, but 29 cycles and ``inaccurate`` on fms
+        n=4 where matching takes 13: benchmarks/README.md).
     x0 : array_like, optional
         Positive initial guess (default uniform on the closed class).
     progress : bool, optional
@@ -205,6 +213,7 @@ class MultilevelOptions(Tolerances):
     post_sweeps: int = 1
     smoother: str = "symmetric"
     maxiter: int = 1000
+    aggregation: str = "pairwise"
     x0: Optional[np.ndarray] = None
 
     def __post_init__(self):
@@ -217,6 +226,8 @@ class MultilevelOptions(Tolerances):
             integer_in(name, getattr(self, name), 0, 100)
         if self.pre_sweeps + self.post_sweeps == 0:
             raise ValueError("pre_sweeps, post_sweeps: at least one sweep per level is needed (both are 0)")
+        if self.aggregation not in AUTOMATIC:
+            raise ValueError(f"aggregation: expected one of {sorted(AUTOMATIC)}, got {self.aggregation!r}")
         if self.smoother not in ("forward", "symmetric"):
             raise ValueError(f"smoother: expected 'forward' or 'symmetric', got {self.smoother!r}")
         positive("maxiter", self.maxiter, integer=True)
@@ -310,6 +321,10 @@ def _pairwise(S: sp.csr_matrix, passes: int = 2) -> np.ndarray:
         S.setdiag(0.0)
         S.eliminate_zeros()
     return agg
+
+
+#: how automatic levels are found from a symmetric strength (flow) matrix: aggregate ids 0..m-1
+AUTOMATIC = {"pairwise": _pairwise, "standard": lambda S: standard_aggregates(S)}
 
 
 # --------------------------------------------------------------------------
@@ -507,7 +522,7 @@ def _state_ids(op, spec, full_support):
     return ids
 
 
-def build(op, support, specs, sweeper, coarse_size, x, order=None, symmetric=False):
+def build(op, support, specs, sweeper, coarse_size, x, order=None, symmetric=False, aggregation="pairwise"):
     """The hierarchy for the level specifications ``specs``, then automatic levels down to ``coarse_size``.
 
     ``x`` (owned, positive on the class) is the iterate the automatic
@@ -554,7 +569,7 @@ def build(op, support, specs, sweeper, coarse_size, x, order=None, symmetric=Fal
         l = len(H.chains) - 1
         if l == 0:
             H.smooth(0, x, _SETUP_SWEEPS, symmetric)
-            agg = np.where(support, _pairwise(H.fine_strength(x)), -1)
+            agg = np.where(support, AUTOMATIC[aggregation](H.fine_strength(x)), -1)
             # local ids -> global ids: offsets by process
             counts = op.gather(np.array([float(agg.max(initial=-1) + 1)]), "all")
             agg = np.where(agg >= 0, agg + int(counts[:op.rank].sum()), -1)
@@ -563,7 +578,7 @@ def build(op, support, specs, sweeper, coarse_size, x, order=None, symmetric=Fal
             y = y / y.sum()
             for _ in range(_SETUP_SWEEPS):
                 H.chains[l].sweep(y, "forward")
-            agg = _pairwise(H.chains[l].strength(y))
+            agg = AUTOMATIC[aggregation](H.chains[l].strength(y))
             m = int(agg.max()) + 1
         if m > 0.9 * H.sizes[-1] or m < 2:
             break                       # the graph no longer coarsens (or to a single aggregate)
@@ -627,7 +642,8 @@ def multilevel(op, support, opts: MultilevelOptions, hint, ctx):
         ctx.info.update(levels=1, coarse_sizes=[], cycles=0)
         return x, its, status, f"multilevel: {ctx.size} states <= coarse_size, {msg}"
     sweeper = Sweeper(op, support)
-    H = build(op, support, specs, sweeper, opts.coarse_size, x, symmetric=opts.smoother == "symmetric")
+    H = build(op, support, specs, sweeper, opts.coarse_size, x, symmetric=opts.smoother == "symmetric",
+              aggregation=opts.aggregation)
     coarsest = H.sizes[-1]
     ctx.info.update(levels=len(H.sizes), coarse_sizes=H.sizes[1:], cycle=opts.cycle)
     if coarsest > _MAX_COARSE:

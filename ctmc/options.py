@@ -151,11 +151,12 @@ class KrylovSolverOptions(Tolerances):
         Iteration limit (total iterations, restarts included).
     restart : int
         GMRES restart length.
-    preconditioner : {"sgs", "ilu", "jacobi", "none"}, optional
+    preconditioner : {"sgs", "ilu", "jacobi", "none", "multilevel"}, optional
         A symmetric Gauss-Seidel sweep (on each process's block when
         distributed: no set-up, and on the benchmark gallery faster than ILU
         wherever both converge), incomplete LU (scipy's ``spilu`` or PETSc's
-        ILU(0)), point Jacobi, none. Default (None): :data:`DEFAULT_PRECONDITIONER`,
+        ILU(0)), point Jacobi, none, or an aggregation multigrid V-cycle
+        (:mod:`ctmc.multigrid`; scipy backend only). Default (None): :data:`DEFAULT_PRECONDITIONER`,
         ``"sgs"`` for stationary GMRES, ``"ilu"`` for passage systems and for
         BiCGStab, which breaks down with the Gauss-Seidel sweep on stiff chains.
     polish : int

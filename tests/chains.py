@@ -28,3 +28,15 @@ def trap_chain():
     m.event("down", guard=(x > 0) & (x < 8), rate=2.0, update={x: x - 1})
     m.event("trap", guard=x == 3, rate=0.5, update={x: 9})
     return m.build(initial={"x": 0}), x
+
+
+def ncd_chain(K=5, coupling=1e-9):
+    """Two M/M/1/K queues (rates 0.5, 1) whose idle server switches between them at rates
+    ``coupling`` and ``3 coupling``: nearly completely decomposable, P(block 1) = 1/4."""
+    m = ctmc.Model("ncd")
+    b, n = m.var("b", 0, 1), m.var("n", 0, K)
+    m.event("arrive", guard=n < K, rate=0.5, update={n: n + 1})
+    m.event("serve", guard=n > 0, rate=1.0, update={n: n - 1})
+    m.event("on", guard=(n == 0) & (b == 0), rate=coupling, update={b: 1})
+    m.event("off", guard=(n == 0) & (b == 1), rate=3 * coupling, update={b: 0})
+    return m.build(initial={"b": 0, "n": 0})

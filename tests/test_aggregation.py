@@ -10,18 +10,8 @@ import pytest
 
 import ctmc
 from ctmc.aggregation import MultilevelOptions, _match, _pairwise
+from chains import ncd_chain
 from ctmc.results import Status
-
-
-def ncd_chain(K=5, coupling=1e-9):
-    """Two M/M/1/K queues (rates 0.5, 1) whose idle server switches between them at rates ~1e-9."""
-    m = ctmc.Model("ncd")
-    b, n = m.var("b", 0, 1), m.var("n", 0, K)
-    m.event("arrive", guard=n < K, rate=0.5, update={n: n + 1})
-    m.event("serve", guard=n > 0, rate=1.0, update={n: n - 1})
-    m.event("on", guard=(n == 0) & (b == 0), rate=coupling, update={b: 1})
-    m.event("off", guard=(n == 0) & (b == 1), rate=3 * coupling, update={b: 0})
-    return m.build(initial={"b": 0, "n": 0})
 
 
 def gallery(name, value):
@@ -68,7 +58,8 @@ def test_gauss_seidel_stalls_where_multilevel_does_not():
 # --------------------------------------------------------------------------
 GALLERY_CASES = [("tandem", 15, {}), ("kanban", 1, {}), ("kanban", 2, {}), ("cluster", 4, {}),
                  ("fms", 1, {"coarse_size": 16}), ("tandem", 15, {"cycle": "W", "coarse_size": 20}),
-                 ("kanban", 2, {"cycle": "F", "smoother": "forward", "pre_sweeps": 2})]
+                 ("kanban", 2, {"cycle": "F", "smoother": "forward", "pre_sweeps": 2}),
+                 ("kanban", 2, {"aggregation": "standard"}), ("tandem", 15, {"aggregation": "standard"})]
 
 
 @pytest.mark.parametrize("name,value,kw", GALLERY_CASES,
@@ -164,6 +155,7 @@ def test_pairwise_coarsens_a_uniform_grid_about_fourfold():
     ({"pre_sweeps": -1}, "pre_sweeps: expected an integer in 0..100"),
     ({"pre_sweeps": 0, "post_sweeps": 0}, "at least one sweep"),
     ({"smoother": "jacobi"}, "smoother"),
+    ({"aggregation": "lloyd"}, "aggregation: expected one of"),
     ({"maxiter": 0}, "maxiter"),
     ({"aggregates": 3.5}, "aggregates: expected None"),
     ({"aggregates": []}, "aggregates: expected None"),
@@ -173,6 +165,15 @@ def test_bad_options(kw, match):
         MultilevelOptions(**kw)
     with pytest.raises(ValueError, match=match):
         ncd_chain().stationary("multilevel", **kw)
+
+
+def test_standard_aggregation_gets_the_split_of_weakly_coupled_blocks():
+    # nearly decomposable (coupling 1e-9): the split between the blocks is right (the doctest of
+    # ctmc.multigrid.standard_aggregates: the weak coupling is never aggregated across)
+    chain = ncd_chain(K=12)
+    res = solve(chain, "scipy", aggregation="standard", coarse_size=4, tol=1e-14)
+    assert abs(res.pi[chain.states["b"] == 1].sum() - 0.25) < 1e-10
+    assert np.abs(res.pi - chain.stationary("gth").pi).sum() <= res.error_bound
 
 
 def test_bad_aggregates_for_the_chain():

@@ -44,8 +44,9 @@ UNIT_ROUNDOFF = np.finfo(float).eps / 2
 __all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDITIONERS"]
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
-#: (on each process's block), incomplete LU (likewise), point Jacobi, none
-PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none")
+#: (on each process's block), incomplete LU (likewise), point Jacobi, none; "multilevel" (an
+#: aggregation V-cycle, :mod:`ctmc.multigrid`) on the scipy backend only
+PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none", "multilevel")
 
 #: severity order of statuses (the worst of several solves is reported)
 _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
@@ -71,10 +72,11 @@ class LinearSpec:
     ordering : str
         Fill-reducing ordering of a direct solve (``"auto"`` or a backend's name;
         see :mod:`ctmc._sparse_lu`). Ignored by Krylov solves.
-    preconditioner : {"sgs", "ilu", "jacobi", "none"}
+    preconditioner : {"sgs", "ilu", "jacobi", "none", "multilevel"}
         Krylov preconditioner: one symmetric Gauss-Seidel sweep, incomplete LU
         (both on each process's diagonal block when distributed), point
-        Jacobi, or none.
+        Jacobi, none, or one aggregation V-cycle (:mod:`ctmc.multigrid`,
+        scipy backend only).
     rtol : float
         Krylov stopping tolerance on the relative (unpreconditioned) residual.
     maxiter : int

@@ -259,6 +259,11 @@ class ScipySystem(System):
         if kind == "jacobi":
             dinv = 1.0 / A.diagonal()
             return lambda v: dinv * v
+        if kind == "multilevel":          # aggregation V-cycle, all of it in ctmc.multigrid
+            from ..multigrid import setup
+            H = setup(A)
+            self.info.update(multilevel_sizes=H.sizes, multilevel_setup_seconds=H.seconds)
+            return H
         return None
 
     def _solve_krylov(self, b, transpose):
