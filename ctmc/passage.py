@@ -532,7 +532,7 @@ def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
 def _prepare(chain, target, method, options, backend, backend_options):
     """Checks made before any heavy work; returns ``(op, opts, backend options, gather mode, target)``."""
     opts = _make_options("passage", METHODS, method, options)
-    bo = check_backend_options(backend, backend_options)
+    bo = check_backend_options(backend, backend_options, getattr(opts, "preconditioner", None))
     mode = bo.pop("gather", None)
     op = operator_for(chain, backend)
     tgt = owned_mask(target, op.states, op.n, op.start, op.stop, "target")

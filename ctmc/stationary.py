@@ -732,7 +732,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     """
     # everything the caller can get wrong is checked before any heavy work
     opts = _make_options("stationary", METHODS, method, options)
-    bo = check_backend_options(backend, backend_options)
+    bo = check_backend_options(backend, backend_options, getattr(opts, "preconditioner", None))
     mode = bo.pop("gather", None)
     t0 = time.perf_counter()
     op = operator_for(chain, backend)

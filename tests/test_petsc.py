@@ -432,6 +432,8 @@ def test_per_call_options_do_not_overwrite_ambient_options(ambient_options):
 @pytest.mark.parametrize("kw,match", [
     ({"tol": -1}, "tol"), ({"backend_options": {"gather": "some"}}, "gather"),
     ({"preconditioner": "amg"}, "preconditioner"), ({"bogus": 1}, "options"),
+    # the scipy backend's multilevel V-cycle is not PETSc's (named, refused before any work)
+    ({"preconditioner": "multilevel"}, "preconditioner: backend 'petsc' has"),
     # the old keywords: backend settings belong in backend_options, pc is preconditioner
     ({"gather": "all"}, "options"), ({"pc": "none"}, "options"), ({"petsc_options": {}}, "options"),
     ({"backend_options": {"petsc_options": "ksp_type gmres"}}, "petsc_options"),

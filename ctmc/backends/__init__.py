@@ -39,8 +39,12 @@ def get_backend(name: str):
     return importlib.import_module(BACKENDS[name])
 
 
-def check_backend_options(name: str, backend_options) -> dict:
+def check_backend_options(name: str, backend_options, preconditioner=None) -> dict:
     """Validate the ``backend_options`` mapping of backend ``name`` before any work.
+
+    A ``preconditioner`` asked for is checked too, against the backend's
+    ``PRECONDITIONERS`` (all of :data:`~ctmc.backends.base.PRECONDITIONERS`
+    where the backend does not say).
 
     Raises
     ------
@@ -58,6 +62,9 @@ def check_backend_options(name: str, backend_options) -> dict:
         raise ValueError(f"backend_options: {unknown} not understood by backend {name!r}; valid settings "
                          f"are {sorted(mod.BACKEND_OPTIONS)}")
     mod.check_backend_options(opts)
+    have = getattr(mod, "PRECONDITIONERS", None)
+    if preconditioner is not None and have is not None and preconditioner not in have:
+        raise ValueError(f"preconditioner: backend {name!r} has {tuple(have)}, got {preconditioner!r}")
     return dict(opts)
 
 

@@ -76,9 +76,9 @@ from __future__ import annotations
 
 from ._env import INSTALL_HELP, load_petsc, load_slepc
 from .distributed import DistributedChain, operator
-from .options import BACKEND_OPTIONS, PREFIX, check_backend_options
+from .options import BACKEND_OPTIONS, PRECONDITIONERS, PREFIX, check_backend_options
 
-__all__ = ["DistributedChain", "operator", "BACKEND_OPTIONS", "check_backend_options", "PREFIX",
+__all__ = ["DistributedChain", "operator", "BACKEND_OPTIONS", "PRECONDITIONERS", "check_backend_options", "PREFIX",
            "INSTALL_HELP", "load_petsc", "load_slepc", "available", "slepc_available"]
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...results import Status
-from ..base import PRECONDITIONERS, SolveReport, System, worst
+from ..base import SolveReport, System, worst
 from ._env import load_petsc, load_slepc
-from .options import PREFIX, ksp_status, scoped_options, slepc_status
+from .options import PCTYPE, PRECONDITIONERS, PREFIX, ksp_status, scoped_options, slepc_status
 
 __all__ = ["PetscSystem", "null_vector", "expm_action", "factor_package"]
 
@@ -83,8 +83,7 @@ def _ksp(dc, A, spec, petsc_options, info):
     else:
         ksp.setType({"gmres": "gmres", "bicgstab": "bcgs"}[spec.kind])
         # "sgs": PCSOR, whose default is a symmetric Gauss-Seidel sweep on each process's block
-        pctype = {"ilu": "bjacobi", "sgs": "sor", "jacobi": "jacobi", "none": "none"}[spec.preconditioner]
-        pc.setType(pctype)
+        pc.setType(PCTYPE[spec.preconditioner])
         if spec.kind == "gmres":
             # right preconditioning: GMRES monitors the unpreconditioned residual
             # (BiCGStab breaks down more often on the right)
@@ -148,7 +147,8 @@ class PetscSystem(System):
         if spec.kind not in ("lu", "gmres", "bicgstab"):
             raise ValueError(f"kind: expected 'lu', 'gmres' or 'bicgstab', got {spec.kind!r}")
         if spec.kind != "lu" and spec.preconditioner not in PRECONDITIONERS:
-            raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {spec.preconditioner!r}")
+            raise ValueError(f"preconditioner: the petsc backend has {PRECONDITIONERS}, got "
+                             f"{spec.preconditioner!r}")
         self.dc, self.spec = dc, spec
         self.members = np.asarray(members, dtype=bool).copy()
         self.shift = float(shift)
