@@ -73,14 +73,17 @@ def structure_facts(op, support) -> dict:
     """
     m = op.stop - op.start
     first = np.arange(op.start, op.stop, dtype=np.int64)
-    nnz = 0
     for transpose in (False, True):
-        A = op.local_rows(transpose).tocoo()
-        keep = support[A.row]
-        rows, cols = A.row[keep], A.col[keep].astype(np.int64)
-        if not transpose:
-            nnz = int(rows.size)
-        np.minimum.at(first, rows, cols)
+        # the smallest column of each row of Q (or Q^T), its stored zeros left out: the
+        # diagonal (column start + i) never lowers ``first``, which starts there
+        A = op.generator_rows(transpose)
+        lead = np.flatnonzero(np.diff(A.indptr))                 # non-empty rows
+        if A.has_sorted_indices and np.all(A.data != 0):
+            low = A.indices[A.indptr[lead]]
+        else:
+            low = np.minimum.reduceat(np.where(A.data != 0, A.indices, op.stop), A.indptr[lead])
+        first[lead] = np.minimum(first[lead], low)
+    nnz = int(op.offdiagonal_counts()[support].sum()) if m else 0
     w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
     facts = {"states": count(op, support), "transitions": int(g[1]),
@@ -88,10 +91,11 @@ def structure_facts(op, support) -> dict:
              "dimensions": None}
     if op.states is not None:
         dims = 0
+        rows = np.flatnonzero(support) + op.start
         for name in op.states.names:
-            col = np.asarray(op.states[name])[op.start:op.stop][support]
-            lo = op.allmin(float(col.min()) if col.size else np.inf)
-            hi = op.allmax(float(col.max()) if col.size else -np.inf)
+            span = op.states.value_range(name, rows)      # decoded for the class alone, not kept
+            lo = op.allmin(float(span[0]) if span else np.inf)
+            hi = op.allmax(float(span[1]) if span else -np.inf)
             dims += int(hi - lo + 1 > DIM_VALUES)
         facts["dimensions"] = dims
     return facts
