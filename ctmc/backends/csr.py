@@ -160,46 +160,49 @@ def principal_block(A: sp.csr_matrix, members, diag, first: int = 0) -> sp.csr_m
     m = int(np.count_nonzero(members))
     if m == 0:
         return sp.csr_matrix((0, 0))
-    itype = index_dtype(A.nnz, A.shape[0])
-    newpos = np.cumsum(members, dtype=itype) - 1          # new column of each member
-    counts = np.zeros(m, dtype=np.int64)
-    nd = 0
-
-    def pieces(r0, r1):
-        a, b = A.indptr[r0], A.indptr[r1]
-        ind, dat = A.indices[a:b], A.data[a:b]
-        row = _row_ids(A.indptr, r0, r1, first, ind.dtype)
-        on = members[ind] & np.repeat(members[r0:r1], np.diff(A.indptr[r0:r1 + 1]))
-        isdiag = ind == row
-        keep = on & np.where(isdiag, diag[newpos[np.minimum(row - first, A.shape[0] - 1)]] != 0, dat != 0)
-        return keep, isdiag, row
-
-    for r0, r1 in row_blocks(A.indptr):
-        keep, isdiag, _ = pieces(r0, r1)
-        nd += int(np.count_nonzero(keep & isdiag))
-        c = np.diff(_kept_pointer(keep, A.indptr[r0:r1 + 1] - A.indptr[r0]))[members[r0:r1]]
-        lo = int(newpos[r0 - 1]) + 1 if r0 else 0
-        counts[lo:lo + c.size] = c
-    if nd != int(np.count_nonzero(diag)):
-        # a member's row stores no diagonal entry: scipy's sum places it
-        off = offdiagonal_rows(A, np.flatnonzero(members), first)[:, np.flatnonzero(members)]
-        out = (sp.diags(diag) - off).tocsr()
-        out.sort_indices()
-        return out
+    n = A.shape[0]
+    itype = index_dtype(A.nnz, n)
+    newpos = np.cumsum(members, dtype=itype) - 1          # the new number of each member
+    lens = np.diff(A.indptr)
+    room = int(lens[members].sum())                      # the entries of the members' rows: room enough
     indptr = np.zeros(m + 1, dtype=itype)
-    np.cumsum(counts, out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), dtype=itype)
-    data = np.empty(int(indptr[-1]), dtype=float)
+    indices = np.empty(room, dtype=itype)
+    data = np.empty(room, dtype=float)
     at = 0
     for r0, r1 in row_blocks(A.indptr):
-        keep, isdiag, row = pieces(r0, r1)
         a, b = A.indptr[r0], A.indptr[r1]
-        k = int(np.count_nonzero(keep))
-        indices[at:at + k] = newpos[A.indices[a:b][keep]]
-        data[at:at + k] = np.where(isdiag[keep], diag[newpos[row[keep] - first]], -A.data[a:b][keep])
+        ind, dat = A.indices[a:b], A.data[a:b]
+        mine = members[r0:r1]
+        on = members[ind] & np.repeat(mine, lens[r0:r1])
+        keep = on & (dat != 0)
+        # the diagonal entries of the members: kept where d is not zero, whatever the stored value
+        isdiag = ind == _row_ids(A.indptr, r0, r1, first, ind.dtype)
+        dpos = np.flatnonzero(on & isdiag)
+        d = diag[newpos[r0:r1][mine]]                     # d of this block's members, in order
+        if dpos.size != mine.sum():
+            break                                        # a member's row stores no diagonal entry
+        keep[dpos] = d != 0
+        ptr = _kept_pointer(keep, A.indptr[r0:r1 + 1] - a)
+        k = int(ptr[-1])
+        lo = int(newpos[r0 - 1]) + 1 if r0 else 0
+        indptr[lo + 1:lo + 1 + d.size] = at + ptr[1:][mine]
+        out = data[at:at + k]
+        out[:] = dat[keep]
+        np.negative(out, out=out)
+        out[np.flatnonzero(isdiag[keep])] = d[d != 0]
+        indices[at:at + k] = newpos[ind[keep]]
         at += k
-    out = sp.csr_matrix((data, indices, indptr), shape=(m, m))
-    out.has_sorted_indices = A.has_sorted_indices
+    else:
+        if at < 0.9 * room:                              # (columns outside X left much room unused)
+            indices, data = indices[:at].copy(), data[:at].copy()
+        out = sp.csr_matrix((data[:at], indices[:at], indptr), shape=(m, m))
+        out.has_sorted_indices = A.has_sorted_indices
+        return out
+    # a member's row stores no diagonal entry: scipy's sum places it
+    del indices, data
+    idx = np.flatnonzero(members)
+    out = (sp.diags(diag) - offdiagonal_rows(A, idx, first)[:, idx]).tocsr()
+    out.sort_indices()
     return out
 
 
