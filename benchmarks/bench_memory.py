@@ -149,7 +149,7 @@ def inventory(spec: str) -> None:
     tracemalloc.reset_peak()
     res = chain.stationary()
     now, pk = tracemalloc.get_traced_memory()
-    rows.append((0, "stationary() returned", rows[0][3], now, pk))
+    rows.append((0, "stationary() returned", rows[0][3], now, max([pk] + [r[4] for r in rows[1:]])))
     nt = chain.n_transitions
     print(f"{spec}: {chain.n_states} states, {nt} transitions, {chain.Q.nnz} stored entries; "
           f"{time.perf_counter() - t:.1f} s under tracemalloc; {res.status.value}")
