@@ -110,10 +110,13 @@ def test_principal_block_is_scipys_shifted_submatrix(block, seed, shift, missing
     assert csr.inf_norm(ref_t) == float(abs(ref_t).sum(axis=1).max())
 
 
-def test_reach_matches_breadth_first_search(block):
-    Q = _generator(n=60, seed=5, zeros=False)
+@pytest.mark.parametrize("pieces", [1, 20])
+def test_reach_matches_breadth_first_search(block, pieces):
+    # one random generator, or 20 separate ones (3 states each): seeds in many pieces
+    Q = _generator(n=60, seed=5, zeros=False) if pieces == 1 else \
+        sp.block_diag([_generator(n=3, seed=s, zeros=False, missing_diag=False) for s in range(20)], format="csr")
     rng = np.random.default_rng(1)
-    for k in (1, 3, 12):
+    for k in (1, 3, 6, 12):
         seeds = np.zeros(60, dtype=bool)
         seeds[rng.choice(60, k, replace=False)] = True
         ref = np.zeros(60, dtype=bool)

@@ -226,7 +226,7 @@ def inf_norm(A: sp.csr_matrix) -> float:
 def stores_zero_rates(A: sp.csr_matrix, first: int = 0) -> bool:
     """Whether ``A`` stores a zero off its diagonal (a user's generator may: a search must skip it).
 
-    >>> stores_zero_rates(sp.csr_matrix((np.array([-1.0, 1.0, 0.0]), np.array([0, 1, 0]), np.array([0, 2, 3]))))
+    >>> stores_zero_rates(sp.csr_matrix((np.array([-1.0, 1.0, 0.0]), np.array([0, 1, 1]), np.array([0, 2, 3]))))
     False
     >>> stores_zero_rates(sp.csr_matrix((np.array([0.0, 0.0]), np.array([0, 1]), np.array([0, 2, 2]))))
     True
@@ -260,17 +260,17 @@ def graph_reach(A: sp.csr_matrix, seeds, within=None) -> np.ndarray:
     seeds = np.asarray(seeds, dtype=bool)
     s = np.flatnonzero(seeds)
     if within is None:
-        mask = seeds.copy()
+        found = np.zeros(n, dtype=bool)
         searches = 0
         for z in s:
-            if searches and mask[z]:
-                continue
+            if found[z]:
+                continue       # reached from an earlier seed: so is all it reaches
             if searches == 4:
                 break          # many separate seeds: the virtual root below
-            mask[breadth_first_order(A, int(z), directed=True, return_predecessors=False)] = True
+            found[breadth_first_order(A, int(z), directed=True, return_predecessors=False)] = True
             searches += 1
         else:
-            return mask
+            return found
     indptr, indices = A.indptr, A.indices
     if within is not None:
         ok = np.asarray(within, dtype=bool) | seeds
