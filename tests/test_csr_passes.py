@@ -183,3 +183,29 @@ def test_structure_facts_count_rates_and_envelope_without_decoding_for_good():
     assert f["envelope_per_nnz"] == pytest.approx(w.sum() / R.nnz) and f["profile_flops"] == pytest.approx(w @ w)
     assert f["dimensions"] == 2
     assert chain.states.value_range("a") == (0, 6) and chain.states.value_range("c") == (0, 0)
+
+
+def test_the_protocol_defaults_agree_with_the_scipy_operator():
+    """A backend without its own generator_rows / offdiagonal_counts (PETSc) gets them from local_rows."""
+    from ctmc.backends.base import Operator
+    from ctmc.backends.scipy_backend import ScipyOperator
+
+    class Plain(ScipyOperator):          # R as a matrix of its own, the protocol's defaults from it
+        generator_rows = Operator.generator_rows
+        offdiagonal_counts = Operator.offdiagonal_counts
+
+        def local_rows(self, transpose=False):
+            R = self.Q.copy()
+            R.setdiag(0)
+            R.eliminate_zeros()
+            return R.T.tocsr() if transpose else R
+
+    Q = _generator(n=30, seed=2, zeros=False, missing_diag=False)
+    chain = ctmc.CTMC(Q, check=False)
+    op, plain = operator_for(chain, "scipy"), Plain(chain.Q, states=chain.states)
+    for t in (False, True):
+        assert _same(plain.generator_rows(t), op.generator_rows(t))
+        assert np.array_equal(plain.offdiagonal_counts(t), op.offdiagonal_counts(t))
+    support = np.ones(30, dtype=bool)
+    assert structure_facts(plain, support) == structure_facts(op, support)
+    assert plain.product_roundoff() == op.product_roundoff()
