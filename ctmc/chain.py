@@ -90,6 +90,28 @@ class StateTable:
         from .tables import frame
         return frame(self)
 
+    def value_range(self, name, rows=None) -> Optional[tuple]:
+        """``(min, max)`` of variable ``name`` over the states ``rows`` (indices; all by default), None if none.
+
+        A model's column is decoded for those rows alone and not kept (a
+        column read by ``table[name]`` is kept for the life of the chain).
+
+        >>> t = StateTable({"n": np.array([4, 1, 7, 2])})
+        >>> t.value_range("n"), t.value_range("n", np.array([1, 3])), t.value_range("n", np.array([], int))
+        ((1, 7), (1, 2), None)
+        """
+        if hasattr(name, "name") and not isinstance(name, str):
+            name = name.name
+        if name not in self.names:      # (``in`` on the lazy columns would decode the column)
+            raise KeyError(f"no state variable {name!r}; variables are {list(self.names)}")
+        if self._codes is not None:
+            col = self._layout.decode(self._codes if rows is None else self._codes[rows])[name]
+        else:
+            col = self._cols[name] if rows is None else self._cols[name][rows]
+        if col.size == 0:
+            return None
+        return int(col.min()), int(col.max())
+
     def as_dict(self) -> dict:
         """The columns as a ``{name: array}`` dict (the expression environment)."""
         return dict(self._cols)

@@ -584,8 +584,11 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
     for i, m in enumerate(steps):
         name, kw, run = m, dict(common), None
         if m in ("gmres-probe", "gmres-long"):
-            # one value on every process (PETSc needs it), from each one's share of its memory
-            restart = int(op.allmin(float(probe_restart(op.stop - op.start, available_memory() / max(op.size, 1)))))
+            # one value on every process (PETSc needs it), from each one's share of its memory and
+            # the generator's size (the basis at most a few times the matrix)
+            per_state = (facts["transitions"] + facts["states"]) / max(facts["states"], 1)
+            restart = int(op.allmin(float(probe_restart(op.stop - op.start, available_memory() / max(op.size, 1),
+                                                        entries_per_state=per_state))))
             ctx.info["auto"]["probe_restart"] = restart
             name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
             if m == "gmres-probe":

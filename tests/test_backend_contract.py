@@ -155,6 +155,22 @@ def check_local_rows(op, case, ck):
         ck.close(L.toarray(), A[op.start:op.stop], 0.0, f"local_rows transpose={transpose}")
 
 
+def check_generator_rows(op, case, ck):
+    """The owned rows of Q (Q^T) with their diagonal, and the rates in each row (the protocol's
+    copy-free views of the generator: structure facts, walks and round-off are read from them)."""
+    for transpose in (False, True):
+        B = case.Q.T if transpose else case.Q
+        G = op.generator_rows(transpose)
+        ck.true(sp.issparse(G) and G.shape == (op.stop - op.start, case.n), f"generator_rows shape {G.shape}")
+        ck.close(G.toarray(), B[op.start:op.stop], 0.0, f"generator_rows transpose={transpose}")
+        A = case.R.T if transpose else case.R
+        counts = np.asarray(op.offdiagonal_counts(transpose))
+        ck.true(np.array_equal(counts, np.count_nonzero(A[op.start:op.stop], axis=1)),
+                f"offdiagonal_counts transpose={transpose}: {counts.tolist()}")
+    op.release()                         # what it drops is made again on demand
+    ck.close(op.gather(op.apply(_own(op, case.x), True), "all"), case.Q.T @ case.x, 1e-14, "apply after release")
+
+
 def check_gather(op, case, ck):
     own = _own(op, case.x)
     full = op.gather(own, "all")
@@ -292,6 +308,7 @@ def check_expm_action(op, case, ck):
 
 CHECKS = {
     "attributes": check_attributes, "rates_apply": check_rates_apply, "local_rows": check_local_rows,
+    "generator_rows": check_generator_rows,
     "gather": check_gather, "gather_rows": check_gather_rows, "collectives": check_collectives,
     "reach": check_reach, "max_iterations": check_max_iterations, "null_vector": check_null_vector,
     "expm_action": check_expm_action,

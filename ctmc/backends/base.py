@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..results import Status
 
@@ -232,6 +233,28 @@ class Operator(abc.ABC):
         in-flow rates: row ``j`` holds ``R_ij`` at column ``i``.
         """
 
+    def generator_rows(self, transpose: bool = False):
+        """The owned rows of ``Q`` (or of ``Q^T``) as a CSR matrix with global columns, diagonal included.
+
+        Shape ``(stop - start, n)``; row ``i``'s diagonal entry (``-q_i``) is at
+        column ``start + i``. A backend may return its own storage (the scipy
+        backend: the chain's ``Q`` itself): read it, never write it. By default
+        a new matrix made from :meth:`local_rows`.
+        """
+        A = self.local_rows(transpose).tocsr()
+        m = self.stop - self.start
+        D = sp.csr_matrix((-self.exit_rates, (np.arange(m), np.arange(self.start, self.stop))), shape=A.shape)
+        out = (A + D).tocsr()
+        out.sort_indices()
+        return out
+
+    def offdiagonal_counts(self, transpose: bool = False) -> np.ndarray:
+        """The number of rates (entries of :meth:`local_rows`) in each owned row of ``R`` (or ``R^T``)."""
+        return np.diff(self.local_rows(transpose).indptr)
+
+    def release(self) -> None:
+        """Drop what the backend makes again on demand (transposes, copies), before a large solve."""
+
     def product_roundoff(self) -> float:
         """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q`` (``u`` the unit round-off):
         the relative round-off of a product with ``Q`` or ``Q^T``.
@@ -242,8 +265,7 @@ class Operator(abc.ABC):
         if g is None:
             k = 0
             for transpose in (False, True):
-                A = self.local_rows(transpose)
-                k = max(k, int(np.diff(A.indptr).max(initial=0)))
+                k = max(k, int(self.offdiagonal_counts(transpose).max(initial=0)))
             g = (self.allmax(float(k)) + 1) * UNIT_ROUNDOFF
             self._product_roundoff = g
         return g

@@ -20,11 +20,12 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
-from scipy.sparse.csgraph import breadth_first_order
 
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
+from .csr import (graph_reach, inf_norm, offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block,
+                  stores_zero_rates)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -56,10 +57,16 @@ def operator(chain) -> "ScipyOperator":
 class ScipyOperator(Operator):
     """Primitives on a generator held whole by one process.
 
+    The chain's own ``Q`` (CSR, shared, never copied) and, made once when
+    first needed, its transpose ``Q^T`` (CSR) are all this holds: the rates
+    ``R`` (``Q`` without its diagonal) are read from them block by block of
+    rows (:func:`offdiagonal_rows`), and a linear system extracts its matrix
+    from the one of the two that has its rows (:class:`ScipySystem`).
+
     Parameters
     ----------
     Q : scipy.sparse.csr_matrix
-        The generator.
+        The generator (canonical: sorted indices, no duplicates).
     states : StateTable, optional
     initial : ndarray of int, optional
     """
@@ -74,12 +81,9 @@ class ScipyOperator(Operator):
         self.states, self.initial = states, initial
         self.exit_rates = -np.asarray(Q.diagonal(), dtype=float)
         self.qmax = float(self.exit_rates.max()) if n else 0.0
-        R = Q.tocsr(copy=True)
-        R.setdiag(0.0)
-        R.eliminate_zeros()
-        self.R = R
-        self._RT = None
         self._QT = None
+        self._rates = {}           # R, R^T as matrices, made only when local_rows asks for them
+        self._zero_rates = None    # whether Q stores zeros off its diagonal
 
     # --- collectives ---------------------------------------------------------
     def allsum(self, x):
@@ -92,49 +96,60 @@ class ScipyOperator(Operator):
         return np.asarray(local)
 
     def gather_rows(self, members):
-        return self.R[np.flatnonzero(members)]
+        return offdiagonal_rows(self.Q, np.flatnonzero(members))
 
     # --- the generator -------------------------------------------------------
     @property
+    def QT(self) -> sp.csr_matrix:
+        """``Q^T`` in CSR, made once (and again after :meth:`release`)."""
+        if self._QT is None:
+            self._QT = self.Q.T.tocsr()
+        return self._QT
+
+    def generator_rows(self, transpose=False):
+        return self.QT if transpose else self.Q
+
+    @property
+    def R(self) -> sp.csr_matrix:
+        """The rates ``R``: ``Q`` without its diagonal (a matrix of its own, kept once made)."""
+        return self.local_rows(False)
+
+    @property
     def RT(self) -> sp.csr_matrix:
-        if self._RT is None:
-            self._RT = self.R.T.tocsr()
-        return self._RT
+        return self.local_rows(True)
+
+    def local_rows(self, transpose=False):
+        A = self._rates.get(transpose)
+        if A is None:
+            A = self._rates[transpose] = offdiagonal_rows(self.generator_rows(transpose))
+        return A
 
     def rates(self, x, transpose=False):
-        return (self.RT if transpose else self.R) @ x
+        A = self._rates.get(transpose)
+        if A is not None:
+            return A @ x
+        return offdiagonal_product(self.generator_rows(transpose), x)
 
     def apply(self, x, transpose=False):
         # the generator itself (the same rounding as a user's own Q.T @ pi)
-        if transpose:
-            if self._QT is None:
-                self._QT = self.Q.T.tocsr()
-            return self._QT @ x
-        return self.Q @ x
+        return (self.QT if transpose else self.Q) @ x
 
-    def local_rows(self, transpose=False):
-        return self.RT if transpose else self.R
+    def offdiagonal_counts(self, transpose=False):
+        return offdiagonal_counts(self.generator_rows(transpose))
+
+    def release(self):
+        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``): before a large solve."""
+        self._QT = None
+        self._rates.clear()
 
     # --- structure -----------------------------------------------------------
     def reach(self, seeds, within=None, forward=False):
-        n = self.n
-        A = self.R if forward else self.RT       # row = where the search comes from
-        indptr, indices = A.indptr, A.indices
-        seeds = np.asarray(seeds, dtype=bool)
-        if within is not None:
-            ok = np.asarray(within, dtype=bool) | seeds
-            keep = ok[indices]                   # the search only enters allowed states (and seeds)
-            indices = indices[keep]
-            rows = np.repeat(np.arange(n), np.diff(indptr))
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=n))])
-        s = np.flatnonzero(seeds)
-        # a virtual root (row n) joined to every seed
-        G = sp.csr_matrix((np.ones(indices.size + s.size, dtype=np.int8), np.concatenate([indices, s]),
-                           np.concatenate([indptr, [indices.size + s.size]])), shape=(n + 1, n + 1))
-        order = breadth_first_order(G, n, directed=True, return_predecessors=False)
-        mask = np.zeros(n + 1, dtype=bool)
-        mask[order] = True
-        return mask[:n]
+        # row = where the search comes from; the diagonal's self-loops change nothing, but a
+        # stored zero rate (a user's generator may hold some) is not a transition: then R itself
+        if self._zero_rates is None:
+            self._zero_rates = stores_zero_rates(self.Q)
+        A = self.local_rows(not forward) if self._zero_rates else self.generator_rows(not forward)
+        return graph_reach(A, seeds, within)
 
     # --- linear algebra ------------------------------------------------------
     def system(self, members, shift, spec: LinearSpec, backend_options=None):
@@ -166,9 +181,7 @@ class ScipyOperator(Operator):
         return x, SolveReport(Status.SUCCESS, f"ARPACK eigenvalue {complex(vals[0]).real:.15g}", 0, info)
 
     def expm_action(self, p, dt, *, tol, backend_options=None):
-        if self._QT is None:
-            self._QT = self.Q.T.tocsr()
-        out = sla.expm_multiply(self._QT * float(dt), np.asarray(p, dtype=float))
+        out = sla.expm_multiply(self.QT * float(dt), np.asarray(p, dtype=float))
         return out, SolveReport(Status.SUCCESS, "expm_multiply (Al-Mohy and Higham)", 0, {})
 
 
@@ -223,29 +236,41 @@ def ssor1(A: sp.spmatrix):
 
 
 class ScipySystem(System):
-    """``M = s I - Q_XX`` extracted on ``X`` and factorised (SuperLU) or Krylov-solved."""
+    """``M = s I - Q_XX`` extracted on ``X`` and factorised (SuperLU) or Krylov-solved.
+
+    The matrix of each orientation is extracted when first solved, from the
+    operator's rows of ``Q`` (for ``M``) or of ``Q^T`` (for ``M^T``, which is
+    also ``M`` in CSC, SuperLU's input), in one pass (:func:`principal_block`);
+    a Krylov system then releases the operator's ``Q^T`` for the length of
+    the solve (made again when next needed).
+    """
 
     def __init__(self, op: ScipyOperator, members, shift, spec: LinearSpec, backend_options: dict):
         self.op, self.spec, self.bo = op, spec, backend_options
+        self.members = np.array(members, dtype=bool)
         self.idx = np.flatnonzero(members)
         self.info = {}
-        idx = self.idx
-        Rxx = op.R[idx][:, idx]
-        self.M = (sp.diags(shift + op.exit_rates[idx]) - Rxx).tocsc()
+        self._diag = shift + op.exit_rates[self.idx]
         self._lu = None
         self._failure = None
         self._krylov = {}
-        if spec.kind == "lu" and idx.size:
+        if spec.kind == "lu" and self.idx.size:
+            MT = self.matrix(transpose=True)
+            M = sp.csc_matrix((MT.data, MT.indices, MT.indptr), shape=MT.shape)   # M^T in CSR is M in CSC
             try:
-                self._lu, self.info["ordering"] = splu(self.M, spec.ordering)
+                self._lu, self.info["ordering"] = splu(M, spec.ordering)
             except MemoryError as exc:      # splu turns SuperLU's failed allocation into one
-                raise MemoryError(f"SuperLU ran out of memory on {idx.size} unknowns ({exc})") from exc
+                raise MemoryError(f"SuperLU ran out of memory on {self.idx.size} unknowns ({exc})") from exc
             except RuntimeError as exc:  # an exactly singular pivot
                 self._failure = f"SuperLU failed: {exc}"
             else:
                 self.info["fill"] = int(self._lu.L.nnz + self._lu.U.nnz)
         elif spec.kind in ("gmres", "bicgstab"):
             self.info["preconditioner"] = spec.preconditioner
+
+    def matrix(self, transpose=False) -> sp.csr_matrix:
+        """``M`` (or ``M^T``) on ``X`` in CSR, a new matrix (:func:`principal_block`)."""
+        return principal_block(self.op.generator_rows(transpose), self.members, self._diag)
 
     def _preconditioner(self, A):
         """The function ``v -> P v`` of the preconditioner of ``A`` (None for none); made once per matrix."""
@@ -268,14 +293,15 @@ class ScipySystem(System):
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
-            A = (self.M.T if transpose else self.M).tocsr()
+            A = self.matrix(transpose)
+            self.op.release()        # Q^T (and R, R^T if made) wait outside while the basis is held
             try:
                 P = self._preconditioner(A)
             except RuntimeError as exc:
                 self._krylov[transpose] = (A, f"incomplete LU failed: {exc}", 0.0)
             else:
-                # ||A||_inf for the backward error, once per matrix (abs(A) is a copy of A)
-                self._krylov[transpose] = (A, P, float(abs(A).sum(axis=1).max()) if A.nnz else 0.0)
+                # ||A||_inf for the backward error, once per matrix
+                self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
         A, P, normA = self._krylov[transpose]
         if isinstance(P, str):
             return np.zeros_like(b), SolveReport(Status.BREAKDOWN, P, 0)

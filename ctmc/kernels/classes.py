@@ -74,7 +74,7 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
     >>> int(c.states["n"][walk_pin(operator_for(c, "scipy"), np.ones(c.n_states, bool), 400)]) <= 3
     True
     """
-    R = op.local_rows().tocsr()
+    G = op.generator_rows()              # Q's rows: the rates and the diagonal, which the walk never takes
     q = op.exit_rates
     if steps is None:
         steps = min(WALK_STEPS, max(5_000, int(support.sum()) // 4))
@@ -82,10 +82,14 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
     starts = [slowest]
     if hint is not None and 0 <= int(hint) < op.n and support[int(hint)] and int(hint) != slowest:
         starts.insert(0, int(hint))
-    data = R.data
-    cum = np.cumsum(data)                # the next state: one search in the running sum of the rates
+    # the next state: one search in the running sum of the rates, where the diagonal entries
+    # weigh nothing (the sums are those of the rates alone, to the bit)
+    own = np.repeat(np.arange(op.start, op.stop, dtype=G.indices.dtype), np.diff(G.indptr))
+    cum = np.where(G.indices == own, 0.0, G.data)
+    del own
+    np.cumsum(cum, out=cum)
     # scalars read through memoryviews (Python numbers at once: a numpy scalar per read cost 4x more)
-    indptr, indices, cum_m, qm = (memoryview(np.ascontiguousarray(x)) for x in (R.indptr, R.indices, cum, q))
+    indptr, indices, cum_m, qm = (memoryview(np.ascontiguousarray(x)) for x in (G.indptr, G.indices, cum, q))
     rows: dict = {}                      # rows whose rates are lost in the running sum: their own sums
     rng = np.random.default_rng(seed)
     hold: dict = {}
@@ -103,11 +107,16 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
             if hi - lo > 1e-9 * hi:
                 # the first running sum beyond the draw, within the row (the sums are non-decreasing)
                 j = min(bisect.bisect_right(cum_m, lo + u[k] * (hi - lo), a, b), b - 1)
+                while j > a and not cum_m[j] > cum_m[j - 1]:
+                    j -= 1               # past the end by rounding: the last rate, not a weightless entry
             else:
                 c = rows.get(s)
                 if c is None:
-                    c = rows[s] = np.cumsum(data[a:b])
+                    d = G.data[a:b]
+                    c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s, 0.0, d))
                 j = a + min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
+                while j > a and not c[j - a] > c[j - a - 1]:
+                    j -= 1
             s = int(indices[j])
     return max(hold, key=hold.get) if hold else starts[0]
 

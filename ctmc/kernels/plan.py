@@ -22,7 +22,7 @@ from .._sparse_lu import natural_is_cheap
 from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "AUTO_GTH", "DIM_VALUES", "PROBE_ITERATIONS",
-           "PROBE_RESTART"]
+           "PROBE_RESTART", "PROBE_MIN_RESTART", "BASIS_BYTES_PER_ENTRY"]
 
 AUTO_GTH = 1000
 #: a state variable counts as a dimension of the chain when it takes more than this many values
@@ -30,21 +30,34 @@ AUTO_GTH = 1000
 DIM_VALUES = 1
 #: iterations of the Krylov probe of ``auto`` on many-dimensional chains
 PROBE_ITERATIONS = 300
-#: its Arnoldi basis: GMRES(50) stagnates on 4-species population chains (JIQ with buffer 3,
-#: N = 120: backward error 7e-8 after 10,000 steps) where GMRES(100) converges in 77 steps,
-#: and it costs nothing on the gallery (benchmarks/README.md)
+#: its Arnoldi basis at most: GMRES(50) stagnated on 4-species population chains (JIQ with buffer 3,
+#: N = 120: backward error 7e-8 after 10,000 steps) where GMRES(100) converged in 77 steps (with the
+#: walked pin of Krylov solves it converges with 30 vectors too, in 150 steps)
 PROBE_RESTART = 100
+#: ... and at least
+PROBE_MIN_RESTART = 20
+#: bytes of Arnoldi basis per stored entry of the generator at most (the generator takes 12: a value
+#: and a 32-bit index): the basis is the largest array of a GMRES solve (100 vectors on kanban were
+#: 93 bytes per transition, 7 times the matrix), and beyond about 45 vectors the gallery's iteration
+#: counts no longer fall (benchmarks/README.md, bench_memory.py)
+BASIS_BYTES_PER_ENTRY = 40.0
 
 
-def probe_restart(owned_states: int, memory: float) -> int:
-    """The restart of ``auto``'s GMRES probe: :data:`PROBE_RESTART` Arnoldi vectors, fewer
-    (but at least 20) where their basis would take more than a tenth of ``memory`` bytes.
+def probe_restart(owned_states: int, memory: float, entries_per_state: float = None) -> int:
+    """The restart of ``auto``'s GMRES probe: :data:`PROBE_RESTART` Arnoldi vectors, fewer (but at
+    least :data:`PROBE_MIN_RESTART`) where their basis would take more than a tenth of ``memory``
+    bytes or more than :data:`BASIS_BYTES_PER_ENTRY` per stored entry of the generator
+    (``entries_per_state`` of them a state, the diagonal included).
 
     >>> probe_restart(10**6, 24e9), probe_restart(10**7, 24e9), probe_restart(10**9, 24e9)
     (100, 29, 20)
+    >>> probe_restart(10**6, 24e9, entries_per_state=9.8), probe_restart(10**6, 24e9, entries_per_state=4.5)
+    (48, 21)
     """
     fit = int(0.1 * memory / (8.0 * max(owned_states, 1))) - 1
-    return max(20, min(PROBE_RESTART, fit))
+    if entries_per_state is not None:
+        fit = min(fit, int(BASIS_BYTES_PER_ENTRY * entries_per_state / 8.0) - 1)
+    return max(PROBE_MIN_RESTART, min(PROBE_RESTART, fit))
 
 
 def structure_facts(op, support) -> dict:
@@ -73,14 +86,17 @@ def structure_facts(op, support) -> dict:
     """
     m = op.stop - op.start
     first = np.arange(op.start, op.stop, dtype=np.int64)
-    nnz = 0
     for transpose in (False, True):
-        A = op.local_rows(transpose).tocoo()
-        keep = support[A.row]
-        rows, cols = A.row[keep], A.col[keep].astype(np.int64)
-        if not transpose:
-            nnz = int(rows.size)
-        np.minimum.at(first, rows, cols)
+        # the smallest column of each row of Q (or Q^T), its stored zeros left out: the
+        # diagonal (column start + i) never lowers ``first``, which starts there
+        A = op.generator_rows(transpose)
+        lead = np.flatnonzero(np.diff(A.indptr))                 # non-empty rows
+        if A.has_sorted_indices and np.all(A.data != 0):
+            low = A.indices[A.indptr[lead]]
+        else:
+            low = np.minimum.reduceat(np.where(A.data != 0, A.indices, op.stop), A.indptr[lead])
+        first[lead] = np.minimum(first[lead], low)
+    nnz = int(op.offdiagonal_counts()[support].sum()) if m else 0
     w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
     facts = {"states": count(op, support), "transitions": int(g[1]),
@@ -88,10 +104,11 @@ def structure_facts(op, support) -> dict:
              "dimensions": None}
     if op.states is not None:
         dims = 0
+        rows = np.flatnonzero(support) + op.start
         for name in op.states.names:
-            col = np.asarray(op.states[name])[op.start:op.stop][support]
-            lo = op.allmin(float(col.min()) if col.size else np.inf)
-            hi = op.allmax(float(col.max()) if col.size else -np.inf)
+            span = op.states.value_range(name, rows)      # decoded for the class alone, not kept
+            lo = op.allmin(float(span[0]) if span else np.inf)
+            hi = op.allmax(float(span[1]) if span else -np.inf)
             dims += int(hi - lo + 1 > DIM_VALUES)
         facts["dimensions"] = dims
     return facts

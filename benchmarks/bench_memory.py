@@ -1,0 +1,224 @@
+"""Peak memory per transition of build and of build + default solve, on the gallery.
+
+    .venv/bin/python benchmarks/bench_memory.py                                   # the gallery's default sizes
+    .venv/bin/python benchmarks/bench_memory.py --base /tmp/base                  # and a base tree, same run
+    .venv/bin/python benchmarks/bench_memory.py --models kanban:6 --repeat 1      # one large instance
+    .venv/bin/python benchmarks/bench_memory.py --inventory kanban:4              # where the bytes go
+
+Each measurement runs in a fresh subprocess: ``Model.build`` (the gallery's
+published model, ``ctmc.models.gallery.parse_spec(spec).chain()``), then the
+default ``chain.stationary()``. The process's peak resident set
+(``ru_maxrss``) is read after the build and after the solve; the resident set
+after the imports (the interpreter, numpy, scipy: about 0.1 GiB) is
+subtracted (read after a warm-up solve of kanban t=1, which imports what a
+solve imports on first use), and the rest is divided by the chain's
+transitions (off-diagonal entries of ``Q``). For scale: the generator itself in CSR takes 12 bytes per
+stored entry (float64 value, int32 column index) plus the row pointers.
+
+With ``--base PATH`` every model is also run with ``PYTHONPATH=PATH`` (a copy
+of the library at another commit, its C extension built in place:
+``git archive BASE | tar -x -C PATH && python setup.py build_ext --inplace``),
+the two interleaved ``--repeat`` times, the smallest peak and time kept.
+
+``--inventory SPEC`` prints, in one process under :mod:`tracemalloc` (numpy
+reports its buffers to it), the bytes allocated and still held after each stage
+of the default solve and the peak within each stage, per transition: which
+stage holds what.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODELS = "kanban:3,polling:15,fms:5,cluster:64,tandem:511"
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def worker(spec: str) -> None:
+    """Build and solve one model; print a JSON line of peaks (bytes) and times."""
+    import resource
+
+    import numpy as np  # noqa: F401  (imported before the baseline is read)
+    import scipy.sparse  # noqa: F401
+    import ctmc  # noqa: F401
+    from ctmc.models.gallery import parse_spec
+
+    def peak():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    parse_spec("kanban:1").chain().stationary()     # the modules a solve imports on first use
+    base = _rss_bytes()
+    t = time.perf_counter()
+    chain = parse_spec(spec).chain()
+    build_s, build_peak = time.perf_counter() - t, peak()
+    t = time.perf_counter()
+    res = chain.stationary()
+    solve_s, solve_peak = time.perf_counter() - t, peak()
+    print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "nnz": chain.Q.nnz,
+                             "base": base, "build_peak": build_peak, "solve_peak": solve_peak,
+                             "build_s": build_s, "solve_s": solve_s, "status": res.status.value,
+                             "method": str(getattr(res, "method", "")),
+                             "bound": float(res.error_bound)}))
+
+
+def run_worker(spec: str, tree, timeout: float) -> dict:
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        p = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True, text=True,
+                           timeout=timeout, env=env, cwd="/tmp" if tree else None)
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout"}
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    return {"error": (p.stderr.strip().splitlines() or ["no output"])[-1][:60]}
+
+
+# --- the inventory ---------------------------------------------------------------------------------------
+#: the stages of the default solve, as (module, attribute) of the functions wrapped
+STAGES = [
+    ("ctmc.backends.scipy_backend", "operator"),
+    ("ctmc.kernels.classes", "closed_classes"),
+    ("ctmc.stationary", "structure_facts"),
+    ("ctmc.kernels.classes", "walk_pin"),
+    ("ctmc.stationary", "walk_pin"),
+    ("ctmc.backends.scipy_backend.ScipyOperator", "system"),
+    ("ctmc.backends.scipy_backend.ScipySystem", "_solve_krylov"),
+    ("ctmc.backends.scipy_backend", "ssor1"),
+    ("ctmc.krylov", "gmres"),
+    ("ctmc.stationary", "stationary_evidence"),
+    ("ctmc.stationary", "iterative_bound"),
+    ("ctmc.backends.scipy_backend.ScipySystem", "close"),
+]
+
+
+def inventory(spec: str) -> None:
+    import importlib
+    import tracemalloc
+
+    import numpy as np  # noqa: F401
+    from ctmc.models.gallery import parse_spec
+
+    rows = []
+    peaks = []                   # the running peak of each open stage (an inner stage resets the counter)
+
+    def wrap(label, fn):
+        def inner(*a, **k):
+            before, pk = tracemalloc.get_traced_memory()
+            if peaks:
+                peaks[-1] = max(peaks[-1], pk)
+            tracemalloc.reset_peak()
+            peaks.append(0)
+            try:
+                return fn(*a, **k)
+            finally:
+                now, pk = tracemalloc.get_traced_memory()
+                pk = max(pk, peaks.pop())
+                rows.append((len(peaks), label, before, now, pk))
+                if peaks:
+                    peaks[-1] = max(peaks[-1], pk)
+        return inner
+
+    tracemalloc.start()
+    t = time.perf_counter()
+    chain = parse_spec(spec).chain()
+    now, pk = tracemalloc.get_traced_memory()
+    rows.append((0, "Model.build", 0, now, pk))
+    for mod, attr in STAGES:
+        parts = mod.split(".")
+        try:
+            obj = importlib.import_module(mod)
+        except ImportError:
+            obj = importlib.import_module(".".join(parts[:-1]))
+            obj = getattr(obj, parts[-1])
+        fn = getattr(obj, attr, None)
+        if fn is not None:
+            setattr(obj, attr, wrap(f"{parts[-1]}.{attr}", fn))
+    tracemalloc.reset_peak()
+    res = chain.stationary()
+    now, pk = tracemalloc.get_traced_memory()
+    rows.append((0, "stationary() returned", rows[0][3], now, max([pk] + [r[4] for r in rows[1:]])))
+    nt = chain.n_transitions
+    print(f"{spec}: {chain.n_states} states, {nt} transitions, {chain.Q.nnz} stored entries; "
+          f"{time.perf_counter() - t:.1f} s under tracemalloc; {res.status.value}")
+    print(f"{'stage':<44} {'held before':>12} {'held after':>11} {'peak in stage':>14}   (bytes per transition)")
+    for d, label, before, now, pk in rows:
+        print(f"{'  ' * d + label:<44} {before / nt:>12.1f} {now / nt:>11.1f} {pk / nt:>14.1f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=DEFAULT_MODELS)
+    ap.add_argument("--base", default=None, help="a base tree run with PYTHONPATH (side by side)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--inventory", default=None)
+    a = ap.parse_args(argv)
+    if a.worker:
+        return worker(a.worker)
+    if a.inventory:
+        return inventory(a.inventory)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "ctmc"], capture_output=True,
+                           text=True).stdout.strip()
+    print(f"commit {head}{' (ctmc/ modified)' if dirty else ''}; base: {a.base or '-'}")
+    trees = [("base", a.base)] if a.base else []
+    trees.append(("now", None))
+    cols = ["model", "states", "transitions", "tree", "build s", "solve s", "build B/tr", "total B/tr",
+            "peak GiB", "status", "bound"]
+    out, printed = [], False
+    for spec in a.models.split(","):
+        best = {}
+        for _ in range(a.repeat):
+            for name, tree in trees:
+                r = run_worker(spec, tree, a.timeout)
+                b = best.get(name)
+                if "error" in r:
+                    best.setdefault(name, r)
+                    continue
+                if b is None or "error" in b:
+                    best[name] = r
+                else:
+                    for k in ("build_peak", "solve_peak", "build_s", "solve_s"):
+                        b[k] = min(b[k], r[k])
+        for name, _ in trees:
+            r = best[name]
+            if "error" in r:
+                out.append([spec, "", "", name, "", "", "", "", "", r["error"], ""])
+                continue
+            nt = r["transitions"]
+            out.append([spec, r["states"], nt, name, f"{r['build_s']:.2f}", f"{r['solve_s']:.2f}",
+                        f"{(r['build_peak'] - r['base']) / nt:.1f}", f"{(r['solve_peak'] - r['base']) / nt:.1f}",
+                        f"{r['solve_peak'] / 2 ** 30:.2f}", f"{r['status']} ({r['method']})", f"{r['bound']:.1e}"])
+        print_table(cols, out, header=not printed)
+        printed, out = True, []
+
+
+WIDTHS = (12, 9, 11, 4, 7, 8, 10, 10, 8, 28, 7)
+
+
+def print_table(cols, rows, header=True):
+    w = [max(WIDTHS[i], len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(cols)]
+    if header:
+        print("  ".join(str(c).ljust(w[i]) for i, c in enumerate(cols)))
+    for r in rows:
+        print("  ".join(str(v).rjust(w[i]) if i else str(v).ljust(w[i]) for i, v in enumerate(r)))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

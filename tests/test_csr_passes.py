@@ -1,0 +1,211 @@
+"""The copy-free passes over a stored generator (ctmc.backends.csr) against scipy's own operations.
+
+Each pass is compared with the scipy expression it replaces, entry for entry
+and bit for bit (the matrices' arrays, the products' values), on random
+generators with the awkward cases: stored zeros, rows without a diagonal
+entry, empty rows, 64-bit indices, and blocks of a few entries (so that every
+pass crosses many block boundaries).
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+import ctmc
+from ctmc.backends import csr
+from ctmc.backends import operator_for
+from ctmc.backends.base import LinearSpec
+from ctmc.kernels.plan import structure_facts
+
+
+@pytest.fixture(params=[csr.BLOCK, 7], ids=["one block", "blocks of 7"])
+def block(request, monkeypatch):
+    monkeypatch.setattr(csr, "BLOCK", request.param)
+    return request.param
+
+
+def _generator(n=40, seed=0, zeros=True, missing_diag=True, wide=False):
+    rng = np.random.default_rng(seed)
+    R = sp.random(n, n, density=0.15, random_state=rng, format="csr")
+    R.setdiag(0)
+    R.eliminate_zeros()
+    R.data *= 3
+    Q = (R - sp.diags(np.asarray(R.sum(axis=1)).ravel())).tocsr()
+    Q.sort_indices()
+    if zeros:                                     # stored zeros off and on the diagonal
+        Q.data[rng.random(Q.nnz) < 0.1] = 0.0
+    if missing_diag:                              # rows that store no diagonal entry
+        coo = Q.tocoo()
+        drop = (coo.row == coo.col) & (coo.row % 5 == 0)
+        Q = sp.csr_matrix((coo.data[~drop], (coo.row[~drop], coo.col[~drop])), shape=Q.shape)
+        Q.sort_indices()
+    if wide:
+        Q.indices, Q.indptr = Q.indices.astype(np.int64), Q.indptr.astype(np.int64)
+    return Q
+
+
+def _rates(A, rows=None, first=0):
+    B = (A if rows is None else A[rows]).tocoo()
+    keep = (B.col != (np.arange(A.shape[0])[rows] if rows is not None else np.arange(A.shape[0]))[B.row] + first) \
+        & (B.data != 0)
+    out = sp.csr_matrix((B.data[keep], (B.row[keep], B.col[keep])), shape=B.shape)
+    out.sort_indices()
+    return out
+
+
+def _same(A, B):
+    A, B = A.tocsr(), B.tocsr()
+    return (A.shape == B.shape and np.array_equal(A.indptr, B.indptr) and np.array_equal(A.indices, B.indices)
+            and np.array_equal(A.data, B.data))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("wide", [False, True])
+def test_rates_are_q_without_its_diagonal_and_zeros(block, seed, wide):
+    Q = _generator(seed=seed, wide=wide)
+    ref = Q.copy()
+    ref.setdiag(0)
+    ref.eliminate_zeros()
+    R = csr.offdiagonal_rows(Q)
+    assert _same(R, ref) and R.indices.dtype == np.int32        # 32-bit indices where they fit
+    assert np.array_equal(csr.offdiagonal_counts(Q), np.diff(ref.indptr))
+    rows = np.array([3, 0, 17, 17, 39])
+    assert _same(csr.offdiagonal_rows(Q, rows), _rates(Q, rows))
+    x = np.random.default_rng(seed).standard_normal(40)
+    X = np.random.default_rng(seed + 1).standard_normal((40, 3))
+    x[5] = np.inf                                 # a non-finite entry: the same NaNs and infinities
+    assert np.array_equal(csr.offdiagonal_product(Q, x), ref @ x, equal_nan=True)
+    assert np.array_equal(csr.offdiagonal_product(Q, X), ref @ X)
+    QT = Q.T.tocsr()
+    assert _same(csr.offdiagonal_rows(QT), ref.T.tocsr())
+
+
+def test_rates_of_a_block_of_rows_use_its_global_diagonal(block):
+    Q = _generator(seed=3, missing_diag=False)
+    rows = Q[10:25]
+    ref = Q.copy()
+    ref.setdiag(0)
+    ref.eliminate_zeros()
+    assert _same(csr.offdiagonal_rows(rows, first=10), ref[10:25])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("shift", [0.0, 0.5])
+@pytest.mark.parametrize("missing_diag", [False, True])
+def test_principal_block_is_scipys_shifted_submatrix(block, seed, shift, missing_diag):
+    Q = _generator(seed=seed, missing_diag=missing_diag)
+    rng = np.random.default_rng(seed)
+    X = rng.random(40) < 0.8
+    q = -Q.diagonal()
+    d = shift + q[X]
+    R = Q.copy()
+    R.setdiag(0)
+    R.eliminate_zeros()
+    idx = np.flatnonzero(X)
+    M = (sp.diags(d) - R[idx][:, idx]).tocsc()     # the matrix of the former ScipySystem
+    ref_t = M.T.tocsr()
+    ref = M.tocsr()
+    assert _same(csr.principal_block(Q.T.tocsr(), X, d), ref_t)
+    assert _same(csr.principal_block(Q, X, d), ref)
+    assert csr.inf_norm(ref_t) == float(abs(ref_t).sum(axis=1).max())
+
+
+@pytest.mark.parametrize("pieces", [1, 20])
+def test_reach_matches_breadth_first_search(block, pieces):
+    # one random generator, or 20 separate ones (3 states each): seeds in many pieces
+    Q = _generator(n=60, seed=5, zeros=False) if pieces == 1 else \
+        sp.block_diag([_generator(n=3, seed=s, zeros=False, missing_diag=False) for s in range(20)], format="csr")
+    rng = np.random.default_rng(1)
+    for k in (1, 3, 6, 12):
+        seeds = np.zeros(60, dtype=bool)
+        seeds[rng.choice(60, k, replace=False)] = True
+        ref = np.zeros(60, dtype=bool)
+        for z in np.flatnonzero(seeds):
+            ref[breadth_first_order(Q, z, directed=True, return_predecessors=False)] = True
+        assert np.array_equal(csr.graph_reach(Q, seeds), ref)
+        within = rng.random(60) < 0.6
+        # the reference: the search on the graph without the entries into states outside `within`
+        ok = within | seeds
+        coo = Q.tocoo()
+        keep = ok[coo.col]
+        H = sp.csr_matrix((np.ones(keep.sum()), (coo.row[keep], coo.col[keep])), shape=Q.shape)
+        ref = np.zeros(60, dtype=bool)
+        for z in np.flatnonzero(seeds):
+            ref[breadth_first_order(H, z, directed=True, return_predecessors=False)] = True
+        assert np.array_equal(csr.graph_reach(Q, seeds, within), ref)
+
+
+def test_reach_skips_stored_zero_rates():
+    Q = sp.csr_matrix((np.array([-1.0, 1.0, 0.0, 1.0, -1.0, 2.0, -2.0]), np.array([0, 1, 2, 0, 1, 1, 2]),
+                       np.array([0, 3, 5, 7])), shape=(3, 3))     # a stored zero: no transition from 0 to 2
+    assert Q.nnz == 7
+    chain = ctmc.CTMC(Q)
+    op = operator_for(chain, "scipy")
+    assert op.reach(np.array([True, False, False]), forward=True).tolist() == [True, True, False]
+    assert op.reach(np.array([False, False, True])).tolist() == [False, False, True]
+
+
+def test_operator_holds_q_and_makes_its_transpose_once():
+    m = ctmc.Model("mm1k"); n = m.var("n", 0, 30)
+    m.event("a", guard=n < 30, rate=1.0, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=2.0, update={n: n - 1})
+    chain = m.build(initial={"n": 0})
+    op = operator_for(chain, "scipy")
+    assert op.generator_rows() is chain.Q
+    assert op.generator_rows(True) is op.generator_rows(True)
+    R = chain.Q.copy(); R.setdiag(0); R.eliminate_zeros()
+    x = np.linspace(0, 1, 31)
+    assert np.array_equal(op.rates(x), R @ x) and np.array_equal(op.rates(x, True), R.T.tocsr() @ x)
+    assert _same(op.local_rows(True), R.T.tocsr())
+    # a Krylov system releases the transpose while it holds its own matrix; it is made again after
+    sysm = op.system(np.arange(31) > 0, 0.0, LinearSpec("gmres"))
+    y, rep = sysm.solve(np.where(np.arange(31) > 0, 1.0, 0.0), transpose=True)
+    assert op._QT is None and rep.status.value == "success"
+    assert np.array_equal(op.apply(x, transpose=True), chain.Q.T.tocsr() @ x)
+
+
+def test_structure_facts_count_rates_and_envelope_without_decoding_for_good():
+    m = ctmc.Model("grid"); a = m.var("a", 0, 6); b = m.var("b", 0, 5); c = m.var("c", 0, 0)
+    m.event("up", guard=a < 6, rate=1.0, update={a: a + 1})
+    m.event("down", guard=a > 0, rate=2.0, update={a: a - 1})
+    m.event("right", guard=b < 5, rate=0.5, update={b: b + 1})
+    m.event("left", guard=b > 0, rate=1.5, update={b: b - 1})
+    chain = m.build(initial={"a": 0, "b": 0, "c": 0})
+    op = operator_for(chain, "scipy")
+    support = np.ones(chain.n_states, dtype=bool)
+    f = structure_facts(op, support)
+    R = chain.Q.copy(); R.setdiag(0); R.eliminate_zeros()
+    S = (R + R.T).tocoo()
+    first = np.arange(chain.n_states)
+    np.minimum.at(first, S.row, S.col)
+    w = np.arange(chain.n_states) - first
+    assert f["transitions"] == R.nnz == chain.n_transitions
+    assert f["envelope_per_nnz"] == pytest.approx(w.sum() / R.nnz) and f["profile_flops"] == pytest.approx(w @ w)
+    assert f["dimensions"] == 2
+    assert chain.states.value_range("a") == (0, 6) and chain.states.value_range("c") == (0, 0)
+
+
+def test_the_protocol_defaults_agree_with_the_scipy_operator():
+    """A backend without its own generator_rows / offdiagonal_counts (PETSc) gets them from local_rows."""
+    from ctmc.backends.base import Operator
+    from ctmc.backends.scipy_backend import ScipyOperator
+
+    class Plain(ScipyOperator):          # R as a matrix of its own, the protocol's defaults from it
+        generator_rows = Operator.generator_rows
+        offdiagonal_counts = Operator.offdiagonal_counts
+
+        def local_rows(self, transpose=False):
+            R = self.Q.copy()
+            R.setdiag(0)
+            R.eliminate_zeros()
+            return R.T.tocsr() if transpose else R
+
+    Q = _generator(n=30, seed=2, zeros=False, missing_diag=False)
+    chain = ctmc.CTMC(Q, check=False)
+    op, plain = operator_for(chain, "scipy"), Plain(chain.Q, states=chain.states)
+    for t in (False, True):
+        assert _same(plain.generator_rows(t), op.generator_rows(t))
+        assert np.array_equal(plain.offdiagonal_counts(t), op.offdiagonal_counts(t))
+    support = np.ones(30, dtype=bool)
+    assert structure_facts(plain, support) == structure_facts(op, support)
+    assert plain.product_roundoff() == op.product_roundoff()
