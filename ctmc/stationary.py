@@ -694,7 +694,8 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]
-            bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info)
+            bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
+                                          error_tol=opts.error_tol)
             info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)
         info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb
