@@ -22,9 +22,16 @@ Two choices make it suit stationary and passage systems of Markov chains:
   \lVert b\rVert_\infty)` (Rigal & Gaches, 1967), which a backward stable
   solver attains; the test is made on the true residual, recomputed.
 * **The basis is orthogonalised by blocks.** Classical Gram-Schmidt done
-  twice ("twice is enough", Giraud, Langou & Rozložník, 2005) costs two
-  matrix-vector products with the stored basis per step: memory-bound
-  BLAS-2 instead of :math:`2k` vector operations per step.
+  twice ("twice is enough", Giraud, Langou & Rozložník, 2005): with
+  :math:`h_1 = V_j^T w`, :math:`w' = w - V_j h_1`,
+  :math:`h_2 = V_j^T w'`, the new vector is :math:`w' - V_j h_2` and its
+  Hessenberg column :math:`h_1 + h_2`. Memory-bound work on the stored basis
+  (it is read, not computed): numpy makes it four BLAS-2 passes over
+  :math:`V_j`; the compiled kernel (:mod:`ctmc._relax`) three, the update by
+  :math:`h_1` and the projection :math:`h_2` made block of rows by block of
+  rows while the block is in cache, and the norm of the result in the last
+  pass. Its sums are made per fixed block of rows and added in block order,
+  so its threads never change a result.
 
 The algorithm sees the matrix and the preconditioner only through two
 functions (``matvec``, ``psolve``), like :func:`ctmc.transient.uniformize_operator`.
@@ -36,7 +43,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-__all__ = ["gmres", "GMRESReport", "backward_error"]
+from ._relax import extension, spmv
+
+__all__ = ["gmres", "GMRESReport", "backward_error", "orthogonalise"]
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,9 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
 
     Parameters
     ----------
-    matvec : callable
-        ``v -> A v`` on 1-D float arrays.
+    matvec : callable or scipy.sparse CSR matrix
+        ``v -> A v`` on 1-D float arrays; a CSR matrix ``A`` means its
+        product :func:`ctmc._relax.spmv` (compiled and threaded where built).
     b : ndarray, shape (n,)
         Right-hand side.
     psolve : callable, optional
@@ -124,14 +134,69 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
         return _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog)
 
 
+def orthogonalise(V: np.ndarray, j: int, w: np.ndarray, ext=None) -> tuple:
+    r"""One Arnoldi step's classical Gram-Schmidt twice: ``w`` against the rows ``V[:j+1]``, in place.
+
+    Parameters
+    ----------
+    V : ndarray, shape (rows, n), C-contiguous float64
+        The basis, one vector a row (orthonormal rows ``V[:j+1]``).
+    j : int
+    w : ndarray, shape (n,), contiguous float64
+        Overwritten by :math:`(I - V_j V_j^T)^2 w` (computed as two projections).
+    ext : module, optional
+        The compiled kernels (:func:`ctmc._relax.extension`); None for numpy.
+
+    Returns
+    -------
+    h : ndarray, shape (j + 1,)
+        The coefficients :math:`h_1 + h_2`.
+    norm : float
+        :math:`\lVert w\rVert_2` after.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V = np.zeros((3, 4)); V[0, 0] = V[1, 1] = 1.0
+    >>> w = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> h, norm = orthogonalise(V, 1, w)
+    >>> h, norm, w
+    (array([1., 2.]), 5.0, array([0., 0., 3., 4.]))
+    """
+    if ext is None:
+        Vj = V[:j + 1]
+        h = Vj @ w
+        w -= h @ Vj
+        h2 = Vj @ w           # the second pass ("twice is enough")
+        w -= h2 @ Vj
+        return h + h2, float(np.linalg.norm(w))
+    h = np.empty(j + 1)
+    norm2 = ext.cgs2(V, j, w, h)
+    if not 1e-280 < norm2 < 1e280:        # under- or overflow of the sum of squares: a scaled norm
+        return h, float(np.linalg.norm(w))
+    return h, float(np.sqrt(norm2))
+
+
+def _combination(V, k, y, ext):
+    """``y @ V[:k]``, compiled when ``ext`` is given."""
+    if ext is None:
+        return y @ V[:k]
+    out = np.empty(V.shape[1])
+    ext.combine(V, k, np.ascontiguousarray(y, dtype=float), out)
+    return out
+
+
 def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog):
     """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``."""
     b = np.asarray(b, dtype=float)
+    if not callable(matvec):
+        matvec = spmv(matvec)
     n, m = b.size, max(1, int(restart))
     psolve = psolve or (lambda v: v)
     x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
     nb = float(np.abs(b).max(initial=0.0))
     V = np.empty((m + 1, n))
+    ext = extension()
     its = 0
     while True:
         r = b - matvec(x)
@@ -151,14 +216,10 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         den = norm_a * float(np.abs(x).max(initial=0.0)) + nb
         k = 0
         for j in range(min(m, maxiter - its)):
-            w = matvec(psolve(V[j]))
-            Vj = V[:j + 1]
-            h = Vj @ w
-            w -= h @ Vj
-            h2 = Vj @ w           # the second pass ("twice is enough")
-            w -= h2 @ Vj
-            h += h2
-            hn = float(np.linalg.norm(w))
+            w = np.ascontiguousarray(matvec(psolve(V[j])), dtype=float)
+            if np.may_share_memory(w, V):     # orthogonalised in place: never the basis itself
+                w = w.copy()
+            h, hn = orthogonalise(V, j, w, ext)
             col = np.append(h, hn)
             size = float(np.linalg.norm(col))       # ||A P v_j||
             for i in range(j):    # the rotations so far
@@ -168,7 +229,7 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
                 # a singular step (A P v_j in the span of the earlier ones, to round-off): keep the
                 # progress of the steps before it, and say the iteration broke down
                 if k:
-                    x = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
+                    x = x + psolve(_combination(V, k, np.linalg.solve(np.triu(R[:k, :k]), g[:k]), ext))
                 return x, GMRESReport(False, its, backward_error(b - matvec(x), x, b, norm_a), True)
             cs[j], sn[j] = col[j] / d, col[j + 1] / d
             col[j] = d
@@ -183,11 +244,11 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
             if hn == 0.0 or abs(g[j + 1]) <= rtol * den:
                 break
             if k % check_every == 0:
-                xc = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
+                xc = x + psolve(_combination(V, k, np.linalg.solve(np.triu(R[:k, :k]), g[:k]), ext))
                 den = norm_a * float(np.abs(xc).max(initial=0.0)) + nb
                 if abs(g[j + 1]) <= rtol * den:
                     break
             V[j + 1] = w / hn
         if k:
             y = np.linalg.solve(np.triu(R[:k, :k]), g[:k])
-            x = x + psolve(y @ V[:k])
+            x = x + psolve(_combination(V, k, y, ext))

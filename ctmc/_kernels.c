@@ -1,0 +1,513 @@
+/* The compiled vector kernels of the Krylov solvers (optional; numpy/pyamg fallbacks, same algorithms).
+ *
+ * cgs2     Arnoldi orthogonalisation of w against V[:j+1] by classical Gram-Schmidt twice, the
+ *          passes fused by cache-sized blocks of rows: 3 reads of the basis instead of 4, the
+ *          norm of the result computed in the last read.
+ * combine  out = y @ V[:k] (the GMRES update).
+ * spmv     out = A x for a CSR matrix (rows split among the threads).
+ * ssor_setup, ssor
+ *          SSOR(1) of a CSR matrix with sorted rows: the forward solve with D - L reads each
+ *          row's entries before its diagonal, the backward solve with D - U those after it; no
+ *          copy of the triangles (the position of each row's diagonal is kept instead).
+ *
+ * Determinism: every reduction over rows is done per block of BLOCK rows (a partition that does
+ * not depend on the number of threads) and the block sums are added in block order, so the
+ * results do not depend on the thread count. The arithmetic is written out without fused
+ * multiply-adds (built with -ffp-contract=off), like the fallbacks it is tested against.
+ *
+ * Buffers come through the buffer protocol (no numpy headers); the GIL is released while computing.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifndef BLOCK
+#define BLOCK 4096                      /* rows of a block: the unit of every partition and reduction */
+#endif
+#ifndef SUB
+#define SUB 1024                        /* rows of a sub-block of the cache-resident pass */
+#endif
+#define MIN_PARALLEL (16 * BLOCK)       /* fewer rows than this: one thread */
+
+static int nthreads = 1;
+
+static int threads_for(Py_ssize_t n) { return n >= MIN_PARALLEL ? nthreads : 1; }
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+/* kind: 'd' float64, 'i' an integer of 4 or 8 bytes */
+static int get(PyObject *obj, Py_buffer *view, char kind, int writable, const char *name)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    const char *f = view->format ? view->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    int ok;
+    if (kind == 'd') ok = (*f == 'd' && view->itemsize == 8);
+    else ok = (strchr("ilqn", *f) != NULL && (view->itemsize == 4 || view->itemsize == 8));
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a contiguous %s array", name,
+                     kind == 'd' ? "float64" : "int32/int64");
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+#define NELEM(v) ((v).len / (v).itemsize)
+
+/* ---- vector pieces (fixed summation order) ---------------------------------------------------- */
+
+/* The hot loops are also compiled for AVX2 where the compiler can (chosen at load time). The explicit
+ * accumulators fix the order of every sum, so both versions give the same numbers to the last bit. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(CTMC_NO_CLONES)
+#define HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT
+#endif
+
+static inline double dot(const double *restrict a, const double *restrict b, Py_ssize_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    Py_ssize_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        s0 += a[r] * b[r];
+        s1 += a[r + 1] * b[r + 1];
+        s2 += a[r + 2] * b[r + 2];
+        s3 += a[r + 3] * b[r + 3];
+    }
+    for (; r < n; r++) s0 += a[r] * b[r];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* out[i] = dot(V_i, w) for the m rows V_i = V + i ld (four at a time: w is loaded once for four) */
+static inline void dots(const double *restrict V, Py_ssize_t ld, Py_ssize_t m, const double *restrict w,
+                        Py_ssize_t n, double *restrict out, int reverse)
+{
+    Py_ssize_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        Py_ssize_t i0 = reverse ? m - i - 4 : i;
+        const double *a = V + i0 * ld, *b = a + ld, *c = b + ld, *d = c + ld;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        double c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+        Py_ssize_t r = 0;
+        for (; r + 4 <= n; r += 4) {
+            double w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+            a0 += a[r] * w0; a1 += a[r + 1] * w1; a2 += a[r + 2] * w2; a3 += a[r + 3] * w3;
+            b0 += b[r] * w0; b1 += b[r + 1] * w1; b2 += b[r + 2] * w2; b3 += b[r + 3] * w3;
+            c0 += c[r] * w0; c1 += c[r + 1] * w1; c2 += c[r + 2] * w2; c3 += c[r + 3] * w3;
+            d0 += d[r] * w0; d1 += d[r + 1] * w1; d2 += d[r + 2] * w2; d3 += d[r + 3] * w3;
+        }
+        for (; r < n; r++) { a0 += a[r] * w[r]; b0 += b[r] * w[r]; c0 += c[r] * w[r]; d0 += d[r] * w[r]; }
+        out[i0] = (a0 + a1) + (a2 + a3);
+        out[i0 + 1] = (b0 + b1) + (b2 + b3);
+        out[i0 + 2] = (c0 + c1) + (c2 + c3);
+        out[i0 + 3] = (d0 + d1) + (d2 + d3);
+    }
+    for (; i < m; i++) {
+        Py_ssize_t i0 = reverse ? m - i - 1 : i;
+        out[i0] = dot(V + i0 * ld, w, n);
+    }
+}
+
+/* w -= sum_i c[i] V_i, as m successive updates w = w - c[i] V_i (four rows per pass over w) */
+static inline void updates(double *restrict w, const double *restrict V, Py_ssize_t ld, Py_ssize_t m,
+                           const double *restrict c, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        const double *a = V + i * ld, *b = a + ld, *e = b + ld, *d = e + ld;
+        double ca = c[i], cb = c[i + 1], ce = c[i + 2], cd = c[i + 3];
+        for (Py_ssize_t r = 0; r < n; r++) w[r] = (((w[r] - ca * a[r]) - cb * b[r]) - ce * e[r]) - cd * d[r];
+    }
+    for (; i < m; i++) {
+        const double *a = V + i * ld;
+        double ca = c[i];
+        for (Py_ssize_t r = 0; r < n; r++) w[r] = w[r] - ca * a[r];
+    }
+}
+
+/* out[i] = sum over blocks b (in order) of part[b * m + i] */
+static void reduce_blocks(const double *part, Py_ssize_t nb, Py_ssize_t m, double *out)
+{
+    for (Py_ssize_t i = 0; i < m; i++) out[i] = 0.0;
+    for (Py_ssize_t b = 0; b < nb; b++)
+        for (Py_ssize_t i = 0; i < m; i++) out[i] += part[b * m + i];
+}
+
+/* ---- Gram-Schmidt ----------------------------------------------------------------------------- */
+
+#define BLOCK_ROWS(b, n, r0, len) Py_ssize_t r0 = (b) * BLOCK, len = (r0 + BLOCK <= (n)) ? BLOCK : (n) - r0
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* the blocks [b0, b1) of this thread in a static partition of nb blocks */
+static void thread_blocks(Py_ssize_t nb, Py_ssize_t *b0, Py_ssize_t *b1)
+{
+#ifdef _OPENMP
+    Py_ssize_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    Py_ssize_t t = 0, nt = 1;
+#endif
+    *b0 = nb * t / nt;
+    *b1 = nb * (t + 1) / nt;
+}
+
+/* pass 1 on one block: part = V_c^T w_c */
+HOT static void block_project(const double *V, Py_ssize_t ld, Py_ssize_t m, const double *w, Py_ssize_t len,
+                              double *part)
+{
+    dots(V, ld, m, w, len, part, 0);
+}
+
+/* pass 2 on one block, by sub-blocks of SUB rows while they are in cache: w_s -= V_s h, then
+ * part += V_s^T w_s (the rows read last first) */
+HOT static void block_update_project(const double *V, Py_ssize_t ld, Py_ssize_t m, double *w, Py_ssize_t len,
+                                     const double *h, double *part, double *tmp)
+{
+    for (Py_ssize_t s0 = 0; s0 < len; s0 += SUB) {
+        Py_ssize_t sl = len - s0 < SUB ? len - s0 : SUB;
+        updates(w + s0, V + s0, ld, m, h, sl);
+        dots(V + s0, ld, m, w + s0, sl, s0 ? tmp : part, 1);
+        if (s0)
+            for (Py_ssize_t i = 0; i < m; i++) part[i] += tmp[i];
+    }
+}
+
+/* pass 3 on one block: w_c -= V_c h; returns ||w_c||^2 */
+HOT static double block_update_norm(const double *V, Py_ssize_t ld, Py_ssize_t m, double *w, Py_ssize_t len,
+                                    const double *h)
+{
+    updates(w, V, ld, m, h, len);
+    return dot(w, w, len);
+}
+
+/* out_c = sum_i y[i] V_i,c as out_c = 0 - (-y[i]) V_i,c, ... (negation is exact) */
+HOT static void block_combine(const double *V, Py_ssize_t ld, Py_ssize_t k, const double *negy, double *out,
+                              Py_ssize_t len)
+{
+    for (Py_ssize_t r = 0; r < len; r++) out[r] = 0.0;
+    updates(out, V, ld, k, negy, len);
+}
+
+/* w -= V[:m] h1 with h1 = V[:m]^T w; w -= V[:m] h2 with h2 = V[:m]^T w; h = h1 + h2; return ||w||^2 */
+/* part: nb * m + nt * m doubles of scratch; h2: m; nt threads */
+static double cgs2_core(const double *V, Py_ssize_t ld, Py_ssize_t m, double *w, Py_ssize_t n, double *h,
+                        double *part, double *h2, int nt)
+{
+    Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
+    double hn2 = 0.0;
+    /* pass 1: four rows of V at a time along all the blocks of a thread (long streams for the prefetcher),
+     * the sums still made per block */
+    #pragma omp parallel num_threads(nt)
+    {
+        Py_ssize_t b0, b1;
+        thread_blocks(nb, &b0, &b1);
+        for (Py_ssize_t i = 0; i < m; i += 4) {
+            Py_ssize_t g = m - i < 4 ? m - i : 4;
+            for (Py_ssize_t b = b0; b < b1; b++) {
+                BLOCK_ROWS(b, n, r0, len);
+                block_project(V + i * ld + r0, ld, g, w + r0, len, part + b * m + i);
+            }
+        }
+    }
+    reduce_blocks(part, nb, m, h);
+    #pragma omp parallel num_threads(nt)
+    {
+        Py_ssize_t b0, b1;
+        double *tmp = part + nb * m + (Py_ssize_t)thread_id() * m;
+        thread_blocks(nb, &b0, &b1);
+        for (Py_ssize_t b = b0; b < b1; b++) {
+            BLOCK_ROWS(b, n, r0, len);
+            block_update_project(V + r0, ld, m, w + r0, len, h, part + b * m, tmp);
+        }
+    }
+    reduce_blocks(part, nb, m, h2);
+    #pragma omp parallel for schedule(static) num_threads(nt)
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        BLOCK_ROWS(b, n, r0, len);
+        part[b] = block_update_norm(V + r0, ld, m, w + r0, len, h2);
+    }
+    for (Py_ssize_t b = 0; b < nb; b++) hn2 += part[b];
+    for (Py_ssize_t i = 0; i < m; i++) h[i] += h2[i];
+    return hn2;
+}
+
+static PyObject *py_cgs2(PyObject *self, PyObject *args)
+{
+    PyObject *oV, *ow, *oh;
+    Py_ssize_t j;
+    Py_buffer V, w, h;
+    if (!PyArg_ParseTuple(args, "OnOO", &oV, &j, &ow, &oh)) return NULL;
+    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
+    if (get(ow, &w, 'd', 1, "w") < 0) { PyBuffer_Release(&V); return NULL; }
+    if (get(oh, &h, 'd', 1, "h") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&w); return NULL; }
+    Py_ssize_t n = NELEM(w), m = j + 1;
+    PyObject *res = NULL;
+    if (V.ndim != 2 || V.shape[1] != n || j < 0 || m > V.shape[0] || NELEM(h) < m) {
+        PyErr_SetString(PyExc_ValueError, "cgs2: V must be (rows > j, n), w (n,), h (>= j + 1,)");
+        goto done;
+    }
+    Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
+    int nt = threads_for(n);
+    double *part = malloc(sizeof(double) * (size_t)(nb * m + (Py_ssize_t)nt * m + m + 1));
+    if (!part) { PyErr_NoMemory(); goto done; }
+    double hn2;
+    Py_BEGIN_ALLOW_THREADS
+    hn2 = cgs2_core((const double *)V.buf, n, m, (double *)w.buf, n, (double *)h.buf, part,
+                    part + nb * m + (Py_ssize_t)nt * m, nt);
+    Py_END_ALLOW_THREADS
+    free(part);
+    res = PyFloat_FromDouble(hn2);
+done:
+    PyBuffer_Release(&V); PyBuffer_Release(&w); PyBuffer_Release(&h);
+    return res;
+}
+
+/* ---- out = y @ V[:k] -------------------------------------------------------------------------- */
+
+static PyObject *py_combine(PyObject *self, PyObject *args)
+{
+    PyObject *oV, *oy, *oo;
+    Py_ssize_t k;
+    Py_buffer V, y, out;
+    if (!PyArg_ParseTuple(args, "OnOO", &oV, &k, &oy, &oo)) return NULL;
+    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
+    if (get(oy, &y, 'd', 0, "y") < 0) { PyBuffer_Release(&V); return NULL; }
+    if (get(oo, &out, 'd', 1, "out") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&y); return NULL; }
+    Py_ssize_t n = NELEM(out);
+    PyObject *res = NULL;
+    if (V.ndim != 2 || V.shape[1] != n || k < 0 || k > V.shape[0] || NELEM(y) < k) {
+        PyErr_SetString(PyExc_ValueError, "combine: V must be (rows >= k, n), y (>= k,), out (n,)");
+        goto done;
+    }
+    {
+        const double *v = V.buf, *c = y.buf;
+        double *o = out.buf;
+        Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
+        int nt = threads_for(n);
+        double *negy = malloc(sizeof(double) * (size_t)(k + 1));
+        if (!negy) { PyErr_NoMemory(); goto done; }
+        for (Py_ssize_t i = 0; i < k; i++) negy[i] = -c[i];
+        (void)nt;
+        Py_BEGIN_ALLOW_THREADS
+        #pragma omp parallel for schedule(static) num_threads(nt)
+        for (Py_ssize_t b = 0; b < nb; b++) {
+            BLOCK_ROWS(b, n, r0, len);
+            block_combine(v + r0, n, k, negy, o + r0, len);
+        }
+        Py_END_ALLOW_THREADS
+        free(negy);
+    }
+    res = Py_None; Py_INCREF(res);
+done:
+    PyBuffer_Release(&V); PyBuffer_Release(&y); PyBuffer_Release(&out);
+    return res;
+}
+
+/* ---- CSR kernels, for 32- and 64-bit indices -------------------------------------------------- */
+
+#define CSR_KERNELS(IT, SUF)                                                                           \
+static void spmv_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                  \
+                       const double *restrict val, const double *restrict x, double *restrict y)      \
+{                                                                                                      \
+    int nt = threads_for(n);                                                                           \
+    (void)nt;                                                                                          \
+    _Pragma("omp parallel for schedule(static) num_threads(nt)")                                       \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                               \
+        double s = 0.0;                                                                                \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                              \
+        y[i] = s;                                                                                      \
+    }                                                                                                  \
+}                                                                                                      \
+static void setup_##SUF(Py_ssize_t n, const IT *ptr, const IT *col, const double *val, IT *dpos,       \
+                        double *d)                                                                     \
+{                                                                                                      \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                               \
+        IT lo = ptr[i], hi = ptr[i + 1];                  /* the first position with col >= i */      \
+        while (lo < hi) {                                                                              \
+            IT mid = lo + (hi - lo) / 2;                                                               \
+            if (col[mid] < (IT)i) lo = mid + 1; else hi = mid;                                         \
+        }                                                                                              \
+        dpos[i] = lo;                                                                                  \
+        d[i] = (lo < ptr[i + 1] && col[lo] == (IT)i) ? val[lo] : 0.0;                                  \
+    }                                                                                                  \
+}                                                                                                      \
+static void ssor_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                  \
+                       const double *restrict val, const IT *restrict dpos, const double *restrict d, \
+                       const double *restrict v, double *restrict x)                                  \
+{                                                                                                      \
+    for (Py_ssize_t i = 0; i < n; i++) {                  /* x = (D - L)^{-1} v */                    \
+        double s = 0.0;                                                                                \
+        for (IT k = ptr[i]; k < dpos[i]; k++) s += val[k] * x[col[k]];                                 \
+        x[i] = d[i] != 0.0 ? (v[i] - s) / d[i] : 0.0;                                                  \
+    }                                                                                                  \
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {             /* x = (D - U)^{-1} D x */                  \
+        IT k = dpos[i];                                                                                \
+        double s = 0.0;                                                                                \
+        if (k < ptr[i + 1] && col[k] == (IT)i) k++;                                                    \
+        for (; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                                           \
+        if (d[i] != 0.0) x[i] = (d[i] * x[i] - s) / d[i];                                              \
+    }                                                                                                  \
+}
+
+CSR_KERNELS(int32_t, i32)
+CSR_KERNELS(int64_t, i64)
+
+/* the index arrays of a CSR matrix: one integer type, rows n = len(indptr) - 1 */
+static int get_csr(PyObject *optr, PyObject *ocol, PyObject *oval, Py_buffer *ptr, Py_buffer *col,
+                   Py_buffer *val)
+{
+    if (get(optr, ptr, 'i', 0, "indptr") < 0) return -1;
+    if (get(ocol, col, 'i', 0, "indices") < 0) { PyBuffer_Release(ptr); return -1; }
+    if (get(oval, val, 'd', 0, "data") < 0) { PyBuffer_Release(ptr); PyBuffer_Release(col); return -1; }
+    if (ptr->itemsize != col->itemsize || NELEM(*ptr) < 1 || NELEM(*col) < NELEM(*val)) {
+        PyErr_SetString(PyExc_ValueError, "indptr and indices must have one integer type");
+        PyBuffer_Release(ptr); PyBuffer_Release(col); PyBuffer_Release(val);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_spmv(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    Py_buffer ptr, col, val, x, y;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
+    if (get(o[3], &x, 'd', 0, "x") < 0) goto fail3;
+    if (get(o[4], &y, 'd', 1, "out") < 0) { PyBuffer_Release(&x); goto fail3; }
+    Py_ssize_t n = NELEM(ptr) - 1;
+    PyObject *res = NULL;
+    if (NELEM(y) != n) {
+        PyErr_SetString(PyExc_ValueError, "spmv: out must have one entry a row");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (ptr.itemsize == 4) spmv_i32(n, ptr.buf, col.buf, val.buf, x.buf, y.buf);
+        else spmv_i64(n, ptr.buf, col.buf, val.buf, x.buf, y.buf);
+        Py_END_ALLOW_THREADS
+        res = Py_None; Py_INCREF(res);
+    }
+    PyBuffer_Release(&x); PyBuffer_Release(&y);
+    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    return res;
+fail3:
+    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    return NULL;
+}
+
+static PyObject *py_ssor_setup(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    Py_buffer ptr, col, val, dpos, d;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
+    if (get(o[3], &dpos, 'i', 1, "dpos") < 0) goto fail3;
+    if (get(o[4], &d, 'd', 1, "d") < 0) { PyBuffer_Release(&dpos); goto fail3; }
+    Py_ssize_t n = NELEM(ptr) - 1;
+    PyObject *res = NULL;
+    if (NELEM(dpos) != n || NELEM(d) != n || dpos.itemsize != ptr.itemsize) {
+        PyErr_SetString(PyExc_ValueError, "ssor_setup: dpos (of indptr's type) and d need one entry a row");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (ptr.itemsize == 4) setup_i32(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf);
+        else setup_i64(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf);
+        Py_END_ALLOW_THREADS
+        res = Py_None; Py_INCREF(res);
+    }
+    PyBuffer_Release(&dpos); PyBuffer_Release(&d);
+    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    return res;
+fail3:
+    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    return NULL;
+}
+
+static PyObject *py_ssor(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    Py_buffer ptr, col, val, dpos, d, v, x;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
+    int got = 0;
+    if (get(o[3], &dpos, 'i', 0, "dpos") == 0) got++;
+    if (got == 1 && get(o[4], &d, 'd', 0, "d") == 0) got++;
+    if (got == 2 && get(o[5], &v, 'd', 0, "v") == 0) got++;
+    if (got == 3 && get(o[6], &x, 'd', 1, "out") == 0) got++;
+    PyObject *res = NULL;
+    if (got == 4) {
+        Py_ssize_t n = NELEM(ptr) - 1;
+        if (NELEM(dpos) != n || NELEM(d) != n || NELEM(v) != n || NELEM(x) != n || dpos.itemsize != ptr.itemsize
+            || v.buf == x.buf) {
+            PyErr_SetString(PyExc_ValueError, "ssor: dpos, d, v and out (not v) need one entry a row");
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            if (ptr.itemsize == 4) ssor_i32(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf, v.buf, x.buf);
+            else ssor_i64(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf, v.buf, x.buf);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    if (got >= 4) PyBuffer_Release(&x);
+    if (got >= 3) PyBuffer_Release(&v);
+    if (got >= 2) PyBuffer_Release(&d);
+    if (got >= 1) PyBuffer_Release(&dpos);
+    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    return res;
+}
+
+/* ---- threads ---------------------------------------------------------------------------------- */
+
+static PyObject *py_set_threads(PyObject *self, PyObject *args)
+{
+    int t;
+    if (!PyArg_ParseTuple(args, "i", &t)) return NULL;
+    if (t < 1) { PyErr_SetString(PyExc_ValueError, "threads must be >= 1"); return NULL; }
+#ifdef _OPENMP
+    nthreads = t;
+#endif
+    return PyLong_FromLong(nthreads);
+}
+
+static PyObject *py_get_threads(PyObject *self, PyObject *noargs) { return PyLong_FromLong(nthreads); }
+
+static PyMethodDef methods[] = {
+    {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
+                                    "h[:j+1] its coefficients (classical Gram-Schmidt twice, 3 reads of V)"},
+    {"combine", py_combine, METH_VARARGS, "combine(V, k, y, out): out = y[:k] @ V[:k]"},
+    {"spmv", py_spmv, METH_VARARGS, "spmv(indptr, indices, data, x, out): out = A x (CSR, threaded)"},
+    {"ssor_setup", py_ssor_setup, METH_VARARGS,
+     "ssor_setup(indptr, indices, data, dpos, d): each sorted row's diagonal position and value"},
+    {"ssor", py_ssor, METH_VARARGS,
+     "ssor(indptr, indices, data, dpos, d, v, out): out = (D - U)^{-1} D (D - L)^{-1} v"},
+    {"set_threads", py_set_threads, METH_VARARGS, "set_threads(t) -> the thread count in use (1 without OpenMP)"},
+    {"get_threads", py_get_threads, METH_NOARGS, "get_threads() -> the thread count"},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_kernels", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+#ifdef _OPENMP
+    PyModule_AddIntConstant(m, "OPENMP", 1);
+#else
+    PyModule_AddIntConstant(m, "OPENMP", 0);
+#endif
+    PyModule_AddIntConstant(m, "BLOCK", BLOCK);
+    return m;
+}
