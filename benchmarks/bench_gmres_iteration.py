@@ -7,18 +7,20 @@
 For each gallery model (``benchmarks/bench_gallery.py::model_spec``), on the
 pinned stationary system of the scipy backend (``M^T`` with ``M = -Q_XX``,
 ``X`` all states but the slowest-exit one, as ``stationary("gmres")`` builds it)
-and in the same process, in three configurations of :mod:`ctmc._relax`:
-``fallback`` (numpy's CGS2 and pyamg's sweeps on copied triangles, scipy's
-product: ``use_compiled(False)``), and the compiled kernels ``ctmc._kernels``
-on 1 and on 2 threads. Every timing is the fastest of ``--repeat`` rounds,
+and in the same process, in six configurations: the kernels of :mod:`ctmc._relax` as ``fallback``
+(numpy's Gram-Schmidt, pyamg's sweeps on copied triangles, scipy's product:
+``use_compiled(False)``) or ``compiled`` (``ctmc._kernels``) on 1 or 2
+threads, each with the orthogonalisation ``cgs2`` or ``dcgs2``
+(:data:`ctmc.krylov.ARNOLDI`). Every timing is the fastest of ``--repeat`` rounds,
 the configurations interleaved in each round:
 
 * ``matvec``: scipy's ``A @ v``, the unit of the table (the same in every row);
 * ``spmv``: the product GMRES uses (:func:`ctmc._relax.spmv`);
 * ``pc``: one application of the preconditioner
   (:func:`ctmc.backends.scipy_backend.ssor1`, SSOR(1));
-* ``orth``: one Arnoldi orthogonalisation (:func:`ctmc.krylov.orthogonalise`)
-  at ``j = 22`` (the middle of a 45-step cycle) of a random vector;
+* ``orth``: one Arnoldi orthogonalisation at ``j = 22`` (the middle of a
+  45-step cycle) of a random vector (:func:`ctmc.krylov.orthogonalise`, or the
+  two passes :func:`ctmc.krylov.dcgs2_project` and :func:`ctmc.krylov.dcgs2_update`);
 * ``gmres``: :func:`ctmc.krylov.gmres` (restart 50, rtol 1e-12) with the
   product and preconditioner of that configuration, time per iteration
   (``ms/it``) and that in matvec units (``it/mv``);
@@ -42,7 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CONFIGS = (("fallback", False, 1), ("compiled", True, 1), ("compiled", True, 2))
+#: (kernels, compiled, threads, orthogonalisation)
+CONFIGS = (("fallback", False, 1, "cgs2"), ("fallback", False, 1, "dcgs2"), ("compiled", True, 1, "cgs2"),
+           ("compiled", True, 1, "dcgs2"), ("compiled", True, 2, "cgs2"), ("compiled", True, 2, "dcgs2"))
 
 
 def _time(f):
@@ -57,11 +61,25 @@ def _configure(on, threads):
     _relax.set_threads(threads)
 
 
+def _orth(V, w0, ext, orth):
+    """One orthogonalisation step at j = 22 (DCGS2: its two passes on V[22] and w)."""
+    from ctmc.krylov import dcgs2_project, dcgs2_update, orthogonalise
+    w = w0.copy()
+    if orth == "cgs2":
+        return lambda: orthogonalise(V, 22, w, ext)
+
+    def step():
+        s, t, vv, vz = dcgs2_project(V, 22, w, ext)
+        alpha = float(np.sqrt(vv - s @ s))
+        return dcgs2_update(V, 22, w, s, t, alpha, (vz - s @ t) / alpha, ext)
+    return step
+
+
 def run(spec: str, repeat: int, stationary: bool) -> list:
     from bench_gallery import model_spec
     from ctmc import _relax
     from ctmc.backends.scipy_backend import operator, ssor1
-    from ctmc.krylov import gmres, orthogonalise
+    from ctmc.krylov import gmres
     from ctmc.progress import set_progress
 
     set_progress(False)
@@ -96,9 +114,9 @@ def run(spec: str, repeat: int, stationary: bool) -> list:
                 keep_best(cfg, "matvec", _time(lambda: A @ v)[0])
                 keep_best(cfg, "spmv", _time(lambda: mv(v))[0])
                 keep_best(cfg, "pc", _time(lambda: P(v))[0])
-                w = w0.copy()
-                keep_best(cfg, "orth", _time(lambda: orthogonalise(V, 22, w, ext))[0])
-            t, (x, rep) = _time(lambda: gmres(mv, b, P, rtol=1e-12, restart=50, maxiter=2000, norm_a=norm_a))
+                keep_best(cfg, "orth", _time(_orth(V, w0, ext, cfg[3]))[0])
+            t, (x, rep) = _time(lambda: gmres(mv, b, P, rtol=1e-12, restart=50, maxiter=2000, norm_a=norm_a,
+                                              orthogonalisation=cfg[3]))
             keep_best(cfg, "gmres", t / max(rep.iterations, 1))
             out[cfg] = (x, rep)
             if stationary:
@@ -106,13 +124,13 @@ def run(spec: str, repeat: int, stationary: bool) -> list:
                 keep_best(cfg, "stationary", t)
                 out[cfg + ("st",)] = res
     _configure(True, _relax.set_threads(2))
-    unit = min(best[cfg]["matvec"] for cfg in CONFIGS)
+    unit = min(best[cfg]["matvec"] for cfg in CONFIGS)       # scipy's A @ v, the fastest of all rounds
     base = out[CONFIGS[0]][0]
     rows = []
     for cfg in CONFIGS:
         bt = best[cfg]
         x, rep = out[cfg]
-        row = [spec, n, A.nnz, cfg[0], cfg[2], 1e3 * unit, bt["spmv"] / unit, bt["pc"] / unit, bt["orth"] / unit,
+        row = [spec, n, A.nnz, cfg[0], cfg[3], cfg[2], 1e3 * unit, bt["spmv"] / unit, bt["pc"] / unit, bt["orth"] / unit,
                rep.iterations, 1e3 * bt["gmres"], bt["gmres"] / unit,
                float(np.max(np.abs(x - base) / np.abs(base)))]
         if stationary:
@@ -132,17 +150,17 @@ def main(argv=None):
     from ctmc import _relax
     if _relax.extension() is None:
         print("ctmc._kernels is not built (or CTMC_KERNELS=0): every row runs the fallback")
-    head = ["model", "states", "nnz", "kernels", "threads", "matvec ms", "spmv/mv", "pc/mv", "orth(j=22)/mv", "its",
+    head = ["model", "states", "nnz", "kernels", "orth", "threads", "matvec ms", "spmv/mv", "pc/mv", "orth(j=22)/mv", "its",
             "gmres ms/it", "it/mv", "rel.diff"]
     if a.stationary:
         head += ["stationary s", "status", "pi diff"]
     print(" | ".join(head))
     for spec in a.models.split(","):
         for r in run(spec, a.repeat, a.stationary):
-            line = (f"{r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]:.2f} | {r[6]:.2f} | {r[7]:.2f} | {r[8]:.2f} | "
-                    f"{r[9]} | {r[10]:.2f} | {r[11]:.2f} | {r[12]:.1e}")
+            line = (f"{r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} | {r[5]} | {r[6]:.2f} | {r[7]:.2f} | {r[8]:.2f} | "
+                    f"{r[9]:.2f} | {r[10]} | {r[11]:.2f} | {r[12]:.2f} | {r[13]:.1e}")
             if a.stationary:
-                line += f" | {r[13]:.2f} | {r[14]} | {r[15]:.1e}"
+                line += f" | {r[14]:.2f} | {r[15]} | {r[16]:.1e}"
             print(line, flush=True)
 
 

@@ -3,6 +3,9 @@
  * cgs2     Arnoldi orthogonalisation of w against V[:j+1] by classical Gram-Schmidt twice, the
  *          passes fused by cache-sized blocks of rows: 3 reads of the basis instead of 4, the
  *          norm of the result computed in the last read.
+ * project2, update2
+ *          the two passes of one step of DCGS2 (Gram-Schmidt twice with the second pass delayed by
+ *          one step): 2 reads of the basis a step.
  * combine  out = y @ V[:k] (the GMRES update).
  * spmv     out = A x for a CSR matrix (rows split among the threads).
  * ssor_setup, ssor
@@ -73,45 +76,43 @@ static int get(PyObject *obj, Py_buffer *view, char kind, int writable, const ch
 
 static inline double dot(const double *restrict a, const double *restrict b, Py_ssize_t n)
 {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    Py_ssize_t r = 0;
-    for (; r + 4 <= n; r += 4) {
-        s0 += a[r] * b[r];
-        s1 += a[r + 1] * b[r + 1];
-        s2 += a[r + 2] * b[r + 2];
-        s3 += a[r + 3] * b[r + 3];
-    }
-    for (; r < n; r++) s0 += a[r] * b[r];
-    return (s0 + s1) + (s2 + s3);
+    double s[4] = {0, 0, 0, 0};
+    Py_ssize_t n4 = n - n % 4;
+    for (Py_ssize_t r = 0; r < n4; r += 4)
+        for (int l = 0; l < 4; l++) s[l] += a[r + l] * b[r + l];
+    for (Py_ssize_t r = n4; r < n; r++) s[0] += a[r] * b[r];
+    return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-/* out[i] = dot(V_i, w) for the m rows V_i = V + i ld (four at a time: w is loaded once for four) */
+/* out[i * stride] = dot(V_i, w) for the m rows V_i = V + i ld, four rows at a time (w loaded once for
+ * four); the lanes l = 0..3 sum the entries r = l mod 4 like dot(), so the results are dot()'s */
 static inline void dots(const double *restrict V, Py_ssize_t ld, Py_ssize_t m, const double *restrict w,
-                        Py_ssize_t n, double *restrict out, int reverse)
+                        Py_ssize_t n, double *restrict out, Py_ssize_t stride, int reverse)
 {
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 0, n4 = n - n % 4;
     for (; i + 4 <= m; i += 4) {
         Py_ssize_t i0 = reverse ? m - i - 4 : i;
         const double *a = V + i0 * ld, *b = a + ld, *c = b + ld, *d = c + ld;
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-        double c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-        Py_ssize_t r = 0;
-        for (; r + 4 <= n; r += 4) {
-            double w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
-            a0 += a[r] * w0; a1 += a[r + 1] * w1; a2 += a[r + 2] * w2; a3 += a[r + 3] * w3;
-            b0 += b[r] * w0; b1 += b[r + 1] * w1; b2 += b[r + 2] * w2; b3 += b[r + 3] * w3;
-            c0 += c[r] * w0; c1 += c[r + 1] * w1; c2 += c[r + 2] * w2; c3 += c[r + 3] * w3;
-            d0 += d[r] * w0; d1 += d[r + 1] * w1; d2 += d[r + 2] * w2; d3 += d[r + 3] * w3;
+        double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, sc[4] = {0, 0, 0, 0}, sd[4] = {0, 0, 0, 0};
+        for (Py_ssize_t r = 0; r < n4; r += 4)
+            for (int l = 0; l < 4; l++) {
+                double x = w[r + l];
+                sa[l] += a[r + l] * x;
+                sb[l] += b[r + l] * x;
+                sc[l] += c[r + l] * x;
+                sd[l] += d[r + l] * x;
+            }
+        for (Py_ssize_t r = n4; r < n; r++) {
+            sa[0] += a[r] * w[r]; sb[0] += b[r] * w[r]; sc[0] += c[r] * w[r]; sd[0] += d[r] * w[r];
         }
-        for (; r < n; r++) { a0 += a[r] * w[r]; b0 += b[r] * w[r]; c0 += c[r] * w[r]; d0 += d[r] * w[r]; }
-        out[i0] = (a0 + a1) + (a2 + a3);
-        out[i0 + 1] = (b0 + b1) + (b2 + b3);
-        out[i0 + 2] = (c0 + c1) + (c2 + c3);
-        out[i0 + 3] = (d0 + d1) + (d2 + d3);
+        out[i0 * stride] = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+        out[(i0 + 1) * stride] = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+        out[(i0 + 2) * stride] = (sc[0] + sc[1]) + (sc[2] + sc[3]);
+        out[(i0 + 3) * stride] = (sd[0] + sd[1]) + (sd[2] + sd[3]);
     }
     for (; i < m; i++) {
         Py_ssize_t i0 = reverse ? m - i - 1 : i;
-        out[i0] = dot(V + i0 * ld, w, n);
+        out[i0 * stride] = dot(V + i0 * ld, w, n);
     }
 }
 
@@ -169,7 +170,7 @@ static void thread_blocks(Py_ssize_t nb, Py_ssize_t *b0, Py_ssize_t *b1)
 HOT static void block_project(const double *V, Py_ssize_t ld, Py_ssize_t m, const double *w, Py_ssize_t len,
                               double *part)
 {
-    dots(V, ld, m, w, len, part, 0);
+    dots(V, ld, m, w, len, part, 1, 0);
 }
 
 /* pass 2 on one block, by sub-blocks of SUB rows while they are in cache: w_s -= V_s h, then
@@ -180,7 +181,7 @@ HOT static void block_update_project(const double *V, Py_ssize_t ld, Py_ssize_t 
     for (Py_ssize_t s0 = 0; s0 < len; s0 += SUB) {
         Py_ssize_t sl = len - s0 < SUB ? len - s0 : SUB;
         updates(w + s0, V + s0, ld, m, h, sl);
-        dots(V + s0, ld, m, w + s0, sl, s0 ? tmp : part, 1);
+        dots(V + s0, ld, m, w + s0, sl, s0 ? tmp : part, 1, 1);
         if (s0)
             for (Py_ssize_t i = 0; i < m; i++) part[i] += tmp[i];
     }
@@ -273,6 +274,180 @@ static PyObject *py_cgs2(PyObject *self, PyObject *args)
     res = PyFloat_FromDouble(hn2);
 done:
     PyBuffer_Release(&V); PyBuffer_Release(&w); PyBuffer_Release(&h);
+    return res;
+}
+
+/* ---- DCGS2: classical Gram-Schmidt twice, the second pass delayed by one step ---------------- */
+
+/* part[0:m] = Q_c^T v_c, part[m:2m] = Q_c^T z_c, part[2m] = v_c.v_c, part[2m+1] = v_c.z_c on one block */
+/* on one block, rows i..i+g-1 of Q (g <= 4): ps[k] = Q_{i+k}.v, pt[k] = Q_{i+k}.z (dot()'s lanes) */
+HOT static void block_project2(const double *Q, Py_ssize_t ld, Py_ssize_t g, const double *v, const double *z,
+                               Py_ssize_t len, double *ps, double *pt)
+{
+    if (g < 4) {
+        for (Py_ssize_t k = 0; k < g; k++) {
+            ps[k] = dot(Q + k * ld, v, len);
+            pt[k] = dot(Q + k * ld, z, len);
+        }
+        return;
+    }
+    const double *a = Q, *b = a + ld, *c = b + ld, *d = c + ld;
+    double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0}, sc[4] = {0, 0, 0, 0}, sd[4] = {0, 0, 0, 0};
+    double ta[4] = {0, 0, 0, 0}, tb[4] = {0, 0, 0, 0}, tc[4] = {0, 0, 0, 0}, td[4] = {0, 0, 0, 0};
+    Py_ssize_t n4 = len - len % 4;
+    for (Py_ssize_t r = 0; r < n4; r += 4)
+        for (int l = 0; l < 4; l++) {
+            double x = v[r + l], y = z[r + l];
+            sa[l] += a[r + l] * x; sb[l] += b[r + l] * x; sc[l] += c[r + l] * x; sd[l] += d[r + l] * x;
+            ta[l] += a[r + l] * y; tb[l] += b[r + l] * y; tc[l] += c[r + l] * y; td[l] += d[r + l] * y;
+        }
+    for (Py_ssize_t r = n4; r < len; r++) {
+        double x = v[r], y = z[r];
+        sa[0] += a[r] * x; sb[0] += b[r] * x; sc[0] += c[r] * x; sd[0] += d[r] * x;
+        ta[0] += a[r] * y; tb[0] += b[r] * y; tc[0] += c[r] * y; td[0] += d[r] * y;
+    }
+    ps[0] = (sa[0] + sa[1]) + (sa[2] + sa[3]); ps[1] = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+    ps[2] = (sc[0] + sc[1]) + (sc[2] + sc[3]); ps[3] = (sd[0] + sd[1]) + (sd[2] + sd[3]);
+    pt[0] = (ta[0] + ta[1]) + (ta[2] + ta[3]); pt[1] = (tb[0] + tb[1]) + (tb[2] + tb[3]);
+    pt[2] = (tc[0] + tc[1]) + (tc[2] + tc[3]); pt[3] = (td[0] + td[1]) + (td[2] + td[3]);
+}
+
+/* on one block: v.v and v.z */
+HOT static void block_vv_vz(const double *v, const double *z, Py_ssize_t len, double *out)
+{
+    out[0] = dot(v, v, len);
+    out[1] = dot(v, z, len);
+}
+
+/* on one block: v_c = (v_c - Q_c s) / alpha; z_c = ((z_c - Q_c t) - tau v_c) / alpha; returns ||z_c||^2 */
+HOT static double block_update2(const double *Q, Py_ssize_t ld, Py_ssize_t m, double *v, double *z, Py_ssize_t len,
+                                const double *s, const double *t, double alpha, double tau)
+{
+    Py_ssize_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        const double *a = Q + i * ld, *b = a + ld, *e = b + ld, *d = e + ld;
+        double sa = s[i], sb = s[i + 1], se = s[i + 2], sd = s[i + 3];
+        double ta = t[i], tb = t[i + 1], te = t[i + 2], td = t[i + 3];
+        for (Py_ssize_t r = 0; r < len; r++) {
+            double qa = a[r], qb = b[r], qe = e[r], qd = d[r];
+            v[r] = (((v[r] - sa * qa) - sb * qb) - se * qe) - sd * qd;
+            z[r] = (((z[r] - ta * qa) - tb * qb) - te * qe) - td * qd;
+        }
+    }
+    for (; i < m; i++) {
+        const double *a = Q + i * ld;
+        double sa = s[i], ta = t[i];
+        for (Py_ssize_t r = 0; r < len; r++) {
+            v[r] = v[r] - sa * a[r];
+            z[r] = z[r] - ta * a[r];
+        }
+    }
+    for (Py_ssize_t r = 0; r < len; r++) {
+        v[r] = v[r] / alpha;
+        z[r] = (z[r] - tau * v[r]) / alpha;
+    }
+    return dot(z, z, len);
+}
+
+static PyObject *py_project2(PyObject *self, PyObject *args)
+{
+    PyObject *oV, *ov, *oz, *oo;
+    Py_ssize_t m;
+    Py_buffer V, v, z, out;
+    if (!PyArg_ParseTuple(args, "OnOOO", &oV, &m, &ov, &oz, &oo)) return NULL;
+    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
+    if (get(ov, &v, 'd', 0, "v") < 0) { PyBuffer_Release(&V); return NULL; }
+    if (get(oz, &z, 'd', 0, "z") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&v); return NULL; }
+    if (get(oo, &out, 'd', 1, "out") < 0) {
+        PyBuffer_Release(&V); PyBuffer_Release(&v); PyBuffer_Release(&z); return NULL;
+    }
+    Py_ssize_t n = NELEM(v);
+    PyObject *res = NULL;
+    if (V.ndim != 2 || V.shape[1] != n || NELEM(z) != n || m < 0 || m > V.shape[0] || NELEM(out) < 2 * m + 2) {
+        PyErr_SetString(PyExc_ValueError, "project2: V (rows >= m, n), v and z (n,), out (>= 2 m + 2,)");
+        goto done;
+    }
+    {
+        Py_ssize_t nb = (n + BLOCK - 1) / BLOCK, w = 2 * m + 2;
+        int nt = threads_for(n);
+        const double *q = V.buf, *pv = v.buf, *pz = z.buf;
+        double *part = malloc(sizeof(double) * (size_t)(nb * w + 1));
+        if (!part) { PyErr_NoMemory(); goto done; }
+        Py_BEGIN_ALLOW_THREADS
+        /* four rows of Q at a time along all the blocks of a thread (long streams), sums per block */
+        #pragma omp parallel num_threads(nt)
+        {
+            Py_ssize_t b0, b1;
+            thread_blocks(nb, &b0, &b1);
+            for (Py_ssize_t i = 0; i < m; i += 4) {
+                Py_ssize_t g = m - i < 4 ? m - i : 4;
+                for (Py_ssize_t b = b0; b < b1; b++) {
+                    BLOCK_ROWS(b, n, r0, len);
+                    block_project2(q + i * n + r0, n, g, pv + r0, pz + r0, len, part + b * w + i,
+                                   part + b * w + m + i);
+                }
+            }
+            for (Py_ssize_t b = b0; b < b1; b++) {
+                BLOCK_ROWS(b, n, r0, len);
+                block_vv_vz(pv + r0, pz + r0, len, part + b * w + 2 * m);
+            }
+        }
+        reduce_blocks(part, nb, w, out.buf);
+        Py_END_ALLOW_THREADS
+        free(part);
+    }
+    res = Py_None; Py_INCREF(res);
+done:
+    PyBuffer_Release(&V); PyBuffer_Release(&v); PyBuffer_Release(&z); PyBuffer_Release(&out);
+    return res;
+}
+
+static PyObject *py_update2(PyObject *self, PyObject *args)
+{
+    PyObject *oV, *ov, *oz, *os, *ot;
+    Py_ssize_t m;
+    double alpha, tau;
+    Py_buffer V, v, z, sb, tb;
+    if (!PyArg_ParseTuple(args, "OnOOOOdd", &oV, &m, &ov, &oz, &os, &ot, &alpha, &tau)) return NULL;
+    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
+    int got = 0;
+    if (get(ov, &v, 'd', 1, "v") == 0) got++;
+    if (got == 1 && get(oz, &z, 'd', 1, "z") == 0) got++;
+    if (got == 2 && get(os, &sb, 'd', 0, "s") == 0) got++;
+    if (got == 3 && get(ot, &tb, 'd', 0, "t") == 0) got++;
+    PyObject *res = NULL;
+    if (got == 4) {
+        Py_ssize_t n = NELEM(v);
+        if (V.ndim != 2 || V.shape[1] != n || NELEM(z) != n || m < 0 || m > V.shape[0] || NELEM(sb) < m
+            || NELEM(tb) < m) {
+            PyErr_SetString(PyExc_ValueError, "update2: V (rows >= m, n), v and z (n,), s and t (>= m,)");
+        } else {
+            Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
+            int nt = threads_for(n);
+            double *part = malloc(sizeof(double) * (size_t)(nb + 1)), nz = 0.0;
+            if (!part) PyErr_NoMemory();
+            else {
+                const double *q = V.buf, *ps = sb.buf, *pt = tb.buf;
+                double *pv = v.buf, *pz = z.buf;
+                (void)nt;
+                Py_BEGIN_ALLOW_THREADS
+                #pragma omp parallel for schedule(static) num_threads(nt)
+                for (Py_ssize_t b = 0; b < nb; b++) {
+                    BLOCK_ROWS(b, n, r0, len);
+                    part[b] = block_update2(q + r0, n, m, pv + r0, pz + r0, len, ps, pt, alpha, tau);
+                }
+                for (Py_ssize_t b = 0; b < nb; b++) nz += part[b];
+                Py_END_ALLOW_THREADS
+                free(part);
+                res = PyFloat_FromDouble(nz);
+            }
+        }
+    }
+    if (got >= 4) PyBuffer_Release(&tb);
+    if (got >= 3) PyBuffer_Release(&sb);
+    if (got >= 2) PyBuffer_Release(&z);
+    if (got >= 1) PyBuffer_Release(&v);
+    PyBuffer_Release(&V);
     return res;
 }
 
@@ -486,6 +661,11 @@ static PyObject *py_get_threads(PyObject *self, PyObject *noargs) { return PyLon
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
                                     "h[:j+1] its coefficients (classical Gram-Schmidt twice, 3 reads of V)"},
+    {"project2", py_project2, METH_VARARGS,
+     "project2(V, m, v, z, out): out = [V[:m] v, V[:m] z, v.v, v.z] (one read of V[:m])"},
+    {"update2", py_update2, METH_VARARGS,
+     "update2(V, m, v, z, s, t, alpha, tau) -> ||z||^2 after v = (v - V[:m]^T s) / alpha, "
+     "z = ((z - V[:m]^T t) - tau v) / alpha, in place (one read of V[:m])"},
     {"combine", py_combine, METH_VARARGS, "combine(V, k, y, out): out = y[:k] @ V[:k]"},
     {"spmv", py_spmv, METH_VARARGS, "spmv(indptr, indices, data, x, out): out = A x (CSR, threaded)"},
     {"ssor_setup", py_ssor_setup, METH_VARARGS,

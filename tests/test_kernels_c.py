@@ -14,7 +14,7 @@ import scipy.sparse.linalg as sla
 
 from ctmc import _relax
 from ctmc.backends.scipy_backend import ssor1
-from ctmc.krylov import gmres, orthogonalise
+from ctmc.krylov import dcgs2_project, dcgs2_update, gmres, orthogonalise
 
 @pytest.fixture
 def fallback():
@@ -172,6 +172,33 @@ def test_compiled_cgs2_does_not_depend_on_the_thread_count(ext):
         out.append((h, norm, x))
     for h, norm, x in out[1:]:
         assert np.array_equal(h, out[0][0]) and norm == out[0][1] and np.array_equal(x, out[0][2])
+
+
+@pytest.mark.parametrize("n", [13, 70_001])
+def test_compiled_dcgs2_passes_equal_numpys_and_the_definitions(ext, n):
+    k = 9
+    V, z = _basis(n, k + 1, n + 1)
+    V[k] += 1e-9 * V[0]                               # a pending vector that needs its second pass
+    V[k] /= np.linalg.norm(V[k])
+    outs = []
+    for e in (None, ext):
+        for t in ((1, 2) if e is not None else (1,)):
+            _relax.set_threads(t)
+            W, w = V.copy(), z.copy()
+            s, t_, vv, vz = dcgs2_project(W, k, w, e)
+            alpha = float(np.sqrt(vv - s @ s))
+            tau = (vz - s @ t_) / alpha
+            norm2 = dcgs2_update(W, k, w, s, t_, alpha, tau, e)
+            outs.append((s, t_, vv, vz, norm2, W[k].copy(), w))
+    s, t_, vv, vz, norm2, q, u = outs[0]
+    assert np.allclose(s, V[:k] @ V[k], rtol=1e-12, atol=1e-15) and np.allclose(t_, V[:k] @ z, rtol=1e-12, atol=1e-13)
+    assert np.abs(V[:k] @ q).max() < 1e-14 and np.linalg.norm(q) == pytest.approx(1.0, abs=1e-14)
+    assert np.abs(np.vstack([V[:k], q]) @ u).max() < 1e-13 * np.linalg.norm(z)
+    assert norm2 == pytest.approx(u @ u, rel=1e-13)
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            assert np.allclose(a, b, rtol=1e-13, atol=1e-14 * np.linalg.norm(z))
+    assert all(np.array_equal(a, b) for a, b in zip(outs[1], outs[2]))   # 1 and 2 threads: to the bit
 
 
 def test_compiled_combination_is_the_basis_times_the_coefficients(ext):
