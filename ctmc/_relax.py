@@ -31,7 +31,7 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "compiled", "use_compiled",
+__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
            "extension", "set_threads", "threads"]
 
 try:
@@ -199,11 +199,26 @@ def symmetric_gauss_seidel(A):
     return apply
 
 
+def _fits(A) -> bool:
+    """Whether the compiled product takes ``A`` as it is (float CSR, one index type: nothing to convert)."""
+    return sp.issparse(A) and A.format == "csr" and A.dtype == np.float64 and A.indices.dtype == A.indptr.dtype
+
+
+def _product(ext, A, x):
+    """``A @ x`` by the compiled kernel for a float vector of the right size, else by scipy."""
+    x = np.asarray(x)
+    if x.ndim != 1 or x.dtype != np.float64 or x.size != A.shape[1]:
+        return A @ x
+    out = np.empty(A.shape[0])
+    ext.spmv(A.indptr, A.indices, A.data, np.ascontiguousarray(x), out)
+    return out
+
+
 def spmv(A):
     """The product ``v -> A v`` of a CSR matrix: compiled on the threads of :func:`set_threads`, else ``A.dot``.
 
     Each entry of ``A v`` is summed along its row in stored order by one
-    thread, so the thread count never changes the result.
+    thread, as scipy sums it, so the thread count never changes the result.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
@@ -213,14 +228,21 @@ def spmv(A):
     ext = extension()
     if ext is None or not sp.issparse(A) or A.format != "csr" or A.dtype != np.float64:
         return A.dot
-    S = one_index_type(A)
-    n = S.shape[0]
+    S = one_index_type(A)           # once, here (a copy only if the index types differ)
+    return lambda v: _product(ext, S, v)
 
-    def product(v):
-        v = np.ascontiguousarray(v, dtype=float)
-        if v.ndim != 1 or v.size != S.shape[1]:
-            return S.dot(v)
-        out = np.empty(n)
-        ext.spmv(S.indptr, S.indices, S.data, v, out)
-        return out
-    return product
+
+def product(A, x):
+    """``A @ x`` for one vector: the compiled product of :func:`spmv` where ``A`` needs no conversion, else scipy's.
+
+    Row by row in stored order, as scipy sums it: the same numbers.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    >>> product(A, np.array([1.0, 1.0]))
+    array([3., 3.])
+    """
+    ext = extension()
+    if ext is None or not _fits(A):
+        return A @ x
+    return _product(ext, A, x)

@@ -128,6 +128,20 @@ def test_compiled_spmv_is_scipys_product_on_any_thread_count(ext, index):
     assert np.allclose(one, A @ v, rtol=1e-13, atol=1e-13 * np.abs(A).sum(axis=1).max())
 
 
+def test_compiled_product_is_scipys_to_the_bit_and_leaves_other_operands_to_scipy(ext):
+    """The residual checks' product (``ScipyOperator.apply``): the same sums in the same order as scipy's."""
+    A = _matrix(5000, 12)
+    x = np.random.default_rng(3).uniform(0, 1, 5000)
+    assert np.array_equal(_relax.product(A, x), A @ x)
+    assert np.array_equal(_relax.product(A.T.tocsr(), x), A.T.tocsr() @ x)
+    z = x + 1j * x                                           # complex: scipy's product, not a cast
+    assert np.array_equal(_relax.product(A, z), A @ z) and np.array_equal(_relax.spmv(A)(z), A @ z)
+    X = np.stack([x, 2 * x], 1)
+    assert np.array_equal(_relax.product(A, X), A @ X)
+    B = sp.csr_matrix((A.data, A.indices.astype(np.int64), A.indptr), shape=A.shape)   # mixed index types
+    assert np.array_equal(_relax.product(B, x), A @ x)
+
+
 def test_fallback_spmv_is_the_matrix_product(fallback):
     A = _matrix(300, 2)
     v = np.arange(300.0)

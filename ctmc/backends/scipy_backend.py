@@ -22,6 +22,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 from scipy.sparse.csgraph import breadth_first_order
 
+from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
@@ -109,8 +110,8 @@ class ScipyOperator(Operator):
         if transpose:
             if self._QT is None:
                 self._QT = self.Q.T.tocsr()
-            return self._QT @ x
-        return self.Q @ x
+            return product(self._QT, x)
+        return product(self.Q, x)
 
     def local_rows(self, transpose=False):
         return self.RT if transpose else self.R
