@@ -64,6 +64,33 @@ static int get(PyObject *obj, Py_buffer *view, char kind, int writable, const ch
 
 #define NELEM(v) ((v).len / (v).itemsize)
 
+/* the buffers of objs[0..k-1] as spec says, one letter each: d float64, i int32/int64, upper case for
+ * writable; names[i] for the messages. All of them, or none (-1, an exception set). */
+static int get_all(PyObject *const *objs, Py_buffer *views, const char *spec, const char *const *names)
+{
+    for (int i = 0; spec[i]; i++) {
+        char c = spec[i];
+        int w = (c == 'D' || c == 'I');
+        if (get(objs[i], &views[i], w ? (char)(c - 'A' + 'a') : c, w, names[i]) < 0) {
+            while (i--) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_all(Py_buffer *views, int k)
+{
+    for (int i = 0; i < k; i++) PyBuffer_Release(&views[i]);
+}
+
+/* raise ValueError(msg) unless ok; returns ok */
+static int require(int ok, const char *msg)
+{
+    if (!ok) PyErr_SetString(PyExc_ValueError, msg);
+    return ok;
+}
+
 /* ---- vector pieces (fixed summation order) ---------------------------------------------------- */
 
 /* The hot loops are also compiled for AVX2 where the compiler can (chosen at load time). The explicit
@@ -248,38 +275,32 @@ static double cgs2_core(const double *V, Py_ssize_t ld, Py_ssize_t m, double *w,
 
 static PyObject *py_cgs2(PyObject *self, PyObject *args)
 {
-    PyObject *oV, *ow, *oh;
+    PyObject *o[3];
     Py_ssize_t j;
-    Py_buffer V, w, h;
-    if (!PyArg_ParseTuple(args, "OnOO", &oV, &j, &ow, &oh)) return NULL;
-    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
-    if (get(ow, &w, 'd', 1, "w") < 0) { PyBuffer_Release(&V); return NULL; }
-    if (get(oh, &h, 'd', 1, "h") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&w); return NULL; }
-    Py_ssize_t n = NELEM(w), m = j + 1;
-    PyObject *res = NULL;
-    if (V.ndim != 2 || V.shape[1] != n || j < 0 || m > V.shape[0] || NELEM(h) < m) {
-        PyErr_SetString(PyExc_ValueError, "cgs2: V must be (rows > j, n), w (n,), h (>= j + 1,)");
-        goto done;
-    }
-    Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
+    Py_buffer b[3];                                       /* V, w, h */
+    if (!PyArg_ParseTuple(args, "OnOO", &o[0], &j, &o[1], &o[2])) return NULL;
+    if (get_all(o, b, "dDD", (const char *[]){"V", "w", "h"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[1]), m = j + 1, nb = (n + BLOCK - 1) / BLOCK;
     int nt = threads_for(n);
-    double *part = malloc(sizeof(double) * (size_t)(nb * m + (Py_ssize_t)nt * m + m + 1));
-    if (!part) { PyErr_NoMemory(); goto done; }
-    double hn2;
-    Py_BEGIN_ALLOW_THREADS
-    hn2 = cgs2_core((const double *)V.buf, n, m, (double *)w.buf, n, (double *)h.buf, part,
-                    part + nb * m + (Py_ssize_t)nt * m, nt);
-    Py_END_ALLOW_THREADS
-    free(part);
-    res = PyFloat_FromDouble(hn2);
-done:
-    PyBuffer_Release(&V); PyBuffer_Release(&w); PyBuffer_Release(&h);
+    PyObject *res = NULL;
+    if (require(b[0].ndim == 2 && b[0].shape[1] == n && j >= 0 && m <= b[0].shape[0] && NELEM(b[2]) >= m,
+                "cgs2: V must be (rows > j, n), w (n,), h (>= j + 1,)")) {
+        double *part = malloc(sizeof(double) * (size_t)(nb * m + (Py_ssize_t)nt * m + m + 1)), hn2;
+        if (!part) PyErr_NoMemory();
+        else {
+            Py_BEGIN_ALLOW_THREADS
+            hn2 = cgs2_core(b[0].buf, n, m, b[1].buf, n, b[2].buf, part, part + nb * m + (Py_ssize_t)nt * m, nt);
+            Py_END_ALLOW_THREADS
+            free(part);
+            res = PyFloat_FromDouble(hn2);
+        }
+    }
+    release_all(b, 3);
     return res;
 }
 
 /* ---- DCGS2: classical Gram-Schmidt twice, the second pass delayed by one step ---------------- */
 
-/* part[0:m] = Q_c^T v_c, part[m:2m] = Q_c^T z_c, part[2m] = v_c.v_c, part[2m+1] = v_c.z_c on one block */
 /* on one block, rows i..i+g-1 of Q (g <= 4): ps[k] = Q_{i+k}.v, pt[k] = Q_{i+k}.z (dot()'s lanes) */
 HOT static void block_project2(const double *Q, Py_ssize_t ld, Py_ssize_t g, const double *v, const double *z,
                                Py_ssize_t len, double *ps, double *pt)
@@ -351,103 +372,82 @@ HOT static double block_update2(const double *Q, Py_ssize_t ld, Py_ssize_t m, do
 
 static PyObject *py_project2(PyObject *self, PyObject *args)
 {
-    PyObject *oV, *ov, *oz, *oo;
+    PyObject *o[4];
     Py_ssize_t m;
-    Py_buffer V, v, z, out;
-    if (!PyArg_ParseTuple(args, "OnOOO", &oV, &m, &ov, &oz, &oo)) return NULL;
-    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
-    if (get(ov, &v, 'd', 0, "v") < 0) { PyBuffer_Release(&V); return NULL; }
-    if (get(oz, &z, 'd', 0, "z") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&v); return NULL; }
-    if (get(oo, &out, 'd', 1, "out") < 0) {
-        PyBuffer_Release(&V); PyBuffer_Release(&v); PyBuffer_Release(&z); return NULL;
-    }
-    Py_ssize_t n = NELEM(v);
+    Py_buffer b[4];                                       /* V, v, z, out */
+    if (!PyArg_ParseTuple(args, "OnOOO", &o[0], &m, &o[1], &o[2], &o[3])) return NULL;
+    if (get_all(o, b, "dddD", (const char *[]){"V", "v", "z", "out"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[1]), nb = (n + BLOCK - 1) / BLOCK, w = 2 * m + 2;
+    int nt = threads_for(n);
     PyObject *res = NULL;
-    if (V.ndim != 2 || V.shape[1] != n || NELEM(z) != n || m < 0 || m > V.shape[0] || NELEM(out) < 2 * m + 2) {
-        PyErr_SetString(PyExc_ValueError, "project2: V (rows >= m, n), v and z (n,), out (>= 2 m + 2,)");
-        goto done;
-    }
-    {
-        Py_ssize_t nb = (n + BLOCK - 1) / BLOCK, w = 2 * m + 2;
-        int nt = threads_for(n);
-        const double *q = V.buf, *pv = v.buf, *pz = z.buf;
+    if (require(b[0].ndim == 2 && b[0].shape[1] == n && NELEM(b[2]) == n && m >= 0 && m <= b[0].shape[0]
+                && NELEM(b[3]) >= w, "project2: V (rows >= m, n), v and z (n,), out (>= 2 m + 2,)")) {
+        const double *q = b[0].buf, *pv = b[1].buf, *pz = b[2].buf;
         double *part = malloc(sizeof(double) * (size_t)(nb * w + 1));
-        if (!part) { PyErr_NoMemory(); goto done; }
-        Py_BEGIN_ALLOW_THREADS
-        /* four rows of Q at a time along all the blocks of a thread (long streams), sums per block */
-        #pragma omp parallel num_threads(nt)
-        {
-            Py_ssize_t b0, b1;
-            thread_blocks(nb, &b0, &b1);
-            for (Py_ssize_t i = 0; i < m; i += 4) {
-                Py_ssize_t g = m - i < 4 ? m - i : 4;
-                for (Py_ssize_t b = b0; b < b1; b++) {
-                    BLOCK_ROWS(b, n, r0, len);
-                    block_project2(q + i * n + r0, n, g, pv + r0, pz + r0, len, part + b * w + i,
-                                   part + b * w + m + i);
+        if (!part) PyErr_NoMemory();
+        else {
+            Py_BEGIN_ALLOW_THREADS
+            /* four rows of Q at a time along all the blocks of a thread (long streams), sums per block */
+            #pragma omp parallel num_threads(nt)
+            {
+                Py_ssize_t b0, b1;
+                thread_blocks(nb, &b0, &b1);
+                for (Py_ssize_t i = 0; i < m; i += 4) {
+                    Py_ssize_t g = m - i < 4 ? m - i : 4;
+                    for (Py_ssize_t c = b0; c < b1; c++) {
+                        BLOCK_ROWS(c, n, r0, len);
+                        block_project2(q + i * n + r0, n, g, pv + r0, pz + r0, len, part + c * w + i,
+                                       part + c * w + m + i);
+                    }
+                }
+                for (Py_ssize_t c = b0; c < b1; c++) {
+                    BLOCK_ROWS(c, n, r0, len);
+                    block_vv_vz(pv + r0, pz + r0, len, part + c * w + 2 * m);
                 }
             }
-            for (Py_ssize_t b = b0; b < b1; b++) {
-                BLOCK_ROWS(b, n, r0, len);
-                block_vv_vz(pv + r0, pz + r0, len, part + b * w + 2 * m);
-            }
+            reduce_blocks(part, nb, w, b[3].buf);
+            Py_END_ALLOW_THREADS
+            free(part);
+            res = Py_None; Py_INCREF(res);
         }
-        reduce_blocks(part, nb, w, out.buf);
-        Py_END_ALLOW_THREADS
-        free(part);
     }
-    res = Py_None; Py_INCREF(res);
-done:
-    PyBuffer_Release(&V); PyBuffer_Release(&v); PyBuffer_Release(&z); PyBuffer_Release(&out);
+    release_all(b, 4);
     return res;
 }
 
 static PyObject *py_update2(PyObject *self, PyObject *args)
 {
-    PyObject *oV, *ov, *oz, *os, *ot;
+    PyObject *o[5];
     Py_ssize_t m;
     double alpha, tau;
-    Py_buffer V, v, z, sb, tb;
-    if (!PyArg_ParseTuple(args, "OnOOOOdd", &oV, &m, &ov, &oz, &os, &ot, &alpha, &tau)) return NULL;
-    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
-    int got = 0;
-    if (get(ov, &v, 'd', 1, "v") == 0) got++;
-    if (got == 1 && get(oz, &z, 'd', 1, "z") == 0) got++;
-    if (got == 2 && get(os, &sb, 'd', 0, "s") == 0) got++;
-    if (got == 3 && get(ot, &tb, 'd', 0, "t") == 0) got++;
+    Py_buffer b[5];                                       /* V, v, z, s, t */
+    if (!PyArg_ParseTuple(args, "OnOOOOdd", &o[0], &m, &o[1], &o[2], &o[3], &o[4], &alpha, &tau)) return NULL;
+    if (get_all(o, b, "dDDdd", (const char *[]){"V", "v", "z", "s", "t"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[1]), nb = (n + BLOCK - 1) / BLOCK;
+    int nt = threads_for(n);
     PyObject *res = NULL;
-    if (got == 4) {
-        Py_ssize_t n = NELEM(v);
-        if (V.ndim != 2 || V.shape[1] != n || NELEM(z) != n || m < 0 || m > V.shape[0] || NELEM(sb) < m
-            || NELEM(tb) < m) {
-            PyErr_SetString(PyExc_ValueError, "update2: V (rows >= m, n), v and z (n,), s and t (>= m,)");
-        } else {
-            Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
-            int nt = threads_for(n);
-            double *part = malloc(sizeof(double) * (size_t)(nb + 1)), nz = 0.0;
-            if (!part) PyErr_NoMemory();
-            else {
-                const double *q = V.buf, *ps = sb.buf, *pt = tb.buf;
-                double *pv = v.buf, *pz = z.buf;
-                (void)nt;
-                Py_BEGIN_ALLOW_THREADS
-                #pragma omp parallel for schedule(static) num_threads(nt)
-                for (Py_ssize_t b = 0; b < nb; b++) {
-                    BLOCK_ROWS(b, n, r0, len);
-                    part[b] = block_update2(q + r0, n, m, pv + r0, pz + r0, len, ps, pt, alpha, tau);
-                }
-                for (Py_ssize_t b = 0; b < nb; b++) nz += part[b];
-                Py_END_ALLOW_THREADS
-                free(part);
-                res = PyFloat_FromDouble(nz);
+    if (require(b[0].ndim == 2 && b[0].shape[1] == n && NELEM(b[2]) == n && m >= 0 && m <= b[0].shape[0]
+                && NELEM(b[3]) >= m && NELEM(b[4]) >= m,
+                "update2: V (rows >= m, n), v and z (n,), s and t (>= m,)")) {
+        double *part = malloc(sizeof(double) * (size_t)(nb + 1)), nz = 0.0;
+        if (!part) PyErr_NoMemory();
+        else {
+            const double *q = b[0].buf, *ps = b[3].buf, *pt = b[4].buf;
+            double *pv = b[1].buf, *pz = b[2].buf;
+            (void)nt;
+            Py_BEGIN_ALLOW_THREADS
+            #pragma omp parallel for schedule(static) num_threads(nt)
+            for (Py_ssize_t c = 0; c < nb; c++) {
+                BLOCK_ROWS(c, n, r0, len);
+                part[c] = block_update2(q + r0, n, m, pv + r0, pz + r0, len, ps, pt, alpha, tau);
             }
+            for (Py_ssize_t c = 0; c < nb; c++) nz += part[c];
+            Py_END_ALLOW_THREADS
+            free(part);
+            res = PyFloat_FromDouble(nz);
         }
     }
-    if (got >= 4) PyBuffer_Release(&tb);
-    if (got >= 3) PyBuffer_Release(&sb);
-    if (got >= 2) PyBuffer_Release(&z);
-    if (got >= 1) PyBuffer_Release(&v);
-    PyBuffer_Release(&V);
+    release_all(b, 5);
     return res;
 }
 
@@ -455,40 +455,34 @@ static PyObject *py_update2(PyObject *self, PyObject *args)
 
 static PyObject *py_combine(PyObject *self, PyObject *args)
 {
-    PyObject *oV, *oy, *oo;
+    PyObject *o[3];
     Py_ssize_t k;
-    Py_buffer V, y, out;
-    if (!PyArg_ParseTuple(args, "OnOO", &oV, &k, &oy, &oo)) return NULL;
-    if (get(oV, &V, 'd', 0, "V") < 0) return NULL;
-    if (get(oy, &y, 'd', 0, "y") < 0) { PyBuffer_Release(&V); return NULL; }
-    if (get(oo, &out, 'd', 1, "out") < 0) { PyBuffer_Release(&V); PyBuffer_Release(&y); return NULL; }
-    Py_ssize_t n = NELEM(out);
+    Py_buffer b[3];                                       /* V, y, out */
+    if (!PyArg_ParseTuple(args, "OnOO", &o[0], &k, &o[1], &o[2])) return NULL;
+    if (get_all(o, b, "ddD", (const char *[]){"V", "y", "out"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[2]), nb = (n + BLOCK - 1) / BLOCK;
+    int nt = threads_for(n);
     PyObject *res = NULL;
-    if (V.ndim != 2 || V.shape[1] != n || k < 0 || k > V.shape[0] || NELEM(y) < k) {
-        PyErr_SetString(PyExc_ValueError, "combine: V must be (rows >= k, n), y (>= k,), out (n,)");
-        goto done;
-    }
-    {
-        const double *v = V.buf, *c = y.buf;
-        double *o = out.buf;
-        Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
-        int nt = threads_for(n);
-        double *negy = malloc(sizeof(double) * (size_t)(k + 1));
-        if (!negy) { PyErr_NoMemory(); goto done; }
-        for (Py_ssize_t i = 0; i < k; i++) negy[i] = -c[i];
-        (void)nt;
-        Py_BEGIN_ALLOW_THREADS
-        #pragma omp parallel for schedule(static) num_threads(nt)
-        for (Py_ssize_t b = 0; b < nb; b++) {
-            BLOCK_ROWS(b, n, r0, len);
-            block_combine(v + r0, n, k, negy, o + r0, len);
+    if (require(b[0].ndim == 2 && b[0].shape[1] == n && k >= 0 && k <= b[0].shape[0] && NELEM(b[1]) >= k,
+                "combine: V must be (rows >= k, n), y (>= k,), out (n,)")) {
+        const double *v = b[0].buf, *c = b[1].buf;
+        double *out = b[2].buf, *negy = malloc(sizeof(double) * (size_t)(k + 1));
+        if (!negy) PyErr_NoMemory();
+        else {
+            for (Py_ssize_t i = 0; i < k; i++) negy[i] = -c[i];
+            (void)nt;
+            Py_BEGIN_ALLOW_THREADS
+            #pragma omp parallel for schedule(static) num_threads(nt)
+            for (Py_ssize_t q = 0; q < nb; q++) {
+                BLOCK_ROWS(q, n, r0, len);
+                block_combine(v + r0, n, k, negy, out + r0, len);
+            }
+            Py_END_ALLOW_THREADS
+            free(negy);
+            res = Py_None; Py_INCREF(res);
         }
-        Py_END_ALLOW_THREADS
-        free(negy);
     }
-    res = Py_None; Py_INCREF(res);
-done:
-    PyBuffer_Release(&V); PyBuffer_Release(&y); PyBuffer_Release(&out);
+    release_all(b, 3);
     return res;
 }
 
@@ -541,105 +535,71 @@ static void ssor_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict 
 CSR_KERNELS(int32_t, i32)
 CSR_KERNELS(int64_t, i64)
 
-/* the index arrays of a CSR matrix: one integer type, rows n = len(indptr) - 1 */
-static int get_csr(PyObject *optr, PyObject *ocol, PyObject *oval, Py_buffer *ptr, Py_buffer *col,
-                   Py_buffer *val)
+/* b[0..2] = indptr, indices, data of a CSR matrix: one integer type, as many indices as values */
+static int csr_ok(const Py_buffer *b)
 {
-    if (get(optr, ptr, 'i', 0, "indptr") < 0) return -1;
-    if (get(ocol, col, 'i', 0, "indices") < 0) { PyBuffer_Release(ptr); return -1; }
-    if (get(oval, val, 'd', 0, "data") < 0) { PyBuffer_Release(ptr); PyBuffer_Release(col); return -1; }
-    if (ptr->itemsize != col->itemsize || NELEM(*ptr) < 1 || NELEM(*col) < NELEM(*val)) {
-        PyErr_SetString(PyExc_ValueError, "indptr and indices must have one integer type");
-        PyBuffer_Release(ptr); PyBuffer_Release(col); PyBuffer_Release(val);
-        return -1;
-    }
-    return 0;
+    return require(b[0].itemsize == b[1].itemsize && NELEM(b[0]) >= 1 && NELEM(b[1]) >= NELEM(b[2]),
+                   "indptr and indices must have one integer type");
 }
 
 static PyObject *py_spmv(PyObject *self, PyObject *args)
 {
     PyObject *o[5];
-    Py_buffer ptr, col, val, x, y;
+    Py_buffer b[5];                                       /* indptr, indices, data, x, out */
     if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
-    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
-    if (get(o[3], &x, 'd', 0, "x") < 0) goto fail3;
-    if (get(o[4], &y, 'd', 1, "out") < 0) { PyBuffer_Release(&x); goto fail3; }
-    Py_ssize_t n = NELEM(ptr) - 1;
+    if (get_all(o, b, "iiddD", (const char *[]){"indptr", "indices", "data", "x", "out"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (NELEM(y) != n) {
-        PyErr_SetString(PyExc_ValueError, "spmv: out must have one entry a row");
-    } else {
+    if (csr_ok(b) && require(NELEM(b[4]) == n, "spmv: out must have one entry a row")) {
         Py_BEGIN_ALLOW_THREADS
-        if (ptr.itemsize == 4) spmv_i32(n, ptr.buf, col.buf, val.buf, x.buf, y.buf);
-        else spmv_i64(n, ptr.buf, col.buf, val.buf, x.buf, y.buf);
+        if (b[0].itemsize == 4) spmv_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+        else spmv_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
         Py_END_ALLOW_THREADS
         res = Py_None; Py_INCREF(res);
     }
-    PyBuffer_Release(&x); PyBuffer_Release(&y);
-    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    release_all(b, 5);
     return res;
-fail3:
-    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
-    return NULL;
 }
 
 static PyObject *py_ssor_setup(PyObject *self, PyObject *args)
 {
     PyObject *o[5];
-    Py_buffer ptr, col, val, dpos, d;
+    Py_buffer b[5];                                       /* indptr, indices, data, dpos, d */
     if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
-    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
-    if (get(o[3], &dpos, 'i', 1, "dpos") < 0) goto fail3;
-    if (get(o[4], &d, 'd', 1, "d") < 0) { PyBuffer_Release(&dpos); goto fail3; }
-    Py_ssize_t n = NELEM(ptr) - 1;
+    if (get_all(o, b, "iidID", (const char *[]){"indptr", "indices", "data", "dpos", "d"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (NELEM(dpos) != n || NELEM(d) != n || dpos.itemsize != ptr.itemsize) {
-        PyErr_SetString(PyExc_ValueError, "ssor_setup: dpos (of indptr's type) and d need one entry a row");
-    } else {
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].itemsize == b[0].itemsize,
+                             "ssor_setup: dpos (of indptr's type) and d need one entry a row")) {
         Py_BEGIN_ALLOW_THREADS
-        if (ptr.itemsize == 4) setup_i32(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf);
-        else setup_i64(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf);
+        if (b[0].itemsize == 4) setup_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+        else setup_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
         Py_END_ALLOW_THREADS
         res = Py_None; Py_INCREF(res);
     }
-    PyBuffer_Release(&dpos); PyBuffer_Release(&d);
-    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    release_all(b, 5);
     return res;
-fail3:
-    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
-    return NULL;
 }
 
 static PyObject *py_ssor(PyObject *self, PyObject *args)
 {
     PyObject *o[7];
-    Py_buffer ptr, col, val, dpos, d, v, x;
+    Py_buffer b[7];                                       /* indptr, indices, data, dpos, d, v, out */
     if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
-    if (get_csr(o[0], o[1], o[2], &ptr, &col, &val) < 0) return NULL;
-    int got = 0;
-    if (get(o[3], &dpos, 'i', 0, "dpos") == 0) got++;
-    if (got == 1 && get(o[4], &d, 'd', 0, "d") == 0) got++;
-    if (got == 2 && get(o[5], &v, 'd', 0, "v") == 0) got++;
-    if (got == 3 && get(o[6], &x, 'd', 1, "out") == 0) got++;
+    if (get_all(o, b, "iididdD", (const char *[]){"indptr", "indices", "data", "dpos", "d", "v", "out"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (got == 4) {
-        Py_ssize_t n = NELEM(ptr) - 1;
-        if (NELEM(dpos) != n || NELEM(d) != n || NELEM(v) != n || NELEM(x) != n || dpos.itemsize != ptr.itemsize
-            || v.buf == x.buf) {
-            PyErr_SetString(PyExc_ValueError, "ssor: dpos, d, v and out (not v) need one entry a row");
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            if (ptr.itemsize == 4) ssor_i32(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf, v.buf, x.buf);
-            else ssor_i64(n, ptr.buf, col.buf, val.buf, dpos.buf, d.buf, v.buf, x.buf);
-            Py_END_ALLOW_THREADS
-            res = Py_None; Py_INCREF(res);
-        }
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n
+                             && b[3].itemsize == b[0].itemsize && b[5].buf != b[6].buf,
+                             "ssor: dpos, d, v and out (not v) need one entry a row")) {
+        Py_BEGIN_ALLOW_THREADS
+        if (b[0].itemsize == 4) ssor_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
+        else ssor_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
+        Py_END_ALLOW_THREADS
+        res = Py_None; Py_INCREF(res);
     }
-    if (got >= 4) PyBuffer_Release(&x);
-    if (got >= 3) PyBuffer_Release(&v);
-    if (got >= 2) PyBuffer_Release(&d);
-    if (got >= 1) PyBuffer_Release(&dpos);
-    PyBuffer_Release(&ptr); PyBuffer_Release(&col); PyBuffer_Release(&val);
+    release_all(b, 7);
     return res;
 }
 
