@@ -281,3 +281,24 @@ def test_the_default_stationary_solve_is_the_same_with_and_without_the_kernels()
     assert res.status is ref.status is ctmc.Status.SUCCESS
     assert np.allclose(res.pi, ref.pi, rtol=1e-9, atol=0)
     assert res.error_bound <= 10 * ref.error_bound + 1e-15
+
+
+def test_without_the_extension_everything_runs_on_the_fallbacks():
+    """As on a machine without a compiler: ctmc._kernels cannot be imported; a default stationary solve
+    (GMRES + SSOR(1) + the products) still runs, on the fallbacks, and finds the birth-death law (L1)."""
+    import subprocess
+    import sys
+    code = (
+        "import sys; sys.modules['ctmc._kernels'] = None\n"
+        "import numpy as np, scipy.sparse as sp, ctmc\n"
+        "from ctmc import _relax\n"
+        "assert _relax.extension() is None and not _relax.compiled() and _relax.threads() == 1\n"
+        "n = 300; up, down = np.full(n - 1, 1.0), np.full(n - 1, 1.25)\n"
+        "Q = sp.diags([up, down], [1, -1]).tolil(); Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())\n"
+        "res = ctmc.CTMC(sp.csr_matrix(Q)).stationary('gmres')\n"
+        "exact = 0.8 ** np.arange(n); exact /= exact.sum()\n"
+        "assert res.status is ctmc.Status.SUCCESS, res.status\n"
+        "assert np.abs(res.pi - exact).sum() < 1e-9 and res.error_bound < 1e-6\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
