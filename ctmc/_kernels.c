@@ -27,6 +27,8 @@
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
+#else
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"      /* built without OpenMP: one thread, pragmas unused */
 #endif
 
 #ifndef BLOCK
@@ -379,6 +381,7 @@ static PyObject *py_project2(PyObject *self, PyObject *args)
     if (get_all(o, b, "dddD", (const char *[]){"V", "v", "z", "out"}) < 0) return NULL;
     Py_ssize_t n = NELEM(b[1]), nb = (n + BLOCK - 1) / BLOCK, w = 2 * m + 2;
     int nt = threads_for(n);
+    (void)nt;                                             /* unused without OpenMP */
     PyObject *res = NULL;
     if (require(b[0].ndim == 2 && b[0].shape[1] == n && NELEM(b[2]) == n && m >= 0 && m <= b[0].shape[0]
                 && NELEM(b[3]) >= w, "project2: V (rows >= m, n), v and z (n,), out (>= 2 m + 2,)")) {
