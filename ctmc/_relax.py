@@ -163,15 +163,8 @@ def symmetric_gauss_seidel(A):
     (one integer a row) and value. Fallback: pyamg's forward sweep on the
     lower triangle and backward sweep on the upper one, from 0, the
     triangles copied once. A zero diagonal entry leaves its unknown at 0.
-
-    Parameters
-    ----------
-    A : scipy.sparse matrix, square, float64
-
-    Returns
-    -------
-    callable
-        ``v -> P v`` on 1-D arrays (a new array each call).
+    Takes a square float64 sparse matrix and returns ``v -> P v`` on 1-D
+    arrays (a new array each call), as ``ssor1``.
 
     Examples
     --------
