@@ -367,8 +367,9 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         k = 0
         arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext)
         stop = False
-        for j in range(min(m, maxiter - its) + 1):
-            if j < min(m, maxiter - its):
+        steps = min(m, maxiter - its)
+        for j in range(steps + 1):
+            if j < steps:
                 columns = arnoldi.step(j)
                 its += 1
             else:

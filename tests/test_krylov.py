@@ -112,3 +112,19 @@ def test_arnoldi_keeps_the_basis_orthonormal_and_the_arnoldi_relation(orth, kern
 def test_gmres_rejects_an_unknown_orthogonalisation():
     with pytest.raises(ValueError, match="orthogonalisation"):
         gmres(np.eye(3).dot, np.ones(3), norm_a=1.0, orthogonalisation="mgs")
+
+
+@pytest.mark.parametrize("orth", sorted(ARNOLDI))
+def test_gmres_makes_full_cycles_up_to_its_iteration_limit(orth):
+    """maxiter=7, restart=3: cycles of 3, 3 and 1 steps, each cycle's start a true residual, so 3 calls
+    of the product on x besides the 7 Arnoldi products (and one for the final backward error)."""
+    A = _m_matrix(500, 7, spread=1e-4)
+    calls = []
+
+    def matvec(v):
+        calls.append(v)
+        return A @ v
+    x, rep = gmres(matvec, np.ones(500), rtol=1e-15, restart=3, maxiter=7, norm_a=abs(A).sum(axis=1).max(),
+                   orthogonalisation=orth)
+    assert not rep.converged and rep.iterations == 7
+    assert len(calls) == 7 + 4          # 7 steps, 3 cycle starts and the last residual
