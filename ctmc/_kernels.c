@@ -504,8 +504,7 @@ static void spmv_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict 
         y[i] = s;                                                                                      \
     }                                                                                                  \
 }                                                                                                      \
-static void setup_##SUF(Py_ssize_t n, const IT *ptr, const IT *col, const double *val, IT *dpos,       \
-                        double *d)                                                                     \
+static void setup_##SUF(Py_ssize_t n, const IT *ptr, const IT *col, IT *dpos)                          \
 {                                                                                                      \
     for (Py_ssize_t i = 0; i < n; i++) {                                                               \
         IT lo = ptr[i], hi = ptr[i + 1];                  /* the first position with col >= i */      \
@@ -514,24 +513,25 @@ static void setup_##SUF(Py_ssize_t n, const IT *ptr, const IT *col, const double
             if (col[mid] < (IT)i) lo = mid + 1; else hi = mid;                                         \
         }                                                                                              \
         dpos[i] = lo;                                                                                  \
-        d[i] = (lo < ptr[i + 1] && col[lo] == (IT)i) ? val[lo] : 0.0;                                  \
     }                                                                                                  \
 }                                                                                                      \
 static void ssor_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                  \
-                       const double *restrict val, const IT *restrict dpos, const double *restrict d, \
+                       const double *restrict val, const IT *restrict dpos,                           \
                        const double *restrict v, double *restrict x)                                  \
 {                                                                                                      \
+    /* the diagonal a_ii is read where it is stored, next to the half row just read (0 if absent) */ \
     for (Py_ssize_t i = 0; i < n; i++) {                  /* x = (D - L)^{-1} v */                    \
-        double s = 0.0;                                                                                \
-        for (IT k = ptr[i]; k < dpos[i]; k++) s += val[k] * x[col[k]];                                 \
-        x[i] = d[i] != 0.0 ? (v[i] - s) / d[i] : 0.0;                                                  \
+        IT k = ptr[i], p = dpos[i];                                                                    \
+        double s = 0.0, di = (p < ptr[i + 1] && col[p] == (IT)i) ? val[p] : 0.0;                       \
+        for (; k < p; k++) s += val[k] * x[col[k]];                                                    \
+        x[i] = di != 0.0 ? (v[i] - s) / di : 0.0;                                                      \
     }                                                                                                  \
     for (Py_ssize_t i = n - 1; i >= 0; i--) {             /* x = (D - U)^{-1} D x */                  \
         IT k = dpos[i];                                                                                \
-        double s = 0.0;                                                                                \
-        if (k < ptr[i + 1] && col[k] == (IT)i) k++;                                                    \
+        double s = 0.0, di = 0.0;                                                                      \
+        if (k < ptr[i + 1] && col[k] == (IT)i) di = val[k++];                                          \
         for (; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                                           \
-        if (d[i] != 0.0) x[i] = (d[i] * x[i] - s) / d[i];                                              \
+        if (di != 0.0) x[i] = (di * x[i] - s) / di;                                                    \
     }                                                                                                  \
 }
 
@@ -566,43 +566,44 @@ static PyObject *py_spmv(PyObject *self, PyObject *args)
 
 static PyObject *py_ssor_setup(PyObject *self, PyObject *args)
 {
-    PyObject *o[5];
-    Py_buffer b[5];                                       /* indptr, indices, data, dpos, d */
-    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
-    if (get_all(o, b, "iidID", (const char *[]){"indptr", "indices", "data", "dpos", "d"}) < 0) return NULL;
+    PyObject *o[3];
+    Py_buffer b[3];                                       /* indptr, indices, dpos */
+    if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
+    if (get_all(o, b, "iiI", (const char *[]){"indptr", "indices", "dpos"}) < 0) return NULL;
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].itemsize == b[0].itemsize,
-                             "ssor_setup: dpos (of indptr's type) and d need one entry a row")) {
+    if (require(b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize && n >= 0 && NELEM(b[2]) == n,
+                "ssor_setup: indptr, indices and dpos of one integer type, dpos one entry a row")) {
         Py_BEGIN_ALLOW_THREADS
-        if (b[0].itemsize == 4) setup_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
-        else setup_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+        if (b[0].itemsize == 4) setup_i32(n, b[0].buf, b[1].buf, b[2].buf);
+        else setup_i64(n, b[0].buf, b[1].buf, b[2].buf);
         Py_END_ALLOW_THREADS
         res = Py_None; Py_INCREF(res);
     }
-    release_all(b, 5);
+    release_all(b, 3);
     return res;
 }
 
 static PyObject *py_ssor(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
-    Py_buffer b[7];                                       /* indptr, indices, data, dpos, d, v, out */
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
-    if (get_all(o, b, "iididdD", (const char *[]){"indptr", "indices", "data", "dpos", "d", "v", "out"}) < 0)
+    PyObject *o[6];
+    Py_buffer b[6];                                       /* indptr, indices, data, dpos, v, out */
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    if (get_all(o, b, "iiiddD", (const char *[]){"indptr", "indices", "dpos", "data", "v", "out"}) < 0)
         return NULL;
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n
-                             && b[3].itemsize == b[0].itemsize && b[5].buf != b[6].buf,
-                             "ssor: dpos, d, v and out (not v) need one entry a row")) {
+    if (require(b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize && n >= 0
+                && NELEM(b[1]) >= NELEM(b[3]) && NELEM(b[2]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n
+                && b[4].buf != b[5].buf,
+                "ssor: indptr, indices, dpos of one integer type; dpos, v and out (not v) one entry a row")) {
         Py_BEGIN_ALLOW_THREADS
-        if (b[0].itemsize == 4) ssor_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
-        else ssor_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, b[6].buf);
+        if (b[0].itemsize == 4) ssor_i32(n, b[0].buf, b[1].buf, b[3].buf, b[2].buf, b[4].buf, b[5].buf);
+        else ssor_i64(n, b[0].buf, b[1].buf, b[3].buf, b[2].buf, b[4].buf, b[5].buf);
         Py_END_ALLOW_THREADS
         res = Py_None; Py_INCREF(res);
     }
-    release_all(b, 7);
+    release_all(b, 6);
     return res;
 }
 
@@ -632,9 +633,9 @@ static PyMethodDef methods[] = {
     {"combine", py_combine, METH_VARARGS, "combine(V, k, y, out): out = y[:k] @ V[:k]"},
     {"spmv", py_spmv, METH_VARARGS, "spmv(indptr, indices, data, x, out): out = A x (CSR, threaded)"},
     {"ssor_setup", py_ssor_setup, METH_VARARGS,
-     "ssor_setup(indptr, indices, data, dpos, d): each sorted row's diagonal position and value"},
+     "ssor_setup(indptr, indices, dpos): the first position of each sorted row with a column >= the row"},
     {"ssor", py_ssor, METH_VARARGS,
-     "ssor(indptr, indices, data, dpos, d, v, out): out = (D - U)^{-1} D (D - L)^{-1} v"},
+     "ssor(indptr, indices, dpos, data, v, out): out = (D - U)^{-1} D (D - L)^{-1} v"},
     {"set_threads", py_set_threads, METH_VARARGS, "set_threads(t) -> the thread count in use (1 without OpenMP)"},
     {"get_threads", py_get_threads, METH_NOARGS, "get_threads() -> the thread count"},
     {NULL, NULL, 0, NULL}

@@ -160,7 +160,7 @@ def symmetric_gauss_seidel(A):
 
     Compiled: the two triangular solves on ``A``'s own arrays (sorted rows; a
     sorted copy only if they are not), with each row's diagonal position
-    (one integer a row) and value. Fallback: pyamg's forward sweep on the
+    (one integer a row; the diagonal is read where it is stored). Fallback: pyamg's forward sweep on the
     lower triangle and backward sweep on the upper one, from 0, the
     triangles copied once. A zero diagonal entry leaves its unknown at 0.
     Takes a square float64 sparse matrix and returns ``v -> P v`` on 1-D
@@ -177,13 +177,13 @@ def symmetric_gauss_seidel(A):
     n = S.shape[0]
     ext = extension()
     if ext is not None:
-        dpos, d = np.empty(n, dtype=S.indptr.dtype), np.empty(n)
-        ext.ssor_setup(S.indptr, S.indices, S.data, dpos, d)
+        dpos = np.empty(n, dtype=S.indptr.dtype)
+        ext.ssor_setup(S.indptr, S.indices, dpos)
 
         def apply(v):
             v = np.ascontiguousarray(v, dtype=float).ravel()
             x = np.empty(n)
-            ext.ssor(S.indptr, S.indices, S.data, dpos, d, v, x)
+            ext.ssor(S.indptr, S.indices, dpos, S.data, v, x)
             return x
         return apply
     d = S.diagonal()
