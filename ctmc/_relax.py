@@ -1,17 +1,99 @@
-"""Local relaxation sweeps in compiled code (pyamg's kernels), for any backend.
+r"""Local sparse kernels in compiled code, for any backend: sweeps, SSOR(1), products.
 
 The stationary iterations (Gauss-Seidel, SOR) sweep the rows a process owns;
 the sweep itself is plain local linear algebra, done here with pyamg's
 compiled CSR Gauss-Seidel/SOR kernels (about 1e8 entries per second, against
 about 1e6 for a Python-level triangular solve). pyamg is a dependency for
 that reason.
+
+The Krylov solvers need two more local kernels, taken from the optional C
+extension ``ctmc._kernels`` when it is built (:func:`compiled`):
+
+* :func:`symmetric_gauss_seidel`, SSOR(1) with :math:`A = D - L - U`:
+  :math:`v \mapsto (D-U)^{-1} D (D-L)^{-1} v`. With sorted rows and the
+  position of each row's diagonal, the forward solve reads the entries of
+  row :math:`i` before its diagonal and the backward solve those after it:
+  each triangle is read once, and no copy of the matrix is made (the
+  fallback, pyamg's sweeps on the two triangles, copies them once);
+* :func:`spmv`, :math:`v \mapsto Av` with the rows split among the threads
+  (scipy's product uses one).
+
+The extension's threads (OpenMP; :func:`set_threads`, by default the cores
+this process may run on, or ``CTMC_THREADS``) never change a result: its
+reductions are made per fixed block of rows and summed in block order. They
+wait for work asleep (``OMP_WAIT_POLICY=PASSIVE`` unless set otherwise).
+``CTMC_KERNELS=0`` in the environment, or :func:`use_compiled`, selects the
+fallbacks (the same algorithms, equal to round-off).
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["sweep", "one_index_type"]
+__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
+           "extension", "set_threads", "threads"]
+
+# OpenMP's threads wait for work asleep, not spinning, unless the user chose otherwise: on a machine
+# shared with other jobs, spinning threads took the cores the others (and the serial Python between
+# the kernels) needed; measured on kanban:4, GMRES with 2 threads went from 52 to 25 ms an iteration.
+# (Read by the OpenMP runtime when it loads, with the extension below.)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+try:
+    import ctmc._kernels as _ext           # the extension module (optional: built where a compiler is)
+except ImportError:
+    _ext = None
+
+_STATE = {"on": _ext is not None and os.environ.get("CTMC_KERNELS", "1") != "0"}
+
+
+def _default_threads() -> int:
+    env = os.environ.get("CTMC_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        return os.cpu_count() or 1
+
+
+def compiled() -> bool:
+    """Whether the compiled kernels are built and in use (see :func:`use_compiled`)."""
+    return _STATE["on"]
+
+
+def use_compiled(on: bool) -> bool:
+    """Use the compiled kernels (``on``, if they are built) or the fallbacks; returns the previous choice.
+
+    The choice applies to the preconditioners, products and GMRES solves set up after it.
+
+    >>> before = use_compiled(False); compiled()
+    False
+    >>> _ = use_compiled(before)
+    """
+    before = _STATE["on"]
+    _STATE["on"] = bool(on) and _ext is not None
+    return before
+
+
+def extension():
+    """The compiled extension ``ctmc._kernels`` if it is in use, else None."""
+    return _ext if _STATE["on"] else None
+
+
+def set_threads(t: int) -> int:
+    """Let the compiled kernels use ``t`` threads; returns the count in effect (1 without OpenMP)."""
+    return _ext.set_threads(int(t)) if _ext is not None else 1
+
+
+def threads() -> int:
+    """The threads of the compiled kernels (1 if they are not built or have no OpenMP)."""
+    return _ext.get_threads() if _ext is not None else 1
+
+
+if _ext is not None:
+    set_threads(_default_threads())
 
 
 def one_index_type(A: sp.csr_matrix) -> sp.csr_matrix:
@@ -61,3 +143,105 @@ def sweep(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, omega: float = 1.0, di
         amg_core.gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step)
     else:
         amg_core.sor_gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step, omega)
+
+
+def _canonical(A) -> sp.csr_matrix:
+    """``A`` as a float CSR matrix with sorted rows, no duplicates, one index type; a copy only if needed."""
+    S = one_index_type(sp.csr_matrix(A, dtype=float))
+    if not S.has_canonical_format:
+        if np.may_share_memory(S.data, getattr(A, "data", None)):
+            S = S.copy()                    # sort a copy: the caller's arrays stay as they are
+        S.sum_duplicates()
+    return S
+
+
+def symmetric_gauss_seidel(A):
+    r"""SSOR(1) of ``A``: ``v -> (D - U)^{-1} D (D - L)^{-1} v`` (see :func:`ctmc.backends.scipy_backend.ssor1`).
+
+    Compiled: the two triangular solves on ``A``'s own arrays (sorted rows; a
+    sorted copy only if they are not), with each row's diagonal position
+    (one integer a row; the diagonal is read where it is stored). Fallback: pyamg's forward sweep on the
+    lower triangle and backward sweep on the upper one, from 0, the
+    triangles copied once. A zero diagonal entry leaves its unknown at 0.
+    Takes a square float64 sparse matrix and returns ``v -> P v`` on 1-D
+    arrays (a new array each call), as ``ssor1``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]]))
+    >>> symmetric_gauss_seidel(A)(np.array([1.0, 1.0]))    # (D - U)^-1 D (D - L)^-1 (1, 1)
+    array([0.875, 0.75 ])
+    """
+    S = _canonical(A)
+    n = S.shape[0]
+    ext = extension()
+    if ext is not None:
+        dpos = np.empty(n, dtype=S.indptr.dtype)
+        ext.ssor_setup(S.indptr, S.indices, dpos)
+
+        def apply(v):
+            v = np.ascontiguousarray(v, dtype=float).ravel()
+            x = np.empty(n)
+            ext.ssor(S.indptr, S.indices, dpos, S.data, v, x)
+            return x
+        return apply
+    d = S.diagonal()
+    lower, upper = one_index_type(sp.tril(S, format="csr")), one_index_type(sp.triu(S, format="csr"))
+
+    def apply(v):
+        v = np.asarray(v, dtype=float).ravel()
+        x = np.zeros(v.size)
+        sweep(lower, x, v, 1.0, "forward")        # x = (D - L)^{-1} v
+        sweep(upper, x, d * x, 1.0, "backward")   # x = (D - U)^{-1} D x, in place: row i reads x_j, j > i
+        return x
+    return apply
+
+
+def _fits(A) -> bool:
+    """Whether the compiled product takes ``A`` as it is (float CSR, one index type: nothing to convert)."""
+    return sp.issparse(A) and A.format == "csr" and A.dtype == np.float64 and A.indices.dtype == A.indptr.dtype
+
+
+def _product(ext, A, x):
+    """``A @ x`` by the compiled kernel for a float vector of the right size, else by scipy."""
+    x = np.asarray(x)
+    if x.ndim != 1 or x.dtype != np.float64 or x.size != A.shape[1]:
+        return A @ x
+    out = np.empty(A.shape[0])
+    ext.spmv(A.indptr, A.indices, A.data, np.ascontiguousarray(x), out)
+    return out
+
+
+def spmv(A):
+    """The product ``v -> A v`` of a CSR matrix: compiled on the threads of :func:`set_threads`, else ``A.dot``.
+
+    Each entry of ``A v`` is summed along its row in stored order by one
+    thread, as scipy sums it, so the thread count never changes the result.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    >>> spmv(A)(np.array([1.0, 1.0]))
+    array([3., 3.])
+    """
+    ext = extension()
+    if ext is None or not sp.issparse(A) or A.format != "csr" or A.dtype != np.float64:
+        return A.dot
+    S = one_index_type(A)           # once, here (a copy only if the index types differ)
+    return lambda v: _product(ext, S, v)
+
+
+def product(A, x):
+    """``A @ x`` for one vector: the compiled product of :func:`spmv` where ``A`` needs no conversion, else scipy's.
+
+    Row by row in stored order, as scipy sums it: the same numbers.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    >>> product(A, np.array([1.0, 1.0]))
+    array([3., 3.])
+    """
+    ext = extension()
+    if ext is None or not _fits(A):
+        return A @ x
+    return _product(ext, A, x)

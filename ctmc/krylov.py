@@ -22,9 +22,16 @@ Two choices make it suit stationary and passage systems of Markov chains:
   \lVert b\rVert_\infty)` (Rigal & Gaches, 1967), which a backward stable
   solver attains; the test is made on the true residual, recomputed.
 * **The basis is orthogonalised by blocks.** Classical Gram-Schmidt done
-  twice ("twice is enough", Giraud, Langou & Rozložník, 2005) costs two
-  matrix-vector products with the stored basis per step: memory-bound
-  BLAS-2 instead of :math:`2k` vector operations per step.
+  twice ("twice is enough", Giraud, Langou & Rozložník, 2005): with
+  :math:`h_1 = V_j^T w`, :math:`w' = w - V_j h_1`,
+  :math:`h_2 = V_j^T w'`, the new vector is :math:`w' - V_j h_2` and its
+  Hessenberg column :math:`h_1 + h_2`. Memory-bound work on the stored basis
+  (it is read, not computed): numpy makes it four BLAS-2 passes over
+  :math:`V_j`; the compiled kernel (:mod:`ctmc._relax`) three, the update by
+  :math:`h_1` and the projection :math:`h_2` made block of rows by block of
+  rows while the block is in cache, and the norm of the result in the last
+  pass. Its sums are made per fixed block of rows and added in block order,
+  so its threads never change a result.
 
 The algorithm sees the matrix and the preconditioner only through two
 functions (``matvec``, ``psolve``), like :func:`ctmc.transient.uniformize_operator`.
@@ -36,7 +43,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-__all__ = ["gmres", "GMRESReport", "backward_error"]
+from ._relax import extension, spmv
+
+__all__ = ["gmres", "GMRESReport", "backward_error", "orthogonalise", "dcgs2_project", "dcgs2_update", "ARNOLDI"]
 
 
 @dataclass(frozen=True)
@@ -75,13 +84,14 @@ def backward_error(r, x, b, norm_a) -> float:
 
 def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=None,
           rtol: float = 1e-10, restart: int = 50, maxiter: int = 10_000, norm_a: float,
-          check_every: int = 10) -> tuple:
+          check_every: int = 10, orthogonalisation: str = "dcgs2") -> tuple:
     r"""Solve ``A x = b`` by right-preconditioned GMRES(``restart``).
 
     Parameters
     ----------
-    matvec : callable
-        ``v -> A v`` on 1-D float arrays.
+    matvec : callable or scipy.sparse CSR matrix
+        ``v -> A v`` on 1-D float arrays; a CSR matrix ``A`` means its
+        product :func:`ctmc._relax.spmv` (compiled and threaded where built).
     b : ndarray, shape (n,)
         Right-hand side.
     psolve : callable, optional
@@ -99,6 +109,10 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
     check_every : int
         Within a cycle, the iterate is formed every ``check_every`` steps to
         refresh ``||x||_inf`` in the stopping test (one ``psolve`` each).
+    orthogonalisation : {"cgs2", "dcgs2"}
+        Classical Gram-Schmidt twice, or DCGS2 (its second pass delayed by
+        one step: half the reads of the basis; a column is final one step
+        late, so a cycle that stops early has made one step more).
 
     Returns
     -------
@@ -121,17 +135,218 @@ def gmres(matvec: Callable, b: np.ndarray, psolve: Optional[Callable] = None, *,
     """
     from .progress import Progress
     with Progress(f"GMRES({restart}) on {np.size(b)} unknowns") as prog:
-        return _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog)
+        if orthogonalisation not in ARNOLDI:
+            raise ValueError(f"orthogonalisation must be one of {sorted(ARNOLDI)}, got {orthogonalisation!r}")
+        return _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog, orthogonalisation)
 
 
-def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog):
+def orthogonalise(V: np.ndarray, j: int, w: np.ndarray, ext=None) -> tuple:
+    r"""One Arnoldi step's classical Gram-Schmidt twice: ``w`` against the rows ``V[:j+1]``, in place.
+
+    Parameters
+    ----------
+    V : ndarray, shape (rows, n), C-contiguous float64
+        The basis, one vector a row (orthonormal rows ``V[:j+1]``).
+    j : int
+    w : ndarray, shape (n,), contiguous float64
+        Overwritten by :math:`(I - V_j V_j^T)^2 w` (computed as two projections).
+    ext : module, optional
+        The compiled kernels (:func:`ctmc._relax.extension`); None for numpy.
+
+    Returns
+    -------
+    h : ndarray, shape (j + 1,)
+        The coefficients :math:`h_1 + h_2`.
+    norm : float
+        :math:`\lVert w\rVert_2` after.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V = np.zeros((3, 4)); V[0, 0] = V[1, 1] = 1.0
+    >>> w = np.array([1.0, 2.0, 3.0, 4.0])
+    >>> h, norm = orthogonalise(V, 1, w)
+    >>> h, norm, w
+    (array([1., 2.]), 5.0, array([0., 0., 3., 4.]))
+    """
+    if ext is None:
+        Vj = V[:j + 1]
+        h = Vj @ w
+        w -= h @ Vj
+        h2 = Vj @ w           # the second pass ("twice is enough")
+        w -= h2 @ Vj
+        return h + h2, float(np.linalg.norm(w))
+    h = np.empty(j + 1)
+    norm2 = ext.cgs2(V, j, w, h)
+    if not 1e-280 < norm2 < 1e280:        # under- or overflow of the sum of squares: a scaled norm
+        return h, float(np.linalg.norm(w))
+    return h, float(np.sqrt(norm2))
+
+
+def _combination(V, k, y, ext):
+    """``y @ V[:k]``, compiled when ``ext`` is given."""
+    if ext is None:
+        return y @ V[:k]
+    out = np.empty(V.shape[1])
+    ext.combine(V, k, np.ascontiguousarray(y, dtype=float), out)
+    return out
+
+
+def dcgs2_project(V: np.ndarray, j: int, z: np.ndarray, ext=None) -> tuple:
+    """The first pass of a DCGS2 step: ``(Q^T v, Q^T z, v.v, v.z)`` for ``Q = V[:j]``, ``v = V[j]`` (one read of ``Q``).
+
+    >>> import numpy as np
+    >>> V = np.array([[1.0, 0.0], [0.6, 0.8]])
+    >>> dcgs2_project(V, 1, np.array([1.0, 1.0]))
+    (array([0.6]), array([1.]), 1.0, 1.4)
+    """
+    v = V[j]
+    if ext is None:
+        Q = V[:j]
+        return Q @ v, Q @ z, float(v @ v), float(v @ z)
+    out = np.empty(2 * j + 2)
+    ext.project2(V, j, v, z, out)
+    return out[:j], out[j:2 * j], float(out[2 * j]), float(out[2 * j + 1])
+
+
+def dcgs2_update(V: np.ndarray, j: int, z: np.ndarray, s, t, alpha: float, tau: float, ext=None) -> float:
+    """The second pass of a DCGS2 step, in place: ``V[j] = (V[j] - Q^T s) / alpha``,
+    ``z = ((z - Q^T t) - tau V[j]) / alpha`` with ``Q = V[:j]`` (one read of ``Q``); returns ``||z||^2``.
+
+    >>> import numpy as np
+    >>> V = np.array([[1.0, 0.0], [0.6, 0.8]]); z = np.array([1.0, 1.0])
+    >>> dcgs2_update(V, 1, z, np.array([0.6]), np.array([1.0]), 0.8, 1.0), V[1], z
+    (0.0, array([0., 1.]), array([0., 0.]))
+    """
+    v = V[j]
+    if ext is not None:
+        return ext.update2(V, j, v, z, np.ascontiguousarray(s), np.ascontiguousarray(t), alpha, tau)
+    Q = V[:j]
+    v -= s @ Q
+    v /= alpha
+    z -= t @ Q
+    z -= tau * v
+    z /= alpha
+    return float(z @ z)
+
+
+def _triangular(R, g, k) -> np.ndarray:
+    """``y`` with ``R[:k, :k] y = g[:k]`` (upper triangular), by back substitution in numpy.
+
+    The small dense algebra of the cycle stays out of BLAS/LAPACK: a threaded
+    BLAS wakes its threads for each call, which on a loaded machine cost
+    milliseconds for a 50 x 50 system.
+    """
+    y = np.empty(k)
+    for i in range(k - 1, -1, -1):
+        y[i] = (g[i] - float(np.dot(R[i, i + 1:k], y[i + 1:k]))) / R[i, i] if i + 1 < k else g[i] / R[i, i]
+    return y
+
+
+def _fresh(w, V) -> np.ndarray:
+    """``w`` as a contiguous float array of its own (it is orthogonalised in place: never the basis itself)."""
+    w = np.ascontiguousarray(w, dtype=float)
+    return w.copy() if np.may_share_memory(w, V) else w
+
+
+def _norm(norm2: float, w: np.ndarray) -> float:
+    """``sqrt(norm2)``, or a scaled norm of ``w`` where the sum of squares under- or overflowed."""
+    return float(np.sqrt(norm2)) if 1e-280 < norm2 < 1e280 else float(np.linalg.norm(w))
+
+
+class _CGS2:
+    """Arnoldi by classical Gram-Schmidt twice: each step's Hessenberg column is final at once."""
+
+    def __init__(self, V, matvec, psolve, ext):
+        self.V, self.matvec, self.psolve, self.ext = V, matvec, psolve, ext
+
+    def step(self, j: int) -> list:
+        """``[(j, h, hn)]``: step ``j``'s column; ``V[j+1]`` set when ``hn > 0``."""
+        V = self.V
+        w = _fresh(self.matvec(self.psolve(V[j])), V)
+        h, hn = orthogonalise(V, j, w, self.ext)
+        if hn > 0:
+            np.divide(w, hn, out=V[j + 1])
+        return [(j, h, hn)]
+
+    def finish(self) -> list:
+        return []
+
+
+class _DCGS2:
+    r"""Arnoldi by DCGS2: Gram-Schmidt twice, the second pass of each vector delayed to the next step.
+
+    At step :math:`j` the basis :math:`Q = V_j` is final and :math:`v = V[j]`
+    is orthogonalised once. One read of :math:`Q` gives :math:`s = Q^Tv`,
+    :math:`t = Q^Tz` for :math:`z = APv`, :math:`v^Tv` and :math:`v^Tz`; then
+    :math:`q_j = (v - Qs)/\alpha` with :math:`\alpha^2 = v^Tv - s^Ts`
+    corrects the previous column (:math:`h \mathrel{+}= \nu s`, its
+    subdiagonal :math:`\nu\alpha`), and, since :math:`APq_j = (z - Q_{j+1}\bar H s)/\alpha`,
+    the new column is :math:`c = ([t; \tau] - \bar H s)/\alpha` with
+    :math:`\tau = q_j^Tz = (v^Tz - s^Tt)/\alpha`, and the next vector
+    :math:`u = (z - Qt - \tau q_j)/\alpha`: one more read of :math:`Q` makes
+    :math:`q_j` and :math:`u` together. Two reads of the basis a step, against
+    three or four for CGS2 (Świrydowicz, Langou, Ananthan, Yang & Thomas,
+    *Numer. Linear Algebra Appl.* 28, 2021; Bielich et al., *Parallel
+    Computing* 112, 2022). A column is final one step late; the last one of
+    a cycle keeps its single pass (it only enters the residual estimate).
+    """
+
+    def __init__(self, V, matvec, psolve, ext):
+        self.V, self.matvec, self.psolve, self.ext = V, matvec, psolve, ext
+        m = V.shape[0] - 1
+        self.H = np.zeros((m + 1, m))       # the Hessenberg matrix, unrotated
+        self.nu = 0.0                        # the norm of the pending vector before its scaling
+        self.pending = None                  # the step whose column waits for its second pass
+
+    def step(self, j: int) -> list:
+        V, H, ext = self.V, self.H, self.ext
+        v = V[j]
+        z = _fresh(self.matvec(self.psolve(v)), V)
+        s, t, vv, vz = dcgs2_project(V, j, z, ext)
+        alpha2 = vv - float(s @ s)
+        # v was scaled to norm 1 and its single pass left s small; if not, measure alpha outright
+        alpha = float(np.sqrt(alpha2)) if alpha2 > 0.25 else float(np.linalg.norm(v - s @ V[:j]))
+        done = []
+        if j > 0:
+            H[:j, j - 1] += self.nu * s
+            H[j, j - 1] = self.nu * alpha
+            done.append((j - 1, H[:j, j - 1].copy(), float(H[j, j - 1])))
+        if not alpha > 0:            # v in the span of the basis: the step before was singular
+            return done + [(j, np.zeros(j + 1), 0.0)]
+        tau = (vz - float(s @ t)) / alpha
+        norm2 = dcgs2_update(V, j, z, s, t, alpha, tau, ext)
+        H[:j + 1, j] = (np.append(t, tau) - (H[:j + 1, :j] * s).sum(axis=1)) / alpha   # no BLAS call: see _triangular
+        nu = _norm(norm2, z)
+        H[j + 1, j] = nu
+        if nu > 0:
+            self.nu = nu
+            np.divide(z, nu, out=V[j + 1])
+            self.pending = j
+            return done
+        self.pending = None
+        return done + [(j, H[:j + 1, j].copy(), 0.0)]
+
+    def finish(self) -> list:
+        j = self.pending
+        return [] if j is None else [(j, self.H[:j + 1, j].copy(), float(self.H[j + 1, j]))]
+
+
+#: the Arnoldi orthogonalisations of :func:`gmres` (``orthogonalisation``)
+ARNOLDI = {"cgs2": _CGS2, "dcgs2": _DCGS2}
+
+
+def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog, orthogonalisation):
     """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``."""
     b = np.asarray(b, dtype=float)
+    if not callable(matvec):
+        matvec = spmv(matvec)
     n, m = b.size, max(1, int(restart))
     psolve = psolve or (lambda v: v)
     x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
     nb = float(np.abs(b).max(initial=0.0))
     V = np.empty((m + 1, n))
+    ext = extension()
     its = 0
     while True:
         r = b - matvec(x)
@@ -150,44 +365,47 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         cs, sn = np.zeros(m), np.zeros(m)
         den = norm_a * float(np.abs(x).max(initial=0.0)) + nb
         k = 0
-        for j in range(min(m, maxiter - its)):
-            w = matvec(psolve(V[j]))
-            Vj = V[:j + 1]
-            h = Vj @ w
-            w -= h @ Vj
-            h2 = Vj @ w           # the second pass ("twice is enough")
-            w -= h2 @ Vj
-            h += h2
-            hn = float(np.linalg.norm(w))
-            col = np.append(h, hn)
-            size = float(np.linalg.norm(col))       # ||A P v_j||
-            for i in range(j):    # the rotations so far
-                col[i], col[i + 1] = cs[i] * col[i] + sn[i] * col[i + 1], -sn[i] * col[i] + cs[i] * col[i + 1]
-            d = float(np.hypot(col[j], col[j + 1]))
-            if not (np.isfinite(d) and d > _SINGULAR * size):
-                # a singular step (A P v_j in the span of the earlier ones, to round-off): keep the
-                # progress of the steps before it, and say the iteration broke down
-                if k:
-                    x = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
-                return x, GMRESReport(False, its, backward_error(b - matvec(x), x, b, norm_a), True)
-            cs[j], sn[j] = col[j] / d, col[j + 1] / d
-            col[j] = d
-            g[j + 1], g[j] = -sn[j] * g[j], cs[j] * g[j]
-            R[:j + 1, j] = col[:j + 1]
-            its += 1
-            k = j + 1
-            prog.residual(abs(g[j + 1]) / den if den else np.inf, rtol, f"iteration {its}")
-            if not np.isfinite(g[j + 1]):
-                return x, GMRESReport(False, its, float("nan"), True)
-            # ||r||_inf <= ||r||_2 = |g[j+1]|: a conservative test, then the true one at the cycle's end
-            if hn == 0.0 or abs(g[j + 1]) <= rtol * den:
-                break
-            if k % check_every == 0:
-                xc = x + psolve(np.linalg.solve(np.triu(R[:k, :k]), g[:k]) @ V[:k])
-                den = norm_a * float(np.abs(xc).max(initial=0.0)) + nb
-                if abs(g[j + 1]) <= rtol * den:
+        arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext)
+        stop = False
+        steps = min(m, maxiter - its)
+        for j in range(steps + 1):
+            if j < steps:
+                columns = arnoldi.step(j)
+                its += 1
+            else:
+                columns = arnoldi.finish()      # the column still waiting for its second pass
+            for jj, h, hn in columns:
+                col = np.append(h, hn)
+                size = float(np.linalg.norm(col))       # ||A P v_jj||
+                for i in range(jj):    # the rotations so far
+                    col[i], col[i + 1] = cs[i] * col[i] + sn[i] * col[i + 1], -sn[i] * col[i] + cs[i] * col[i + 1]
+                d = float(np.hypot(col[jj], col[jj + 1]))
+                if not (np.isfinite(d) and d > _SINGULAR * size):
+                    # a singular step (A P v_jj in the span of the earlier ones, to round-off): keep the
+                    # progress of the steps before it, and say the iteration broke down
+                    if k:
+                        x = x + psolve(_combination(V, k, _triangular(R, g, k), ext))
+                    return x, GMRESReport(False, its, backward_error(b - matvec(x), x, b, norm_a), True)
+                cs[jj], sn[jj] = col[jj] / d, col[jj + 1] / d
+                col[jj] = d
+                g[jj + 1], g[jj] = -sn[jj] * g[jj], cs[jj] * g[jj]
+                R[:jj + 1, jj] = col[:jj + 1]
+                k = jj + 1
+                prog.residual(abs(g[jj + 1]) / den if den else np.inf, rtol, f"iteration {its}")
+                if not np.isfinite(g[jj + 1]):
+                    return x, GMRESReport(False, its, float("nan"), True)
+                # ||r||_inf <= ||r||_2 = |g[jj+1]|: a conservative test, then the true one at the cycle's end
+                if hn == 0.0 or abs(g[jj + 1]) <= rtol * den:
+                    stop = True
                     break
-            V[j + 1] = w / hn
+                if k % check_every == 0:
+                    xc = x + psolve(_combination(V, k, _triangular(R, g, k), ext))
+                    den = norm_a * float(np.abs(xc).max(initial=0.0)) + nb
+                    if abs(g[jj + 1]) <= rtol * den:
+                        stop = True
+                        break
+            if stop:
+                break
         if k:
-            y = np.linalg.solve(np.triu(R[:k, :k]), g[:k])
-            x = x + psolve(y @ V[:k])
+            y = _triangular(R, g, k)
+            x = x + psolve(_combination(V, k, y, ext))

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ctmc.krylov import gmres
+from ctmc import _relax
+from ctmc.krylov import ARNOLDI, gmres
 
 
 def _m_matrix(n, seed, spread=1.0):
@@ -15,15 +16,24 @@ def _m_matrix(n, seed, spread=1.0):
     return (sp.diags(np.asarray(R.sum(axis=1)).ravel() + v) - R).tocsr()
 
 
+@pytest.fixture(params=["compiled", "fallback"])
+def kernels(request):
+    """Each test twice: with the compiled kernels (where built) and with the numpy fallbacks."""
+    before = _relax.use_compiled(request.param == "compiled")
+    yield request.param
+    _relax.use_compiled(before)
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("restart", [5, 30])
 @pytest.mark.parametrize("precondition", [False, True])
-def test_gmres_matches_a_dense_solve(seed, restart, precondition):
+@pytest.mark.parametrize("orth", sorted(ARNOLDI))
+def test_gmres_matches_a_dense_solve(seed, restart, precondition, orth, kernels):
     A = _m_matrix(300, seed)
     b = np.random.default_rng(seed + 10).uniform(0, 1, 300)
     dinv = 1.0 / A.diagonal()
     x, rep = gmres(A.dot, b, (lambda v: dinv * v) if precondition else None, rtol=1e-13,
-                   restart=restart, maxiter=5000, norm_a=abs(A).sum(axis=1).max())
+                   restart=restart, maxiter=5000, norm_a=abs(A).sum(axis=1).max(), orthogonalisation=orth)
     exact = np.linalg.solve(A.toarray(), b)
     assert rep.converged and not rep.breakdown
     true_be = np.abs(b - A @ x).max() / (abs(A).sum(axis=1).max() * np.abs(x).max() + np.abs(b).max())
@@ -69,3 +79,52 @@ def test_gmres_reports_a_singular_system_as_a_breakdown_keeping_its_progress():
     x, rep = gmres(lambda v: A @ v, np.array([1.0, 1.0]), rtol=1e-12, restart=5, maxiter=10, norm_a=1.0)
     assert rep.breakdown and not rep.converged
     assert np.abs(x).max() < 10 and x[1] == pytest.approx(1.0)     # the least-squares step before it
+
+
+@pytest.mark.parametrize("orth", sorted(ARNOLDI))
+def test_arnoldi_keeps_the_basis_orthonormal_and_the_arnoldi_relation(orth, kernels):
+    """On the ill-conditioned pinned birth-death system (no preconditioner, 60 steps from a random vector):
+    the basis stays orthonormal to round-off, ||I - Q^T Q|| ~ eps (a single Gram-Schmidt pass loses
+    1.7e-12 here), and A Q_k = Q_{k+1} H_k holds for the columns GMRES gets."""
+    n, lam, mu = 3000, 1.0, 1.05
+    Q = sp.diags([np.full(n - 1, lam), np.full(n - 1, mu)], [1, -1]).tolil()
+    Q.setdiag(-np.asarray(Q.sum(axis=1)).ravel())
+    QT = Q.T.tocsr()
+    A, b = QT[1:, 1:].tocsr(), np.random.default_rng(0).uniform(0, 1, n - 1)
+    k = 60
+    V = np.empty((k + 1, n - 1))
+    V[0] = b / np.linalg.norm(b)
+    arnoldi = ARNOLDI[orth](V, A.dot, lambda v: v, _relax.extension())
+    H = np.zeros((k + 1, k))
+    for j in range(k):
+        for jj, h, hn in arnoldi.step(j):
+            H[:jj + 1, jj], H[jj + 1, jj] = h, hn
+    for jj, h, hn in arnoldi.finish():
+        H[:jj + 1, jj], H[jj + 1, jj] = h, hn
+    Qk = V[:k]
+    assert np.linalg.norm(np.eye(k) - Qk @ Qk.T) < 1e-13
+    # the relation for the columns before the last (the last one's next vector has one pass only)
+    lhs = (A @ Qk[:k - 1].T)
+    rhs = Qk.T @ H[:k, :k - 1]
+    assert np.abs(lhs - rhs).max() <= 1e-12 * abs(A).sum(axis=1).max()
+
+
+def test_gmres_rejects_an_unknown_orthogonalisation():
+    with pytest.raises(ValueError, match="orthogonalisation"):
+        gmres(np.eye(3).dot, np.ones(3), norm_a=1.0, orthogonalisation="mgs")
+
+
+@pytest.mark.parametrize("orth", sorted(ARNOLDI))
+def test_gmres_makes_full_cycles_up_to_its_iteration_limit(orth):
+    """maxiter=7, restart=3: cycles of 3, 3 and 1 steps, each cycle's start a true residual, so 3 calls
+    of the product on x besides the 7 Arnoldi products (and one for the final backward error)."""
+    A = _m_matrix(500, 7, spread=1e-4)
+    calls = []
+
+    def matvec(v):
+        calls.append(v)
+        return A @ v
+    x, rep = gmres(matvec, np.ones(500), rtol=1e-15, restart=3, maxiter=7, norm_a=abs(A).sum(axis=1).max(),
+                   orthogonalisation=orth)
+    assert not rep.converged and rep.iterations == 7
+    assert len(calls) == 7 + 4          # 7 steps, 3 cycle starts and the last residual

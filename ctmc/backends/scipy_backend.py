@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
+from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
@@ -132,7 +133,7 @@ class ScipyOperator(Operator):
 
     def apply(self, x, transpose=False):
         # the generator itself (the same rounding as a user's own Q.T @ pi)
-        return (self.QT if transpose else self.Q) @ x
+        return product(self.QT if transpose else self.Q, x)
 
     def offdiagonal_counts(self, transpose=False):
         return offdiagonal_counts(self.generator_rows(transpose))
@@ -196,9 +197,10 @@ def ssor1(A: sp.spmatrix):
     (Saad, *Iterative Methods for Sparse Linear Systems*, 2003, §10.2).
     Done that way each triangle is read once, about one matrix-vector
     product in all, instead of twice the whole matrix (a forward sweep from
-    0 multiplies the upper triangle by zeros). The triangles are split, and
-    their index arrays given one integer type for the compiled sweeps
-    (pyamg's, :mod:`ctmc._relax`), once here rather than on every use.
+    0 multiplies the upper triangle by zeros). The compiled kernel
+    (:func:`ctmc._relax.symmetric_gauss_seidel`) makes both solves on the
+    matrix's own sorted rows, knowing where each row's diagonal is: no copy
+    of the triangles (the fallback, pyamg's sweeps, copies them once).
     A zero diagonal entry leaves its unknown at 0, as the sweeps do.
 
     Parameters
@@ -219,20 +221,9 @@ def ssor1(A: sp.spmatrix):
     >>> bool(np.allclose(ssor1(A)(v), np.linalg.solve(D - U, D @ np.linalg.solve(D - L, v))))
     True
     """
-    from .._relax import one_index_type, sweep
+    from .._relax import symmetric_gauss_seidel
 
-    S = one_index_type(sp.csr_matrix(A, dtype=float))
-    S.sum_duplicates()
-    d = S.diagonal()
-    lower, upper = one_index_type(sp.tril(S, format="csr")), one_index_type(sp.triu(S, format="csr"))
-
-    def apply(v):
-        v = np.asarray(v, dtype=float).ravel()
-        x = np.zeros(v.size)
-        sweep(lower, x, v, 1.0, "forward")        # x = (D - L)^{-1} v
-        sweep(upper, x, d * x, 1.0, "backward")   # x = (D - U)^{-1} D x, in place: row i reads x_j, j > i
-        return x
-    return apply
+    return symmetric_gauss_seidel(A)
 
 
 class ScipySystem(System):
@@ -308,7 +299,7 @@ class ScipySystem(System):
         spec = self.spec
         if spec.kind == "gmres":
             from ..krylov import gmres
-            y, rep = gmres(A.dot, b, P, rtol=spec.rtol,
+            y, rep = gmres(A, b, P, rtol=spec.rtol,
                            restart=spec.restart, maxiter=spec.maxiter, norm_a=normA)
             if rep.breakdown:
                 return y, SolveReport(Status.BREAKDOWN, "gmres broke down", rep.iterations)
