@@ -83,8 +83,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from types import SimpleNamespace
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -469,7 +469,7 @@ class PassageSetup:
             finally:
                 sysm.close()
             self.info["condition_solve"] = {"rtol": rtol, "iterations": sum(info["iterations"])}
-            if inv <= 2 * est:                                     # a residual below 1/2
+            if np.isfinite(inv) and inv <= 2 * est:               # a residual below 1/2
                 return norm_m * inv, Status.SUCCESS, info["report"].reason
         own, info = SimpleNamespace(solve=lambda b, transpose=False: self.solve(s, on, b, polish=False)), {}
         inv, _ = inverse_norm_bound_of(op, X, own, s, steps=1, info=info, start=solved and solved[0])
