@@ -461,7 +461,7 @@ class PassageSetup:
         kind, hint = self.kind(on), ratio * norm_m
         rtol = min(1e-2 / hint, 1e-6) if hint > 0 else 0.0
         if solved is None and kind in ("gmres", "bicgstab") and rtol > 10 * self._spec(kind, on).rtol:
-            for key in [k for k in self._sys if k[1] == on]:      # the loose system made after the tight is closed
+            for key in [k for k in self._sys if k[1] == on]:      # the tight systems closed first (memory)
                 self._sys.pop(key).close()
             sysm, info = op.system(X, s, dataclasses.replace(self._spec(kind, on), rtol=rtol), self.bo), {}
             try:

@@ -247,7 +247,8 @@ def test_the_shifted_kernel_bounds_the_inverse_norm_of_passage_systems(shift, ba
                     mp.setattr(evidence, "_unit_residual", lambda *a: real(*a)[:1] + (0.0,) + real(*a)[2:])
                 lu = op.system(X, shift, dataclasses.replace(RETURN_SPEC, kind="lu"), {})
                 try:
-                    bound, est = inverse_norm_bound_of(op, X, _Perturbed(lu, smooth, noise, rng), shift, steps=1)
+                    perturbed = _Perturbed(lu, smooth, noise, rng)
+                    bound, est = inverse_norm_bound_of(op, X, perturbed, shift, steps=1)
                 finally:
                     lu.close()
             if corrected:

@@ -64,7 +64,8 @@ from ..sets import unit_mask
 
 __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "judge", "grade",
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
-           "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound", "RETURN_SPEC", "RETURN_GMRES",
+           "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound",
+           "RETURN_SPEC", "RETURN_GMRES",
            "RETURN_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
            "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
