@@ -472,9 +472,10 @@ class PassageSetup:
             if np.isfinite(inv) and inv <= 2 * est:               # a residual below 1/2
                 return norm_m * inv, Status.SUCCESS, info["report"].reason
         own, info = SimpleNamespace(solve=lambda b, transpose=False: self.solve(s, on, b, polish=False)), {}
-        inv, _ = inverse_norm_bound_of(op, X, own, s, steps=1, info=info, start=solved and solved[0])
+        inv, _ = inverse_norm_bound_of(op, X, own, s, steps=int(solved is None), info=info,
+                                       start=solved and solved[0])
         rep = info["report"] or solved[1]
-        if np.isfinite(inv) and (rep.status is Status.SUCCESS or solved is not None):
+        if np.isfinite(inv) and rep.status is Status.SUCCESS:
             return norm_m * inv, Status.SUCCESS, rep.reason
         st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
         return np.inf, st, f"condition estimate: {rep.reason}, residual {info.get('residual', np.inf):.1e}"

@@ -257,4 +257,9 @@ def test_the_shifted_kernel_bounds_the_inverse_norm_of_passage_systems(shift, ba
                 if noise == 0.0:
                     assert bound <= true * (1 + smooth) / (1 - smooth) * (1 + 1e-9), (trial, bound, true)
             below["proven" if corrected else "uncorrected"] += bound < true * (1 - 1e-9)
+        y = np.zeros(n)
+        y[X] = np.linalg.solve(M, np.ones(X.sum())) * (1 - smooth)     # a solution at hand: no solve
+        info = {}
+        bound, _ = inverse_norm_bound_of(op, X, None, shift, steps=0, info=info, start=y)
+        assert info["iterations"] == [] and true * (1 - 1e-12) <= bound <= true * (1 + 1e-9), (bound, true)
     assert below["proven"] == 0 and below["uncorrected"] > 0

@@ -333,7 +333,7 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     up to ``steps`` solves in all, :math:`\hat y` is refined by solving
     :math:`M\delta = \rho`, while each solve halves :math:`\rho_+` (every iterate
     gives a proven bound: the least is kept). ``start`` (a solution of
-    :math:`M y = 1` at hand, zero off ``X``) is checked first and refined, without a first solve.
+    :math:`M y = 1` at hand) is checked first, then refined by at most ``steps`` solves (0: none).
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
     ``info`` (optional dict) receives ``iterations`` (of each solve), ``report``
@@ -351,7 +351,7 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     info["report"] = None
     best, last = (np.inf, np.inf), np.inf
     y, rhs = (np.zeros(X.shape), X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
-    for _ in range(max(1, int(steps)) + (start is not None)):
+    for _ in range(max(int(steps), start is None) + (start is not None)):
         if rhs is not None:
             d, rep = system.solve(rhs, transpose=False)
             info["iterations"].append(rep.iterations)
