@@ -84,6 +84,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Optional
 
 import numpy as np
@@ -92,7 +93,8 @@ from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import TripletLU, inverse_norm_bound
 from .kernels.classes import global_argmax, slowest_exit
-from .kernels.evidence import COND_RTOL, grade_bound, grade_passage, mass_defect, passage_bound
+from .kernels.evidence import (COND_RTOL, grade_bound, grade_passage, inverse_norm_bound_of, mass_defect,
+                               passage_bound)
 from .kernels.plan import auto_plan, structure_facts
 from .kernels.sweeps import Sweeper, polish_sweeps
 from .kernels.registry import Method, deprecated_aliases
@@ -445,65 +447,38 @@ class PassageSetup:
     def condition(self, s, on):
         """An upper bound on ``||M||_inf ||M^-1||_inf`` on the set; ``(cond, status, reason)``.
 
-        For an M-matrix ``||M^-1||_inf = ||M^-1 1||_inf <= ||y|| / (1 - ||1 - M y||)`` for any ``y``
-        with a residual below 1: the solve of ``M y = 1`` made before on the set (checked again),
-        else one more, stopped at the backward error ``1e-2 / hint`` (``hint = ||M|| ||x|| / ||b||``
-        of the set's solves, a lower estimate; a residual near 1e-2) and run tight only if that
-        residual is not below 1/2; an unconverged solve gives ``inf``.
+        ``||M^-1||_inf`` by :func:`~ctmc.kernels.evidence.inverse_norm_bound_of` (proven, one-sided on the
+        residual of ``M y = 1``): from the solve of ``M y = 1`` made before on the set (checked again),
+        else from one more, stopped at the backward error ``1e-2 / hint`` (``hint = ||M|| ||x|| / ||b||`` of
+        the set's solves, a lower estimate; a residual near 1e-2) and refined on its residual, and from
+        the set's own solver if that leaves a residual above 1/2; an unconverged solve gives ``inf``.
         """
-        op = self.op
-        X = self.members(on)
+        op, X = self.op, self.members(on)
         if self.count(on) == 0:
             return 1.0, Status.SUCCESS, ""
-        b = X.astype(float)
         norm_m = op.allmax(self.row_norms(s, on).max(initial=0.0))
         ratio, solved = self._seen.get((float(s), on), (0.0, None))
-        if solved is None and np.isfinite(ratio) and ratio * norm_m > 0:
-            loose = self._loose_unit_solve(s, on, b, 1e-2 / (ratio * norm_m))
-            if loose is not None:
-                cond = self._condition_of(s, on, norm_m, *loose, accept=0.5)
-                if cond is not None:
-                    return cond
-        y, rep = self.solve(s, on, b, polish=False) if solved is None else solved
-        cond = self._condition_of(s, on, norm_m, y, rep, accept=1.0)
-        if cond is None:
-            err = self.errors(s, on, y, b)[0]
-            st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
-            return np.inf, st, f"condition estimate: {rep.reason}, backward error {err:.1e}"
-        return cond
-
-    def _condition_of(self, s, on, norm_m, y, rep, accept):
-        """``(cond, status, reason)`` proven by ``y ~ M^-1 1`` when its residual is below ``accept``, else None."""
-        if rep.status is not Status.SUCCESS:
-            return None
-        op, X = self.op, self.members(on)
-        b = X.astype(float)
-        err, _ = self.errors(s, on, y, b)
-        # ||M^-1|| <= ||y_hat|| / (1 - ||rho||), rho = 1 - M y_hat (round-off added), whatever solved it
-        ynorm = op.allmax(np.abs(np.where(X, y, 0.0)).max(initial=0.0))
-        rho = (err + op.product_roundoff()) * (norm_m * ynorm + 1.0)
-        inv = inverse_norm_bound(ynorm, rho) if rho < accept else np.inf
-        return (norm_m * inv, Status.SUCCESS, rep.reason) if np.isfinite(inv) else None
-
-    def _loose_unit_solve(self, s, on, b, rtol):
-        """``M y = 1`` by the set's Krylov solver stopped at the backward error ``rtol`` (if looser than
-        its own), its system made after the tight one is closed; ``(y, SolveReport)`` or None."""
-        kind = self.kind(on)
-        if kind not in ("gmres", "bicgstab"):
-            return None
-        spec = self._spec(kind, on)
-        rtol = min(rtol, 1e-6)
-        if not rtol > 10 * spec.rtol:
-            return None
-        for key in [k for k in self._sys if k[1] == on]:
-            self._sys.pop(key).close()
-        sysm = self.op.system(self.members(on), s, dataclasses.replace(spec, rtol=rtol), self.bo)
-        try:
-            y, rep = sysm.solve(b)
-        finally:
-            sysm.close()
-        self.info["condition_solve"] = {"rtol": rtol, "iterations": rep.iterations}
-        return y, rep
+        kind, hint = self.kind(on), ratio * norm_m
+        rtol = min(1e-2 / hint, 1e-6) if hint > 0 else 0.0
+        if solved is None and kind in ("gmres", "bicgstab") and rtol > 10 * self._spec(kind, on).rtol:
+            for key in [k for k in self._sys if k[1] == on]:      # the tight systems closed first (memory)
+                self._sys.pop(key).close()
+            sysm, info = op.system(X, s, dataclasses.replace(self._spec(kind, on), rtol=rtol), self.bo), {}
+            try:
+                inv, est = inverse_norm_bound_of(op, X, sysm, s, info=info)
+            finally:
+                sysm.close()
+            self.info["condition_solve"] = {"rtol": rtol, "iterations": sum(info["iterations"])}
+            if np.isfinite(inv) and inv <= 2 * est:               # a residual below 1/2
+                return norm_m * inv, Status.SUCCESS, info["report"].reason
+        own, info = SimpleNamespace(solve=lambda b, transpose=False: self.solve(s, on, b, polish=False)), {}
+        inv, _ = inverse_norm_bound_of(op, X, own, s, steps=int(solved is None), info=info,
+                                       start=solved and solved[0])
+        rep = info["report"] or solved[1]
+        if np.isfinite(inv) and rep.status is Status.SUCCESS:
+            return norm_m * inv, Status.SUCCESS, rep.reason
+        st = rep.status if rep.status is not Status.SUCCESS else Status.INACCURATE
+        return np.inf, st, f"condition estimate: {rep.reason}, residual {info.get('residual', np.inf):.1e}"
 
     def close(self):
         for sysm in self._sys.values():

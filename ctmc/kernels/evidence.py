@@ -25,6 +25,7 @@ For :math:`M x = b` with :math:`M = sI - Q_{XX}` (an M-matrix), the normwise
 backward error ``err`` and :math:`\mathrm{cond} = \|M\|_\infty\|M^{-1}\|_\infty`
 give :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1-e)`,
 :math:`e = \mathrm{cond}\,(\mathrm{err} + \gamma)` (:func:`passage_bound`);
+:math:`\|M^{-1}\|_\infty` is bounded by the rule of the return times (:func:`inverse_norm_bound_of`);
 :func:`grade_passage` grades them.
 
 Dense GTH elimination gets the entrywise estimate :math:`2n^2u` (:func:`gth_bound`),
@@ -63,7 +64,8 @@ from ..sets import unit_mask
 
 __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "judge", "grade",
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
-           "correction_estimate", "iterative_bound", "gth_bound", "passage_bound", "RETURN_SPEC", "RETURN_GMRES",
+           "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound",
+           "RETURN_SPEC", "RETURN_GMRES",
            "RETURN_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
            "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
@@ -303,15 +305,71 @@ def _residual_1norm(op, support, pi) -> tuple:
     return r, r1, 2 * op.product_roundoff() * op.allsum(float((pi * op.exit_rates)[support].sum()))
 
 
-def _return_residual(op, X, m) -> tuple:
-    r"""``(rho, rho_plus, top)`` of return times ``m`` (zero off ``X``): :math:`\rho = 1 - M m` on ``X``,
-    an upper bound ``rho_plus`` on its largest entry (the round-off of computing it added, never below 0),
-    and :math:`\max_X m` (``-inf`` if ``X`` is empty)."""
-    rho = np.where(X, 1.0 + op.apply(m, transpose=False), 0.0)
+def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
+    r"""``(rho, rho_plus, top)`` of ``m`` (zero off ``X``): :math:`\rho = 1 - M m` on ``X``,
+    :math:`M = sI - Q_{XX}`, an upper bound ``rho_plus`` on its largest entry (the round-off of
+    computing it added, never below 0), and :math:`\max_X m` (``-inf`` if ``X`` is empty)."""
+    rho = np.where(X, 1.0 - shift * m + op.apply(m, transpose=False), 0.0)
     size = op.allmax(float(np.abs(m).max(initial=0.0)))
     top = op.allmax(float(m[X].max(initial=-np.inf)))
     rplus = max(op.allmax(float(rho[X].max(initial=0.0))), 0.0)
-    return rho, rplus + op.product_roundoff() * (2 * op.qmax * size + 1.0), top
+    return rho, rplus + op.product_roundoff() * (2 * (op.qmax + abs(shift)) * size + 1.0), top
+
+
+def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RETURN_RESIDUAL,
+                          steps: int = RETURN_STEPS, info=None, start=None) -> tuple:
+    r"""An upper bound on :math:`\|M^{-1}\|_\infty`, :math:`M = sI - Q_{XX}` a nonsingular M-matrix
+    (``s = shift >= 0``), from loose solves of :math:`M y = 1` on one set-up ``system`` of ``M``.
+
+    :math:`M^{-1} \ge 0`, so :math:`\|M^{-1}\|_\infty = \|y\|_\infty`, :math:`y = M^{-1}1`.
+    For any computed :math:`\hat y` with residual :math:`\rho = 1 - M\hat y`
+    (recomputed, its round-off added) and :math:`\rho_+ \ge \max_i \rho_i`,
+    :math:`y - \hat y = M^{-1}\rho \le \rho_+ y` entrywise, so
+    :math:`\|y\|_\infty \le \max_i \hat y_i / (1 - \rho_+)`: proven whatever
+    solver produced :math:`\hat y` (``inf`` if :math:`\rho_+ \ge 1`). Only
+    entries where :math:`M\hat y` falls short of 1 count; an overshoot costs
+    nothing. The solves stop when :math:`\rho_+ \le` ``target`` (the bound is
+    then within :math:`1/(1 -` ``target``:math:`)` of the estimate); until then,
+    up to ``steps`` solves in all, :math:`\hat y` is refined by solving
+    :math:`M\delta = \rho`, while each solve halves :math:`\rho_+` (every iterate
+    gives a proven bound: the least is kept). ``start`` (a solution of
+    :math:`M y = 1` at hand) is checked first, then refined by at most ``steps`` solves (0: none).
+    ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
+
+    ``info`` (optional dict) receives ``iterations`` (of each solve), ``report``
+    (the last solve's report, None without a solve) and ``residual`` (the
+    :math:`\rho_+` of the bound, or of the last iterate without one).
+
+    Returns
+    -------
+    (bound, estimate)
+        The proven bound and :math:`\max_i \hat y_i` of the iterate that gave it
+        (without a bound: the last, an unproven lower estimate).
+    """
+    info = {} if info is None else info
+    info.setdefault("iterations", [])
+    info["report"] = None
+    best, last = (np.inf, np.inf), np.inf
+    y, rhs = (np.zeros(X.shape), X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
+    for _ in range(max(int(steps), start is None) + (start is not None)):
+        if rhs is not None:
+            d, rep = system.solve(rhs, transpose=False)
+            info["iterations"].append(rep.iterations)
+            info["report"] = rep
+            y = y + np.where(X, d, 0.0)
+        if not np.all(np.isfinite(y)):
+            break
+        rho, rplus, top = _unit_residual(op, X, y, shift)
+        bound = inverse_norm_bound(top, rplus) if top > 0 else np.inf
+        if bound < best[0] or not np.isfinite(best[0]):
+            best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
+            info["residual"] = rplus
+        # refine while it pays: a solve that did not halve the residual would only restart
+        if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
+                or not rplus < last / 2:
+            break
+        rhs, last = rho, rplus
+    return best
 
 
 def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = RETURN_RESIDUAL,
@@ -325,7 +383,8 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     :math:`m - \hat m = M^{-1}\rho \le \rho_+ M^{-1}1 = \rho_+ m` entrywise, so
     :math:`m \le \hat m / (1 - \rho_+)` and
     :math:`\|m\|_\infty \le \max_i \hat m_i / (1 - \rho_+)`: proven
-    whatever solver produced :math:`\hat m` (``inf`` if :math:`\rho_+ \ge 1`).
+    whatever solver produced :math:`\hat m` (``inf`` if :math:`\rho_+ \ge 1`): the rule of
+    :func:`inverse_norm_bound_of` (shift 0), which the passage condition numbers use too.
     Only entries where :math:`M\hat m` falls short of 1 count; an overshoot costs nothing.
     The bound needs :math:`\hat m` to a digit or two, so the solve stops when
     :math:`\rho_+ \le` ``target`` (the bound is then within :math:`1/(1 -` ``target``:math:`)`
@@ -374,8 +433,16 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     """
     X = support & ~unit_mask(op, pin)
     info = {} if info is None else info
+
+    def times(system):
+        sub = {}
+        try:
+            return inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
+        finally:
+            info.setdefault("return_time_iterations", []).extend(sub["iterations"])
+
     if system is not None:
-        return _return_times(op, X, system, target, steps, info)
+        return times(system)
     best = (np.inf, 0.0)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
         try:
@@ -383,7 +450,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         except MemoryError:
             continue
         try:
-            bound, est = _return_times(op, X, system, target, steps, info)
+            bound, est = times(system)
         finally:
             system.close()
         info["return_time_solver"] = spec.kind
@@ -393,27 +460,6 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
             best = (bound, est if np.isfinite(bound) else max(est, best[1]))
         if bound <= est / (1 - target) or spec.kind == "lu":
             break
-    return best
-
-
-def _return_times(op, X, system, target, steps, info) -> tuple:
-    """``(bound, estimate)`` of :func:`return_time_bound` from one set-up system, refined on the residual;
-    its solves and their iterations are added to ``info["return_time_iterations"]``."""
-    best, m, rhs, last = (np.inf, np.inf), np.zeros(X.shape), X.astype(float), np.inf
-    for _ in range(max(1, int(steps))):
-        d, rep = system.solve(rhs, transpose=False)
-        info.setdefault("return_time_iterations", []).append(rep.iterations)
-        m = m + np.where(X, d, 0.0)
-        if not np.all(np.isfinite(m)):
-            break
-        rho, rplus, top = _return_residual(op, X, m)
-        bound = inverse_norm_bound(top, rplus) if top > 0 else np.inf
-        if bound < best[0] or not np.isfinite(best[0]):
-            best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
-        # refine while it pays: a solve that did not halve the residual would only restart
-        if rplus <= target or rep.status is Status.BREAKDOWN or not rplus < last / 2:
-            break
-        rhs, last = rho, rplus
     return best
 
 
