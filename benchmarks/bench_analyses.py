@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gallery import ROOT, _run  # noqa: E402  (the subprocess runner, written once)
+from bench_gallery import ROOT, run_route, storm_routes  # noqa: E402  (written once, there)
 
 DEFAULT_MODELS = "embedded:4000,peer2peer:5"
 DEFAULT_ROUTES = {"embedded": "stop,method=bicgstab;preconditioner=sgs;tol=1e-12", "peer2peer": "eps=1e-13"}
@@ -110,22 +108,9 @@ def bench_model(spec, routes, storm, timeout):
     """Rows of one model (ctmc routes, then Storm's) and ``(ctmc default s, Storm's best s)``."""
     out = []
     for route in ["default"] + [r for r in routes if r and r != "default"]:
-        out.append((f"ctmc {route}", _run([sys.executable, __file__, "--worker", spec, route], timeout)))
+        out.append((f"ctmc {route}", run_route([sys.executable, __file__, "--worker", spec, route], timeout)))
     if storm:
-        g = _model(spec)
-        with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
-            f.write(g.prism_program())
-        try:
-            for solver in ("default", "gmm"):
-                cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
-                       "--property", g.prism_property, "--constants", json.dumps(g.prism_constants),
-                       "--solver", solver]
-                r = _run(cmd, timeout)
-                if "value" in r:
-                    r["status"], r["solve_s"] = "done", r.pop("check_s")
-                out.append((f"storm {'gmm++' if solver == 'gmm' else 'default env'}", r))
-        finally:
-            os.unlink(f.name)
+        out += storm_routes(_model(spec), storm, timeout)
     ok = {name: r for name, r in out if r.get("status") == "success"}
     ref_name = next((n for n in ok if "tol=" in n), "ctmc default" if "ctmc default" in ok else None)
     ref = ok[ref_name]["value"] if ref_name else None

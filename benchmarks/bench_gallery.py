@@ -109,7 +109,7 @@ def worker(spec: str, method: str) -> None:
                              "ctmc": ctmc.__version__}), flush=True)
 
 
-def _run(cmd, timeout):
+def run_route(cmd, timeout):
     """Run a route; its JSON result, or {"status": "timeout" | "error: ..."}."""
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -122,28 +122,33 @@ def _run(cmd, timeout):
     return json.loads(lines[-1][2:])
 
 
+def storm_routes(g, storm, timeout) -> list:
+    """Storm's rows ``(name, result)`` on gallery model ``g``: its default environment, then gmm++."""
+    out = []
+    with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
+        f.write(g.prism_program())
+    try:
+        for solver in ("default", "gmm"):
+            cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
+                   "--property", g.prism_property, "--constants", json.dumps(g.prism_constants),
+                   "--solver", solver]
+            r = run_route(cmd, timeout)
+            if "value" in r:
+                r["status"], r["solve_s"] = "done", r.pop("check_s")
+            out.append((f"storm {'gmm++' if solver == 'gmm' else 'default env'}", r))
+    finally:
+        os.unlink(f.name)
+    return out
+
+
 def bench_model(spec, methods, storm, timeout):
     """Rows of one model: ctmc routes, then Storm's."""
     routes = []
     for method in ["default"] + [m for m in methods if m != "default"]:
-        r = _run([sys.executable, __file__, "--worker", spec, method], timeout)
+        r = run_route([sys.executable, __file__, "--worker", spec, method], timeout)
         routes.append((f"ctmc {method}", r))
     if storm:
-        g = model_spec(spec)
-        with tempfile.NamedTemporaryFile("w", suffix=".prism", delete=False) as f:
-            f.write(g.prism_program())
-        try:
-            for solver in ("default", "gmm"):
-                cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
-                       "--property", g.prism_property, "--constants", json.dumps(g.prism_constants),
-                       "--solver", solver]
-                r = _run(cmd, timeout)
-                if "value" in r:
-                    r["status"] = "done"
-                    r["solve_s"] = r.pop("check_s")
-                routes.append((f"storm {'gmm++' if solver == 'gmm' else 'default env'}", r))
-        finally:
-            os.unlink(f.name)
+        routes += storm_routes(model_spec(spec), storm, timeout)
     ok = {name: r for name, r in routes if r.get("status") == "success"}
     tight = [f"ctmc {m}" for m in methods if "tol=" in m]      # a tightly converged route is the reference
     ref_name = next((n for n in tight + ["ctmc lu", "ctmc gth", "ctmc default"] if n in ok),
@@ -171,7 +176,7 @@ def bench_model(spec, methods, storm, timeout):
 
 def bench_builds(spec, storm, repeat, timeout):
     """One row: the fastest cold build of ``repeat`` fresh processes, ctmc and Storm."""
-    ours = [_run([sys.executable, __file__, "--worker", spec, "none"], timeout) for _ in range(repeat)]
+    ours = [run_route([sys.executable, __file__, "--worker", spec, "none"], timeout) for _ in range(repeat)]
     theirs = []
     if storm:
         g = model_spec(spec)
@@ -180,7 +185,7 @@ def bench_builds(spec, storm, repeat, timeout):
         try:
             cmd = [str(storm), str(ROOT / "models" / "gallery" / "storm_worker.py"), f.name,
                    "--property", g.prism_property, "--constants", json.dumps(g.prism_constants), "--solver", "none"]
-            theirs = [_run(cmd, timeout) for _ in range(repeat)]
+            theirs = [run_route(cmd, timeout) for _ in range(repeat)]
         finally:
             os.unlink(f.name)
     a = min((r["build_s"] for r in ours if "build_s" in r), default=None)
