@@ -320,15 +320,17 @@ class ScipySystem(System):
         y = np.zeros_like(b)
         chunk = 10 * spec.restart
         P = sla.LinearOperator(A.shape, P) if P is not None else None
+        # the compiled product (the same numbers as A @ v, see ctmc._relax.product)
+        Aop = sla.LinearOperator(A.shape, matvec=lambda v: product(A, np.ravel(v)), dtype=float)
         with Progress(f"BiCGStab on {np.size(b)} unknowns") as prog:
             while True:
                 before = count[0]
                 left = spec.maxiter - count[0]
-                y, code = sla.bicgstab(A, b, x0=y, rtol=spec.rtol, atol=0.0, maxiter=min(chunk, left), M=P,
+                y, code = sla.bicgstab(Aop, b, x0=y, rtol=spec.rtol, atol=0.0, maxiter=min(chunk, left), M=P,
                                        callback=cb)
                 if code < 0 or not np.all(np.isfinite(y)):
                     return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", count[0])
-                be = backward_error(b - A @ y, y, b, normA)
+                be = backward_error(b - product(A, y), y, b, normA)
                 if code == 0 or be <= spec.rtol:
                     return y, SolveReport(Status.SUCCESS, f"{spec.kind} converged in {count[0]} iterations",
                                           count[0])
