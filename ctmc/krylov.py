@@ -177,10 +177,7 @@ def orthogonalise(V: np.ndarray, j: int, w: np.ndarray, ext=None) -> tuple:
         w -= h2 @ Vj
         return h + h2, float(np.linalg.norm(w))
     h = np.empty(j + 1)
-    norm2 = ext.cgs2(V, j, w, h)
-    if not 1e-280 < norm2 < 1e280:        # under- or overflow of the sum of squares: a scaled norm
-        return h, float(np.linalg.norm(w))
-    return h, float(np.sqrt(norm2))
+    return h, _norm(ext.cgs2(V, j, w, h), w)     # cgs2 fills h, then returns ||w||^2
 
 
 def _combination(V, k, y, ext):
