@@ -622,6 +622,8 @@ static PyObject *py_set_threads(PyObject *self, PyObject *args)
 
 static PyObject *py_get_threads(PyObject *self, PyObject *noargs) { return PyLong_FromLong(nthreads); }
 
+#include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
+
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
                                     "h[:j+1] its coefficients (classical Gram-Schmidt twice, 3 reads of V)"},
@@ -638,6 +640,19 @@ static PyMethodDef methods[] = {
      "ssor(indptr, indices, dpos, data, v, out): out = (D - U)^{-1} D (D - L)^{-1} v"},
     {"set_threads", py_set_threads, METH_VARARGS, "set_threads(t) -> the thread count in use (1 without OpenMP)"},
     {"get_threads", py_get_threads, METH_NOARGS, "get_threads() -> the thread count"},
+    {"select", py_select, METH_VARARGS,
+     "select(indptr, indices, data, first, members, diag, pos, out_indptr, out_indices, out_data, negate): "
+     "count (out_indices None: out_indptr filled, returns the entries or -1 for a kept row without one "
+     "diagonal entry) or fill the kept entries (see _kernels_graph.h)"},
+    {"colcount", py_colcount, METH_VARARGS, "colcount(indptr, indices, data, first, out): rates in each column"},
+    {"product", py_product, METH_VARARGS,
+     "product(indptr, indices, data, first, offdiag, transpose, x, out): out = A x or A^T x (A's rates alone "
+     "with offdiag)"},
+    {"reach", py_reach, METH_VARARGS,
+     "reach(indptr, indices, data_or_None, mark, within_or_None) -> states marked: breadth-first from mark"},
+    {"lowcols", py_lowcols, METH_VARARGS, "lowcols(indptr, indices, data, low): low = min(low, first non-zero column)"},
+    {"walk", py_walk, METH_VARARGS,
+     "walk(indptr, indices, data, first, q, s, u, path) -> jumps made: the jump chain from row s"},
     {NULL, NULL, 0, NULL}
 };
 

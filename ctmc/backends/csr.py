@@ -14,10 +14,20 @@ else is read from those arrays:
   :math:`M`) or of :math:`Q^T` (for :math:`M^T`), in one pass;
 * :math:`\|A\|_\infty = \max_i \sum_j |A_{ij}|` (:func:`inf_norm`), summed
   row by row in storage order like ``abs(A).sum(axis=1)``;
-* the states a breadth-first search reaches (:func:`graph_reach`).
+* the rates into each state, :math:`R^T x` and :math:`Q^T x` from the rows of
+  :math:`Q` (:func:`offdiagonal_column_counts`, ``transpose=True`` of
+  :func:`offdiagonal_product` and :func:`generator_product`): the same terms
+  in the same order as a product with the rows of :math:`Q^T`, so the same
+  numbers without making the transpose;
+* the states a breadth-first search reaches (:func:`graph_reach`) and the
+  smallest column of each row (:func:`lowest_columns`).
 
-They work on blocks of about :data:`BLOCK` stored entries at a time, so their
-temporaries stay a few tens of megabytes whatever the size of the chain.
+Each pass is a loop of the optional compiled extension (``ctmc/_kernels_graph.h``:
+one pass over the arrays, rows split among its threads where they split) when
+it is in use (:func:`ctmc._relax.compiled`), else numpy/scipy on blocks of
+about :data:`BLOCK` stored entries at a time, so that its temporaries stay a
+few tens of megabytes whatever the size of the chain; both give the same
+results to the bit (``tests/test_csr_passes.py`` runs each test both ways).
 """
 from __future__ import annotations
 
@@ -25,8 +35,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
+from .._relax import extension
+
 __all__ = ["BLOCK", "row_blocks", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
-           "principal_block", "inf_norm", "graph_reach", "stores_zero_rates", "index_dtype"]
+           "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
+           "lowest_columns", "stores_zero_rates", "index_dtype"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
 BLOCK = 1 << 21
@@ -65,6 +78,20 @@ def _offdiagonal_keep(A, r0, r1, first):
     return (ind != _row_ids(A.indptr, r0, r1, first, ind.dtype)) & (A.data[a:b] != 0)
 
 
+def _compiled(A, *vectors):
+    """The compiled extension if it is in use and takes ``A`` (float64 values, one index type, contiguous
+    arrays) and the float64 ``vectors``; else None (the numpy fallback runs)."""
+    ext = extension()
+    if ext is None or A.data.dtype != np.float64 or A.indices.dtype != A.indptr.dtype \
+            or A.indices.dtype not in (np.int32, np.int64):
+        return None
+    if not (A.data.flags.c_contiguous and A.indices.flags.c_contiguous and A.indptr.flags.c_contiguous):
+        return None
+    if any(v.dtype != np.float64 or not v.flags.c_contiguous for v in vectors):
+        return None
+    return ext
+
+
 def _kept_pointer(keep, indptr_block):
     """Row pointer of the kept entries of a block whose row pointer (from 0) is ``indptr_block``."""
     cs = np.zeros(keep.size + 1, dtype=np.int64)
@@ -79,10 +106,35 @@ def offdiagonal_counts(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
     >>> offdiagonal_counts(Q).tolist()
     [1, 2, 0]
     """
+    ext = _compiled(A)
+    if ext is not None:
+        ptr = np.empty(A.shape[0] + 1, dtype=A.indptr.dtype)
+        ext.select(A.indptr, A.indices, A.data, int(first), None, None, None, ptr, None, None, False)
+        return np.diff(ptr).astype(np.int64, copy=False)
     out = np.zeros(A.shape[0], dtype=np.int64)
     for r0, r1 in row_blocks(A.indptr):
         keep = _offdiagonal_keep(A, r0, r1, first)
         out[r0:r1] = np.diff(_kept_pointer(keep, A.indptr[r0:r1 + 1] - A.indptr[r0]))
+    return out
+
+
+def offdiagonal_column_counts(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
+    """Rates in each column of ``A`` (its rates' transpose's row counts), from ``A``'s rows.
+
+    ``offdiagonal_counts(A.T.tocsr())`` of a square ``A`` without making the transpose.
+
+    >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [2.0, -3.0, 1.0], [0.0, 0.0, 0.0]]))
+    >>> offdiagonal_column_counts(Q).tolist()
+    [1, 1, 1]
+    """
+    out = np.zeros(A.shape[1], dtype=np.int64)
+    ext = _compiled(A)
+    if ext is not None:
+        ext.colcount(A.indptr, A.indices, A.data, int(first), out)
+        return out
+    for r0, r1 in row_blocks(A.indptr):
+        a, b = A.indptr[r0], A.indptr[r1]
+        out += np.bincount(A.indices[a:b][_offdiagonal_keep(A, r0, r1, first)], minlength=A.shape[1])
     return out
 
 
@@ -106,6 +158,16 @@ def offdiagonal_rows(A: sp.csr_matrix, rows=None, first: int = 0) -> sp.csr_matr
         keep = (ind != np.repeat(rows + first, np.diff(sub.indptr)).astype(ind.dtype, copy=False)) & (sub.data != 0)
         ptr = _kept_pointer(keep, sub.indptr)
         return sp.csr_matrix((sub.data[keep], ind[keep], ptr.astype(sub.indptr.dtype)), shape=sub.shape)
+    ext = _compiled(A)
+    if ext is not None:                   # a count pass (the row pointer), then a fill pass
+        indptr = np.empty(A.shape[0] + 1, dtype=A.indptr.dtype)
+        nnz = ext.select(A.indptr, A.indices, A.data, int(first), None, None, None, indptr, None, None, False)
+        indices = np.empty(nnz, dtype=A.indices.dtype)
+        data = np.empty(nnz, dtype=A.data.dtype)
+        ext.select(A.indptr, A.indices, A.data, int(first), None, None, None, indptr, indices, data, False)
+        out = sp.csr_matrix((data, indices, indptr), shape=A.shape)
+        out.has_sorted_indices = A.has_sorted_indices
+        return out
     counts = offdiagonal_counts(A, first)
     indptr = np.zeros(A.shape[0] + 1, dtype=A.indptr.dtype)
     np.cumsum(counts, out=indptr[1:])
@@ -121,21 +183,67 @@ def offdiagonal_rows(A: sp.csr_matrix, rows=None, first: int = 0) -> sp.csr_matr
     return out
 
 
-def offdiagonal_product(A: sp.csr_matrix, x, first: int = 0):
-    """``R x`` for ``R`` the rates of ``A`` (:func:`offdiagonal_rows`), block by block, to the bit.
+def offdiagonal_product(A: sp.csr_matrix, x, first: int = 0, transpose: bool = False):
+    """``R x`` (or ``R^T x``) for ``R`` the rates of ``A`` (:func:`offdiagonal_rows`), to the bit.
+
+    ``R x`` sums each row's rates in stored order, like ``R @ x``; ``R^T x``
+    (``transpose``, ``A`` square) adds the rates of ``A``'s rows into their
+    columns, row after row: each sum takes the same terms in the same order
+    as ``R.T.tocsr() @ x``, from ``A``'s own arrays (no transpose made).
 
     >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [2.0, -3.0, 1.0], [0.0, 4.0, -4.0]]))
     >>> offdiagonal_product(Q, np.array([1.0, 2.0, 3.0])).tolist()
     [2.0, 5.0, 8.0]
+    >>> offdiagonal_product(Q, np.array([1.0, 2.0, 3.0]), transpose=True).tolist()
+    [4.0, 13.0, 2.0]
     """
+    return _product(A, x, first, True, transpose)
+
+
+def generator_product(A: sp.csr_matrix, x, transpose: bool = False):
+    """``A x`` or ``A^T x`` (``transpose``) from ``A``'s rows, stored zeros and diagonal included, to the bit.
+
+    ``A^T x`` adds each row's entries into their columns, row after row: the
+    same numbers as ``A.T.tocsr() @ x`` (and as scipy's ``A.T @ x``, which
+    runs the same loop), without making the transpose.
+
+    >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [2.0, -3.0, 1.0], [0.0, 4.0, -4.0]]))
+    >>> generator_product(Q, np.array([1.0, 2.0, 3.0]), transpose=True).tolist()
+    [3.0, 7.0, -10.0]
+    """
+    return _product(A, x, 0, False, transpose)
+
+
+def _product(A, x, first, offdiag, transpose):
     x = np.asarray(x)
-    y = np.zeros((A.shape[0],) + x.shape[1:], dtype=np.result_type(A.data, x))
+    n_out = A.shape[1] if transpose else A.shape[0]
+    ext = _compiled(A)
+    if ext is not None and x.dtype == np.float64 and x.ndim in (1, 2):
+        if x.ndim == 1:
+            y = np.empty(n_out)
+            ext.product(A.indptr, A.indices, A.data, int(first), offdiag, transpose, np.ascontiguousarray(x), y)
+            return y
+        y = np.empty((n_out, x.shape[1]))          # column by column: each sum in the same order
+        col = np.empty(n_out)
+        for c in range(x.shape[1]):
+            ext.product(A.indptr, A.indices, A.data, int(first), offdiag, transpose,
+                        np.ascontiguousarray(x[:, c]), col)
+            y[:, c] = col
+        return y
+    if not offdiag:
+        return A.T @ x if transpose else A @ x     # scipy: A^T x by A's rows (csc_matvec), the same loop
+    y = np.zeros((n_out,) + x.shape[1:], dtype=np.result_type(A.data, x))
     for r0, r1 in row_blocks(A.indptr):
         a, b = A.indptr[r0], A.indptr[r1]
         keep = _offdiagonal_keep(A, r0, r1, first)
         ptr = _kept_pointer(keep, A.indptr[r0:r1 + 1] - a)
         blk = sp.csr_matrix((A.data[a:b][keep], A.indices[a:b][keep], ptr), shape=(r1 - r0, A.shape[1]))
-        y[r0:r1] = blk @ x
+        if transpose:
+            # y += (this block's terms, summed from 0): a sum from 0 adds its first term exactly, so the
+            # running sums of y are those of one pass over every row in order
+            y += blk.T @ x[r0:r1]
+        else:
+            y[r0:r1] = blk @ x
     return y
 
 
@@ -155,14 +263,27 @@ def principal_block(A: sp.csr_matrix, members, diag, first: int = 0) -> sp.csr_m
     >>> principal_block(Q, X, np.array([3.5, 4.5])).toarray().tolist()
     [[3.5, -2.0], [0.0, 4.5]]
     """
-    members = np.asarray(members, dtype=bool)
-    diag = np.asarray(diag, dtype=float)
+    members = np.ascontiguousarray(members, dtype=bool)
+    diag = np.ascontiguousarray(diag, dtype=float)
     m = int(np.count_nonzero(members))
     if m == 0:
         return sp.csr_matrix((0, 0))
     n = A.shape[0]
     itype = index_dtype(A.nnz, n)
     newpos = np.cumsum(members, dtype=itype) - 1          # the new number of each member
+    ext = _compiled(A)
+    if ext is not None and A.shape[1] == n and diag.size == m:
+        # a count pass (the row pointer; -1: a member's row stores no diagonal entry) and a fill pass
+        indptr = np.empty(m + 1, dtype=itype)
+        k = ext.select(A.indptr, A.indices, A.data, int(first), members, diag, newpos, indptr, None, None, True)
+        if k >= 0:
+            indices = np.empty(k, dtype=itype)
+            data = np.empty(k)
+            ext.select(A.indptr, A.indices, A.data, int(first), members, diag, newpos, indptr, indices, data, True)
+            out = sp.csr_matrix((data, indices, indptr), shape=(m, m))
+            out.has_sorted_indices = A.has_sorted_indices
+            return out
+        return _principal_block_summed(A, members, diag, first)
     lens = np.diff(A.indptr)
     room = int(lens[members].sum())                      # the entries of the members' rows: room enough
     indptr = np.zeros(m + 1, dtype=itype)
@@ -200,6 +321,11 @@ def principal_block(A: sp.csr_matrix, members, diag, first: int = 0) -> sp.csr_m
         return out
     # a member's row stores no diagonal entry: scipy's sum places it
     del indices, data
+    return _principal_block_summed(A, members, diag, first)
+
+
+def _principal_block_summed(A, members, diag, first):
+    """:func:`principal_block` by scipy's sum (a member's row stores no diagonal entry)."""
     idx = np.flatnonzero(members)
     out = (sp.diags(diag) - offdiagonal_rows(A, idx, first)[:, idx]).tocsr()
     out.sort_indices()
@@ -239,16 +365,19 @@ def stores_zero_rates(A: sp.csr_matrix, first: int = 0) -> bool:
     return False
 
 
-def graph_reach(A: sp.csr_matrix, seeds, within=None) -> np.ndarray:
+def graph_reach(A: sp.csr_matrix, seeds, within=None, skip_zeros: bool = False) -> np.ndarray:
     """States joined to a seed by a path along ``A``'s rows (row ``i`` lists where ``i`` leads), as a mask.
 
-    Every stored entry is an edge (a stored zero too: see :func:`stores_zero_rates`).
-
+    Every stored entry is an edge; with ``skip_zeros``, stored zeros are not
+    (a user's generator may store zero rates: see :func:`stores_zero_rates`).
     With ``within``, the path's states but the seed lie in ``within``.
-    Without it, one breadth-first search per seed not yet reached, on ``A``
-    itself (no copy: seeds of one communicating class need one search); with
-    it, or when the seeds are many and scattered, one search from a virtual
-    root joined to every seed, on a filtered copy of the pattern.
+
+    Compiled: one breadth-first search from every seed at once, on ``A``
+    itself. Fallback: one search per seed not yet reached, on ``A`` itself
+    (no copy: seeds of one communicating class need one search); with
+    ``within``, or when the seeds are many and scattered, one search from a
+    virtual root joined to every seed, on a filtered copy of the pattern
+    (and of ``A`` without its stored zeros, if it has some and ``skip_zeros``).
 
     >>> A = sp.csr_matrix(np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0]], dtype=float))
     >>> graph_reach(A, np.array([False, False, False, True])).tolist()
@@ -258,6 +387,15 @@ def graph_reach(A: sp.csr_matrix, seeds, within=None) -> np.ndarray:
     """
     n = A.shape[0]
     seeds = np.asarray(seeds, dtype=bool)
+    ext = _compiled(A)
+    if ext is not None:
+        mark = seeds.copy()
+        ext.reach(A.indptr, A.indices, A.data if skip_zeros else None, mark,
+                  None if within is None else np.ascontiguousarray(within, dtype=bool))
+        return mark
+    if skip_zeros and stores_zero_rates(A):
+        A = A.copy()                         # (the fallback alone: the compiled search skips them in place)
+        A.eliminate_zeros()
     s = np.flatnonzero(seeds)
     if within is None:
         found = np.zeros(n, dtype=bool)
@@ -285,3 +423,28 @@ def graph_reach(A: sp.csr_matrix, seeds, within=None) -> np.ndarray:
     mask = np.zeros(n + 1, dtype=bool)
     mask[order] = True
     return mask[:n]
+
+
+def lowest_columns(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
+    """``min(first + i, the smallest column of a non-zero entry of row i)`` for each row ``i`` of ``A`` (int64).
+
+    With ``A`` the rows of ``Q`` and of ``Q^T``, the smaller of the two is
+    the first column of row ``i`` of the symmetrised pattern (the envelope of
+    :func:`ctmc.kernels.plan.structure_facts`).
+
+    >>> lowest_columns(sp.csr_matrix(np.array([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]))).tolist()
+    [0, 0, 2]
+    """
+    low = np.arange(first, first + A.shape[0], dtype=np.int64)
+    ext = _compiled(A)
+    if ext is not None:
+        ext.lowcols(A.indptr, A.indices, A.data, low)
+        return low
+    lead = np.flatnonzero(np.diff(A.indptr))                 # non-empty rows
+    if lead.size:
+        if A.has_sorted_indices and np.all(A.data != 0):
+            cols = A.indices[A.indptr[lead]]
+        else:
+            cols = np.minimum.reduceat(np.where(A.data != 0, A.indices, low[-1] + 1), A.indptr[lead])
+        low[lead] = np.minimum(low[lead], cols)
+    return low

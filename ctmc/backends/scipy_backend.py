@@ -25,8 +25,8 @@ from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
-from .csr import (graph_reach, inf_norm, offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block,
-                  stores_zero_rates)
+from .csr import (generator_product, graph_reach, inf_norm, offdiagonal_column_counts, offdiagonal_counts,
+                  offdiagonal_product, offdiagonal_rows, principal_block)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -60,9 +60,17 @@ class ScipyOperator(Operator):
 
     The chain's own ``Q`` (CSR, shared, never copied) and, made once when
     first needed, its transpose ``Q^T`` (CSR) are all this holds: the rates
-    ``R`` (``Q`` without its diagonal) are read from them block by block of
-    rows (:func:`offdiagonal_rows`), and a linear system extracts its matrix
-    from the one of the two that has its rows (:class:`ScipySystem`).
+    ``R`` (``Q`` without its diagonal) are read from them in passes over
+    their arrays (:mod:`ctmc.backends.csr`), and a linear system extracts its
+    matrix from the one of the two that has its rows (:class:`ScipySystem`).
+
+    ``Q^T`` is made for what needs its rows (a backward search, a transposed
+    system's matrix, ``R^T`` as a matrix); the products with ``R^T`` and
+    ``Q^T`` and the counts of ``R^T``'s rows are read from it while it is
+    held and from ``Q``'s rows otherwise (the same numbers: the same terms
+    added in the same order), so that after :meth:`release` (a Krylov solve
+    holding its basis) the stationary answer's residual and error bound do
+    not make the transpose again.
 
     Parameters
     ----------
@@ -84,7 +92,7 @@ class ScipyOperator(Operator):
         self.qmax = float(self.exit_rates.max()) if n else 0.0
         self._QT = None
         self._rates = {}           # R, R^T as matrices, made only when local_rows asks for them
-        self._zero_rates = None    # whether Q stores zeros off its diagonal
+        self._zeros = None         # whether Q stores a zero (a zero rate, or an absorbing state's diagonal)
 
     # --- collectives ---------------------------------------------------------
     def allsum(self, x):
@@ -129,13 +137,19 @@ class ScipyOperator(Operator):
         A = self._rates.get(transpose)
         if A is not None:
             return A @ x
+        if transpose and self._QT is None:       # R^T x from Q's rows: the same sums, no transpose made
+            return offdiagonal_product(self.Q, x, transpose=True)
         return offdiagonal_product(self.generator_rows(transpose), x)
 
     def apply(self, x, transpose=False):
         # the generator itself (the same rounding as a user's own Q.T @ pi)
+        if transpose and self._QT is None:
+            return generator_product(self.Q, np.asarray(x, dtype=float), transpose=True)
         return product(self.QT if transpose else self.Q, x)
 
     def offdiagonal_counts(self, transpose=False):
+        if transpose and self._QT is None:
+            return offdiagonal_column_counts(self.Q)
         return offdiagonal_counts(self.generator_rows(transpose))
 
     def release(self):
@@ -146,11 +160,11 @@ class ScipyOperator(Operator):
     # --- structure -----------------------------------------------------------
     def reach(self, seeds, within=None, forward=False):
         # row = where the search comes from; the diagonal's self-loops change nothing, but a
-        # stored zero rate (a user's generator may hold some) is not a transition: then R itself
-        if self._zero_rates is None:
-            self._zero_rates = stores_zero_rates(self.Q)
-        A = self.local_rows(not forward) if self._zero_rates else self.generator_rows(not forward)
-        return graph_reach(A, seeds, within)
+        # stored zero rate (a user's generator may hold some) is not a transition: the search
+        # reads the values too where Q stores a zero
+        if self._zeros is None:
+            self._zeros = bool(np.any(self.Q.data == 0))
+        return graph_reach(self.generator_rows(not forward), seeds, within, skip_zeros=self._zeros)
 
     # --- linear algebra ------------------------------------------------------
     def system(self, members, shift, spec: LinearSpec, backend_options=None):

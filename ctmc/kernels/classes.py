@@ -14,7 +14,6 @@ random walk spends most time (:func:`walk_pin`), re-pinned by
 """
 from __future__ import annotations
 
-import bisect
 from typing import Optional
 
 import numpy as np
@@ -22,7 +21,7 @@ import numpy as np
 from ..sets import unit_mask
 from .evidence import NEGATIVE_TOL
 
-__all__ = ["count", "global_argmax", "walk_pin", "slowest_exit", "closed_classes", "describe_classes",
+__all__ = ["count", "global_argmax", "walk_pin", "jump_chain", "slowest_exit", "closed_classes", "describe_classes",
            "state_name", "pin_hint", "next_pin", "WALK_STEPS"]
 
 
@@ -75,50 +74,73 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
     True
     """
     G = op.generator_rows()              # Q's rows: the rates and the diagonal, which the walk never takes
-    q = op.exit_rates
+    q = np.ascontiguousarray(op.exit_rates, dtype=float)
     if steps is None:
         steps = min(WALK_STEPS, max(5_000, int(support.sum()) // 4))
     slowest = slowest_exit(op, support)
     starts = [slowest]
     if hint is not None and 0 <= int(hint) < op.n and support[int(hint)] and int(hint) != slowest:
         starts.insert(0, int(hint))
-    # the next state: one search in the running sum of the rates, where the diagonal entries
-    # weigh nothing (the sums are those of the rates alone, to the bit)
-    own = np.repeat(np.arange(op.start, op.stop, dtype=G.indices.dtype), np.diff(G.indptr))
-    cum = np.where(G.indices == own, 0.0, G.data)
-    del own
-    np.cumsum(cum, out=cum)
-    # scalars read through memoryviews (Python numbers at once: a numpy scalar per read cost 4x more)
-    indptr, indices, cum_m, qm = (memoryview(np.ascontiguousarray(x)) for x in (G.indptr, G.indices, cum, q))
-    rows: dict = {}                      # rows whose rates are lost in the running sum: their own sums
     rng = np.random.default_rng(seed)
-    hold: dict = {}
+    path = np.empty(steps, dtype=np.int64)
+    second = []                          # the states of the second halves, in the order visited
     for s in starts:
-        u = rng.random(steps).tolist()
-        for k in range(steps):
-            a, b = indptr[s], indptr[s + 1]
-            qs = qm[s]
-            if b == a or not qs > 0:
-                return s                 # an absorbing state: the class is that state
-            if 2 * k >= steps:
-                hold[s] = hold.get(s, 0.0) + 1.0 / qs
-            lo = cum_m[a - 1] if a else 0.0
-            hi = cum_m[b - 1]
-            if hi - lo > 1e-9 * hi:
-                # the first running sum beyond the draw, within the row (the sums are non-decreasing)
-                j = min(bisect.bisect_right(cum_m, lo + u[k] * (hi - lo), a, b), b - 1)
-                while j > a and not cum_m[j] > cum_m[j - 1]:
-                    j -= 1               # past the end by rounding: the last rate, not a weightless entry
-            else:
-                c = rows.get(s)
-                if c is None:
-                    d = G.data[a:b]
-                    c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s, 0.0, d))
-                j = a + min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
-                while j > a and not c[j - a] > c[j - a - 1]:
-                    j -= 1
-            s = int(indices[j])
-    return max(hold, key=hold.get) if hold else starts[0]
+        k = jump_chain(G, op.start, q, s - op.start, rng.random(steps), path)
+        if k < steps:
+            return int(path[k]) + op.start   # an absorbing state: the class is that state
+        second.append(path[(steps + 1) // 2:].copy())
+    visited = np.concatenate(second)
+    if not visited.size:
+        return starts[0]
+    # the expected holding time 1/q_s summed per state in the order visited (bincount adds in input
+    # order); the most held state, the first visited among equals
+    states, first_seen, inv = np.unique(visited, return_index=True, return_inverse=True)
+    hold = np.bincount(inv, weights=1.0 / q[visited])
+    best = np.flatnonzero(hold == hold.max())
+    return int(states[best[np.argmin(first_seen[best])]]) + op.start
+
+
+def jump_chain(G, first: int, q, s: int, u, path) -> int:
+    """Jumps of the chain of ``G``'s rows from row ``s``, one per draw ``u[k]`` in ``[0, 1)``; returns their number.
+
+    ``path[k]`` is the row before jump ``k``. The next state is the column of
+    the first entry whose running sum ``c`` of the row's entries (numpy's
+    cumsum, in stored order, the diagonal ``first + s`` weighing 0) exceeds
+    ``u[k] * c[-1]``, or of the last entry, moved back past entries that add
+    nothing to ``c``: the state ``j`` with probability ``R_sj / q_s``. Stops
+    early (returns ``k < len(u)``) at a row ``path[k]`` without rates out
+    (``q <= 0`` or no entry). Compiled (``ctmc/_kernels_graph.h``) when the
+    extension is in use, else the same rule in Python (the same path).
+
+    >>> import scipy.sparse as sp
+    >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [1.0, -3.0, 2.0], [0.0, 0.0, 0.0]]))
+    >>> path = np.empty(5, dtype=np.int64)
+    >>> k = jump_chain(Q, 0, np.array([1.0, 3.0, 0.0]), 0, np.array([0.5, 0.2, 0.9, 0.9, 0.5]), path)
+    >>> k, path[:k + 1].tolist()                  # 0 -> 1 -> 0 -> 1 -> 2, which has no rate out
+    (4, [0, 1, 0, 1, 2])
+    """
+    from ..backends.csr import _compiled
+
+    ext = _compiled(G)
+    u = np.ascontiguousarray(u, dtype=float)
+    if ext is not None:
+        return ext.walk(G.indptr, G.indices, G.data, int(first), q, int(s), u, path)
+    indptr, indices = memoryview(G.indptr), memoryview(G.indices)
+    qm = memoryview(np.ascontiguousarray(q, dtype=float))
+    rows: dict = {}                      # the running sums of the rows visited
+    for k in range(u.size):
+        path[k] = s
+        a, b = indptr[s], indptr[s + 1]
+        if b == a or not qm[s] > 0:
+            return k
+        c = rows.get(s)
+        if c is None:
+            c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s + first, 0.0, G.data[a:b]))
+        j = min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
+        while j > 0 and not c[j] > c[j - 1]:
+            j -= 1
+        s = int(indices[a + j]) - first
+    return u.size
 
 
 def slowest_exit(op, support) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._sparse_lu import natural_is_cheap
+from ..backends.csr import lowest_columns
 from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "AUTO_GTH", "DIM_VALUES", "PROBE_ITERATIONS",
@@ -85,17 +86,10 @@ def structure_facts(op, support) -> dict:
     (1, True)
     """
     m = op.stop - op.start
-    first = np.arange(op.start, op.stop, dtype=np.int64)
-    for transpose in (False, True):
-        # the smallest column of each row of Q (or Q^T), its stored zeros left out: the
-        # diagonal (column start + i) never lowers ``first``, which starts there
-        A = op.generator_rows(transpose)
-        lead = np.flatnonzero(np.diff(A.indptr))                 # non-empty rows
-        if A.has_sorted_indices and np.all(A.data != 0):
-            low = A.indices[A.indptr[lead]]
-        else:
-            low = np.minimum.reduceat(np.where(A.data != 0, A.indices, op.stop), A.indptr[lead])
-        first[lead] = np.minimum(first[lead], low)
+    # the first column of each row of the symmetrised pattern: the smallest column of a non-zero
+    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each
+    first = np.minimum(lowest_columns(op.generator_rows(False), op.start),
+                       lowest_columns(op.generator_rows(True), op.start))
     nnz = int(op.offdiagonal_counts()[support].sum()) if m else 0
     w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
@@ -103,15 +97,41 @@ def structure_facts(op, support) -> dict:
              "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
              "dimensions": None}
     if op.states is not None:
-        dims = 0
-        rows = np.flatnonzero(support) + op.start
-        for name in op.states.names:
-            span = op.states.value_range(name, rows)      # decoded for the class alone, not kept
+        facts["dimensions"] = _dimensions(op, np.flatnonzero(support) + op.start)
+    return facts
+
+
+#: states of a class whose variables are decoded first: a variable that varies on them varies on the
+#: class, and only the others are decoded for the whole class
+DIM_SAMPLE = 4096
+
+
+def _dimensions(op, rows) -> int:
+    """How many state variables take more than :data:`DIM_VALUES` values on the states ``rows`` (owned).
+
+    Every variable is decoded on the first :data:`DIM_SAMPLE` of them; those
+    that vary there count at once and the others are decoded on all of them
+    (decoding costs a few milliseconds a variable per million states). The
+    same collectives on every process: the choice of the second round is made
+    from global values.
+    """
+    names = list(op.states.names)
+
+    def spans(names, rows):
+        out = []
+        for name in names:
+            span = op.states.value_range(name, rows)      # decoded for these states alone, not kept
             lo = op.allmin(float(span[0]) if span else np.inf)
             hi = op.allmax(float(span[1]) if span else -np.inf)
-            dims += int(hi - lo + 1 > DIM_VALUES)
-        facts["dimensions"] = dims
-    return facts
+            out.append(hi - lo + 1)
+        return out
+
+    first = spans(names, rows[:DIM_SAMPLE])
+    dims = sum(int(v > DIM_VALUES) for v in first)
+    rest = [name for name, v in zip(names, first) if not v > DIM_VALUES]
+    if rest and op.allmax(float(rows.size > DIM_SAMPLE)) > 0:
+        dims += sum(int(v > DIM_VALUES) for v in spans(rest, rows))
+    return dims
 
 
 def auto_plan(facts) -> tuple:
