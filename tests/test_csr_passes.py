@@ -4,18 +4,32 @@ Each pass is compared with the scipy expression it replaces, entry for entry
 and bit for bit (the matrices' arrays, the products' values), on random
 generators with the awkward cases: stored zeros, rows without a diagonal
 entry, empty rows, 64-bit indices, and blocks of a few entries (so that every
-pass crosses many block boundaries).
+pass crosses many block boundaries). Every test runs twice: on the compiled
+passes (``ctmc/_kernels_graph.h``, where the extension is built) and on their
+numpy fallbacks; both must give scipy's answer, hence each other's.
 """
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 import ctmc
+from ctmc import _relax
 from ctmc.backends import csr
 from ctmc.backends import operator_for
 from ctmc.backends.base import LinearSpec
+from ctmc.kernels.classes import closed_classes, jump_chain, walk_pin
 from ctmc.kernels.plan import structure_facts
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def passes(request):
+    """Each test on the compiled passes and on the numpy fallbacks."""
+    if request.param == "compiled" and _relax._ext is None:
+        pytest.skip("ctmc._kernels is not built")
+    before = _relax.use_compiled(request.param == "compiled")
+    yield request.param
+    _relax.use_compiled(before)
 
 
 @pytest.fixture(params=[csr.BLOCK, 7], ids=["one block", "blocks of 7"])
@@ -78,6 +92,12 @@ def test_rates_are_q_without_its_diagonal_and_zeros(block, seed, wide):
     assert np.array_equal(csr.offdiagonal_product(Q, X), ref @ X)
     QT = Q.T.tocsr()
     assert _same(csr.offdiagonal_rows(QT), ref.T.tocsr())
+    # the transposed products and counts from Q's rows: R^T's and Q^T's own, to the bit
+    assert np.array_equal(csr.offdiagonal_product(Q, x, transpose=True), ref.T.tocsr() @ x, equal_nan=True)
+    assert np.array_equal(csr.offdiagonal_product(Q, X, transpose=True), ref.T.tocsr() @ X)
+    assert np.array_equal(csr.generator_product(Q, x, transpose=True), QT @ x, equal_nan=True)
+    assert np.array_equal(csr.generator_product(Q, X), Q @ X)
+    assert np.array_equal(csr.offdiagonal_column_counts(Q), np.diff(ref.T.tocsr().indptr))
 
 
 def test_rates_of_a_block_of_rows_use_its_global_diagonal(block):
@@ -133,6 +153,127 @@ def test_reach_matches_breadth_first_search(block, pieces):
         for z in np.flatnonzero(seeds):
             ref[breadth_first_order(H, z, directed=True, return_predecessors=False)] = True
         assert np.array_equal(csr.graph_reach(Q, seeds, within), ref)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reach_and_closed_classes_on_reducible_generators(seed):
+    """A chain of random blocks, some joined one way: the searches against scipy's breadth-first
+    order and strong components (closed = a component no transition leaves), zeros stored."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 12, size=8)
+
+    def block(k):                        # a cycle and random chords: one communicating class
+        B = sp.random(k, k, density=0.2, random_state=rng).tolil()
+        for i in range(k):
+            B[i, (i + 1) % k] = 1.0
+        return B
+    Q = sp.block_diag([block(int(k)) for k in sizes], format="lil")
+    n = Q.shape[0]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for b in rng.choice(len(sizes), 4, replace=False):        # one-way links out of 4 blocks
+        to = int(rng.integers(0, n))
+        if not starts[b] <= to < starts[b] + sizes[b]:
+            Q[int(starts[b]), to] = 1.5
+    Q = sp.csr_matrix(Q)
+    Q.setdiag(0)
+    Q = (Q - sp.diags(np.asarray(Q.sum(axis=1)).ravel())).tocsr()
+    Q.sort_indices()
+    zero = (Q.tocoo().row == Q.tocoo().col)
+    Q.data[~zero & (rng.random(Q.nnz) < 0.05)] = 0.0           # stored zero rates: no transitions
+    pattern = Q.copy()
+    pattern.eliminate_zeros()
+    chain = ctmc.CTMC(Q, check=False)
+    op = operator_for(chain, "scipy")
+    for k in (1, 3):
+        seeds = np.zeros(n, dtype=bool)
+        seeds[rng.choice(n, k, replace=False)] = True
+        for forward, G in ((True, pattern), (False, pattern.T.tocsr())):
+            ref = np.zeros(n, dtype=bool)
+            for z in np.flatnonzero(seeds):
+                ref[breadth_first_order(G, z, directed=True, return_predecessors=False)] = True
+            assert np.array_equal(op.reach(seeds, forward=forward), ref)
+    _, label = connected_components(pattern, directed=True, connection="strong")
+    coo = pattern.tocoo()
+    leaves = np.zeros(label.max() + 1, dtype=bool)
+    leaves[label[coo.row][label[coo.row] != label[coo.col]]] = True
+    ref = sorted((np.flatnonzero(label == c).tolist() for c in np.flatnonzero(~leaves)), key=lambda c: c[0])
+    assert [np.flatnonzero(C).tolist() for C in closed_classes(op)] == ref
+
+
+def test_jump_chain_draws_by_the_running_sum_of_each_row():
+    """Each jump of the walk against a direct construction: the first entry whose running sum of the
+    row's rates (diagonal 0) exceeds u times their sum, past weightless entries; and the jump
+    frequencies against the embedded chain's probabilities R_sj / q_s."""
+    Q = _generator(n=30, seed=4, zeros=True, missing_diag=False)
+    R = Q.copy(); R.setdiag(0); R.eliminate_zeros()
+    q = np.asarray(R.sum(axis=1)).ravel()
+    Q = (R - sp.diags(q)).tocsr(); Q.sort_indices()
+    Q.data[(Q.tocoo().row != Q.tocoo().col) & (np.random.default_rng(1).random(Q.nnz) < 0.1)] = 0.0
+    q = np.asarray(-Q.diagonal(), dtype=float)
+    s0 = int(np.flatnonzero(q > 0)[0])
+    u = np.random.default_rng(2).random(20000)
+    path = np.empty(u.size, dtype=np.int64)
+    k = jump_chain(Q, 0, q, s0, u, path)
+    s = s0
+    for i in range(k):
+        assert path[i] == s
+        a, b = Q.indptr[s], Q.indptr[s + 1]
+        c = np.cumsum(np.where(Q.indices[a:b] == s, 0.0, Q.data[a:b]))
+        j = min(int(np.searchsorted(c, u[i] * c[-1], "right")), b - a - 1)
+        while j > 0 and not c[j] > c[j - 1]:
+            j -= 1
+        s = int(Q.indices[a + j])
+    if k == u.size:                      # a long walk: the jumps from its most visited state
+        top = np.bincount(path[:-1]).argmax()
+        nxt = path[1:][path[:-1] == top]
+        freq = np.bincount(nxt, minlength=30) / nxt.size
+        P = Q.getrow(top).toarray().ravel() / q[top]
+        P[top] = 0.0
+        assert np.abs(freq - P).max() < 4 * np.sqrt(0.25 / nxt.size)
+    else:                                # stopped at a state with no rate out
+        assert q[path[k]] <= 0 or Q.indptr[path[k] + 1] == Q.indptr[path[k]]
+
+
+def test_walk_pin_finds_the_probable_end_of_a_birth_death_chain():
+    """From the least probable state of an M/M/1/K queue (pi_n ~ 2^-n): the pin is among the most
+    probable states (the closed form), the same compiled and in Python."""
+    m = ctmc.Model("mm1"); n = m.var("n", 0, 300)
+    m.event("a", guard=n < 300, rate=1.0, update={n: n + 1})
+    m.event("s", guard=n > 0, rate=2.0, update={n: n - 1})
+    c = m.build(initial={"n": 300})
+    op = operator_for(c, "scipy")
+    pin = walk_pin(op, np.ones(c.n_states, dtype=bool), hint=int(c.states.index(n=300)))
+    assert 0.5 ** int(c.states["n"][pin]) >= 0.1          # pi_pin / pi_max >= 0.1
+
+
+def test_the_transpose_is_made_once_per_default_solve(monkeypatch):
+    """A GMRES solve releases Q^T; the polish, the residual and the error bound after it read Q's rows
+    (the same numbers as Q^T's): Q^T is made once, and the answer equals the one with Q^T held."""
+    from ctmc.backends.scipy_backend import ScipyOperator
+    from ctmc.models.gallery import parse_spec
+
+    made = []
+    orig = ScipyOperator.QT.fget
+
+    def counted(self):
+        if self._QT is None:
+            made.append(1)
+        return orig(self)
+
+    chain = parse_spec("kanban:1").chain()
+    monkeypatch.setattr(ScipyOperator, "QT", property(counted))
+    res = chain.stationary("gmres")
+    assert len(made) == 1 and res.status.value == "success"
+    op = operator_for(chain, "scipy")
+    assert op._QT is None
+    x = res.pi
+    R = chain.Q.copy(); R.setdiag(0); R.eliminate_zeros()
+    released = op.apply(x, transpose=True), op.rates(x, transpose=True), op.offdiagonal_counts(True)
+    assert op._QT is None
+    held = op.apply(x, transpose=(op.QT is not None)), op.rates(x, transpose=True), op.offdiagonal_counts(True)
+    for a, b in zip(released, held):
+        assert np.array_equal(a, b)
+    assert np.array_equal(released[0], chain.Q.T.tocsr() @ x) and np.array_equal(released[1], R.T.tocsr() @ x)
 
 
 def test_reach_skips_stored_zero_rates():
@@ -209,3 +350,39 @@ def test_the_protocol_defaults_agree_with_the_scipy_operator():
     support = np.ones(30, dtype=bool)
     assert structure_facts(plain, support) == structure_facts(op, support)
     assert plain.product_roundoff() == op.product_roundoff()
+
+
+def test_the_threaded_passes_give_the_same_arrays_on_one_and_two_threads(passes):
+    """Above the extension's threshold for threads (65,536 rows) the count, fill, product and
+    first-column passes split the rows: the results on 1 and 2 threads are the fallback's."""
+    if passes != "compiled":
+        pytest.skip("the threads of the compiled passes")
+    rng = np.random.default_rng(7)
+    n = 70_000
+    R = sp.random(n, n, density=6.0 / n, random_state=rng, format="csr")
+    R.setdiag(0)
+    R.eliminate_zeros()
+    Q = (R - sp.diags(np.asarray(R.sum(axis=1)).ravel())).tocsr()
+    Q.sort_indices()
+    Q.data[rng.random(Q.nnz) < 0.02] = 0.0
+    X = rng.random(n) < 0.9
+    d = 0.25 + (-Q.diagonal())[X]
+    x = rng.standard_normal(n)
+    threads = _relax.threads()
+
+    def run():
+        return (csr.principal_block(Q, X, d), csr.offdiagonal_rows(Q), csr.offdiagonal_product(Q, x),
+                csr.lowest_columns(Q), csr.offdiagonal_counts(Q))
+
+    try:
+        results = []
+        for t in (1, 2):
+            _relax.set_threads(t)
+            results.append(run())
+        _relax.use_compiled(False)
+        results.append(run())
+    finally:
+        _relax.set_threads(threads)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert _same(a, b) if sp.issparse(a) else np.array_equal(a, b)
