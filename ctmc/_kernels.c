@@ -653,6 +653,7 @@ static PyMethodDef methods[] = {
     {"lowcols", py_lowcols, METH_VARARGS, "lowcols(indptr, indices, data, low): low = min(low, first non-zero column)"},
     {"walk", py_walk, METH_VARARGS,
      "walk(indptr, indices, data, first, q, s, u, path) -> jumps made: the jump chain from row s"},
+    {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
     {NULL, NULL, 0, NULL}
 };
 

@@ -16,7 +16,10 @@
  * lowcols  the smallest column of a non-zero entry in each row (the envelope of structure_facts).
  * walk     the jump chain of walk_pin: from a state, the next one drawn by the running sum of the row's
  *          rates (the diagonal weighs nothing) against u * (their sum).
+ * absmax   max_i sum_j |a_ij| summed as numpy's add.reduceat does (scipy's abs(A).sum(axis=1)): the
+ *          first entry plus numpy's pairwise sum of the others, to the bit.
  */
+#include <math.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -67,6 +70,31 @@ static int get_some(PyObject *const *objs, Py_buffer *views, const char *spec, c
 static void release_some(Py_buffer *views, int k)
 {
     for (int i = 0; i < k; i++) if (views[i].obj) PyBuffer_Release(&views[i]);
+}
+
+/* numpy's pairwise summation (numpy/core/src/umath/loops_utils.h.src, pairwise_sum) of |a[0..n-1]|: below
+ * 8 terms in order from 0; up to 128, eight running sums combined as a tree, then the rest in order; beyond,
+ * the two halves (the first a multiple of 8) */
+static double pairwise_abs(const double *a, Py_ssize_t n)
+{
+    if (n < 8) {
+        double res = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) res += fabs(a[i]);
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++) r[j] = fabs(a[j]);
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) r[j] += fabs(a[i + j]);
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += fabs(a[i]);
+        return res;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_abs(a, n2) + pairwise_abs(a + n2, n - n2);
 }
 
 /* ---- select: count and fill, for input index type IT and output index type OT ------------------ */
@@ -257,6 +285,23 @@ static Py_ssize_t walk_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *res
 GRAPH_KERNELS(int32_t, i32)
 GRAPH_KERNELS(int64_t, i64)
 
+#define ABSMAX_KERNEL(IT, SUF)                                                                         \
+static double absmax_##SUF(Py_ssize_t n, const IT *restrict ptr, const double *restrict val)          \
+{                                                                                                      \
+    double best = 0.0;                                                                                 \
+    int nt = threads_for(n);                                                                           \
+    (void)nt;                                                                                          \
+    _Pragma("omp parallel for schedule(static) num_threads(nt) reduction(max:best)")                   \
+    for (Py_ssize_t i = 0; i < n; i++) {                                                               \
+        if (ptr[i + 1] <= ptr[i]) continue;                                                            \
+        double s = fabs(val[ptr[i]]) + pairwise_abs(val + ptr[i] + 1, (Py_ssize_t)(ptr[i + 1] - ptr[i]) - 1); \
+        if (s > best) best = s;                                                                        \
+    }                                                                                                  \
+    return best;                                                                                       \
+}
+ABSMAX_KERNEL(int32_t, i32)
+ABSMAX_KERNEL(int64_t, i64)
+
 /* ---- Python entry points ---------------------------------------------------------------------- */
 
 /* b[0..2] = indptr, indices, data of a CSR matrix; n its rows */
@@ -419,6 +464,30 @@ static PyObject *py_lowcols(PyObject *self, PyObject *args)
         res = Py_None; Py_INCREF(res);
     }
     release_all(b, 4);
+    return res;
+}
+
+static PyObject *py_absmax(PyObject *self, PyObject *args)
+{
+    PyObject *o[2];
+    Py_buffer b[2];                                       /* indptr, data */
+    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
+    if (get_all(o, b, "id", (const char *[]){"indptr", "data"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    int ok = n >= 0;
+    if (ok) {                                             /* a row pointer within the values */
+        if (b[0].itemsize == 4) { const int32_t *p = b[0].buf; ok = p[0] >= 0 && p[n] <= NELEM(b[1]); }
+        else { const int64_t *p = b[0].buf; ok = p[0] >= 0 && p[n] <= NELEM(b[1]); }
+    }
+    if (require(ok, "absmax: indptr must point within data")) {
+        double m;
+        Py_BEGIN_ALLOW_THREADS
+        m = b[0].itemsize == 4 ? absmax_i32(n, b[0].buf, b[1].buf) : absmax_i64(n, b[0].buf, b[1].buf);
+        Py_END_ALLOW_THREADS
+        res = PyFloat_FromDouble(m);
+    }
+    release_all(b, 2);
     return res;
 }
 

@@ -130,6 +130,27 @@ def test_principal_block_is_scipys_shifted_submatrix(block, seed, shift, missing
     assert csr.inf_norm(ref_t) == float(abs(ref_t).sum(axis=1).max())
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_inf_norm_sums_rows_like_scipy(block, wide):
+    """Rows of 0 to 400 entries of magnitudes 1e-8 to 1e8, each the largest in turn: numpy's reduceat
+    sums to the bit (the first entry plus a pairwise sum of the others: in order below 8 terms, by
+    eight running sums up to 128, by halves beyond), scipy's row sums (in order) to round-off."""
+    rng = np.random.default_rng(11)
+    lens = np.array([0, 1, 2, 7, 8, 9, 15, 16, 17, 64, 127, 128, 129, 130, 200, 257, 400])
+    for top in range(lens.size):
+        rows = [rng.choice(500, k, replace=False) for k in lens]
+        data = [rng.standard_normal(k) * 10.0 ** rng.uniform(-8, 8, k) for k in lens]
+        data[top] = data[top] * 1e12
+        A = sp.csr_matrix((np.concatenate(data), np.concatenate(rows),
+                           np.concatenate([[0], np.cumsum(lens)])), shape=(lens.size, 500))
+        if wide:
+            A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+        starts = A.indptr[:-1][lens > 0]
+        ref = float(np.add.reduceat(np.abs(A.data), starts).max())
+        assert csr.inf_norm(A) == ref                               # numpy's sums, to the bit
+        assert csr.inf_norm(A) == pytest.approx(float(abs(A).sum(axis=1).max()), rel=1e-14)   # scipy's
+
+
 @pytest.mark.parametrize("pieces", [1, 20])
 def test_reach_matches_breadth_first_search(block, pieces):
     # one random generator, or 20 separate ones (3 states each): seeds in many pieces
@@ -372,7 +393,7 @@ def test_the_threaded_passes_give_the_same_arrays_on_one_and_two_threads(passes)
 
     def run():
         return (csr.principal_block(Q, X, d), csr.offdiagonal_rows(Q), csr.offdiagonal_product(Q, x),
-                csr.lowest_columns(Q), csr.offdiagonal_counts(Q))
+                csr.lowest_columns(Q), csr.offdiagonal_counts(Q), csr.inf_norm(Q))
 
     try:
         results = []
