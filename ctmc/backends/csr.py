@@ -19,8 +19,9 @@ else is read from those arrays:
   :func:`offdiagonal_product` and :func:`generator_product`): the same terms
   in the same order as a product with the rows of :math:`Q^T`, so the same
   numbers without making the transpose;
-* the states a breadth-first search reaches (:func:`graph_reach`) and the
-  smallest column of each row (:func:`lowest_columns`).
+* the states a breadth-first search reaches (:func:`graph_reach`), the
+  smallest column of each row (:func:`lowest_columns`) and a walk of the
+  jump chain (:func:`jump_chain`).
 
 Each pass is a loop of the optional compiled extension (``ctmc/_kernels_graph.h``:
 one pass over the arrays, rows split among its threads where they split) when
@@ -39,7 +40,7 @@ from .._relax import extension
 
 __all__ = ["BLOCK", "row_blocks", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
-           "lowest_columns", "stores_zero_rates", "index_dtype"]
+           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
 BLOCK = 1 << 21
@@ -456,3 +457,45 @@ def lowest_columns(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
             cols = np.minimum.reduceat(np.where(A.data != 0, A.indices, low[-1] + 1), A.indptr[lead])
         low[lead] = np.minimum(low[lead], cols)
     return low
+
+
+def jump_chain(G, first: int, q, s: int, u, path) -> int:
+    """Jumps of the chain of ``G``'s rows from row ``s``, one per draw ``u[k]`` in ``[0, 1)``; returns their number.
+
+    ``path[k]`` is the row before jump ``k``. The next state is the column of
+    the first entry whose running sum ``c`` of the row's entries (numpy's
+    cumsum, in stored order, the diagonal ``first + s`` weighing 0) exceeds
+    ``u[k] * c[-1]``, or of the last entry, moved back past entries that add
+    nothing to ``c``: the state ``j`` with probability ``R_sj / q_s``. Stops
+    early (returns ``k < len(u)``) at a row ``path[k]`` without rates out
+    (``q <= 0`` or no entry). The walk of
+    :func:`ctmc.kernels.classes.walk_pin`; compiled when the extension is in
+    use, else the same rule in Python (the same path).
+
+    >>> import scipy.sparse as sp
+    >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [1.0, -3.0, 2.0], [0.0, 0.0, 0.0]]))
+    >>> path = np.empty(5, dtype=np.int64)
+    >>> k = jump_chain(Q, 0, np.array([1.0, 3.0, 0.0]), 0, np.array([0.5, 0.2, 0.9, 0.9, 0.5]), path)
+    >>> k, path[:k + 1].tolist()                  # 0 -> 1 -> 0 -> 1 -> 2, which has no rate out
+    (4, [0, 1, 0, 1, 2])
+    """
+    ext = _compiled(G)
+    u = np.ascontiguousarray(u, dtype=float)
+    if ext is not None:
+        return ext.walk(G.indptr, G.indices, G.data, int(first), q, int(s), u, path)
+    indptr, indices = memoryview(G.indptr), memoryview(G.indices)
+    qm = memoryview(np.ascontiguousarray(q, dtype=float))
+    rows: dict = {}                      # the running sums of the rows visited
+    for k in range(u.size):
+        path[k] = s
+        a, b = indptr[s], indptr[s + 1]
+        if b == a or not qm[s] > 0:
+            return k
+        c = rows.get(s)
+        if c is None:
+            c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s + first, 0.0, G.data[a:b]))
+        j = min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
+        while j > 0 and not c[j] > c[j - 1]:
+            j -= 1
+        s = int(indices[a + j]) - first
+    return u.size

@@ -18,10 +18,11 @@ from typing import Optional
 
 import numpy as np
 
+from ..backends.csr import jump_chain
 from ..sets import unit_mask
 from .evidence import NEGATIVE_TOL
 
-__all__ = ["count", "global_argmax", "walk_pin", "jump_chain", "slowest_exit", "closed_classes", "describe_classes",
+__all__ = ["count", "global_argmax", "walk_pin", "slowest_exit", "closed_classes", "describe_classes",
            "state_name", "pin_hint", "next_pin", "WALK_STEPS"]
 
 
@@ -85,7 +86,7 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
     path = np.empty(steps, dtype=np.int64)
     second = []                          # the states of the second halves, in the order visited
     for s in starts:
-        k = jump_chain(G, op.start, q, s - op.start, rng.random(steps), path)
+        k = jump_chain(G, op.start, q, s - op.start, rng.random(steps), path)     # (ctmc.backends.csr)
         if k < steps:
             return int(path[k]) + op.start   # an absorbing state: the class is that state
         second.append(path[(steps + 1) // 2:].copy())
@@ -98,49 +99,6 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
     hold = np.bincount(inv, weights=1.0 / q[visited])
     best = np.flatnonzero(hold == hold.max())
     return int(states[best[np.argmin(first_seen[best])]]) + op.start
-
-
-def jump_chain(G, first: int, q, s: int, u, path) -> int:
-    """Jumps of the chain of ``G``'s rows from row ``s``, one per draw ``u[k]`` in ``[0, 1)``; returns their number.
-
-    ``path[k]`` is the row before jump ``k``. The next state is the column of
-    the first entry whose running sum ``c`` of the row's entries (numpy's
-    cumsum, in stored order, the diagonal ``first + s`` weighing 0) exceeds
-    ``u[k] * c[-1]``, or of the last entry, moved back past entries that add
-    nothing to ``c``: the state ``j`` with probability ``R_sj / q_s``. Stops
-    early (returns ``k < len(u)``) at a row ``path[k]`` without rates out
-    (``q <= 0`` or no entry). Compiled (``ctmc/_kernels_graph.h``) when the
-    extension is in use, else the same rule in Python (the same path).
-
-    >>> import scipy.sparse as sp
-    >>> Q = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [1.0, -3.0, 2.0], [0.0, 0.0, 0.0]]))
-    >>> path = np.empty(5, dtype=np.int64)
-    >>> k = jump_chain(Q, 0, np.array([1.0, 3.0, 0.0]), 0, np.array([0.5, 0.2, 0.9, 0.9, 0.5]), path)
-    >>> k, path[:k + 1].tolist()                  # 0 -> 1 -> 0 -> 1 -> 2, which has no rate out
-    (4, [0, 1, 0, 1, 2])
-    """
-    from ..backends.csr import _compiled
-
-    ext = _compiled(G)
-    u = np.ascontiguousarray(u, dtype=float)
-    if ext is not None:
-        return ext.walk(G.indptr, G.indices, G.data, int(first), q, int(s), u, path)
-    indptr, indices = memoryview(G.indptr), memoryview(G.indices)
-    qm = memoryview(np.ascontiguousarray(q, dtype=float))
-    rows: dict = {}                      # the running sums of the rows visited
-    for k in range(u.size):
-        path[k] = s
-        a, b = indptr[s], indptr[s + 1]
-        if b == a or not qm[s] > 0:
-            return k
-        c = rows.get(s)
-        if c is None:
-            c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s + first, 0.0, G.data[a:b]))
-        j = min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
-        while j > 0 and not c[j] > c[j - 1]:
-            j -= 1
-        s = int(indices[a + j]) - first
-    return u.size
 
 
 def slowest_exit(op, support) -> int:

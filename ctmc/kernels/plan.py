@@ -101,15 +101,15 @@ def structure_facts(op, support) -> dict:
     return facts
 
 
-#: states of a class whose variables are decoded first: a variable that varies on them varies on the
-#: class, and only the others are decoded for the whole class
+#: states of a class whose variables are decoded first (every k-th state): a variable that varies on
+#: them varies on the class, and only the others are decoded for the whole class
 DIM_SAMPLE = 4096
 
 
 def _dimensions(op, rows) -> int:
     """How many state variables take more than :data:`DIM_VALUES` values on the states ``rows`` (owned).
 
-    Every variable is decoded on the first :data:`DIM_SAMPLE` of them; those
+    Every variable is decoded on :data:`DIM_SAMPLE` of them, evenly spread; those
     that vary there count at once and the others are decoded on all of them
     (decoding costs a few milliseconds a variable per million states). The
     same collectives on every process: the choice of the second round is made
@@ -126,7 +126,8 @@ def _dimensions(op, rows) -> int:
             out.append(hi - lo + 1)
         return out
 
-    first = spans(names, rows[:DIM_SAMPLE])
+    first = spans(names, rows[::max(1, -(-rows.size // DIM_SAMPLE))])   # spread over the class (codes sort
+                                                                             # by the first variables)
     dims = sum(int(v > DIM_VALUES) for v in first)
     rest = [name for name, v in zip(names, first) if not v > DIM_VALUES]
     if rest and op.allmax(float(rows.size > DIM_SAMPLE)) > 0:
