@@ -208,6 +208,7 @@ static Py_ssize_t reach_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *re
     if (!queue) return -1;                                                                             \
     Py_ssize_t head = 0, tail = 0;                                                                     \
     for (Py_ssize_t i = 0; i < n; i++) if (mark[i]) { mark[i] = 1; queue[tail++] = (IT)i; }            \
+    if (tail == n) { free(queue); return tail; }          /* every state a seed: nothing to search */ \
     while (head < tail) {                                                                              \
         /* the rows of states further in the queue fetched ahead (a search jumps around the arrays) */ \
         if (head + 16 < tail) PREFETCH(&ptr[queue[head + 16]]);                                        \
