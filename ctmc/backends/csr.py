@@ -32,6 +32,8 @@ results to the bit (``tests/test_csr_passes.py`` runs each test both ways).
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
@@ -483,19 +485,30 @@ def jump_chain(G, first: int, q, s: int, u, path) -> int:
     u = np.ascontiguousarray(u, dtype=float)
     if ext is not None:
         return ext.walk(G.indptr, G.indices, G.data, int(first), q, int(s), u, path)
-    indptr, indices = memoryview(G.indptr), memoryview(G.indices)
-    qm = memoryview(np.ascontiguousarray(q, dtype=float))
-    rows: dict = {}                      # the running sums of the rows visited
+    # every row's running sums at once, as numpy's cumsum of each row gives them (c[a] = w[a], then
+    # c[e] = c[e - 1] + w[e]: one vectorised step per position in the rows), then the walk on them
+    lens = np.diff(G.indptr)
+    own = np.repeat(np.arange(first, first + lens.size, dtype=G.indices.dtype), lens)
+    w = np.where(G.indices == own, 0.0, G.data)
+    del own
+    c = w.copy()
+    rows = np.flatnonzero(lens > 1)
+    k = 1
+    while rows.size:
+        at = G.indptr[rows] + k
+        c[at] = c[at - 1] + w[at]
+        k += 1
+        rows = rows[lens[rows] > k]
+    del w
+    indptr, indices, cm = memoryview(G.indptr), memoryview(G.indices), memoryview(c)
+    qm, um, pm = memoryview(np.ascontiguousarray(q, dtype=float)), memoryview(u), memoryview(path)
     for k in range(u.size):
-        path[k] = s
+        pm[k] = s
         a, b = indptr[s], indptr[s + 1]
         if b == a or not qm[s] > 0:
             return k
-        c = rows.get(s)
-        if c is None:
-            c = rows[s] = np.cumsum(np.where(G.indices[a:b] == s + first, 0.0, G.data[a:b]))
-        j = min(int(np.searchsorted(c, u[k] * c[-1], "right")), b - a - 1)
-        while j > 0 and not c[j] > c[j - 1]:
+        j = min(bisect.bisect_right(cm, um[k] * cm[b - 1], a, b), b - 1)
+        while j > a and not cm[j] > cm[j - 1]:
             j -= 1
-        s = int(indices[a + j]) - first
+        s = indices[j] - first
     return u.size
