@@ -134,6 +134,15 @@ class System(abc.ABC):
             numerical failure); a failed allocation raises ``MemoryError``.
         """
 
+    def loosened(self, rtol: float) -> Optional["System"]:
+        """This system solving to the looser tolerance ``rtol``, sharing what is set up (matrix,
+        preconditioner), or None where a backend cannot (a new system is then set up).
+
+        For solves whose answer only needs a digit or two (an estimate of ``||M^-1||``): the
+        matrix is not extracted twice. Closing the returned system closes this one's too.
+        """
+        return None
+
     def close(self) -> None:
         """Free the backend's objects (factors, KSPs)."""
 
