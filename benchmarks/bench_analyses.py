@@ -23,11 +23,13 @@ a route past ``--timeout`` seconds is reported as ``timeout``):
   ``Embedded(MAX_COUNT, stop_at_down=True)``), and ``key=value;...`` are
   options of the analysis (``method=bicgstab;preconditioner=sgs;tol=1e-12``,
   ``eps=1e-13``), e.g. ``stop/tol=1e-12``; by default embedded's reference is
-  BiCGStab at ``tol=1e-12`` (another Krylov method than the default GMRES) and
-  peer2peer's extra route is uniformisation cut at ``eps=1e-13`` (the Poisson
-  mass left out when only the 1-norm matters: the measure is a probability
-  near 1; the default, 1e-300, keeps tiny probabilities relatively accurate
-  and needs 635 steps instead of 171 here);
+  BiCGStab at ``tol=1e-12`` (another Krylov method than the default GMRES);
+  peer2peer's reference is ``rtol=0``, uniformisation summed to the end of the
+  1e-300 Poisson window (635 steps, the default before the adaptive cut), and
+  its extra route ``eps=1e-13`` cuts at the Poisson mass a 1-norm needs (171
+  steps; small probabilities lose their relative accuracy). The default stops
+  where every probability of the law is within ``rtol = 1e-13`` of itself
+  (:func:`ctmc.transient.uniformize_operator`; 247 steps here);
 * Storm (``--storm``: stormpy's python, ``scripts/storm_venv.sh``): the
   generated PRISM program (``.prism_program()``) through
   ``models/gallery/storm_worker.py``, with ``Environment()`` (Storm's
@@ -39,7 +41,8 @@ a route past ``--timeout`` seconds is reported as ``timeout``):
 successful route with a ``tol=`` option (a tightly converged solve), else the
 default route. ``bound`` is the result's ``error_bound`` (relative for a
 hitting time, absolute on the law's 1-norm for a transient law),
-``status`` ctmc's :class:`ctmc.Status` (Storm reports ``done``). The last
+``status`` ctmc's :class:`ctmc.Status` (Storm reports ``done``), ``it./steps`` the
+Krylov iterations (embedded) or the uniformisation steps (peer2peer). The last
 table puts ctmc's build + solve over Storm's faster configuration's, per model.
 """
 from __future__ import annotations
@@ -54,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gallery import ROOT, run_route, storm_routes  # noqa: E402  (written once, there)
 
 DEFAULT_MODELS = "embedded:4000,peer2peer:5"
-DEFAULT_ROUTES = {"embedded": "stop,method=bicgstab;preconditioner=sgs;tol=1e-12", "peer2peer": "eps=1e-13"}
+DEFAULT_ROUTES = {"embedded": "stop,method=bicgstab;preconditioner=sgs;tol=1e-12", "peer2peer": "rtol=0,eps=1e-13"}
 DEFAULT_STORM = ROOT / ".venv-storm" / "bin" / "python"
 
 
@@ -99,7 +102,8 @@ def worker(spec: str, route: str) -> None:
     solve_s = time.perf_counter() - t0
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "build_s": build_s,
                              "solve_s": solve_s, "value": value, "status": res.status.value, "method": res.method,
-                             "bound": float(res.error_bound), "iterations": int(res.iterations),
+                             "bound": float(res.error_bound),
+                             "iterations": int(res.info.get("uniformization_steps") or res.iterations),
                              "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
                              "ctmc": ctmc.__version__}), flush=True)
 
@@ -122,7 +126,7 @@ def bench_model(spec, routes, storm, timeout):
                      f"{r['build_s']:.2f}" if "build_s" in r else "", f"{r['solve_s']:.2f}" if "solve_s" in r else "",
                      f"{v:.12g}" if v is not None else "", diff,
                      r.get("status", "") + (f" ({r['method']})" if r.get("method") else ""),
-                     f"{r['bound']:.1e}" if "bound" in r else "", f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
+                     str(r.get("iterations", "")), f"{r['bound']:.1e}" if "bound" in r else "", f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
     total = {name: r["build_s"] + r["solve_s"] for name, r in out if "build_s" in r and "solve_s" in r}
     storm_best = min((t for n, t in total.items() if n.startswith("storm")), default=None)
     return rows, [spec] + [f"{total[n]:.2f}" if n in total else "" for n in ("ctmc default",)] + \
@@ -161,7 +165,7 @@ def main(argv=None):
         rows += r
         summary.append(s)
     _table(["model", "states", "transitions", "route", "build s", "solve s", "value", "rel.diff", "status",
-            "bound", "peak GiB"], rows)
+            "it./steps", "bound", "peak GiB"], rows)
     print()
     _table(["model", "ctmc default build+solve s", "Storm best build+solve s", "ratio", "fastest ctmc route"],
            summary)
