@@ -126,7 +126,8 @@ def bench_model(spec, routes, storm, timeout):
                      f"{r['build_s']:.2f}" if "build_s" in r else "", f"{r['solve_s']:.2f}" if "solve_s" in r else "",
                      f"{v:.12g}" if v is not None else "", diff,
                      r.get("status", "") + (f" ({r['method']})" if r.get("method") else ""),
-                     str(r.get("iterations", "")), f"{r['bound']:.1e}" if "bound" in r else "", f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
+                     str(r.get("iterations", "")), f"{r['bound']:.1e}" if "bound" in r else "",
+                     f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
     total = {name: r["build_s"] + r["solve_s"] for name, r in out if "build_s" in r and "solve_s" in r}
     storm_best = min((t for n, t in total.items() if n.startswith("storm")), default=None)
     return rows, [spec] + [f"{total[n]:.2f}" if n in total else "" for n in ("ctmc default",)] + \

@@ -49,7 +49,8 @@ from .results import Status, TransientResult
 from .sets import as_law, owned_mask, owned_values
 
 __all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions", "ENTRY_RTOL",
-           "uniformize_operator", "stochastic_step", "poisson_window", "poisson_weights", "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
+           "uniformize_operator", "stochastic_step", "check_steps", "poisson_window", "poisson_weights",
+           "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
 
 
 def check_uniformization(eps, max_terms) -> None:
