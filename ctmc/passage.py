@@ -253,7 +253,8 @@ class PassageSetup:
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
         other = ~self.target
-        self.reach = op.reach(self.target) & other
+        found = op.reach_by_products(self.target)      # a target a few events away from everywhere
+        self.reach = (op.reach(self.target) if found is None else found) & other
         stuck = other & ~self.reach
         if op.allsum(float(stuck.sum())) > 0:
             doomed = op.reach(stuck, within=other) & other
@@ -261,10 +262,7 @@ class PassageSetup:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
         op.product_roundoff()    # counted now: it reads Q^T (scipy), here now, released by a Krylov solve
-        self._sys = {}
-        self._route = {}
-        self._kind = {}
-        self._norms = {}
+        self._sys, self._route, self._kind, self._norms = {}, {}, {}, {}
         self._seen = {}       # (s, on) -> (largest ||x|| / ||b|| of its solves, its solve of M y = 1 or None)
         self._checked = None  # the last errors() computed: (key, x, b, result)
         self.info = {"processes": op.size}

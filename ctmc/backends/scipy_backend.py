@@ -26,7 +26,7 @@ from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
 from .csr import (graph_reach, inf_norm, offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block,
-                  stores_zero_rates)
+                  row_blocks, stores_zero_rates)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -136,6 +136,14 @@ class ScipyOperator(Operator):
         return product(self.QT if transpose else self.Q, x)
 
     def offdiagonal_counts(self, transpose=False):
+        if transpose and self._QT is None:     # the columns of Q, counted without transposing it
+            out = np.zeros(self.n, dtype=np.int64)
+            for r0, r1 in row_blocks(self.Q.indptr):
+                a, b = self.Q.indptr[r0], self.Q.indptr[r1]
+                cols = self.Q.indices[a:b]
+                rows = np.repeat(np.arange(r0, r1, dtype=cols.dtype), np.diff(self.Q.indptr[r0:r1 + 1]))
+                out += np.bincount(cols[(cols != rows) & (self.Q.data[a:b] != 0)], minlength=self.n)
+            return out
         return offdiagonal_counts(self.generator_rows(transpose))
 
     def release(self):
