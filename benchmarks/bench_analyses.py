@@ -30,6 +30,9 @@ a route past ``--timeout`` seconds is reported as ``timeout``):
   steps; small probabilities lose their relative accuracy). The default stops
   where every probability of the law is within ``rtol = 1e-13`` of itself
   (:func:`ctmc.transient.uniformize_operator`; 247 steps here);
+* ``baseline default`` (``--baseline DIR``): the default route with the ``ctmc`` of the
+  source tree ``DIR`` (a ``git archive`` of another commit, extensions built in place), the
+  gallery models included, for a before/after ratio in the same run;
 * Storm (``--storm``: stormpy's python, ``scripts/storm_venv.sh``): the
   generated PRISM program (``.prism_program()``) through
   ``models/gallery/storm_worker.py``, with ``Environment()`` (Storm's
@@ -108,11 +111,28 @@ def worker(spec: str, route: str) -> None:
                              "ctmc": ctmc.__version__}), flush=True)
 
 
-def bench_model(spec, routes, storm, timeout):
-    """Rows of one model (ctmc routes, then Storm's) and ``(ctmc default s, Storm's best s)``."""
+def _at_baseline(cmd, timeout, baseline):
+    """``run_route`` with the ``ctmc`` package of the tree ``baseline`` first on the path."""
+    import os
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(baseline)
+    try:
+        return run_route(cmd, timeout)
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def bench_model(spec, routes, storm, timeout, baseline=""):
+    """Rows of one model (ctmc routes, the baseline's default, then Storm's) and the summary row."""
     out = []
     for route in ["default"] + [r for r in routes if r and r != "default"]:
         out.append((f"ctmc {route}", run_route([sys.executable, __file__, "--worker", spec, route], timeout)))
+    if baseline:
+        out.append(("baseline default",
+                    _at_baseline([sys.executable, __file__, "--worker", spec, "default"], timeout, baseline)))
     if storm:
         out += storm_routes(_model(spec), storm, timeout)
     ok = {name: r for name, r in out if r.get("status") == "success"}
@@ -133,7 +153,14 @@ def bench_model(spec, routes, storm, timeout):
     return rows, [spec] + [f"{total[n]:.2f}" if n in total else "" for n in ("ctmc default",)] + \
         [f"{storm_best:.2f}" if storm_best else "",
          f"{total['ctmc default'] / storm_best:.2f}" if storm_best and "ctmc default" in total else "",
-         min(((n, t) for n, t in total.items() if n.startswith("ctmc")), key=lambda x: x[1], default=("", 0))[0]]
+         min(((n, t) for n, t in total.items() if n.startswith("ctmc")), key=lambda x: x[1], default=("", 0))[0],
+         _speedup(dict(out), "baseline default", "ctmc default")]
+
+
+def _speedup(res, before, after):
+    """``before``'s solve time over ``after``'s, when both ran."""
+    a, b = res.get(before, {}), res.get(after, {})
+    return f"{a['solve_s'] / b['solve_s']:.2f}" if "solve_s" in a and b.get("solve_s") else ""
 
 
 def _table(header, rows):
@@ -155,6 +182,9 @@ def main(argv=None):
     ap.add_argument("--storm", default=str(DEFAULT_STORM) if DEFAULT_STORM.exists() else "",
                     help="python of a venv with stormpy ('' = no Storm)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per route (build + solve)")
+    ap.add_argument("--baseline", default="",
+                    help="a source tree of ctmc with its extensions built (e.g. a git archive of an older "
+                         "commit): its default route runs too, with that tree first on PYTHONPATH")
     ap.add_argument("--worker", nargs=2, metavar=("SPEC", "ROUTE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -162,14 +192,14 @@ def main(argv=None):
     rows, summary = [], []
     for spec in args.models.split(","):
         routes = (args.routes if args.routes is not None else DEFAULT_ROUTES.get(spec.split(":")[0], "")).split(",")
-        r, s = bench_model(spec, routes, args.storm, args.timeout)
+        r, s = bench_model(spec, routes, args.storm, args.timeout, args.baseline)
         rows += r
         summary.append(s)
     _table(["model", "states", "transitions", "route", "build s", "solve s", "value", "rel.diff", "status",
             "it./steps", "bound", "peak GiB"], rows)
     print()
-    _table(["model", "ctmc default build+solve s", "Storm best build+solve s", "ratio", "fastest ctmc route"],
-           summary)
+    _table(["model", "ctmc default build+solve s", "Storm best build+solve s", "ratio", "fastest ctmc route",
+            "solve: baseline / ctmc default"], summary)
 
 
 if __name__ == "__main__":
