@@ -23,11 +23,16 @@ a route past ``--timeout`` seconds is reported as ``timeout``):
   ``Embedded(MAX_COUNT, stop_at_down=True)``), and ``key=value;...`` are
   options of the analysis (``method=bicgstab;preconditioner=sgs;tol=1e-12``,
   ``eps=1e-13``), e.g. ``stop/tol=1e-12``; by default embedded's reference is
-  BiCGStab at ``tol=1e-12`` (another Krylov method than the default GMRES) and
-  peer2peer's extra route is uniformisation cut at ``eps=1e-13`` (the Poisson
-  mass left out when only the 1-norm matters: the measure is a probability
-  near 1; the default, 1e-300, keeps tiny probabilities relatively accurate
-  and needs 635 steps instead of 171 here);
+  BiCGStab at ``tol=1e-12`` (another Krylov method than the default GMRES);
+  peer2peer's reference is ``rtol=0``, uniformisation summed to the end of the
+  1e-300 Poisson window (635 steps, the default before the adaptive cut), and
+  its extra route ``eps=1e-13`` cuts at the Poisson mass a 1-norm needs (171
+  steps; small probabilities lose their relative accuracy). The default stops
+  where every probability of the law is within ``rtol = 1e-13`` of itself
+  (:func:`ctmc.transient.uniformize_operator`; 247 steps here);
+* ``baseline default`` (``--baseline DIR``): the default route with the ``ctmc`` of the
+  source tree ``DIR`` (a ``git archive`` of another commit, extensions built in place), the
+  gallery models included, for a before/after ratio in the same run;
 * Storm (``--storm``: stormpy's python, ``scripts/storm_venv.sh``): the
   generated PRISM program (``.prism_program()``) through
   ``models/gallery/storm_worker.py``, with ``Environment()`` (Storm's
@@ -39,7 +44,8 @@ a route past ``--timeout`` seconds is reported as ``timeout``):
 successful route with a ``tol=`` option (a tightly converged solve), else the
 default route. ``bound`` is the result's ``error_bound`` (relative for a
 hitting time, absolute on the law's 1-norm for a transient law),
-``status`` ctmc's :class:`ctmc.Status` (Storm reports ``done``). The last
+``status`` ctmc's :class:`ctmc.Status` (Storm reports ``done``), ``it./steps`` the
+Krylov iterations (embedded) or the uniformisation steps (peer2peer). The last
 table puts ctmc's build + solve over Storm's faster configuration's, per model.
 """
 from __future__ import annotations
@@ -54,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gallery import ROOT, run_route, storm_routes  # noqa: E402  (written once, there)
 
 DEFAULT_MODELS = "embedded:4000,peer2peer:5"
-DEFAULT_ROUTES = {"embedded": "stop,method=bicgstab;preconditioner=sgs;tol=1e-12", "peer2peer": "eps=1e-13"}
+DEFAULT_ROUTES = {"embedded": "stop,method=bicgstab;preconditioner=sgs;tol=1e-12", "peer2peer": "rtol=0,eps=1e-13"}
 DEFAULT_STORM = ROOT / ".venv-storm" / "bin" / "python"
 
 
@@ -99,16 +105,34 @@ def worker(spec: str, route: str) -> None:
     solve_s = time.perf_counter() - t0
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "build_s": build_s,
                              "solve_s": solve_s, "value": value, "status": res.status.value, "method": res.method,
-                             "bound": float(res.error_bound), "iterations": int(res.iterations),
+                             "bound": float(res.error_bound),
+                             "iterations": int(res.info.get("uniformization_steps") or res.iterations),
                              "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
                              "ctmc": ctmc.__version__}), flush=True)
 
 
-def bench_model(spec, routes, storm, timeout):
-    """Rows of one model (ctmc routes, then Storm's) and ``(ctmc default s, Storm's best s)``."""
+def _at_baseline(cmd, timeout, baseline):
+    """``run_route`` with the ``ctmc`` package of the tree ``baseline`` first on the path."""
+    import os
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(baseline)
+    try:
+        return run_route(cmd, timeout)
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def bench_model(spec, routes, storm, timeout, baseline=""):
+    """Rows of one model (ctmc routes, the baseline's default, then Storm's) and the summary row."""
     out = []
     for route in ["default"] + [r for r in routes if r and r != "default"]:
         out.append((f"ctmc {route}", run_route([sys.executable, __file__, "--worker", spec, route], timeout)))
+    if baseline:
+        out.append(("baseline default",
+                    _at_baseline([sys.executable, __file__, "--worker", spec, "default"], timeout, baseline)))
     if storm:
         out += storm_routes(_model(spec), storm, timeout)
     ok = {name: r for name, r in out if r.get("status") == "success"}
@@ -122,13 +146,21 @@ def bench_model(spec, routes, storm, timeout):
                      f"{r['build_s']:.2f}" if "build_s" in r else "", f"{r['solve_s']:.2f}" if "solve_s" in r else "",
                      f"{v:.12g}" if v is not None else "", diff,
                      r.get("status", "") + (f" ({r['method']})" if r.get("method") else ""),
-                     f"{r['bound']:.1e}" if "bound" in r else "", f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
+                     str(r.get("iterations", "")), f"{r['bound']:.1e}" if "bound" in r else "",
+                     f"{r['peak_gib']:.1f}" if "peak_gib" in r else ""])
     total = {name: r["build_s"] + r["solve_s"] for name, r in out if "build_s" in r and "solve_s" in r}
     storm_best = min((t for n, t in total.items() if n.startswith("storm")), default=None)
     return rows, [spec] + [f"{total[n]:.2f}" if n in total else "" for n in ("ctmc default",)] + \
         [f"{storm_best:.2f}" if storm_best else "",
          f"{total['ctmc default'] / storm_best:.2f}" if storm_best and "ctmc default" in total else "",
-         min(((n, t) for n, t in total.items() if n.startswith("ctmc")), key=lambda x: x[1], default=("", 0))[0]]
+         min(((n, t) for n, t in total.items() if n.startswith("ctmc")), key=lambda x: x[1], default=("", 0))[0],
+         _speedup(dict(out), "baseline default", "ctmc default")]
+
+
+def _speedup(res, before, after):
+    """``before``'s solve time over ``after``'s, when both ran."""
+    a, b = res.get(before, {}), res.get(after, {})
+    return f"{a['solve_s'] / b['solve_s']:.2f}" if "solve_s" in a and b.get("solve_s") else ""
 
 
 def _table(header, rows):
@@ -150,6 +182,9 @@ def main(argv=None):
     ap.add_argument("--storm", default=str(DEFAULT_STORM) if DEFAULT_STORM.exists() else "",
                     help="python of a venv with stormpy ('' = no Storm)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per route (build + solve)")
+    ap.add_argument("--baseline", default="",
+                    help="a source tree of ctmc with its extensions built (e.g. a git archive of an older "
+                         "commit): its default route runs too, with that tree first on PYTHONPATH")
     ap.add_argument("--worker", nargs=2, metavar=("SPEC", "ROUTE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -157,14 +192,14 @@ def main(argv=None):
     rows, summary = [], []
     for spec in args.models.split(","):
         routes = (args.routes if args.routes is not None else DEFAULT_ROUTES.get(spec.split(":")[0], "")).split(",")
-        r, s = bench_model(spec, routes, args.storm, args.timeout)
+        r, s = bench_model(spec, routes, args.storm, args.timeout, args.baseline)
         rows += r
         summary.append(s)
     _table(["model", "states", "transitions", "route", "build s", "solve s", "value", "rel.diff", "status",
-            "bound", "peak GiB"], rows)
+            "it./steps", "bound", "peak GiB"], rows)
     print()
-    _table(["model", "ctmc default build+solve s", "Storm best build+solve s", "ratio", "fastest ctmc route"],
-           summary)
+    _table(["model", "ctmc default build+solve s", "Storm best build+solve s", "ratio", "fastest ctmc route",
+            "solve: baseline / ctmc default"], summary)
 
 
 if __name__ == "__main__":

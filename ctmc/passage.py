@@ -253,18 +253,18 @@ class PassageSetup:
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
         other = ~self.target
-        self.reach = op.reach(self.target) & other
+        found = op.reach_by_products(self.target)      # a target a few events away from everywhere
+        self.reach = (op.reach(self.target) if found is None else found) & other
         stuck = other & ~self.reach
         if op.allsum(float(stuck.sum())) > 0:
             doomed = op.reach(stuck, within=other) & other
         else:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
-        self._sys = {}
-        self._route = {}
-        self._kind = {}
-        self._norms = {}
+        op.product_roundoff()    # counted now: it reads Q^T (scipy), here now, released by a Krylov solve
+        self._sys, self._route, self._kind, self._norms = {}, {}, {}, {}
         self._seen = {}       # (s, on) -> (largest ||x|| / ||b|| of its solves, its solve of M y = 1 or None)
+        self._checked = None  # the last errors() computed: (key, x, b, result)
         self.info = {"processes": op.size}
         self.fallback = None
 
@@ -389,13 +389,27 @@ class PassageSetup:
         return x
 
     def rates_in(self, on: str, x, transpose: bool = False):
-        """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere)."""
+        """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere); untransposed
+        ``Q x + q x``, by the generator's compiled product (0.02 s against 0.25 s on 3.4 M states)."""
         X = self.members(on)
         Xc = X if np.ndim(x) == 1 else X[:, None]
-        return np.where(Xc, self.op.rates(np.where(Xc, x, 0.0), transpose), 0.0)
+        xin = np.where(Xc, x, 0.0)
+        if transpose:
+            return np.where(Xc, self.op.rates(xin, True), 0.0)
+        q = self.op.exit_rates if np.ndim(x) == 1 else self.op.exit_rates[:, None]
+        return np.where(Xc, self.op.apply(xin) + q * xin, 0.0)
 
     def errors(self, s, on, x, b, transpose: bool = False):
-        """Normwise backward error and component-wise balance error of a solution (global)."""
+        """Normwise backward error and component-wise balance error of a solution (global); the
+        last answer checked is kept (the polish and the analysis check the same one)."""
+        key, last = (float(s), on, bool(transpose)), self._checked
+        if last is not None and last[0] == key and np.array_equal(last[1], x) and np.array_equal(last[2], b):
+            return last[3]
+        out = self._errors(s, on, x, b, transpose)
+        self._checked = (key, np.array(x, dtype=float), np.array(b, dtype=float), out)
+        return out
+
+    def _errors(self, s, on, x, b, transpose: bool = False):
         op = self.op
         X = self.members(on)
         Xc = X if np.ndim(x) == 1 else X[:, None]
@@ -461,13 +475,17 @@ class PassageSetup:
         kind, hint = self.kind(on), ratio * norm_m
         rtol = min(1e-2 / hint, 1e-6) if hint > 0 else 0.0
         if solved is None and kind in ("gmres", "bicgstab") and rtol > 10 * self._spec(kind, on).rtol:
-            for key in [k for k in self._sys if k[1] == on]:      # the tight systems closed first (memory)
-                self._sys.pop(key).close()
-            sysm, info = op.system(X, s, dataclasses.replace(self._spec(kind, on), rtol=rtol), self.bo), {}
+            sysm, info = self.system(s, on).loosened(rtol), {}     # its matrix and preconditioner, once
+            own = sysm is not None
+            if not own:          # a new system, the tight ones closed first (memory)
+                for key in [k for k in self._sys if k[1] == on]:
+                    self._sys.pop(key).close()
+                sysm = op.system(X, s, dataclasses.replace(self._spec(kind, on), rtol=rtol), self.bo)
             try:
                 inv, est = inverse_norm_bound_of(op, X, sysm, s, info=info)
             finally:
-                sysm.close()
+                if not own:
+                    sysm.close()
             self.info["condition_solve"] = {"rtol": rtol, "iterations": sum(info["iterations"])}
             if np.isfinite(inv) and inv <= 2 * est:               # a residual below 1/2
                 return norm_m * inv, Status.SUCCESS, info["report"].reason
@@ -486,12 +504,17 @@ class PassageSetup:
         self._sys.clear()
         self._norms.clear()
         self._seen.clear()
+        self._checked = None
 
 
 def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
-    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
+    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere
+    (untransposed ``R 1_X = Q 1_X + q`` by the compiled product, rounded up: an upper bound)."""
     one = X.astype(float)
-    return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
+    if transpose:
+        return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
+    into = np.maximum(op.apply(one) + op.exit_rates, 0.0)
+    return np.where(X, (float(s) + op.exit_rates + into) * (1.0 + 2.0 * op.product_roundoff()), 0.0)
 
 
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:

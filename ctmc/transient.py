@@ -48,8 +48,9 @@ from .expr import Expr
 from .results import Status, TransientResult
 from .sets import as_law, owned_mask, owned_values
 
-__all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions",
-           "uniformize_operator", "poisson_window", "poisson_weights", "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
+__all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions", "ENTRY_RTOL",
+           "uniformize_operator", "stochastic_step", "check_steps", "poisson_window", "poisson_weights",
+           "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
 
 
 def check_uniformization(eps, max_terms) -> None:
@@ -58,6 +59,13 @@ def check_uniformization(eps, max_terms) -> None:
         raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
     if isinstance(max_terms, bool) or not isinstance(max_terms, (int, np.integer)) or max_terms < 1:
         raise ValueError(f"max_terms: expected a positive integer, got {max_terms!r}")
+
+
+def check_steps(steps: float, max_terms) -> None:
+    """Refuse (ValueError) a uniformisation needing about ``steps`` > ``max_terms`` steps (None: no limit)."""
+    if max_terms is not None and steps > max_terms:
+        raise ValueError(f"t: the largest time needs about {steps:.3g} uniformisation steps, above "
+                         f"max_terms={max_terms}; raise max_terms or ask for smaller times")
 
 
 #: Largest chain whose transient law ``auto`` computes by a dense exponential when uniformisation
@@ -175,19 +183,38 @@ def poisson_weights(eps: float, mu: float) -> tuple:
 
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = TAIL_EPS,
                         scaled: bool = False, max_terms: int | None = None, integrate: bool = False,
-                        roundoff: float = 0.0):
+                        roundoff: float = 0.0, step=None, rtol: float = 0.0, smallest=None, entry_bound=None,
+                        info=None):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
 
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
     for a rate :math:`\Lambda \ge \max_i |a_{ii}|`; the sum is truncated left
-    and right where the Poisson weights fall below ``eps`` (:func:`poisson_weights`).
+    and right where the Poisson weights fall below ``eps`` (:func:`poisson_weights`),
+    and with ``rtol`` earlier on the right, as soon as what is left cannot
+    change any entry by more than ``rtol`` of itself (below).
     The analyses pass the backend's product on owned parts.
+
+    **The adaptive cut** (``rtol > 0``, not with ``integrate``). The terms are
+    non-negative when ``I + A/lam`` is, so the partial sum :math:`S_K` after
+    term :math:`K` is a lower bound of every entry, and, every entry of the
+    vectors :math:`(I + A/\Lambda)^k V_0` being at most :math:`B` (``entry_bound``:
+    :math:`\|V_0\|_1` for a law, :math:`\|V_0\|_\infty` for a vector multiplied
+    from the left), :math:`S_K \le e^{At}V_0 \le S_K + T_K B` entrywise,
+    :math:`T_K` the Poisson mass after :math:`K`. The sum for a time stops at
+    the first :math:`K` with :math:`T_K B \le` ``rtol`` :math:`\cdot \min_j S_{K,j}`
+    (the minimum over the entries ``smallest`` reads): every entry then has a
+    relative truncation error of at most ``rtol`` (entries still 0 or still
+    growing included: the minimum is over all of them); when the minimum stays 0
+    or tiny, the cut is the ``eps`` window's end, as without ``rtol``. The number of
+    steps follows from what is asked: the law of PRISM's peer2peer (N=4, K=5) at
+    t = 1.5, whose least probability is 2.7e-28, needs :math:`T_K \le 2.7 \cdot 10^{-41}`
+    for ``rtol = 1e-13``: 247 steps instead of the 1e-300 window's 635.
 
     Parameters
     ----------
     apply : callable
         ``apply(V)`` returns ``A @ V`` for a block ``V`` (``A / lam @ V`` when
-        ``scaled``).
+        ``scaled``). Unused when ``step`` is given.
     V0 : ndarray, shape (n,) or (n, c)
     times : ndarray of float >= 0
     lam : float
@@ -201,7 +228,24 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         (I + A/\Lambda)^k V_0` instead (cumulative rewards); no left truncation.
     roundoff : float
         Relative round-off of one product ``apply`` (for a generator:
-        :meth:`ctmc.backends.base.Operator.product_roundoff`), for the bound.
+        :meth:`ctmc.backends.base.Operator.product_roundoff`), for the bound;
+        with ``step``, the relative round-off of one step.
+    step : callable, optional
+        ``step(V, out)`` writes ``(I + A/lam) V`` into ``out`` (an array like
+        ``V``): a product with the stochastic matrix itself (:func:`stochastic_step`),
+        no scaling or addition after it and no array made per step.
+    rtol : float
+        Relative truncation error allowed on every entry (0: the ``eps`` window only).
+    smallest : callable, optional
+        ``smallest(S)``: the least entry of a partial sum ``S`` (an array like
+        ``V0``) whose relative accuracy is promised, on every process (a
+        collective); by default ``S.min()``.
+    entry_bound : float, optional
+        An upper bound of every entry of every ``(I + A/lam)^k V0``, on every process (the
+        1-norm of a law, the max-norm of a vector multiplied from the left); default the sum
+        of ``|V0|`` (either, on one process).
+    info : dict, optional
+        Receives ``steps`` (products made) and ``cut`` (the last term summed, per time).
 
     Returns
     -------
@@ -222,14 +266,17 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     >>> round(float(out[0, 0]), 12), bound < 1e-12   # exp(-1)
     (0.367879441171, True)
     """
+    # (not BLAS's axpy: OpenBLAS's threads spin, and on a loaded machine took 2x the whole step)
+    info = {} if info is None else info
     out = np.zeros((times.size,) + V0.shape)
     if lam == 0.0:
         out[:] = np.multiply.outer(times, V0) if integrate else V0
+        info.update(steps=0, cut=np.zeros(times.size, dtype=int))
         return out, 0.0
+    if not (0.0 <= rtol < 1.0):
+        raise ValueError(f"rtol: expected 0 <= rtol < 1, got {rtol!r}")
     lt = lam * times
-    if max_terms is not None and lt.max() > max_terms:
-        raise ValueError(f"t: the largest time needs about {lt.max():.3g} uniformisation steps, above "
-                         f"max_terms={max_terms}; raise max_terms or ask for smaller times")
+    check_steps(float(lt.max()), max_terms)
     u = UNIT_ROUNDOFF
     # per time: its weights on kmin..kmax (integrate: P(N > k) / lam on 0..kmax), and the bound's terms
     rows, tail = [], np.zeros(times.size)
@@ -245,14 +292,28 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         else:
             rows.append((k0, w, 0.0))                   # mu = 0: the single weight 1 at k = 0
             tail[i] = 0.0 if mu == 0 else 2 * eps
-    kmax = max(r[0] + r[1].size for r in rows) - 1
+    ends = np.array([k0 + w.size - 1 for k0, w, _ in rows])     # the window's last term, per time
+    adaptive = rtol > 0 and not integrate
+    if adaptive:
+        # the weight after each term of the window (T_K), and where checking the cut can start:
+        # the least entry of a sum over c entries is at most its largest / c
+        after = [np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]]) for _, w, _ in rows]
+        vmax = float(np.abs(V0).sum()) if entry_bound is None else float(entry_bound)
+        if smallest is None:
+            def smallest(S):
+                return float(S.min(initial=np.inf))
+        start_at = rtol * vmax / max(V0.size, 1)
+        known = np.zeros(times.size)        # a lower bound of the least promised entry of each sum
+    cut = ends.copy()
+    active = np.ones(times.size, dtype=bool)
     V = np.array(V0, dtype=float, order="C")
-    total = np.zeros(times.size)
-    kw = np.zeros(times.size)
+    Y = np.empty_like(V) if step is not None else None
+    scratch = np.empty_like(V)
     chunk = 1 << 14
     inv_lam = 1.0 / lam
-    scratch = np.empty_like(V)
-    prog = Progress(f"uniformisation, {kmax} steps", total=max(kmax, 1))
+    kmax = int(ends.max())
+    steps = 0
+    prog = Progress(f"uniformisation, at most {kmax} steps", total=max(kmax, 1))
     for c0 in range(0, kmax + 1, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
         W = np.zeros((times.size, ks.size))
@@ -262,46 +323,133 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             a, b = max(c0, k0), min(ks[-1] + 1, k0 + w.size)
             if a < b:
                 W[i, a - c0:b - c0] = w[a - k0:b - k0]
-        total += W.sum(axis=1)
-        kw += W @ ks.astype(float)
         for j, k in enumerate(ks):
-            w = W[:, j]
-            for i in np.flatnonzero(w):      # out[i] += w_i V, in place through one scratch vector
-                np.multiply(V, w[i], out=scratch)
-                out[i] += scratch
-            if k < kmax:
-                # V <- (I + A / lam) V: the product's own array, scaled and added to in place
+            for i in np.flatnonzero(W[:, j]):      # out[i] += w_i V, in place through one scratch vector
+                if active[i]:
+                    np.multiply(V, W[i, j], out=scratch)
+                    out[i] += scratch
+            for i in np.flatnonzero(active):
+                if k >= ends[i]:
+                    active[i] = False
+                elif adaptive and k >= rows[i][0]:
+                    left = after[i][k - rows[i][0]] * vmax
+                    if left <= start_at and left > rtol * known[i]:
+                        known[i] = smallest(out[i])
+                    if left <= rtol * known[i]:
+                        active[i], cut[i] = False, k
+            if not active.any():
+                break
+            # V <- (I + A / lam) V
+            if step is not None:
+                step(V, Y)
+                V, Y = Y, V
+            else:       # the product's own array, scaled and added to in place
                 Y = np.asarray(apply(V), dtype=float, order="C")
                 if Y is V or not Y.flags.writeable or Y.shape != V.shape:
                     Y = np.array(Y, dtype=float, order="C").reshape(V.shape)
                 if not scaled:
                     Y *= inv_lam
                 Y += V
-                V = Y
-                prog.update(f"step {k + 1}", done=k + 1)
+                V, Y = Y, None
+            steps += 1
+            prog.update(f"step {steps}", done=steps)
+        if not active.any():
+            break
     prog.close()
     # round-off: each product adds 3 (roundoff + 4u) relative and I + A/lam does not expand it; the
-    # weights carry (span + 4) u relative; the sum over k adds (kmax + 1) u
-    step = 3 * (roundoff + 4 * u)
+    # weights carry (span + 4) u relative; the sum over k adds (K + 1) u. Only the terms summed count.
+    step_err = 3 * (roundoff + 4 * u)
+    total, kw = np.zeros(times.size), np.zeros(times.size)
+    for i, (k0, w, before) in enumerate(rows):
+        n_used = max(int(cut[i]) - k0 + 1, 0)
+        ks = np.arange(k0, k0 + n_used, dtype=float)
+        total[i] = w[:n_used].sum() + before * min(k0, cut[i] + 1)
+        kw[i] = float(ks @ w[:n_used]) + before * min(k0, cut[i] + 1) * max(min(k0, cut[i] + 1) - 1, 0) / 2
+        if adaptive and cut[i] < ends[i]:
+            tail[i] += after[i][cut[i] - k0]       # the Poisson mass after the cut
     spans = np.array([r[1].size for r in rows], dtype=float)
-    rounding = step * kw + (spans + kmax + 5) * u * total
+    rounding = step_err * kw + (spans + cut + 5) * u * total
     bound = float((tail + rounding).max())
+    info.update(steps=steps, cut=cut)
     return out, bound
+
+
+def stochastic_step(op, lam: float):
+    r"""The step of uniformisation on one process: ``(step, roundoff)``, or None on a distributed operator.
+
+    ``step(V, out)`` writes :math:`P^T V` into ``out``, :math:`P = I + Q/\Lambda` the uniformised
+    (stochastic) matrix, made once here from the rows of :math:`Q^T`
+    (:meth:`~ctmc.backends.base.Operator.generator_rows`, whose index arrays it shares: only
+    the values are new). A step is then one product on the compiled threaded kernel
+    (:func:`ctmc._relax.spmv`), with no scaling, addition or array made after it, and with
+    :math:`\Lambda > \max_i q_i` every entry of :math:`P` is non-negative: no
+    cancellation, so each entry of :math:`P^T V` keeps its relative accuracy
+    (``V + Q^T V / \Lambda`` cancels on the diagonal). A state whose diagonal is not
+    stored (exit rate 0) gets :math:`P_{ii} = 1` by one indexed addition.
+    ``roundoff`` is ``(m + 3) u``, ``m`` the most entries in a row of :math:`P^T`: the sum of
+    ``m`` non-negative products and the rounding of the entries of :math:`P` (at most 3 ``u``).
+
+    >>> import numpy as np, ctmc
+    >>> from ctmc.backends import operator_for
+    >>> op = operator_for(ctmc.CTMC([[-2.0, 2.0], [0.0, 0.0]]), "scipy")
+    >>> step, _ = stochastic_step(op, 4.0); out = np.empty(2)
+    >>> step(np.array([1.0, 0.0]), out); out.tolist()          # (1, 0) (I + Q / 4)
+    [0.5, 0.5]
+    """
+    from ._relax import extension
+    if op.size != 1:
+        return None
+    G = op.generator_rows(True)
+    if not (sp.issparse(G) and G.format == "csr" and G.indices.dtype == G.indptr.dtype):
+        return None
+    n = G.shape[0]
+    counts = np.diff(G.indptr)
+    data = G.data * (1.0 / lam)
+    rows = np.repeat(np.arange(n, dtype=G.indices.dtype), counts)
+    pos = np.flatnonzero(G.indices == rows)          # the stored diagonal (canonical: once a row)
+    del rows
+    data[pos] = np.maximum(data[pos] + 1.0, 0.0)     # 1 - q_i / lam
+    has = np.zeros(n, dtype=bool)
+    has[np.searchsorted(G.indptr, pos, side="right") - 1] = True
+    missing = np.flatnonzero(~has)                   # q_i = 0, no stored diagonal: P_ii = 1
+    PT = sp.csr_matrix((data, G.indices, G.indptr), shape=G.shape, copy=False)
+    ext = extension()
+
+    def step(V, out):
+        if ext is not None and V.ndim == 1:
+            ext.spmv(PT.indptr, PT.indices, PT.data, V, out)
+        else:
+            out[...] = PT @ V
+        if missing.size:
+            out[missing] += V[missing]
+
+    return step, (int(counts.max(initial=0)) + 1 + 3) * UNIT_ROUNDOFF
 
 
 # --------------------------------------------------------------------------
 # methods and options
 # --------------------------------------------------------------------------
+#: Relative truncation error allowed on every probability of a transient law (the adaptive cut of
+#: :func:`uniformize_operator`): below the round-off of the sum itself (a few 1e-13 after hundreds
+#: of steps), so the cut never decides the accuracy.
+ENTRY_RTOL = 1e-13
+
+
 @dataclass(frozen=True)
 class UniformizationOptions:
-    """Options of ``uniformization``: neglected Poisson mass ``eps`` per time (default
-    :data:`TAIL_EPS`: relative accuracy for small probabilities), step limit ``max_terms``."""
+    """Options of ``uniformization``: the Poisson mass ``eps`` left out at most per time (default
+    :data:`TAIL_EPS`), the relative truncation error ``rtol`` allowed on every probability
+    (default :data:`ENTRY_RTOL`; the sum stops as soon as it is met, 0: at the ``eps`` window's
+    end), step limit ``max_terms``."""
 
     eps: float = TAIL_EPS
     max_terms: int = 10_000_000
+    rtol: float = ENTRY_RTOL
 
     def __post_init__(self):
         check_uniformization(self.eps, self.max_terms)
+        if isinstance(self.rtol, bool) or not isinstance(self.rtol, (int, float)) or not 0 <= self.rtol < 1:
+            raise ValueError(f"rtol: expected 0 <= rtol < 1, got {self.rtol!r}")
 
 
 @dataclass(frozen=True)
@@ -334,9 +482,29 @@ class TransientAutoOptions(UniformizationOptions):
 # (p(t) owned, one row per time; error bound; the method used; status)
 # --------------------------------------------------------------------------
 def _uniformization(op, p, tv, opts, bo, info):
-    """Uniformisation at the rate :math:`1.02 \\max_i |q_{ii}|` (:func:`uniformize_operator`)."""
-    P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, 1.02 * op.qmax, eps=opts.eps,
-                                   max_terms=opts.max_terms, roundoff=op.product_roundoff())
+    """Uniformisation at the rate :math:`1.02 \\max_i |q_{ii}|` (:func:`uniformize_operator`): one product
+    with :math:`P^T` a step on one process (:func:`stochastic_step`), ``Q^T x`` scaled and added
+    elsewhere; the sum cut where every probability is within ``rtol`` (the states ``p0`` cannot reach
+    left out of that test: found once, when the sum still has zeros)."""
+    lam = 1.02 * op.qmax
+    check_steps(lam * float(tv.max()), opts.max_terms)      # before the stochastic matrix is made
+    made = stochastic_step(op, lam)
+    step, roundoff = made if made is not None else (None, op.product_roundoff())
+    reach = []
+
+    def smallest(S):
+        m = op.allmin(float(S.min(initial=np.inf)))
+        if m == 0.0:
+            if not reach:
+                reach.append(op.reach(p > 0, forward=True))
+            m = op.allmin(float(S[reach[0]].min(initial=np.inf)))
+        return m
+
+    run = {}
+    P, bound = uniformize_operator(lambda x: op.apply(x, transpose=True), p, tv, lam, eps=opts.eps,
+                                   max_terms=opts.max_terms, roundoff=roundoff, step=step, rtol=opts.rtol,
+                                   smallest=smallest, entry_bound=op.allsum(float(p.sum())), info=run)
+    info.update(uniformization_rate=lam, uniformization_steps=run["steps"], entry_rtol=opts.rtol)
     return P, bound, "uniformization", Status.SUCCESS
 
 

@@ -312,3 +312,39 @@ def test_krylov_condition_estimate_bounds_the_dense_condition_number(reward, mon
         assert "condition_solve" not in res.info
     ref = c.hitting_times(tgt, method="gth", reward=r)
     assert np.allclose(res.mean, ref.mean, rtol=1e-9, atol=0)
+
+
+def test_reach_by_products_is_the_graph_search_or_declines():
+    """Operator.reach_by_products against the backend's graph search, on random chains and targets."""
+    from ctmc.backends import operator_for
+    rng = np.random.default_rng(8)
+    declined = found = 0
+    for _ in range(40):
+        n = int(rng.integers(2, 60))
+        R = rng.random((n, n)) * (rng.random((n, n)) < rng.uniform(0.02, 0.3))
+        R[rng.random(n) < 0.2] = 0.0                          # some absorbing states
+        op = operator_for(ctmc.CTMC.from_rates(R), "scipy")
+        seeds = rng.random(n) < rng.uniform(0.05, 0.5)
+        want = op.reach(seeds)
+        for rounds in (1, 4, n):
+            got = op.reach_by_products(seeds, rounds=rounds)
+            if got is None:
+                declined += 1
+                assert rounds < n
+            else:
+                found += 1
+                np.testing.assert_array_equal(got, want)
+    assert declined and found
+
+
+def test_the_target_behind_a_long_path_is_still_found():
+    """A line 0 -> 1 -> ... -> 30: products decline (30 steps), the search answers; means exact."""
+    k, mu = 30, 2.0
+    m = ctmc.Model("line")
+    n = m.var("n", 0, k)
+    m.event("up", guard=n < k, rate=mu, update={n: n + 1})
+    chain = m.build(initial={"n": 0})
+    from ctmc.backends import operator_for
+    assert operator_for(chain, "scipy").reach_by_products(np.arange(k + 1) == k) is None
+    res = chain.hitting_times(n == k, method="gmres")
+    np.testing.assert_allclose(res.mean, (k - np.arange(k + 1)) / mu, rtol=1e-10)

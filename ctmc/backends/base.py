@@ -134,6 +134,15 @@ class System(abc.ABC):
             numerical failure); a failed allocation raises ``MemoryError``.
         """
 
+    def loosened(self, rtol: float) -> Optional["System"]:
+        """This system solving to the looser tolerance ``rtol``, sharing what is set up (matrix,
+        preconditioner), or None where a backend cannot (a new system is then set up).
+
+        For solves whose answer only needs a digit or two (an estimate of ``||M^-1||``): the
+        matrix is not extracted twice. Closing the returned system closes this one's too.
+        """
+        return None
+
     def close(self) -> None:
         """Free the backend's objects (factors, KSPs)."""
 
@@ -281,6 +290,31 @@ class Operator(abc.ABC):
         ``within`` (default: all states). ``seeds`` and the returned mask are
         owned parts.
         """
+
+    def reach_by_products(self, seeds: np.ndarray, rounds: int = 4) -> Optional[np.ndarray]:
+        """``reach(seeds)`` when every state that can reach ``seeds`` does so in at most ``rounds``
+        steps, found by ``rounds + 1`` products with ``Q``; else None (then search: :meth:`reach`).
+
+        ``(Q 1_S)_i > 0`` for ``i`` outside ``S`` exactly when ``i`` has a rate into ``S`` (rates are
+        non-negative: no cancellation; the diagonal meets a 0). A target one event away from every
+        state (a failure that can always happen) is found in two products, where a search towards
+        the seeds needs the transposed generator (the scipy backend: a transposition, then a search).
+
+        >>> import ctmc
+        >>> from ctmc.backends import operator_for
+        >>> op = operator_for(ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [0.0, 0.0, 0.0]]), "scipy")
+        >>> op.reach_by_products(np.array([False, False, True])).tolist()
+        [True, True, True]
+        >>> op.reach_by_products(np.array([False, False, True]), rounds=1) is None     # two steps away
+        True
+        """
+        cur = np.array(seeds, dtype=bool)
+        for _ in range(int(rounds) + 1):
+            new = ~cur & (self.apply(cur.astype(float)) > 0)
+            if self.allmax(float(new.any())) == 0:
+                return cur
+            cur |= new
+        return None
 
     # --- linear algebra ----------------------------------------------------
     @abc.abstractmethod

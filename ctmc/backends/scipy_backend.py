@@ -377,6 +377,16 @@ class ScipySystem(System):
         st = worst(*(r.status for r in reports))
         return x, SolveReport(st, reports[-1].reason, sum(r.iterations for r in reports))
 
+    def loosened(self, rtol):
+        """A Krylov system sharing this one's matrix, preconditioner and norm (the same ``_krylov``)."""
+        if self.spec.kind not in ("gmres", "bicgstab"):
+            return None
+        import copy
+        import dataclasses
+        other = copy.copy(self)
+        other.spec = dataclasses.replace(self.spec, rtol=float(rtol))
+        return other
+
     def close(self):
         self._lu = None
         self._krylov.clear()

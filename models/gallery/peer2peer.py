@@ -112,9 +112,11 @@ class Peer2Peer(GalleryModel):
 
     def measure(self, result, chain=None) -> float:
         """``P=? [ true U<=T "done" ]`` from a :class:`ctmc.TransientResult` at ``T``: the probability
-        of the (absorbing) done states."""
+        of the (absorbing) done state, every block with every client (found by its code, not by
+        decoding the ``N K`` columns of every state)."""
         chain = self.chain() if chain is None else chain
-        return float(np.asarray(result.p)[-1][self.target(chain)].sum())
+        done = chain.index(**{name: 1 for row in self._names() for name in row})   # the one done state
+        return float(np.asarray(result.p)[-1][done])
 
     @property
     def prism_constants(self):
