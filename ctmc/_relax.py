@@ -212,6 +212,14 @@ def symmetric_gauss_seidel(A, blocks=None):
     (a fixed linear map, as GMRES needs) does not depend on the threads.
     ``blocks=None`` takes :func:`ssor_blocks`.
 
+    The compiled sequential one also offers the product after it,
+    ``apply.with_product = (A, f)`` with ``f(v, x, y)`` making ``x = P v``
+    and ``y = A x`` at once (Eisenstat, *SIAM J. Sci. Stat. Comput.* 2,
+    1981): with :math:`x_1 = (D-L)^{-1}v`, :math:`(D-U)x = Dx_1` gives
+    :math:`Ax = Dx_1 - Lx`, a product with the lower triangle only (half
+    the reads of :math:`Ax`, on the threads); :func:`ctmc.krylov.gmres`
+    uses it when its product is that same matrix ``A``.
+
     Compiled: the solves on ``A``'s own arrays (sorted rows; a
     sorted copy only if they are not), with each row's diagonal position
     (one integer a row; the diagonal is read where it is stored), and for
@@ -248,6 +256,12 @@ def symmetric_gauss_seidel(A, blocks=None):
                 x = np.empty(n) if out is None else out
                 ext.ssor(S.indptr, S.indices, dpos, S.data, v, x)
                 return x
+
+            def and_product(v, x, y):
+                """``x = P v`` and ``y = A x`` (``A`` the matrix given), into ``x`` and ``y``; returns ``y``."""
+                ext.ssor_ap(S.indptr, S.indices, dpos, S.data, np.ascontiguousarray(v, dtype=float).ravel(), x, y)
+                return y
+            apply.with_product = (A, and_product)
             return writes_into(apply)
         scratch = np.empty(n)
 

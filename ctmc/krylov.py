@@ -261,13 +261,15 @@ class _Step:
     the basis row it fills.
     """
 
-    def __init__(self, V, matvec, psolve, work=None):
-        self.V, self.matvec = V, into(matvec)
+    def __init__(self, V, matvec, psolve, work=None, fused=None):
+        self.V, self.matvec, self.fused = V, into(matvec), fused
         self.psolve = None if psolve is None else into(psolve)
         self.work = np.empty(V.shape[1]) if work is None and psolve is not None else work
 
     def __call__(self, j: int) -> np.ndarray:
         V = self.V
+        if self.fused is not None:            # P v and A P v in one kernel (see _fused)
+            return self.fused(V[j], self.work, V[j + 1])
         u = V[j] if self.psolve is None else self.psolve(V[j], self.work)
         return self.matvec(u, V[j + 1])
 
@@ -275,8 +277,8 @@ class _Step:
 class _CGS2(_Step):
     """Arnoldi by classical Gram-Schmidt twice: each step's Hessenberg column is final at once."""
 
-    def __init__(self, V, matvec, psolve, ext, work=None):
-        super().__init__(V, matvec, psolve, work)
+    def __init__(self, V, matvec, psolve, ext, work=None, fused=None):
+        super().__init__(V, matvec, psolve, work, fused)
         self.ext = ext
 
     def step(self, j: int) -> list:
@@ -310,8 +312,8 @@ class _DCGS2(_Step):
     a cycle keeps its single pass (it only enters the residual estimate).
     """
 
-    def __init__(self, V, matvec, psolve, ext, work=None):
-        super().__init__(V, matvec, psolve, work)
+    def __init__(self, V, matvec, psolve, ext, work=None, fused=None):
+        super().__init__(V, matvec, psolve, work, fused)
         self.ext = ext
         m = V.shape[0] - 1
         self.H = np.zeros((m + 1, m))       # the Hessenberg matrix, unrotated
@@ -355,6 +357,17 @@ class _DCGS2(_Step):
 ARNOLDI = {"cgs2": _CGS2, "dcgs2": _DCGS2}
 
 
+def _fused(matvec, psolve):
+    """``f(v, x, y)`` making ``x = P v``, ``y = A x`` in one kernel, if ``psolve`` offers it for the matrix ``matvec`` is.
+
+    :func:`ctmc._relax.symmetric_gauss_seidel` offers it (``with_product``,
+    Eisenstat's trick: the product from the lower triangle only); used when
+    GMRES is given that very matrix as ``matvec``.
+    """
+    pair = getattr(psolve, "with_product", None)
+    return pair[1] if pair is not None and not callable(matvec) and pair[0] is matvec else None
+
+
 def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog, orthogonalisation):
     """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``.
 
@@ -362,10 +375,11 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
     the product that fills it, so a short solve never touches the rows it
     does not use) and two work vectors for the preconditioned vector of a
     step and the combinations; the products and the preconditioner write
-    into them (:func:`ctmc._relax.into`). The Givens rotations are done on
-    Python floats.
+    into them (:func:`ctmc._relax.into`), or one kernel makes both
+    (:func:`_fused`). The Givens rotations are done on Python floats.
     """
     b = np.asarray(b, dtype=float)
+    fused = _fused(matvec, psolve)
     matvec = into(matvec if callable(matvec) else spmv(matvec))
     psolve = None if psolve is None else into(psolve)
     n, m = b.size, max(1, int(restart))
@@ -405,7 +419,7 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         cs, sn = [0.0] * m, [0.0] * m
         den = norm_a * _amax(x) + nb
         k = 0
-        arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext, work)
+        arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext, work, fused)
         stop = False
         steps = min(m, maxiter - its)
         for j in range(steps + 1):

@@ -113,6 +113,54 @@ def test_fallback_ssor_matches_scipy_triangular_solves(fallback):
     assert np.allclose(ssor1(A)(v), _ssor_by_scipy(A.sorted_indices(), v), rtol=1e-12, atol=0)
 
 
+# --- SSOR(1) with the product after it (Eisenstat) --------------------------------------------
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_ssor_with_product_is_ssor_to_the_bit_and_a_times_it(ext, index, shuffle):
+    """x = P v is ssor's to the last bit; y = A x (from the lower triangle: A x = D x1 - L x) equals scipy's
+    product to round-off, also on rows with a zero or missing diagonal (taken whole)."""
+    A = _matrix(600, 13, zero_row=4, missing_diagonal=10, index=index, shuffle=shuffle)
+    v = np.random.default_rng(3).uniform(-1, 1, 600)
+    P = ssor1(A)
+    source, f = P.with_product
+    assert source is A
+    x, y = np.empty(600), np.empty(600)
+    assert f(v, x, y) is y
+    assert np.array_equal(x, P(v))
+    scale = np.abs(A).sum(axis=1).max() * np.abs(x).max()
+    assert np.abs(y - A @ x).max() <= 1e-14 * scale
+
+
+def test_ssor_with_product_does_not_depend_on_the_thread_count(ext):
+    A = _matrix(80_000, 19)
+    v = np.random.default_rng(6).uniform(-1, 1, 80_000)
+    f = ssor1(A).with_product[1]
+    got = []
+    for t in (1, 2):
+        _relax.set_threads(t)
+        x, y = np.empty(80_000), np.empty(80_000)
+        f(v, x, y)
+        got.append((x, y))
+    assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1])
+
+
+def test_gmres_takes_the_fused_product_only_for_the_preconditioners_own_matrix(ext):
+    """With the matrix itself as the product, GMRES runs the fused kernel; with a function (or another
+    matrix) the two kernels; the answers agree with LU either way, to the same tolerance."""
+    from ctmc.krylov import _fused
+    A, b = _pinned_stationary_system(1500, 5)
+    P = ssor1(A)
+    assert _fused(A, P) is P.with_product[1]
+    assert _fused(A.dot, P) is None and _fused(A.copy(), P) is None and _fused(A, None) is None
+    lu = sla.spsolve(A.tocsc(), b)
+    norm_a = float(abs(A).sum(axis=1).max())
+    for mv in (A, _relax.spmv(A)):
+        x, rep = gmres(mv, b, P, rtol=1e-13, restart=20, maxiter=4000, norm_a=norm_a)
+        assert rep.converged and rep.backward_error <= 1e-13
+        assert np.max(np.abs(x - lu) / np.abs(lu)) < 1e-8
+
+
 # --- block SSOR(1) ---------------------------------------------------------------------------
 
 def _block_ssor_dense(A, bounds):
