@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench_gmres_iteration.py                      # kanban:3,kanban:4
     .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:3,kanban:4 --repeat 3
     .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,fms:5 --stationary
+    .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,fms:6 --baseline /tmp/base --repeat 3
+    .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,tandem:511 --ssor-blocks 1,2,4,16
 
 For each gallery model (``benchmarks/bench_gallery.py::model_spec``), on the
 pinned stationary system of the scipy backend (``M^T`` with ``M = -Q_XX``,
@@ -35,11 +37,26 @@ With ``--stationary``, also the default ``chain.stationary()`` (the GMRES
 solve and the error bound's solve) in each configuration, with its status and
 its measure's relative difference from the fallback's.
 
+With ``--baseline DIR`` (another checkout, its C extensions built in
+place), this tree against that one instead: one process per measure
+(``PYTHONPATH`` set to the tree, ``CTMC_THREADS`` to each of ``--threads``),
+the two trees interleaved in each of ``--repeat`` rounds, the fastest kept:
+after a warm-up solve (kanban:2), the GMRES solve of the pinned system with
+SSOR(1) (iterations, ms an iteration and in matvec units, CPU ms an
+iteration, minor page faults an iteration: first touches of fresh memory),
+then the default ``chain.stationary()`` (seconds, status, and the largest
+difference of the two trees' distributions relative to its largest entry).
+
+With ``--ssor-blocks 1,2,4,16``, block SSOR(1) against the sequential one
+(:func:`ctmc._relax.symmetric_gauss_seidel`, ``blocks=``): GMRES iterations,
+one application and the whole solve on 1 and 2 threads.
+
 The machine may be shared and loaded: read the ratios, not the times.
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -153,12 +170,135 @@ def run(spec: str, repeat: int, stationary: bool) -> list:
     return rows
 
 
+def child(spec: str, out: str) -> None:
+    """One process of ``--baseline``: the pinned system's GMRES solve and the default ``stationary()`` (JSON on stdout)."""
+    import json
+    import resource
+
+    from bench_gallery import model_spec
+    from ctmc import _relax
+    from ctmc.backends.scipy_backend import operator, ssor1
+    from ctmc.krylov import gmres
+    from ctmc.progress import set_progress
+
+    set_progress(False)
+    model_spec("kanban:2").chain().stationary()                   # warm-up: imports, first calls
+    chain = model_spec(spec).chain()
+    op = operator(chain)
+    pin = int(np.argmin(op.exit_rates))
+    keep = np.ones(op.n, bool)
+    keep[pin] = False
+    A = (-op.Q[keep][:, keep]).T.tocsr()
+    b = np.asarray(op.R[pin].toarray()).ravel()[keep]
+    norm_a = float(abs(A).sum(axis=1).max())
+    v = np.random.default_rng(0).random(A.shape[0])
+    unit = min(_time(lambda: A @ v)[0] for _ in range(5))
+    P = ssor1(A)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t, c, (x, rep) = _cpu(lambda: gmres(A, b, P, rtol=1e-12, restart=50, maxiter=2000, norm_a=norm_a))
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    del A, P, op
+    ts, res = _time(lambda: chain.stationary())
+    np.save(out, res.pi)
+    print(json.dumps(dict(its=rep.iterations, gmres=t, cpu=c, unit=unit, faults=faults, stationary=ts,
+                          status=res.status.value, threads=_relax.threads(), bound=res.error_bound)))
+
+
+def compare(models, baseline: str, rounds: int, threads) -> None:
+    """This tree against ``baseline`` (another checkout, its extensions built), one process per measure,
+    the trees interleaved in each round; the fastest of ``rounds``."""
+    import json
+    import os
+    import tempfile
+
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = (("base", baseline), ("this", here))
+    print("model | threads | its base/this | gmres ms/it base | this | ratio | it/mv base | this | "
+          "cpu ms/it base | this | faults/it base | this | stationary s base | this | ratio | status | pi diff")
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in models:
+            for th in threads:
+                best = {}
+                for _ in range(rounds):
+                    for name, tree in trees:
+                        env = dict(os.environ, PYTHONPATH=tree, CTMC_THREADS=str(th))
+                        out = f"{tmp}/{name}.npy"
+                        p = subprocess.run([sys.executable, __file__, "--child", spec, "--out", out], env=env,
+                                           capture_output=True, text=True, check=True)
+                        r = json.loads(p.stdout.strip().splitlines()[-1])
+                        b = best.setdefault(name, dict(r))
+                        for k in ("gmres", "cpu", "unit", "stationary"):
+                            b[k] = min(b[k], r[k])
+                pi = {name: np.load(f"{tmp}/{name}.npy") for name, _ in trees}
+                B, T = best["base"], best["this"]
+                per = {k: (v["gmres"] / v["its"], v["cpu"] / v["its"]) for k, v in best.items()}
+                print(f"{spec} | {th} | {B['its']}/{T['its']} | {1e3 * per['base'][0]:.2f} | {1e3 * per['this'][0]:.2f} | "
+                      f"{per['this'][0] / per['base'][0]:.2f} | {per['base'][0] / B['unit']:.2f} | "
+                      f"{per['this'][0] / T['unit']:.2f} | {1e3 * per['base'][1]:.2f} | {1e3 * per['this'][1]:.2f} | "
+                      f"{B['faults'] / B['its']:.0f} | {T['faults'] / T['its']:.0f} | {B['stationary']:.2f} | "
+                      f"{T['stationary']:.2f} | {T['stationary'] / B['stationary']:.2f} | {B['status']}/{T['status']} | "
+                      f"{float(np.max(np.abs(pi['this'] - pi['base'])) / np.max(np.abs(pi['base']))):.1e}",
+                      flush=True)
+
+
+def blocks_table(models, blocks, repeat: int) -> None:
+    """Block SSOR(1) (``ctmc._relax.symmetric_gauss_seidel(A, blocks=k)``) against the sequential one (k = 1):
+    GMRES iterations, and on 1 and 2 threads one application (fastest of ``5 * repeat``) and the whole solve
+    (fastest of ``repeat``), the thread counts interleaved."""
+    from bench_gallery import model_spec
+    from ctmc import _relax
+    from ctmc.backends.scipy_backend import operator
+    from ctmc.krylov import gmres
+    from ctmc.progress import set_progress
+
+    set_progress(False)
+    print("model | states | blocks | its | pc ms 1t | pc ms 2t | gmres s 1t | gmres s 2t | gmres 2t vs sequential 2t")
+    for spec in models:
+        op = operator(model_spec(spec).chain())
+        pin = int(np.argmin(op.exit_rates))
+        keep = np.ones(op.n, bool)
+        keep[pin] = False
+        A = (-op.Q[keep][:, keep]).T.tocsr()
+        b = np.asarray(op.R[pin].toarray()).ravel()[keep]
+        del op
+        norm_a = float(abs(A).sum(axis=1).max())
+        v = np.random.default_rng(0).random(A.shape[0])
+        out = np.empty_like(v)
+        seq = None
+        for k in blocks:
+            P = _relax.symmetric_gauss_seidel(A, blocks=k)
+            pc, solve = {}, {}
+            for _ in range(repeat):
+                for th in (1, 2):
+                    _relax.set_threads(th)
+                    for _ in range(5):
+                        pc[th] = min(pc.get(th, np.inf), _time(lambda: P(v, out))[0])
+                    t, (x, rep) = _time(lambda: gmres(A, b, P, rtol=1e-12, restart=50, maxiter=3000, norm_a=norm_a))
+                    solve[th] = min(solve.get(th, np.inf), t)
+            seq = solve[2] if seq is None else seq
+            print(f"{spec} | {A.shape[0]} | {k} | {rep.iterations}{'' if rep.converged else ' (not converged)'} | "
+                  f"{1e3 * pc[1]:.2f} | {1e3 * pc[2]:.2f} | {solve[1]:.2f} | {solve[2]:.2f} | {solve[2] / seq:.2f}",
+                  flush=True)
+    _relax.set_threads(2)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="kanban:3,kanban:4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--stationary", action="store_true", help="also time the default chain.stationary()")
+    ap.add_argument("--baseline", help="a checkout to compare with (its C extensions built in place)")
+    ap.add_argument("--threads", default="1,2", help="with --baseline: the thread counts")
+    ap.add_argument("--ssor-blocks", help="block SSOR(1) with these block counts (e.g. 1,2,4,16) instead")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.child:
+        return child(a.child, a.out)
+    if a.ssor_blocks:
+        return blocks_table(a.models.split(","), [int(k) for k in a.ssor_blocks.split(",")], a.repeat)
+    if a.baseline:
+        return compare(a.models.split(","), a.baseline, a.repeat, [int(t) for t in a.threads.split(",")])
     from ctmc import _relax
     if _relax.extension() is None:
         print("ctmc._kernels is not built (or CTMC_KERNELS=0): every row runs the fallback")
