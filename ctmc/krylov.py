@@ -78,8 +78,8 @@ _SINGULAR = 16 * np.finfo(float).eps
 
 def backward_error(r, x, b, norm_a) -> float:
     """``||r||_inf / (norm_a ||x||_inf + ||b||_inf)`` for the residual ``r = b - A x`` (``inf`` if undefined)."""
-    den = norm_a * _amax(np.asarray(x, dtype=float)) + _amax(np.asarray(b, dtype=float))
-    res = _amax(np.asarray(r, dtype=float))
+    den = norm_a * _amax(x) + _amax(b)
+    res = _amax(r)
     return res / den if den else (0.0 if res == 0 else np.inf)
 
 
@@ -247,9 +247,12 @@ def _norm(norm2: float, w: np.ndarray) -> float:
     return float(np.sqrt(norm2)) if 1e-280 < norm2 < 1e280 else float(np.linalg.norm(w))
 
 
-def _amax(a: np.ndarray) -> float:
-    """``||a||_inf`` without a temporary array (``nan`` if ``a`` holds one)."""
-    return float(np.maximum(a.max(initial=0.0), -a.min(initial=0.0)))
+def _amax(a) -> float:
+    """``||a||_inf``, for a float array without a temporary array (``nan`` if ``a`` holds one)."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return float(np.abs(a).max(initial=0.0))
+    return float(np.maximum(a.max(initial=0.0), -a.min(initial=0.0))) + 0.0     # (+ 0.0: not -0.0)
 
 
 class _Step:
