@@ -24,8 +24,10 @@ the configurations interleaved in each round:
 * ``orth``: one Arnoldi orthogonalisation at ``j = 22`` (the middle of a
   45-step cycle) of a random vector (:func:`ctmc.krylov.orthogonalise`, or the
   two passes :func:`ctmc.krylov.dcgs2_project` and :func:`ctmc.krylov.dcgs2_update`);
-* ``gmres``: :func:`ctmc.krylov.gmres` (restart 50, rtol 1e-12) with the
-  product and preconditioner of that configuration, time per iteration
+* ``gmres``: :func:`ctmc.krylov.gmres` (restart 50, rtol 1e-12) given the
+  matrix (as the scipy backend gives it) and the preconditioner of that
+  configuration (compiled: SSOR(1) and the product in one kernel,
+  ``ssor_ap``), time per iteration
   (``ms/it``) and that in matvec units (``it/mv``), and its CPU time per
   iteration (``cpu ms/it``: all the process's threads, OpenBLAS's and
   OpenMP's included; less disturbed than wall-clock by other jobs on a
@@ -143,7 +145,9 @@ def run(spec: str, repeat: int, stationary: bool) -> list:
                 keep_best(cfg, "spmv", _time(lambda: mv(v))[0])
                 keep_best(cfg, "pc", _time(lambda: P(v))[0])
                 keep_best(cfg, "orth", _time(_orth(V, w0, ext, cfg[3]))[0])
-            t, c, (x, rep) = _cpu(lambda: gmres(mv, b, P, rtol=1e-12, restart=50, maxiter=2000, norm_a=norm_a,
+            # the matrix itself, as the scipy backend passes it: its product (compiled or scipy's by the
+            # configuration) or, compiled, the product fused with SSOR(1) (ssor_ap)
+            t, c, (x, rep) = _cpu(lambda: gmres(A, b, P, rtol=1e-12, restart=50, maxiter=2000, norm_a=norm_a,
                                                 orthogonalisation=cfg[3]))
             keep_best(cfg, "gmres", t / max(rep.iterations, 1))
             keep_best(cfg, "gmres cpu", c / max(rep.iterations, 1))
