@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,fms:5 --stationary
     .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,fms:6 --baseline /tmp/base --repeat 3
     .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,tandem:511 --ssor-blocks 1,2,4,16
+    .venv/bin/python benchmarks/bench_gmres_iteration.py --models kanban:4,fms:6 --baseline /tmp/base --step --repeat 20
 
 For each gallery model (``benchmarks/bench_gallery.py::model_spec``), on the
 pinned stationary system of the scipy backend (``M^T`` with ``M = -Q_XX``,
@@ -48,6 +49,12 @@ SSOR(1) (iterations, ms an iteration and in matvec units, CPU ms an
 iteration, minor page faults an iteration: first touches of fresh memory),
 then the default ``chain.stationary()`` (seconds, status, and the largest
 difference of the two trees' distributions relative to its largest entry).
+
+With ``--baseline DIR --step``, the product ``A P v`` of one step in one
+process: the baseline's extension (loaded from its file) making SSOR(1) then
+the product into fresh arrays, as its step did, against this tree's fused
+kernel (``ssor_ap``) and its two kernels into reused buffers; thread CPU time
+on 1 thread (the measure least disturbed by other jobs), wall time on 2.
 
 With ``--ssor-blocks 1,2,4,16``, block SSOR(1) against the sequential one
 (:func:`ctmc._relax.symmetric_gauss_seidel`, ``blocks=``): GMRES iterations,
@@ -245,6 +252,69 @@ def compare(models, baseline: str, rounds: int, threads) -> None:
                       flush=True)
 
 
+def step_table(models, baseline: str, repeat: int) -> None:
+    """``A P v`` of one GMRES step in one process: the baseline's extension (loaded from its file) making
+    ``ssor`` then ``spmv`` into fresh arrays, as its step did, against this tree's ``ssor_ap`` and its two
+    kernels into reused buffers; the thread CPU time on 1 thread (least disturbed by other jobs) and the
+    wall time on 2, the fastest of ``repeat`` interleaved rounds."""
+    import glob
+    import importlib.util
+
+    from bench_gallery import model_spec
+    from ctmc import _relax
+    from ctmc.backends.scipy_backend import operator
+
+    spec_ = importlib.util.spec_from_file_location("_kernels", glob.glob(f"{baseline}/ctmc/_kernels*.so")[0])
+    base = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(base)
+    new = _relax.extension()
+    print("model | base ssor+spmv ms | this ssor_ap | ratio | this ssor+spmv into buffers | ratio | "
+          "2 threads (wall): base | ssor_ap | ratio")
+    for spec in models:
+        op = operator(model_spec(spec).chain())
+        pin = int(np.argmin(op.exit_rates))
+        keep = np.ones(op.n, bool)
+        keep[pin] = False
+        S = _relax._canonical((-op.Q[keep][:, keep]).T.tocsr())
+        del op
+        n, ip, ix, d = S.shape[0], S.indptr, S.indices, S.data
+        dpos = np.empty(n, ip.dtype)
+        new.ssor_setup(ip, ix, dpos)
+        v = np.random.default_rng(0).random(n)
+        V = np.zeros((3, n))
+        work = np.empty(n)
+
+        def base_step():
+            x = np.empty(n)
+            base.ssor(ip, ix, dpos, d, v, x)
+            y = np.empty(n)
+            base.spmv(ip, ix, d, x, y)
+            np.divide(y, 2.0, out=V[0])
+
+        def fused():
+            new.ssor_ap(ip, ix, dpos, d, v, work, V[1])
+            np.divide(V[1], 2.0, out=V[1])
+
+        def two():
+            new.ssor(ip, ix, dpos, d, v, work)
+            new.spmv(ip, ix, d, work, V[2])
+            np.divide(V[2], 2.0, out=V[2])
+        best = {}
+        for th, clock in ((1, time.thread_time), (2, time.perf_counter)):
+            base.set_threads(th)
+            new.set_threads(th)
+            for _ in range(repeat):
+                for name, f in (("base", base_step), ("fused", fused), ("two", two)):
+                    t = clock()
+                    f()
+                    best[name, th] = min(best.get((name, th), np.inf), clock() - t)
+        b1, b2 = best["base", 1], best["base", 2]
+        print(f"{spec} | {1e3 * b1:.2f} | {1e3 * best['fused', 1]:.2f} | {best['fused', 1] / b1:.2f} | "
+              f"{1e3 * best['two', 1]:.2f} | {best['two', 1] / b1:.2f} | {1e3 * b2:.2f} | {1e3 * best['fused', 2]:.2f} | "
+              f"{best['fused', 2] / b2:.2f}", flush=True)
+    new.set_threads(_relax.threads())
+
+
 def blocks_table(models, blocks, repeat: int) -> None:
     """Block SSOR(1) (``ctmc._relax.symmetric_gauss_seidel(A, blocks=k)``) against the sequential one (k = 1):
     GMRES iterations, and on 1 and 2 threads one application (fastest of ``5 * repeat``) and the whole solve
@@ -294,6 +364,7 @@ def main(argv=None):
     ap.add_argument("--baseline", help="a checkout to compare with (its C extensions built in place)")
     ap.add_argument("--threads", default="1,2", help="with --baseline: the thread counts")
     ap.add_argument("--ssor-blocks", help="block SSOR(1) with these block counts (e.g. 1,2,4,16) instead")
+    ap.add_argument("--step", action="store_true", help="with --baseline: A P v of one step, in one process")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -301,6 +372,8 @@ def main(argv=None):
         return child(a.child, a.out)
     if a.ssor_blocks:
         return blocks_table(a.models.split(","), [int(k) for k in a.ssor_blocks.split(",")], a.repeat)
+    if a.baseline and a.step:
+        return step_table(a.models.split(","), a.baseline, a.repeat)
     if a.baseline:
         return compare(a.models.split(","), a.baseline, a.repeat, [int(t) for t in a.threads.split(",")])
     from ctmc import _relax
