@@ -272,9 +272,13 @@ class _Step:
     def __call__(self, j: int) -> np.ndarray:
         V = self.V
         if self.fused is not None:            # P v and A P v in one kernel (see _fused)
-            return self.fused(V[j], self.work, V[j + 1])
-        u = V[j] if self.psolve is None else self.psolve(V[j], self.work)
-        return self.matvec(u, V[j + 1])
+            self.fused(V[j], self.work, V[j + 1])
+        elif self.psolve is None:
+            self.matvec(V[j], V[j + 1])
+        else:
+            self.psolve(V[j], self.work)
+            self.matvec(self.work, V[j + 1])
+        return V[j + 1]
 
 
 class _CGS2(_Step):
