@@ -401,13 +401,15 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         """``P V_k y`` for the least-squares ``y`` of the first ``k`` steps, in ``work``."""
         y = _triangular(R, g, k)
         if psolve is None:
-            return _combination(V, k, y, ext, work)
-        return psolve(_combination(V, k, y, ext, comb), work)
+            _combination(V, k, y, ext, work)
+        else:
+            psolve(_combination(V, k, y, ext, comb), work)
+        return work
 
     def residual():
         """``b - A x``, in ``work``."""
-        r = matvec(x, work)
-        return np.subtract(b, r, out=r)
+        matvec(x, work)
+        return np.subtract(b, work, out=work)
 
     while True:
         r = residual()
