@@ -12,6 +12,11 @@
  *          SSOR(1) of a CSR matrix with sorted rows: the forward solve with D - L reads each
  *          row's entries before its diagonal, the backward solve with D - U those after it; no
  *          copy of the triangles (the position of each row's diagonal is kept instead).
+ * ssor_ap  SSOR(1) and the product with A after it (Eisenstat's trick): A P v from the lower
+ *          triangle and the forward solve's result, half a product's reads instead of one.
+ * bssor    block SSOR(1): the same two solves inside each of a fixed set of row blocks, the
+ *          couplings between blocks taken from the forward solve's result (Jacobi between the
+ *          blocks): the blocks run in parallel, and the result does not depend on the threads.
  *
  * Determinism: every reduction over rows is done per block of BLOCK rows (a partition that does
  * not depend on the number of threads) and the block sums are added in block order, so the
@@ -533,6 +538,83 @@ static void ssor_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict 
         for (; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                                           \
         if (di != 0.0) x[i] = (di * x[i] - s) / di;                                                    \
     }                                                                                                  \
+}                                                                                                      \
+/* x = SSOR(1) v and y = A x in one go (Eisenstat, SIAM J. Sci. Stat. Comput. 2, 1981): with           \
+ * x1 = (D - L)^{-1} v, (D - U) x = D x1 gives A x = (D - U) x - L x = D x1 - L x: the product needs  \
+ * the lower triangle only (rows with a zero diagonal take their whole row). y holds x1 until the     \
+ * last pass; x is ssor_'s to the last bit. The product pass has independent rows: threaded. */       \
+static void ssorap_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                \
+                         const double *restrict val, const IT *restrict dpos,                         \
+                         const double *restrict v, double *restrict x, double *restrict y)            \
+{                                                                                                      \
+    for (Py_ssize_t i = 0; i < n; i++) {                  /* y = x1 = (D - L)^{-1} v */               \
+        IT k = ptr[i], p = dpos[i];                                                                    \
+        double s = 0.0, di = (p < ptr[i + 1] && col[p] == (IT)i) ? val[p] : 0.0;                       \
+        for (; k < p; k++) s += val[k] * y[col[k]];                                                    \
+        y[i] = di != 0.0 ? (v[i] - s) / di : 0.0;                                                      \
+    }                                                                                                  \
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {             /* x = (D - U)^{-1} D x1 */                 \
+        IT k = dpos[i];                                                                                \
+        double s = 0.0, di = 0.0;                                                                      \
+        if (k < ptr[i + 1] && col[k] == (IT)i) di = val[k++];                                          \
+        for (; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                                           \
+        x[i] = di != 0.0 ? (di * y[i] - s) / di : y[i];                                                \
+    }                                                                                                  \
+    int nt = threads_for(n);                                                                           \
+    (void)nt;                                                                                          \
+    _Pragma("omp parallel for schedule(static) num_threads(nt)")                                       \
+    for (Py_ssize_t i = 0; i < n; i++) {                  /* y = D x1 - L x (A x if d_i = 0) */       \
+        IT k = ptr[i], p = dpos[i], e = ptr[i + 1];                                                    \
+        int has = p < e && col[p] == (IT)i && val[p] != 0.0;                                           \
+        double s = has ? val[p] * y[i] : 0.0;                                                          \
+        for (; k < p; k++) s += val[k] * x[col[k]];                                                    \
+        if (!has)                                                                                      \
+            for (k = p; k < e; k++) s += val[k] * x[col[k]];                                           \
+        y[i] = s;                                                                                      \
+    }                                                                                                  \
+}                                                                                                      \
+/* Block SSOR(1): the rows cut into nblk fixed blocks [bnd[c], bnd[c+1]); with A_B the block diagonal  \
+ * part of A and A_o = A - A_B, t = tril(A_B)^{-1} v (a forward solve in each block, the other blocks' \
+ * unknowns taken as 0), then x = triu(A_B)^{-1} (D t - A_o t) (a backward solve in each block, the    \
+ * other blocks' unknowns taken from t). One block is SSOR(1). The blocks are independent in each     \
+ * pass (a barrier between the passes), so the threads share them out and never change a result.     \
+ * Row i's entries: [ptr_i, dpos_i) lower (those before column bnd[c] in other blocks), the diagonal,   \
+ * then upper (those from column bnd[c+1] on in other blocks). */                                     \
+static void bssor_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                 \
+                        const double *restrict val, const IT *restrict dpos, const IT *restrict bnd,  \
+                        Py_ssize_t nblk, const double *restrict v, double *restrict x,               \
+                        double *restrict t)                                                            \
+{                                                                                                      \
+    int nt = threads_for(n);                                                                           \
+    (void)nt;                                                                                          \
+    _Pragma("omp parallel num_threads(nt)")                                                            \
+    {                                                                                                  \
+        _Pragma("omp for schedule(static)")                                                            \
+        for (Py_ssize_t c = 0; c < nblk; c++) {                                                        \
+            IT r0 = bnd[c], r1 = bnd[c + 1];                                                           \
+            for (IT i = r0; i < r1; i++) {                /* t = tril(A_B)^{-1} v */                  \
+                IT k = ptr[i], p = dpos[i];                                                            \
+                double s = 0.0, di = (p < ptr[i + 1] && col[p] == i) ? val[p] : 0.0;                   \
+                while (k < p && col[k] < r0) k++;                                                      \
+                for (; k < p; k++) s += val[k] * t[col[k]];                                            \
+                t[i] = di != 0.0 ? (v[i] - s) / di : 0.0;                                              \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("omp for schedule(static)")                                                            \
+        for (Py_ssize_t c = 0; c < nblk; c++) {                                                        \
+            IT r0 = bnd[c], r1 = bnd[c + 1];                                                           \
+            for (IT i = r1 - 1; i >= r0; i--) {           /* x = triu(A_B)^{-1} (D t - A_o t) */      \
+                IT k = ptr[i], p = dpos[i], e = ptr[i + 1];                                            \
+                double s = 0.0, di = 0.0;                                                              \
+                for (; k < p && col[k] < r0; k++) s += val[k] * t[col[k]];                             \
+                k = p;                                                                                 \
+                if (k < e && col[k] == i) di = val[k++];                                               \
+                for (; k < e && col[k] < r1; k++) s += val[k] * x[col[k]];                             \
+                for (; k < e; k++) s += val[k] * t[col[k]];                                            \
+                x[i] = di != 0.0 ? (di * t[i] - s) / di : t[i];                                        \
+            }                                                                                          \
+        }                                                                                              \
+    }                                                                                                  \
 }
 
 CSR_KERNELS(int32_t, i32)
@@ -607,6 +689,68 @@ static PyObject *py_ssor(PyObject *self, PyObject *args)
     return res;
 }
 
+static PyObject *py_ssor_ap(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    Py_buffer b[7];                                       /* indptr, indices, dpos, data, v, x, y */
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    if (get_all(o, b, "iiiddDD", (const char *[]){"indptr", "indices", "dpos", "data", "v", "x", "y"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    if (require(b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize && n >= 0
+                && NELEM(b[1]) >= NELEM(b[3]) && NELEM(b[2]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n
+                && NELEM(b[6]) == n && b[4].buf != b[5].buf && b[4].buf != b[6].buf && b[5].buf != b[6].buf,
+                "ssor_ap: indptr, indices, dpos of one integer type; dpos, v, x, y (three different arrays) "
+                "one entry a row")) {
+        Py_BEGIN_ALLOW_THREADS
+        if (b[0].itemsize == 4) ssorap_i32(n, b[0].buf, b[1].buf, b[3].buf, b[2].buf, b[4].buf, b[5].buf, b[6].buf);
+        else ssorap_i64(n, b[0].buf, b[1].buf, b[3].buf, b[2].buf, b[4].buf, b[5].buf, b[6].buf);
+        Py_END_ALLOW_THREADS
+        res = Py_None; Py_INCREF(res);
+    }
+    release_all(b, 7);
+    return res;
+}
+
+static PyObject *py_bssor(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    Py_buffer b[8];                                       /* indptr, indices, dpos, bounds, data, v, out, scratch */
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7])) return NULL;
+    if (get_all(o, b, "iiiiddDD", (const char *[]){"indptr", "indices", "dpos", "bounds", "data", "v", "out",
+                                                   "scratch"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1, nblk = NELEM(b[3]) - 1;
+    PyObject *res = NULL;
+    int ok = require(b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize
+                     && b[3].itemsize == b[0].itemsize && n >= 0 && nblk >= 1
+                     && NELEM(b[1]) >= NELEM(b[4]) && NELEM(b[2]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n
+                     && NELEM(b[7]) == n && b[5].buf != b[6].buf && b[5].buf != b[7].buf && b[6].buf != b[7].buf,
+                     "bssor: indptr, indices, dpos, bounds of one integer type; dpos, v, out, scratch (three "
+                     "different arrays) one entry a row; at least one block");
+    if (ok) {                                             /* bounds: 0 = b_0 <= b_1 <= ... <= b_nblk = n */
+        int mono = 1;
+        for (Py_ssize_t c = 0; c < nblk && mono; c++)
+            mono = b[0].itemsize == 4 ? ((int32_t *)b[3].buf)[c] <= ((int32_t *)b[3].buf)[c + 1]
+                                      : ((int64_t *)b[3].buf)[c] <= ((int64_t *)b[3].buf)[c + 1];
+        int64_t lo = b[0].itemsize == 4 ? ((int32_t *)b[3].buf)[0] : ((int64_t *)b[3].buf)[0];
+        int64_t hi = b[0].itemsize == 4 ? ((int32_t *)b[3].buf)[nblk] : ((int64_t *)b[3].buf)[nblk];
+        ok = require(mono && lo == 0 && hi == n, "bssor: bounds must rise from 0 to the number of rows");
+    }
+    if (ok) {
+        Py_BEGIN_ALLOW_THREADS
+        if (b[0].itemsize == 4)
+            bssor_i32(n, b[0].buf, b[1].buf, b[4].buf, b[2].buf, b[3].buf, nblk, b[5].buf, b[6].buf, b[7].buf);
+        else
+            bssor_i64(n, b[0].buf, b[1].buf, b[4].buf, b[2].buf, b[3].buf, nblk, b[5].buf, b[6].buf, b[7].buf);
+        Py_END_ALLOW_THREADS
+        res = Py_None; Py_INCREF(res);
+    }
+    release_all(b, 8);
+    return res;
+}
+
 /* ---- threads ---------------------------------------------------------------------------------- */
 
 static PyObject *py_set_threads(PyObject *self, PyObject *args)
@@ -638,6 +782,13 @@ static PyMethodDef methods[] = {
      "ssor_setup(indptr, indices, dpos): the first position of each sorted row with a column >= the row"},
     {"ssor", py_ssor, METH_VARARGS,
      "ssor(indptr, indices, dpos, data, v, out): out = (D - U)^{-1} D (D - L)^{-1} v"},
+    {"ssor_ap", py_ssor_ap, METH_VARARGS,
+     "ssor_ap(indptr, indices, dpos, data, v, x, y): x = ssor(v) and y = A x, the product from the lower "
+     "triangle only (A x = D x1 - L x, x1 = (D - L)^{-1} v)"},
+    {"bssor", py_bssor, METH_VARARGS,
+     "bssor(indptr, indices, dpos, bounds, data, v, out, scratch): block SSOR(1) on the row blocks "
+     "[bounds[c], bounds[c+1]): scratch = tril(A_B)^{-1} v, out = triu(A_B)^{-1} (D - A_o) scratch "
+     "(A_B the block diagonal part, A_o the rest; the blocks in parallel)"},
     {"set_threads", py_set_threads, METH_VARARGS, "set_threads(t) -> the thread count in use (1 without OpenMP)"},
     {"get_threads", py_get_threads, METH_NOARGS, "get_threads() -> the thread count"},
     {"select", py_select, METH_VARARGS,

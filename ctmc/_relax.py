@@ -33,7 +33,8 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
-           "extension", "set_threads", "threads"]
+           "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
+           "SSOR_BLOCKS"]
 
 # OpenMP's threads wait for work asleep, not spinning, unless the user chose otherwise: on a machine
 # shared with other jobs, spinning threads took the cores the others (and the serial Python between
@@ -155,16 +156,80 @@ def _canonical(A) -> sp.csr_matrix:
     return S
 
 
-def symmetric_gauss_seidel(A):
-    r"""SSOR(1) of ``A``: ``v -> (D - U)^{-1} D (D - L)^{-1} v`` (see :func:`ctmc.backends.scipy_backend.ssor1`).
+#: row blocks of the block SSOR(1) (:func:`symmetric_gauss_seidel`): a constant, never the thread count,
+#: so that the threads never change a result
+SSOR_BLOCKS = 16
+#: rows from which :func:`symmetric_gauss_seidel` cuts the rows into :data:`SSOR_BLOCKS` blocks by default:
+#: never (None). Measured on the gallery (benchmarks/README.md, "block SSOR"), the couplings the blocks lag
+#: cost more GMRES iterations than the second core saves (kanban:4 44 -> 50 iterations with 2 blocks, 88
+#: with 16; fms:6 50 -> 84, 150), so the sequential SSOR(1) stays the default on every size.
+SSOR_BLOCKED_FROM = None
 
-    Compiled: the two triangular solves on ``A``'s own arrays (sorted rows; a
+
+def ssor_blocks(n: int) -> int:
+    """The row blocks :func:`symmetric_gauss_seidel` takes by default for ``n`` rows (1: the sequential SSOR(1)).
+
+    A rule of the size alone (not of the threads: the preconditioner, and so
+    every result, is the same on any number of threads); see :data:`SSOR_BLOCKED_FROM`.
+
+    >>> ssor_blocks(1000)
+    1
+    """
+    return SSOR_BLOCKS if SSOR_BLOCKED_FROM is not None and n >= SSOR_BLOCKED_FROM else 1
+
+
+def block_bounds(indptr: np.ndarray, blocks: int) -> np.ndarray:
+    """Row boundaries ``0 = b_0 <= ... <= b_blocks = n`` cutting a CSR matrix into blocks of about equal stored entries.
+
+    >>> block_bounds(np.array([0, 3, 4, 5, 6, 7, 8]), 2)   # rows 0-1 and 2-5: 4 entries each
+    array([0, 2, 6])
+    """
+    indptr = np.asarray(indptr)
+    n, nnz = indptr.size - 1, int(indptr[-1])
+    b = np.searchsorted(indptr, nnz * np.arange(blocks + 1, dtype=np.int64) // blocks, side="left")
+    b[0], b[-1] = 0, n
+    return np.maximum.accumulate(np.minimum(b, n)).astype(indptr.dtype)
+
+
+def symmetric_gauss_seidel(A, blocks=None):
+    r"""SSOR(1) of ``A``: ``v -> (D - U)^{-1} D (D - L)^{-1} v`` (see :func:`ctmc.backends.scipy_backend.ssor1`), by blocks of rows.
+
+    With ``blocks = 1``, the sequential SSOR(1). With ``blocks = k > 1``,
+    block SSOR(1) on ``k`` fixed blocks of consecutive rows
+    (:func:`block_bounds`): with :math:`A_B` the block diagonal part of
+    :math:`A` and :math:`A_o = A - A_B`,
+
+    .. math:: t = \operatorname{tril}(A_B)^{-1} v, \qquad
+              P v = \operatorname{triu}(A_B)^{-1} (D - A_o)\, t,
+
+    the forward and backward Gauss-Seidel solves inside each block, the
+    couplings between blocks taken from the forward solve (Jacobi between
+    the blocks, Gauss-Seidel inside, the "hybrid" Gauss-Seidel of parallel
+    multigrid smoothers; Baker, Falgout, Kolev & Yang, *SIAM J. Sci. Comput.*
+    33, 2011). One block gives SSOR(1) itself. The blocks of each solve are
+    independent, so the compiled kernel shares them among the threads; their
+    number is fixed (:func:`ssor_blocks`, by the size only), so the operator
+    (a fixed linear map, as GMRES needs) does not depend on the threads.
+    ``blocks=None`` takes :func:`ssor_blocks`.
+
+    The compiled sequential one also offers the product after it,
+    ``apply.with_product = (A, f)`` with ``f(v, x, y)`` making ``x = P v``
+    and ``y = A x`` at once (Eisenstat, *SIAM J. Sci. Stat. Comput.* 2,
+    1981): with :math:`x_1 = (D-L)^{-1}v`, :math:`(D-U)x = Dx_1` gives
+    :math:`Ax = Dx_1 - Lx`, a product with the lower triangle only (half
+    the reads of :math:`Ax`, on the threads); :func:`ctmc.krylov.gmres`
+    uses it when its product is that same matrix ``A``.
+
+    Compiled: the solves on ``A``'s own arrays (sorted rows; a
     sorted copy only if they are not), with each row's diagonal position
-    (one integer a row; the diagonal is read where it is stored). Fallback: pyamg's forward sweep on the
-    lower triangle and backward sweep on the upper one, from 0, the
-    triangles copied once. A zero diagonal entry leaves its unknown at 0.
+    (one integer a row; the diagonal is read where it is stored), and for
+    blocks one scratch vector. Fallback: pyamg's sweeps on the lower and
+    upper triangles of the blocks (copied once) and a product with
+    :math:`A_o`. A zero diagonal entry leaves its unknown at 0.
     Takes a square float64 sparse matrix and returns ``v -> P v`` on 1-D
-    arrays (a new array each call), as ``ssor1``.
+    arrays (a new array each call, as ``ssor1``, or written into ``out=``, a
+    contiguous float array that is not ``v``: see :func:`into`). The
+    blocked function keeps its scratch vector: one call at a time.
 
     Examples
     --------
@@ -172,30 +237,56 @@ def symmetric_gauss_seidel(A):
     >>> A = sp.csr_matrix(np.array([[2.0, -1.0], [-1.0, 2.0]]))
     >>> symmetric_gauss_seidel(A)(np.array([1.0, 1.0]))    # (D - U)^-1 D (D - L)^-1 (1, 1)
     array([0.875, 0.75 ])
+    >>> symmetric_gauss_seidel(A, blocks=2)(np.array([1.0, 1.0]))   # (D - A_o) t = (1.5, 1.5), t = (0.5, 0.5)
+    array([0.75, 0.75])
     """
     S = _canonical(A)
     n = S.shape[0]
+    blocks = ssor_blocks(n) if blocks is None else int(blocks)
+    if blocks < 1:
+        raise ValueError(f"blocks must be a positive integer, got {blocks}")
+    bounds = block_bounds(S.indptr, blocks)
     ext = extension()
     if ext is not None:
         dpos = np.empty(n, dtype=S.indptr.dtype)
         ext.ssor_setup(S.indptr, S.indices, dpos)
+        if blocks == 1:
+            def apply(v, out=None):
+                v = np.ascontiguousarray(v, dtype=float).ravel()
+                x = np.empty(n) if out is None else out
+                ext.ssor(S.indptr, S.indices, dpos, S.data, v, x)
+                return x
 
-        def apply(v):
+            def and_product(v, x, y):
+                """``x = P v`` and ``y = A x`` (``A`` the matrix given), into ``x`` and ``y``; returns ``y``."""
+                ext.ssor_ap(S.indptr, S.indices, dpos, S.data, np.ascontiguousarray(v, dtype=float).ravel(), x, y)
+                return y
+            apply.with_product = (A, and_product)
+            return writes_into(apply)
+        scratch = np.empty(n)
+
+        def apply(v, out=None):
             v = np.ascontiguousarray(v, dtype=float).ravel()
-            x = np.empty(n)
-            ext.ssor(S.indptr, S.indices, dpos, S.data, v, x)
+            x = np.empty(n) if out is None else out
+            ext.bssor(S.indptr, S.indices, dpos, bounds, S.data, v, x, scratch)
             return x
-        return apply
+        return writes_into(apply)
     d = S.diagonal()
-    lower, upper = one_index_type(sp.tril(S, format="csr")), one_index_type(sp.triu(S, format="csr"))
+    rows = np.repeat(np.arange(n), np.diff(S.indptr))
+    within = np.searchsorted(bounds, rows, side="right") == np.searchsorted(bounds, S.indices, side="right")
+    inside = sp.csr_matrix((np.where(within, S.data, 0.0), S.indices, S.indptr), shape=S.shape)
+    lower, upper = one_index_type(sp.tril(inside, format="csr")), one_index_type(sp.triu(inside, format="csr"))
+    outside = sp.csr_matrix((np.where(within, 0.0, S.data), S.indices, S.indptr), shape=S.shape) if blocks > 1 else None
 
-    def apply(v):
+    def apply(v, out=None):
         v = np.asarray(v, dtype=float).ravel()
-        x = np.zeros(v.size)
-        sweep(lower, x, v, 1.0, "forward")        # x = (D - L)^{-1} v
-        sweep(upper, x, d * x, 1.0, "backward")   # x = (D - U)^{-1} D x, in place: row i reads x_j, j > i
+        x = np.zeros(v.size) if out is None else out
+        x[:] = 0.0
+        sweep(lower, x, v, 1.0, "forward")        # x = tril(A_B)^{-1} v  ((D - L)^{-1} v for one block)
+        rhs = d * x if outside is None else d * x - outside @ x
+        sweep(upper, x, rhs, 1.0, "backward")     # x = triu(A_B)^{-1} rhs, in place: row i reads x_j, j > i
         return x
-    return apply
+    return writes_into(apply)
 
 
 def _fits(A) -> bool:
@@ -203,14 +294,46 @@ def _fits(A) -> bool:
     return sp.issparse(A) and A.format == "csr" and A.dtype == np.float64 and A.indices.dtype == A.indptr.dtype
 
 
-def _product(ext, A, x):
-    """``A @ x`` by the compiled kernel for a float vector of the right size, else by scipy."""
+def _product(ext, A, x, out=None):
+    """``A @ x`` by the compiled kernel for a float vector of the right size (into ``out`` if given), else by scipy."""
     x = np.asarray(x)
     if x.ndim != 1 or x.dtype != np.float64 or x.size != A.shape[1]:
-        return A @ x
-    out = np.empty(A.shape[0])
+        return _copied(A @ x, out)
+    if out is None:
+        out = np.empty(A.shape[0])
     ext.spmv(A.indptr, A.indices, A.data, np.ascontiguousarray(x), out)
     return out
+
+
+def _copied(y, out):
+    """``y``, copied into ``out`` if that is given."""
+    if out is None:
+        return y
+    np.copyto(out, np.ravel(y))
+    return out
+
+
+def writes_into(f):
+    """Mark ``f(v, out=None)`` as a linear map that writes its result into ``out`` when given (returned)."""
+    f.writes_into = True
+    return f
+
+
+def into(f):
+    """``f`` as a function ``(v, out) -> f(v)`` that writes the result into ``out``.
+
+    The kernels of this module (:func:`spmv`, :func:`symmetric_gauss_seidel`)
+    write into the given buffer themselves (no allocation, no first touch of
+    fresh memory); any other function's result is copied into it.
+
+    >>> import numpy as np
+    >>> out = np.empty(2); g = into(lambda v: 2 * v)
+    >>> g(np.array([1.0, 2.0]), out) is out, out
+    (True, array([2., 4.]))
+    """
+    if getattr(f, "writes_into", False):
+        return f
+    return writes_into(lambda v, out=None: _copied(f(v), out))
 
 
 def spmv(A):
@@ -218,6 +341,8 @@ def spmv(A):
 
     Each entry of ``A v`` is summed along its row in stored order by one
     thread, as scipy sums it, so the thread count never changes the result.
+    The function takes ``out=``, a float array the product is written into
+    (see :func:`into`).
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0]]))
@@ -226,9 +351,9 @@ def spmv(A):
     """
     ext = extension()
     if ext is None or not sp.issparse(A) or A.format != "csr" or A.dtype != np.float64:
-        return A.dot
+        return writes_into(lambda v, out=None: _copied(A.dot(v), out))
     S = one_index_type(A)           # once, here (a copy only if the index types differ)
-    return lambda v: _product(ext, S, v)
+    return writes_into(lambda v, out=None: _product(ext, S, v, out))
 
 
 def product(A, x):

@@ -38,12 +38,13 @@ functions (``matvec``, ``psolve``), like :func:`ctmc.transient.uniformize_operat
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
-from ._relax import extension, spmv
+from ._relax import extension, into, spmv
 
 __all__ = ["gmres", "GMRESReport", "backward_error", "orthogonalise", "dcgs2_project", "dcgs2_update", "ARNOLDI"]
 
@@ -77,8 +78,8 @@ _SINGULAR = 16 * np.finfo(float).eps
 
 def backward_error(r, x, b, norm_a) -> float:
     """``||r||_inf / (norm_a ||x||_inf + ||b||_inf)`` for the residual ``r = b - A x`` (``inf`` if undefined)."""
-    den = norm_a * float(np.abs(x).max(initial=0.0)) + float(np.abs(b).max(initial=0.0))
-    res = float(np.abs(r).max(initial=0.0))
+    den = norm_a * _amax(x) + _amax(b)
+    res = _amax(r)
     return res / den if den else (0.0 if res == 0 else np.inf)
 
 
@@ -180,11 +181,12 @@ def orthogonalise(V: np.ndarray, j: int, w: np.ndarray, ext=None) -> tuple:
     return h, _norm(ext.cgs2(V, j, w, h), w)     # cgs2 fills h, then returns ||w||^2
 
 
-def _combination(V, k, y, ext):
-    """``y @ V[:k]``, compiled when ``ext`` is given."""
+def _combination(V, k, y, ext, out=None):
+    """``y @ V[:k]`` (into ``out`` if given), compiled when ``ext`` is given."""
+    if out is None:
+        out = np.empty(V.shape[1])
     if ext is None:
-        return y @ V[:k]
-    out = np.empty(V.shape[1])
+        return np.matmul(y, V[:k], out=out)
     ext.combine(V, k, np.ascontiguousarray(y, dtype=float), out)
     return out
 
@@ -240,37 +242,65 @@ def _triangular(R, g, k) -> np.ndarray:
     return y
 
 
-def _fresh(w, V) -> np.ndarray:
-    """``w`` as a contiguous float array of its own (it is orthogonalised in place: never the basis itself)."""
-    w = np.ascontiguousarray(w, dtype=float)
-    return w.copy() if np.may_share_memory(w, V) else w
-
-
 def _norm(norm2: float, w: np.ndarray) -> float:
     """``sqrt(norm2)``, or a scaled norm of ``w`` where the sum of squares under- or overflowed."""
     return float(np.sqrt(norm2)) if 1e-280 < norm2 < 1e280 else float(np.linalg.norm(w))
 
 
-class _CGS2:
+def _amax(a) -> float:
+    """``||a||_inf``, for a float array without a temporary array (``nan`` if ``a`` holds one)."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return float(np.abs(a).max(initial=0.0))
+    return float(np.maximum(a.max(initial=0.0), -a.min(initial=0.0))) + 0.0     # (+ 0.0: not -0.0)
+
+
+class _Step:
+    """``V[j+1] = A P V[j]``, written in place: the product writes into the basis row it fills.
+
+    ``matvec`` and ``psolve`` are wrapped by :func:`ctmc._relax.into`; the
+    preconditioned vector goes to the work vector ``work`` (one for all
+    steps), so a step allocates no vector and touches no fresh memory but
+    the basis row it fills.
+    """
+
+    def __init__(self, V, matvec, psolve, work=None, fused=None):
+        self.V, self.matvec, self.fused = V, into(matvec), fused
+        self.psolve = None if psolve is None else into(psolve)
+        self.work = np.empty(V.shape[1]) if work is None and psolve is not None else work
+
+    def __call__(self, j: int) -> np.ndarray:
+        V = self.V
+        if self.fused is not None:            # P v and A P v in one kernel (see _fused)
+            self.fused(V[j], self.work, V[j + 1])
+        elif self.psolve is None:
+            self.matvec(V[j], V[j + 1])
+        else:
+            self.psolve(V[j], self.work)
+            self.matvec(self.work, V[j + 1])
+        return V[j + 1]
+
+
+class _CGS2(_Step):
     """Arnoldi by classical Gram-Schmidt twice: each step's Hessenberg column is final at once."""
 
-    def __init__(self, V, matvec, psolve, ext):
-        self.V, self.matvec, self.psolve, self.ext = V, matvec, psolve, ext
+    def __init__(self, V, matvec, psolve, ext, work=None, fused=None):
+        super().__init__(V, matvec, psolve, work, fused)
+        self.ext = ext
 
     def step(self, j: int) -> list:
         """``[(j, h, hn)]``: step ``j``'s column; ``V[j+1]`` set when ``hn > 0``."""
-        V = self.V
-        w = _fresh(self.matvec(self.psolve(V[j])), V)
-        h, hn = orthogonalise(V, j, w, self.ext)
+        w = self(j)
+        h, hn = orthogonalise(self.V, j, w, self.ext)
         if hn > 0:
-            np.divide(w, hn, out=V[j + 1])
+            np.divide(w, hn, out=w)
         return [(j, h, hn)]
 
     def finish(self) -> list:
         return []
 
 
-class _DCGS2:
+class _DCGS2(_Step):
     r"""Arnoldi by DCGS2: Gram-Schmidt twice, the second pass of each vector delayed to the next step.
 
     At step :math:`j` the basis :math:`Q = V_j` is final and :math:`v = V[j]`
@@ -289,8 +319,9 @@ class _DCGS2:
     a cycle keeps its single pass (it only enters the residual estimate).
     """
 
-    def __init__(self, V, matvec, psolve, ext):
-        self.V, self.matvec, self.psolve, self.ext = V, matvec, psolve, ext
+    def __init__(self, V, matvec, psolve, ext, work=None, fused=None):
+        super().__init__(V, matvec, psolve, work, fused)
+        self.ext = ext
         m = V.shape[0] - 1
         self.H = np.zeros((m + 1, m))       # the Hessenberg matrix, unrotated
         self.nu = 0.0                        # the norm of the pending vector before its scaling
@@ -299,7 +330,7 @@ class _DCGS2:
     def step(self, j: int) -> list:
         V, H, ext = self.V, self.H, self.ext
         v = V[j]
-        z = _fresh(self.matvec(self.psolve(v)), V)
+        z = self(j)                 # V[j+1], orthogonalised and scaled in place below
         s, t, vv, vz = dcgs2_project(V, j, z, ext)
         alpha2 = vv - float(s @ s)
         # v was scaled to norm 1 and its single pass left s small; if not, measure alpha outright
@@ -318,7 +349,7 @@ class _DCGS2:
         H[j + 1, j] = nu
         if nu > 0:
             self.nu = nu
-            np.divide(z, nu, out=V[j + 1])
+            np.divide(z, nu, out=z)
             self.pending = j
             return done
         self.pending = None
@@ -333,20 +364,55 @@ class _DCGS2:
 ARNOLDI = {"cgs2": _CGS2, "dcgs2": _DCGS2}
 
 
+def _fused(matvec, psolve):
+    """``f(v, x, y)`` making ``x = P v``, ``y = A x`` in one kernel, if ``psolve`` offers it for the matrix ``matvec`` is.
+
+    :func:`ctmc._relax.symmetric_gauss_seidel` offers it (``with_product``,
+    Eisenstat's trick: the product from the lower triangle only); used when
+    GMRES is given that very matrix as ``matvec``.
+    """
+    pair = getattr(psolve, "with_product", None)
+    return pair[1] if pair is not None and not callable(matvec) and pair[0] is matvec else None
+
+
 def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, prog, orthogonalisation):
-    """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``."""
+    """The iteration of :func:`gmres`, reporting the backward-error estimate of each step to ``prog``.
+
+    Its vectors are made once: the basis ``V`` (each row first touched by
+    the product that fills it, so a short solve never touches the rows it
+    does not use) and two work vectors for the preconditioned vector of a
+    step and the combinations; the products and the preconditioner write
+    into them (:func:`ctmc._relax.into`), or one kernel makes both
+    (:func:`_fused`). The Givens rotations are done on Python floats.
+    """
     b = np.asarray(b, dtype=float)
-    if not callable(matvec):
-        matvec = spmv(matvec)
+    fused = _fused(matvec, psolve)
+    matvec = into(matvec if callable(matvec) else spmv(matvec))
+    psolve = None if psolve is None else into(psolve)
     n, m = b.size, max(1, int(restart))
-    psolve = psolve or (lambda v: v)
     x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
-    nb = float(np.abs(b).max(initial=0.0))
+    nb = _amax(b)
     V = np.empty((m + 1, n))
+    work, comb = np.empty(n), np.empty(n)
     ext = extension()
     its = 0
+
+    def correction(k, R, g):
+        """``P V_k y`` for the least-squares ``y`` of the first ``k`` steps, in ``work``."""
+        y = _triangular(R, g, k)
+        if psolve is None:
+            _combination(V, k, y, ext, work)
+        else:
+            psolve(_combination(V, k, y, ext, comb), work)
+        return work
+
+    def residual():
+        """``b - A x``, in ``work``."""
+        matvec(x, work)
+        return np.subtract(b, work, out=work)
+
     while True:
-        r = b - matvec(x)
+        r = residual()
         be = backward_error(r, x, b, norm_a)
         if not np.isfinite(be):
             return x, GMRESReport(False, its, float("nan"), True)
@@ -355,14 +421,14 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         beta = float(np.linalg.norm(r))
         if not (0.0 < beta < np.inf):    # a residual of denormals: its norm underflows
             return x, GMRESReport(be <= rtol, its, be)
-        V[0] = r / beta
+        np.divide(r, beta, out=V[0])
         R = np.zeros((m, m))      # the rotated (upper triangular) Hessenberg matrix
-        g = np.zeros(m + 1)
+        g = [0.0] * (m + 1)
         g[0] = beta
-        cs, sn = np.zeros(m), np.zeros(m)
-        den = norm_a * float(np.abs(x).max(initial=0.0)) + nb
+        cs, sn = [0.0] * m, [0.0] * m
+        den = norm_a * _amax(x) + nb
         k = 0
-        arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext)
+        arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext, work, fused)
         stop = False
         steps = min(m, maxiter - its)
         for j in range(steps + 1):
@@ -372,37 +438,39 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
             else:
                 columns = arnoldi.finish()      # the column still waiting for its second pass
             for jj, h, hn in columns:
-                col = np.append(h, hn)
-                size = float(np.linalg.norm(col))       # ||A P v_jj||
+                col = h.tolist()
+                col.append(float(hn))
+                size = math.hypot(*col)         # ||A P v_jj||
                 for i in range(jj):    # the rotations so far
-                    col[i], col[i + 1] = cs[i] * col[i] + sn[i] * col[i + 1], -sn[i] * col[i] + cs[i] * col[i + 1]
-                d = float(np.hypot(col[jj], col[jj + 1]))
-                if not (np.isfinite(d) and d > _SINGULAR * size):
+                    c, s_ = cs[i], sn[i]
+                    col[i], col[i + 1] = c * col[i] + s_ * col[i + 1], -s_ * col[i] + c * col[i + 1]
+                d = math.hypot(col[jj], col[jj + 1])
+                if not (math.isfinite(d) and d > _SINGULAR * size):
                     # a singular step (A P v_jj in the span of the earlier ones, to round-off): keep the
                     # progress of the steps before it, and say the iteration broke down
                     if k:
-                        x = x + psolve(_combination(V, k, _triangular(R, g, k), ext))
-                    return x, GMRESReport(False, its, backward_error(b - matvec(x), x, b, norm_a), True)
+                        x += correction(k, R, g)
+                    return x, GMRESReport(False, its, backward_error(residual(), x, b, norm_a), True)
                 cs[jj], sn[jj] = col[jj] / d, col[jj + 1] / d
                 col[jj] = d
                 g[jj + 1], g[jj] = -sn[jj] * g[jj], cs[jj] * g[jj]
                 R[:jj + 1, jj] = col[:jj + 1]
                 k = jj + 1
-                prog.residual(abs(g[jj + 1]) / den if den else np.inf, rtol, f"iteration {its}")
-                if not np.isfinite(g[jj + 1]):
+                res = abs(g[jj + 1])
+                prog.residual(res / den if den else np.inf, rtol, f"iteration {its}")
+                if not math.isfinite(res):
                     return x, GMRESReport(False, its, float("nan"), True)
                 # ||r||_inf <= ||r||_2 = |g[jj+1]|: a conservative test, then the true one at the cycle's end
-                if hn == 0.0 or abs(g[jj + 1]) <= rtol * den:
+                if hn == 0.0 or res <= rtol * den:
                     stop = True
                     break
                 if k % check_every == 0:
-                    xc = x + psolve(_combination(V, k, _triangular(R, g, k), ext))
-                    den = norm_a * float(np.abs(xc).max(initial=0.0)) + nb
-                    if abs(g[jj + 1]) <= rtol * den:
+                    xc = np.add(x, correction(k, R, g), out=work)
+                    den = norm_a * _amax(xc) + nb
+                    if res <= rtol * den:
                         stop = True
                         break
             if stop:
                 break
         if k:
-            y = _triangular(R, g, k)
-            x = x + psolve(_combination(V, k, y, ext))
+            x += correction(k, R, g)

@@ -113,6 +113,152 @@ def test_fallback_ssor_matches_scipy_triangular_solves(fallback):
     assert np.allclose(ssor1(A)(v), _ssor_by_scipy(A.sorted_indices(), v), rtol=1e-12, atol=0)
 
 
+# --- SSOR(1) with the product after it (Eisenstat) --------------------------------------------
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_ssor_with_product_is_ssor_to_the_bit_and_a_times_it(ext, index, shuffle):
+    """x = P v is ssor's to the last bit; y = A x (from the lower triangle: A x = D x1 - L x) equals scipy's
+    product to round-off, also on rows with a zero or missing diagonal (taken whole)."""
+    A = _matrix(600, 13, zero_row=4, missing_diagonal=10, index=index, shuffle=shuffle)
+    v = np.random.default_rng(3).uniform(-1, 1, 600)
+    P = ssor1(A)
+    source, f = P.with_product
+    assert source is A
+    x, y = np.empty(600), np.empty(600)
+    assert f(v, x, y) is y
+    assert np.array_equal(x, P(v))
+    scale = np.abs(A).sum(axis=1).max() * np.abs(x).max()
+    assert np.abs(y - A @ x).max() <= 1e-14 * scale
+
+
+def test_ssor_with_product_does_not_depend_on_the_thread_count(ext):
+    A = _matrix(80_000, 19)
+    v = np.random.default_rng(6).uniform(-1, 1, 80_000)
+    f = ssor1(A).with_product[1]
+    got = []
+    for t in (1, 2):
+        _relax.set_threads(t)
+        x, y = np.empty(80_000), np.empty(80_000)
+        f(v, x, y)
+        got.append((x, y))
+    assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1])
+
+
+def test_gmres_takes_the_fused_product_only_for_the_preconditioners_own_matrix(ext):
+    """With the matrix itself as the product, GMRES runs the fused kernel; with a function (or another
+    matrix) the two kernels; the answers agree with LU either way, to the same tolerance."""
+    from ctmc.krylov import _fused
+    A, b = _pinned_stationary_system(1500, 5)
+    P = ssor1(A)
+    assert _fused(A, P) is P.with_product[1]
+    assert _fused(A.dot, P) is None and _fused(A.copy(), P) is None and _fused(A, None) is None
+    lu = sla.spsolve(A.tocsc(), b)
+    norm_a = float(abs(A).sum(axis=1).max())
+    for mv in (A, _relax.spmv(A)):
+        x, rep = gmres(mv, b, P, rtol=1e-13, restart=20, maxiter=4000, norm_a=norm_a)
+        assert rep.converged and rep.backward_error <= 1e-13
+        assert np.max(np.abs(x - lu) / np.abs(lu)) < 1e-8
+
+
+# --- block SSOR(1) ---------------------------------------------------------------------------
+
+def _block_ssor_dense(A, bounds):
+    """The block SSOR(1) operator as a dense matrix, built from its definition: with A_B the block diagonal
+    part of A on the row blocks [bounds[c], bounds[c+1]) and A_o = A - A_B, P = triu(A_B)^-1 (D - A_o) tril(A_B)^-1."""
+    M = A.toarray()
+    blk = np.searchsorted(bounds, np.arange(M.shape[0]), side="right")
+    AB = np.where(blk[:, None] == blk[None, :], M, 0.0)
+    Ao, D = M - AB, np.diag(np.diag(M))
+    return np.linalg.solve(np.triu(AB), (D - Ao) @ np.linalg.inv(np.tril(AB)))
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 7])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+@pytest.mark.parametrize("kernels", ["compiled", "fallback"])
+def test_block_ssor_is_its_dense_definition(blocks, index, kernels):
+    """Compiled and fallback, unsorted rows, int32/int64: P v against the dense construction of the same
+    operator; one block is SSOR(1) itself (scipy's triangular solves)."""
+    if kernels == "compiled":
+        pytest.importorskip("ctmc._kernels")
+    before = _relax.use_compiled(kernels == "compiled")
+    try:
+        A = _matrix(240, 21, index=index, shuffle=True)
+        v = np.random.default_rng(5).uniform(-1, 1, 240)
+        P = _relax.symmetric_gauss_seidel(A, blocks=blocks)
+        got = P(v)
+        out = np.full(240, np.nan)
+        assert P(v, out=out) is out and np.array_equal(out, got)       # into a given buffer: the same numbers
+    finally:
+        _relax.use_compiled(before)
+    bounds = _relax.block_bounds(A.sorted_indices().indptr, blocks)
+    assert bounds[0] == 0 and bounds[-1] == 240 and np.all(np.diff(bounds) > 0)
+    ref = _block_ssor_dense(A, bounds) @ v
+    assert np.allclose(got, ref, rtol=1e-11, atol=1e-13 * np.abs(ref).max())
+    if blocks == 1:
+        assert np.allclose(got, _ssor_by_scipy(A.sorted_indices(), v), rtol=1e-12, atol=0)
+
+
+def test_compiled_block_ssor_equals_the_fallback_and_does_not_depend_on_the_thread_count(ext):
+    n = 80_000                       # above the size where the kernels split the work
+    A = _matrix(n, 17, zero_row=5, missing_diagonal=9)
+    v = np.random.default_rng(4).uniform(-1, 1, n)
+    _relax.set_threads(1)
+    one = _relax.symmetric_gauss_seidel(A, blocks=16)(v)
+    _relax.set_threads(2)
+    two = _relax.symmetric_gauss_seidel(A, blocks=16)(v)
+    assert np.array_equal(one, two)
+    assert one[5] == 0.0 and one[9] == 0.0                       # a zero diagonal leaves its unknown at 0
+    _relax.use_compiled(False)
+    fb = _relax.symmetric_gauss_seidel(A, blocks=16)(v)
+    assert np.allclose(one, fb, rtol=1e-12, atol=1e-14 * np.abs(fb).max())
+    # a different operator than SSOR(1) (the couplings between blocks are lagged), not a copy of it
+    assert not np.allclose(one, _relax.symmetric_gauss_seidel(A, blocks=1)(v), rtol=1e-6)
+
+
+def test_block_ssor_rejects_bad_blocks_and_bounds(ext):
+    A = _matrix(50, 3)
+    with pytest.raises(ValueError, match="blocks"):
+        _relax.symmetric_gauss_seidel(A, blocks=0)
+    S = _relax._canonical(A)
+    dpos = np.empty(50, S.indptr.dtype)
+    ext.ssor_setup(S.indptr, S.indices, dpos)
+    v, out, scratch = np.ones(50), np.empty(50), np.empty(50)
+    with pytest.raises(ValueError, match="bounds"):
+        ext.bssor(S.indptr, S.indices, dpos, np.array([0, 30, 20, 50], S.indptr.dtype), S.data, v, out, scratch)
+    with pytest.raises(ValueError, match="bounds"):
+        ext.bssor(S.indptr, S.indices, dpos, np.array([0, 49], S.indptr.dtype), S.data, v, out, scratch)
+    with pytest.raises(ValueError, match="different"):
+        ext.bssor(S.indptr, S.indices, dpos, np.array([0, 50], S.indptr.dtype), S.data, v, v, scratch)
+
+
+def test_the_default_ssor_is_sequential_unless_the_rule_says_blocks():
+    """symmetric_gauss_seidel(A) is the operator of blocks=ssor_blocks(n)."""
+    A = _matrix(300, 4)
+    v = np.random.default_rng(2).uniform(-1, 1, 300)
+    want = _relax.symmetric_gauss_seidel(A, blocks=_relax.ssor_blocks(300))(v)
+    assert np.array_equal(_relax.symmetric_gauss_seidel(A)(v), want)
+
+
+# --- writing into given buffers ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kernels", ["compiled", "fallback"])
+def test_kernels_write_into_the_given_buffer_the_numbers_they_return(kernels):
+    before = _relax.use_compiled(kernels == "compiled")
+    try:
+        A = _matrix(500, 6)
+        v = np.random.default_rng(8).uniform(-1, 1, 500)
+        for f in (_relax.spmv(A), _relax.symmetric_gauss_seidel(A)):
+            out = np.full(500, np.nan)
+            assert f(v, out=out) is out and np.array_equal(out, f(v))
+        assert np.array_equal(_relax.spmv(A)(v), A @ v)
+    finally:
+        _relax.use_compiled(before)
+    g = _relax.into(lambda x: 3.0 * x)                  # a plain function: its result copied in
+    out = np.empty(500)
+    assert g(v, out) is out and np.array_equal(out, 3.0 * v) and np.array_equal(g(v), 3.0 * v)
+
+
 # --- products ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("index", [np.int32, np.int64])

@@ -128,3 +128,38 @@ def test_gmres_makes_full_cycles_up_to_its_iteration_limit(orth):
                    orthogonalisation=orth)
     assert not rep.converged and rep.iterations == 7
     assert len(calls) == 7 + 4          # 7 steps, 3 cycle starts and the last residual
+
+
+@pytest.mark.parametrize("orth", sorted(ARNOLDI))
+def test_gmres_steps_write_into_its_own_buffers_and_give_the_numbers_of_plain_functions(orth, kernels):
+    """Given products that write into a buffer (ctmc._relax.into), every call of GMRES passes one: the
+    preconditioner always the same work vector, the product a row of the basis or a work vector (no vector
+    made per step). The answer is the one of the same functions returning new arrays, to the last bit."""
+    A = _m_matrix(400, 3)
+    b = np.random.default_rng(4).uniform(0, 1, 400)
+    dinv = 1.0 / A.diagonal()
+    seen = {"mv": [], "pc": []}
+
+    def mv(v, out=None):
+        seen["mv"].append(out)
+        if out is None:
+            return A @ v
+        np.copyto(out, A @ v)
+        return out
+    mv.writes_into = True
+
+    def pc(v, out=None):
+        seen["pc"].append(out)
+        return np.multiply(dinv, v, out=out)
+    pc.writes_into = True
+    kw = dict(rtol=1e-13, restart=12, maxiter=2000, norm_a=abs(A).sum(axis=1).max(), orthogonalisation=orth)
+    x, rep = gmres(mv, b, pc, **kw)
+    x_plain, rep_plain = gmres(lambda v: A @ v, b, lambda v: dinv * v, **kw)
+    assert rep.converged and rep.iterations == rep_plain.iterations and np.array_equal(x, x_plain)
+    assert rep.iterations > 12                                     # restarted: the buffers serve every cycle
+    assert all(o is not None for o in seen["mv"] + seen["pc"])
+    bases = {id(o.base) for o in seen["mv"] if o.base is not None}  # rows of one basis array
+    assert len(bases) == 1
+    assert len({id(o) for o in seen["pc"]}) == 1 and seen["pc"][0].base is None    # one work vector
+    exact = np.linalg.solve(A.toarray(), b)
+    assert np.max(np.abs(x - exact) / np.abs(exact)) < 1e-8
