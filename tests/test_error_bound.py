@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import ctmc
 from ctmc.backends import operator_for
-from ctmc.kernels.evidence import RETURN_RESIDUAL
+from ctmc.kernels.evidence import BOUND_RESIDUAL
 from ctmc.stationary import error_bound, return_time_bound
 
 METHODS = ["lu", "gmres", "bicgstab", "power", "gauss_seidel", "sor", "eig", "multilevel", "auto"]
@@ -92,8 +92,8 @@ def test_return_times_against_the_birth_death_closed_form(K, lam, mu, backend):
     # mean passage k -> k-1: T_k = sum_{i=0}^{K-k} (lam/mu)^i / mu; the worst start is K
     exact = sum(sum((lam / mu) ** i for i in range(K - k + 1)) / mu for k in range(1, K + 1))
     bound, est = return_time_bound(op, np.ones(K + 1, dtype=bool), 0)
-    # the default: a residual of RETURN_RESIDUAL (5 %) is enough for a bound within 5 % of the estimate
-    assert exact <= bound <= est / (1 - RETURN_RESIDUAL)  # proven: above the exact value
+    # the default: a residual of BOUND_RESIDUAL (10 %) is enough for a bound within 11 % of the estimate
+    assert exact <= bound <= est / (1 - BOUND_RESIDUAL)   # proven: above the exact value
     assert bound <= exact * 1.2                           # and not vacuous
     # refined on the residual to a tight target: the estimate converges to the closed form
     bound, est = return_time_bound(op, np.ones(K + 1, dtype=bool), 0, target=1e-6, steps=10)
