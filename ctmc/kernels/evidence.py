@@ -344,8 +344,11 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
     ``info`` (optional dict) receives ``iterations`` (of each solve), ``report``
-    (the last solve's report, None without a solve) and ``residual`` (the
-    :math:`\rho_+` of the bound, or of the last iterate without one).
+    (the last solve's report, None without a solve), ``residual`` (the
+    :math:`\rho_+` of the bound, or of the last iterate without one) and
+    ``upper``: ``(y_hat, f)`` with the entrywise bound :math:`y \le f\hat y`,
+    :math:`f = 1/(1-\rho_+)` (the same argument, entry by entry), of the iterate
+    that gave the bound (None without a bound).
 
     Returns
     -------
@@ -371,6 +374,8 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
             info["residual"] = rplus
+            # the entrywise bound y <= y_hat / (1 - rho_+) of this iterate (zero off X)
+            info["upper"] = (y, 1.0 / (1.0 - rplus)) if np.isfinite(bound) else None
         # refine while it pays: a solve that did not halve the residual would only restart
         if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
@@ -413,8 +418,10 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         The solvers to try without a ``system`` (default: BiCGStab with the
         Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`).
     info : dict, optional
-        Receives ``return_time_solver``, the kind of the last solver run, and
-        ``return_time_iterations``, the iterations of each solve.
+        Receives ``return_time_solver``, the kind of the last solver run,
+        ``return_time_iterations``, the iterations of each solve, and
+        ``return_time_upper``, ``(m_hat, f)`` with :math:`m \le f\hat m`
+        entrywise for the bound returned (None without one; for :func:`error_bound`).
 
     Returns
     -------
@@ -444,13 +451,16 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     def times(system):
         sub = {}
         try:
-            return inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
+            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
         finally:
             info.setdefault("return_time_iterations", []).extend(sub["iterations"])
+        if out[0] < best[0] or "return_time_upper" not in info:
+            info["return_time_upper"] = sub.get("upper")
+        return out
 
+    best = (np.inf, 0.0)
     if system is not None:
         return times(system)
-    best = (np.inf, 0.0)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
         try:
             system = op.system(X, 0.0, spec, backend_options or {})
@@ -470,14 +480,27 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     return best
 
 
-def error_bound(op, support, pi, pin: int, m_bound: float, residual=None) -> float:
+def error_bound(op, support, pi, pin: int, m_bound: float, residual=None, upper=None) -> float:
     r"""Proven bound on :math:`\|\hat\pi - \pi\|_1` from the residual and the mean times to reach ``pin``.
 
-    With :math:`r = \hat\pi Q` (recomputed, plus its round-off) and ``k = pin``,
-    the pinned equations give :math:`\hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
-    (r_{-k}/\hat\pi_k)(-Q_{kk'})^{-1}`, whose 1-norm is at most
-    :math:`\|r\|_1\|m\|_\infty/\hat\pi_k`; normalising doubles it at most and
-    multiplies it by :math:`\pi_k`. With :math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k`:
+    With :math:`r = \hat\pi Q` (recomputed) and ``k = pin``, the pinned
+    equations give the row vector :math:`e = \hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
+    s M^{-1}`, :math:`s = r_{-k}/\hat\pi_k`, :math:`M = -Q_{kk'}` (the class without
+    ``k``). :math:`M^{-1} \ge 0`, so :math:`|e| \le |s| M^{-1}` entrywise and
+
+    .. math:: \|e\|_1 \le |s| M^{-1} 1 = \sum_i |s_i| m_i \le \|s\|_1 \|m\|_\infty,
+
+    :math:`m = M^{-1}1` the mean times to reach ``k``. The weighted sum
+    counts each state's residual at its own mean time: the residual of a
+    Krylov answer sits mostly on the probable states, near ``k``, where
+    :math:`m` is small, so it is often far below the product of norms.
+    With an entrywise bound :math:`m \le f\hat m` (``upper = (m_hat, f)``, from
+    :func:`return_time_bound`) and ``m_bound`` :math:`\ge \|m\|_\infty`,
+    :math:`\hat\pi_k\|e\|_1 \le w = \min(f\sum_i |r_i|\hat m_i + \delta\,m_{bound},\;
+    (\|r\|_1 + \delta)\,m_{bound})`, :math:`\delta` the round-off of computing
+    :math:`r` (a bound on its 1-norm); without ``upper`` the second term alone.
+    Normalising doubles the error at most and multiplies it by :math:`\pi_k`: with
+    :math:`\beta = 2w/\hat\pi_k`,
     :math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`, ``inf`` if
     :math:`\beta \ge 1`. :math:`\|m\|_\infty` (the largest mean time to reach
     ``k``) is the chain's condition number in this bound, in the spirit of Cho &
@@ -485,11 +508,19 @@ def error_bound(op, support, pi, pin: int, m_bound: float, residual=None) -> flo
     Linear Algebra Appl. 316 (2000): it is huge exactly on nearly
     decomposable chains. ``residual`` is ``_residual_1norm(op, support, pi)`` when at hand.
     """
-    _, r1, rounding = _residual_1norm(op, support, pi) if residual is None else residual
+    r, r1, rounding = _residual_1norm(op, support, pi) if residual is None else residual
     pik = value_at(op, pi, pin)
     if not (pik > 0 and np.isfinite(m_bound)):
         return np.inf
-    beta = 2 * (r1 + rounding) * m_bound / pik
+    w = (r1 + rounding) * m_bound
+    if upper is not None:
+        m_hat, f = upper
+        # m_hat >= (1 - rho_+) m > 0 on the class whenever the bound holds: a negative entry
+        # would say the premises failed, and then only the product of norms is used
+        if op.allmin(float(np.where(support, m_hat, 0.0).min(initial=0.0))) >= 0:
+            weighted = op.allsum(float(np.abs(r[support]) @ m_hat[support]))
+            w = min(w, f * weighted + rounding * m_bound)
+    beta = 2 * w / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf
 
 
@@ -556,14 +587,16 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
     residual = _residual_1norm(op, support, pi)
     m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info)
+    upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
-        bound = error_bound(op, support, pi, pin, m_bound, residual)
+        bound = error_bound(op, support, pi, pin, m_bound, residual, upper)
         if error_tol < bound <= error_tol / (1 - BOUND_RESIDUAL) ** 2:
             tight, _ = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs,
                                          info=info, target=RETURN_TIGHT, steps=2 * RETURN_STEPS)
             info["return_time_refined"] = True
-            bound = min(bound, error_bound(op, support, pi, pin, tight, residual))
+            bound = min(bound, error_bound(op, support, pi, pin, tight, residual,
+                                           info.pop("return_time_upper", None)))
         return bound, "proven"
     if info.get("return_time_solver") == "lu":
         return np.inf, "proven"
