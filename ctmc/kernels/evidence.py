@@ -15,9 +15,9 @@ smoothly from state to state can pass it.
 
 The error bound of a stationary law (:func:`error_bound`) comes from the mean
 times :math:`m` to reach a pin state :math:`k`: with :math:`r = \hat\pi Q`,
-:math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k` and
-:math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`; :math:`\|m\|_\infty`
-is bounded from a computed solution and its residual (:func:`return_time_bound`).
+:math:`\beta = 2\sum_i |r_i| m_i/\hat\pi_k \le 2\|r\|_1\|m\|_\infty/\hat\pi_k` and
+:math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`; :math:`m` is bounded
+entrywise from a computed solution and its residual (:func:`return_time_bound`).
 
 Passage systems
 ---------------
