@@ -237,7 +237,10 @@ class ScipySystem(System):
     operator's rows of ``Q`` (for ``M``) or of ``Q^T`` (for ``M^T``, which is
     also ``M`` in CSC, SuperLU's input), in one pass (:func:`principal_block`);
     a Krylov system then releases the operator's ``Q^T`` for the length of
-    the solve (made again when next needed).
+    the solve (made again when next needed). A Krylov system (shift 0, the
+    Gauss-Seidel, Jacobi or no preconditioner) of all states but at most
+    :data:`MASKED_STATES` masks the others in a copy of the generator's values
+    instead (:func:`masked_block`) and solves in the chain's numbering.
     """
 
     def __init__(self, op: ScipyOperator, members, shift, spec: LinearSpec, backend_options: dict):
