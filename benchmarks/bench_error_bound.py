@@ -18,6 +18,18 @@ pair of triangular solves) give ``cpu overhead``, the steadier figure.
 iterations of each of its solves. The issue's target: at most 10-15 % of the
 solve on the gallery.
 
+With ``--base PATH`` (a tree of another commit, its C extensions built in place), each
+case runs in fresh processes, one per tree, the trees taking turns for ``--repeat``
+rounds; every process builds the chain, makes one warm-up call (first-touch page
+faults, the operator's transposes) and times one more; the round of least CPU of
+each tree is kept. The table then puts the two trees side by side: the CPU seconds
+of the whole call and of ``iterative_bound``, the bound's share of the rest of the
+call (``share`` = bound / (call - bound), in CPU seconds; ``wall share`` the same
+in wall seconds, ``info["error_bound_seconds"]``), and branch over base for the
+call and the bound (``call ratio``, ``bound ratio``, CPU). Measure this way on a
+shared machine: the ratios of one run, not the absolute seconds, are what compare,
+and CPU seconds wait less for a core than wall seconds do.
+
 With ``--compare``, a second table times the return-time bound alone on the
 same operator and pin, interleaved ``--repeat`` times (fastest kept): the
 solve the bound used before this change (one GMRES(50) solve with the
@@ -28,7 +40,9 @@ CPU seconds, iterations and bound over estimate.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -62,7 +76,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--repeat", type=int, default=1, help="calls per case, the fastest kept (default 1)")
     p.add_argument("--compare", action="store_true", help="the return-time solve before and after, same run")
+    p.add_argument("--base", default=None, help="another tree to run side by side (fresh processes, turns)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args, rest = p.parse_known_args(argv)
+    if args.child:
+        return child(rest)
+    if args.base:
+        return side_by_side(rest, args.base, args.repeat)
     ctmc.stationary.iterative_bound = _timed(ctmc.stationary.iterative_bound)
     rows, compared = [], []
     for spec, chain, _ in cases(rest, __doc__.splitlines()[0], DEFAULT):
@@ -104,6 +124,60 @@ def compare(spec, chain, res, repeat):
                 best[name] = (cpu, "+".join(map(str, info["return_time_iterations"])), bound / est)
     (cb, ib, rb), (ca, ia, ra) = best["before"], best["after"]
     return [spec, f"{cb:.3f}", ib, f"{rb:.4f}", f"{ca:.3f}", ia, f"{ra:.4f}", f"{ca / cb:.2f}"]
+
+
+def child(rest):
+    """One case in this process: a warm-up call, then one timed; a JSON line on stdout."""
+    ctmc.stationary.iterative_bound = _timed(ctmc.stationary.iterative_bound)
+    for spec, chain, _ in cases(rest, __doc__.splitlines()[0], DEFAULT):
+        chain.stationary(check=False)
+        _CPU.clear()
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = chain.stationary(check=False)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(json.dumps({"tree": os.path.dirname(os.path.dirname(ctmc.stationary.__file__)), "spec": spec, "states": chain.n_states, "wall": wall, "cpu": cpu,
+                          "bound": res.info.get("error_bound_seconds", float("nan")), "bound_cpu": sum(_CPU),
+                          "status": res.status.value, "method": res.method, "error_bound": res.error_bound,
+                          "kind": res.info.get("error_bound_kind", ""), "its": res.iterations,
+                          "rt": "+".join(str(i) for i in res.info.get("return_time_iterations", []))}))
+
+
+def side_by_side(rest, base, repeat):
+    """Each case in fresh processes of this tree and of ``base``, taking turns; the fastest of each kept."""
+    specs = cases_of(rest)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"branch": here, "base": os.path.abspath(base)}
+    rows = []
+    for spec in specs:
+        best = {}
+        for k in range(max(1, repeat)):
+            for name in (list(trees) if k % 2 == 0 else list(trees)[::-1]):
+                env = dict(os.environ, PYTHONPATH=trees[name])
+                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--cases", spec],
+                                     env=env, capture_output=True, text=True, check=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                if os.path.realpath(r["tree"]) != os.path.realpath(trees[name]):
+                    raise RuntimeError(f"{name}: imported ctmc from {r['tree']}, not {trees[name]}")
+                if name not in best or r["cpu"] < best[name]["cpu"]:
+                    best[name] = r
+        b, a = best["base"], best["branch"]
+        row = [spec, a["states"], a["method"]]
+        for r in (b, a):
+            row += [f"{r['cpu']:.2f}", f"{r['bound_cpu']:.3f}",
+                    f"{100 * r['bound_cpu'] / max(r['cpu'] - r['bound_cpu'], 1e-12):.0f} %",
+                    f"{100 * r['bound'] / max(r['wall'] - r['bound'], 1e-12):.0f} %", f"{r['error_bound']:.1e}", r["rt"]]
+        row += [f"{a['cpu'] / b['cpu']:.2f}", f"{a['bound_cpu'] / b['bound_cpu']:.2f}", a["status"]]
+        rows.append(row)
+        print(f"# {spec} done", file=sys.stderr, flush=True)
+    print(format_table(rows, ["case", "states", "method", "base cpu s", "bound cpu", "share", "wall share",
+                              "error_bound", "rt its", "branch cpu s", "bound cpu", "share", "wall share", "error_bound",
+                              "rt its", "call ratio", "bound ratio", "status"]))
+
+
+def cases_of(rest):
+    p = argparse.ArgumentParser()
+    p.add_argument("--cases", default=DEFAULT)
+    return p.parse_args(rest).cases.split(",")
 
 
 if __name__ == "__main__":

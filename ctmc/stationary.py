@@ -325,7 +325,9 @@ def _pinned(kind: str):
                 if kind == "lu" and rep.status is Status.SUCCESS:
                     # the condition estimate of the error bound, from the same factors
                     tb = time.perf_counter()
-                    info["_return"] = (pin, return_time_bound(op, support, pin, system=sysm))
+                    rt = {}
+                    info["_return"] = (pin, return_time_bound(op, support, pin, system=sysm, info=rt),
+                                       rt.get("return_time_upper"))
                     info["error_bound_seconds"] = time.perf_counter() - tb
             finally:
                 sysm.close()
@@ -689,8 +691,8 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             bound = gth_bound(ctx.size)
             info["error_bound_kind"] = "estimate"
         elif ret is not None:            # a direct solve: proven, from the same factors
-            pin, (m_bound, m_est) = ret
-            bound = error_bound(op, support, pi, pin, m_bound)
+            pin, (m_bound, m_est), upper = ret
+            bound = error_bound(op, support, pi, pin, m_bound, upper=upper)
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]

@@ -40,7 +40,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from .._relax import extension
 
-__all__ = ["BLOCK", "row_blocks", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
+__all__ = ["BLOCK", "row_blocks", "masked_block", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
            "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype"]
 
@@ -333,6 +333,43 @@ def _principal_block_summed(A, members, diag, first):
     out = (sp.diags(diag) - offdiagonal_rows(A, idx, first)[:, idx]).tocsr()
     out.sort_indices()
     return out
+
+
+def masked_block(A: sp.csr_matrix, members, fill: float):
+    r""":math:`M_{XX} \oplus` ``fill`` :math:`I` in ``A``'s own numbering and pattern, for ``A`` the rows of ``Q`` (or ``Q^T``).
+
+    The values are :math:`-A_{ij}` for :math:`i, j \in X` (``members``), 0 in the
+    rows and columns of the other states, and ``fill`` on their diagonal: the
+    block-diagonal matrix of :math:`M = -Q_{XX}` (of :math:`M^T` from ``Q^T``) and
+    of ``fill`` times the identity. A Krylov solve with it of a right-hand side zero
+    off :math:`X` computes :math:`M`'s solution on :math:`X` and zero elsewhere,
+    and its Gauss-Seidel sweeps are :math:`M`'s: the block is never extracted.
+    Only the values are new (8 bytes an entry); the indices and row pointers are
+    ``A``'s, shared. Made in a few passes over the values, against the
+    compaction of every row by :func:`principal_block` (7-13x the time on polling
+    N=15). For a few states left out (a pin): ``None`` when a left-out state's row
+    stores no diagonal entry. ``fill`` at most the largest :math:`|M_{ii}|` keeps
+    :math:`\|\cdot\|_\infty` that of :math:`M`.
+
+    >>> Q = sp.csr_matrix(np.array([[-3.0, 1.0, 2.0], [2.0, -2.0, 0.0], [0.0, 4.0, -4.0]]))
+    >>> masked_block(Q, np.array([True, False, True]), 4.0).toarray().tolist()
+    [[3.0, 0.0, -2.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]]
+    """
+    members = np.asarray(members, dtype=bool)
+    data = np.negative(A.data)
+    out = np.flatnonzero(~members)
+    if out.size:
+        data[~members[A.indices]] = 0.0
+        for p in out:
+            a, b = int(A.indptr[p]), int(A.indptr[p + 1])
+            data[a:b] = 0.0
+            k = np.flatnonzero(A.indices[a:b] == p)
+            if k.size != 1:
+                return None
+            data[a + k[0]] = fill
+    M = sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape)
+    M.has_sorted_indices = A.has_sorted_indices
+    return M
 
 
 def inf_norm(A: sp.csr_matrix) -> float:

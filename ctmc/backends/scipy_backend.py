@@ -25,8 +25,8 @@ from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
-from .csr import (generator_product, graph_reach, inf_norm, offdiagonal_column_counts, offdiagonal_counts,
-                  offdiagonal_product, offdiagonal_rows, principal_block)
+from .csr import (generator_product, graph_reach, inf_norm, masked_block, offdiagonal_column_counts,
+                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -240,6 +240,10 @@ def ssor1(A: sp.spmatrix):
     return symmetric_gauss_seidel(A)
 
 
+#: a Krylov system leaving out at most this many states masks them instead of extracting its block
+MASKED_STATES = 16
+
+
 class ScipySystem(System):
     """``M = s I - Q_XX`` extracted on ``X`` and factorised (SuperLU) or Krylov-solved.
 
@@ -247,7 +251,10 @@ class ScipySystem(System):
     operator's rows of ``Q`` (for ``M``) or of ``Q^T`` (for ``M^T``, which is
     also ``M`` in CSC, SuperLU's input), in one pass (:func:`principal_block`);
     a Krylov system then releases the operator's ``Q^T`` for the length of
-    the solve (made again when next needed).
+    the solve (made again when next needed). A Krylov system (shift 0, the
+    Gauss-Seidel, Jacobi or no preconditioner) of all states but at most
+    :data:`MASKED_STATES` masks the others in a copy of the generator's values
+    instead (:func:`masked_block`) and solves in the chain's numbering.
     """
 
     def __init__(self, op: ScipyOperator, members, shift, spec: LinearSpec, backend_options: dict):
@@ -256,6 +263,14 @@ class ScipySystem(System):
         self.idx = np.flatnonzero(members)
         self.info = {}
         self._diag = shift + op.exit_rates[self.idx]
+        # a Krylov system of all states but a few (a pinned class that is the whole chain) masks them in
+        # a copy of the generator's values instead of extracting its block (csr.masked_block): the solve
+        # runs in the chain's numbering, the few rows decoupled (a right-hand side zero there)
+        self._rows = self.idx
+        self._masked = bool(spec.kind in ("gmres", "bicgstab") and shift == 0.0 and self.idx.size
+                        and op.n - self.idx.size <= MASKED_STATES and spec.preconditioner in ("sgs", "jacobi", "none"))
+        if self._masked:
+            self._rows = np.arange(op.n)
         self._lu = None
         self._failure = None
         self._krylov = {}
@@ -274,8 +289,15 @@ class ScipySystem(System):
             self.info["preconditioner"] = spec.preconditioner
 
     def matrix(self, transpose=False) -> sp.csr_matrix:
-        """``M`` (or ``M^T``) on ``X`` in CSR, a new matrix (:func:`principal_block`)."""
-        return principal_block(self.op.generator_rows(transpose), self.members, self._diag)
+        """``M`` (or ``M^T``) on ``X`` in CSR, a new matrix (:func:`principal_block`), or the masked
+        generator of a Krylov system of nearly every state (:func:`masked_block`)."""
+        rows = self.op.generator_rows(transpose)
+        if self._masked:
+            M = masked_block(rows, self.members, float(self._diag.max()))
+            if M is not None:
+                return M
+            self._masked, self._rows = False, self.idx       # a left-out state stores no diagonal entry
+        return principal_block(rows, self.members, self._diag)
 
     def _preconditioner(self, A):
         """The function ``v -> P v`` of the preconditioner of ``A`` (None for none); made once per matrix."""
@@ -296,17 +318,20 @@ class ScipySystem(System):
             return H
         return None
 
+    def _krylov_setup(self, transpose):
+        A = self.matrix(transpose)
+        self.op.release()        # Q^T (and R, R^T if made) wait outside while the basis is held
+        try:
+            P = self._preconditioner(A)
+        except RuntimeError as exc:
+            self._krylov[transpose] = (A, f"incomplete LU failed: {exc}", 0.0)
+        else:
+            # ||A||_inf for the backward error, once per matrix
+            self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
+
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
-            A = self.matrix(transpose)
-            self.op.release()        # Q^T (and R, R^T if made) wait outside while the basis is held
-            try:
-                P = self._preconditioner(A)
-            except RuntimeError as exc:
-                self._krylov[transpose] = (A, f"incomplete LU failed: {exc}", 0.0)
-            else:
-                # ||A||_inf for the backward error, once per matrix
-                self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
+            self._krylov_setup(transpose)
         A, P, normA = self._krylov[transpose]
         if isinstance(P, str):
             return np.zeros_like(b), SolveReport(Status.BREAKDOWN, P, 0)
@@ -361,18 +386,27 @@ class ScipySystem(System):
             return x, SolveReport()
         if self._failure is not None:
             return x, SolveReport(Status.BREAKDOWN, self._failure)
-        bx = np.ascontiguousarray(b[idx])
         if self._lu is not None:
-            x[idx] = self._lu.solve(bx, trans="T" if transpose else "N")
+            x[idx] = self._lu.solve(np.ascontiguousarray(b[idx]), trans="T" if transpose else "N")
             return x, SolveReport(Status.SUCCESS, "sparse LU (SuperLU)")
+        if self._masked and transpose not in self._krylov:
+            self._krylov_setup(transpose)                 # may fall back to the extracted block
+        rows = self._rows
+        keep = self.members[rows] if rows.size != idx.size else None
+        bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
+                                                                          b[rows], 0.0))
         rep = SolveReport()
         if bx.ndim == 1:
-            x[idx], rep = self._solve_krylov(bx, transpose)
+            x[rows], rep = self._solve_krylov(bx, transpose)
+            if keep is not None:
+                x[~self.members] = 0.0
             return x, rep
         reports = []
         for c in range(bx.shape[1]):
-            x[idx, c], r = self._solve_krylov(bx[:, c], transpose)
+            x[rows, c], r = self._solve_krylov(bx[:, c], transpose)
             reports.append(r)
+        if keep is not None:
+            x[~self.members] = 0.0
         from .base import worst
         st = worst(*(r.status for r in reports))
         return x, SolveReport(st, reports[-1].reason, sum(r.iterations for r in reports))

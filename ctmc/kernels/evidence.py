@@ -15,9 +15,9 @@ smoothly from state to state can pass it.
 
 The error bound of a stationary law (:func:`error_bound`) comes from the mean
 times :math:`m` to reach a pin state :math:`k`: with :math:`r = \hat\pi Q`,
-:math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k` and
-:math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`; :math:`\|m\|_\infty`
-is bounded from a computed solution and its residual (:func:`return_time_bound`).
+:math:`\beta = 2\sum_i |r_i| m_i/\hat\pi_k \le 2\|r\|_1\|m\|_\infty/\hat\pi_k` and
+:math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`; :math:`m` is bounded
+entrywise from a computed solution and its residual (:func:`return_time_bound`).
 
 Passage systems
 ---------------
@@ -66,7 +66,7 @@ __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
            "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound",
            "RETURN_SPEC", "RETURN_GMRES",
-           "RETURN_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
+           "RETURN_RESIDUAL", "BOUND_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
            "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
 _TINY = np.finfo(float).tiny
@@ -276,16 +276,23 @@ def balance_error(op, x, r, floor: float = _TINY) -> float:
 #: the Krylov solve of the return times when no factorisation is at hand: BiCGStab, whose short
 #: recurrence has no basis to orthogonalise (GMRES spent half its time there and needed 1.5-3x the
 #: time to the same residual on the gallery; on tandem networks it did not converge at all), to
-#: ``rtol`` 1e-3 (on scipy an RMS residual: 0.0001-0.02 in the largest entry on the gallery),
-#: then checked and refined on the true residual (:func:`return_time_bound`)
-RETURN_SPEC = LinearSpec(kind="bicgstab", ordering="auto", preconditioner="sgs", rtol=1e-3, maxiter=200,
+#: ``rtol`` 3e-3 (on scipy an RMS residual; on eight gallery models the largest residual entry was
+#: then 0.0003-0.034, a third of :data:`BOUND_RESIDUAL` at most, 0-3 iterations after the first
+#: iterate below it; ``rtol`` 1e-2 stopped a hair early on fms n=5 (0.069 against 0.05), and
+#: the refinement, a BiCGStab from scratch, cost 14 iterations more than the 4 it saved), then
+#: checked and refined on the true residual (:func:`return_time_bound`)
+RETURN_SPEC = LinearSpec(kind="bicgstab", ordering="auto", preconditioner="sgs", rtol=3e-3, maxiter=200,
                           restart=50)
-#: the fallback when BiCGStab and its refinements stay above ``RETURN_RESIDUAL``: GMRES to a backward error of 1e-6
+#: the fallback when BiCGStab and its refinements stay above ``BOUND_RESIDUAL``: GMRES to a backward error of 1e-6
 RETURN_GMRES = LinearSpec(kind="gmres", ordering="auto", preconditioner="sgs", rtol=1e-6, maxiter=200,
                           restart=50)
-#: the return-time residual the bound settles for: ``||m||_inf`` is then bounded within
-#: ``1 / (1 - RETURN_RESIDUAL)`` (5 %) of its estimate
+#: the residual of ``M y = 1`` that :func:`inverse_norm_bound_of` settles for by default (the passage
+#: condition numbers): ``||M^{-1}||_inf`` is then bounded within ``1 / (1 - RETURN_RESIDUAL)`` (5 %) of its estimate
 RETURN_RESIDUAL = 0.05
+#: the return-time residual the stationary error bound settles for (:func:`return_time_bound`):
+#: ``||m||_inf`` is bounded within ``1 / (1 - BOUND_RESIDUAL)`` (11 %) of its estimate; a bound that
+#: this looseness may have pushed above ``error_tol`` is computed again to :data:`RETURN_TIGHT`
+BOUND_RESIDUAL = 0.1
 #: solves of the return-time system at most (the first and its refinements on the residual; tandem
 #: c=511 needs 4: BiCGStab's first answer there has a residual of 3e6, the refinements 8e3, 16, 0.009)
 RETURN_STEPS = 5
@@ -337,8 +344,11 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
     ``info`` (optional dict) receives ``iterations`` (of each solve), ``report``
-    (the last solve's report, None without a solve) and ``residual`` (the
-    :math:`\rho_+` of the bound, or of the last iterate without one).
+    (the last solve's report, None without a solve), ``residual`` (the
+    :math:`\rho_+` of the bound, or of the last iterate without one) and
+    ``upper``: ``(y_hat, f)`` with the entrywise bound :math:`y \le f\hat y`,
+    :math:`f = 1/(1-\rho_+)` (the same argument, entry by entry), of the iterate
+    that gave the bound (None without a bound).
 
     Returns
     -------
@@ -364,6 +374,8 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
             info["residual"] = rplus
+            # the entrywise bound y <= y_hat / (1 - rho_+) of this iterate (zero off X)
+            info["upper"] = (y, 1.0 / (1.0 - rplus)) if np.isfinite(bound) else None
         # refine while it pays: a solve that did not halve the residual would only restart
         if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
@@ -372,7 +384,7 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     return best
 
 
-def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = RETURN_RESIDUAL,
+def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = BOUND_RESIDUAL,
                       steps: int = RETURN_STEPS, specs=None, info=None) -> tuple:
     r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
 
@@ -406,8 +418,10 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         The solvers to try without a ``system`` (default: BiCGStab with the
         Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`).
     info : dict, optional
-        Receives ``return_time_solver``, the kind of the last solver run, and
-        ``return_time_iterations``, the iterations of each solve.
+        Receives ``return_time_solver``, the kind of the last solver run,
+        ``return_time_iterations``, the iterations of each solve, and
+        ``return_time_upper``, ``(m_hat, f)`` with :math:`m \le f\hat m`
+        entrywise for the bound returned (None without one; for :func:`error_bound`).
 
     Returns
     -------
@@ -428,7 +442,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     >>> bound, est = return_time_bound(op, np.ones(31, dtype=bool), 0)
     >>> # from the full queue: the sum over k of the mean passage times k -> k-1
     >>> exact = sum(sum(0.5 ** i for i in range(31 - k)) / 2.0 for k in range(1, 31))
-    >>> bool(exact <= bound <= exact / (1 - RETURN_RESIDUAL) ** 2)
+    >>> bool(exact <= bound <= exact / (1 - BOUND_RESIDUAL) ** 2)
     True
     """
     X = support & ~unit_mask(op, pin)
@@ -437,13 +451,16 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     def times(system):
         sub = {}
         try:
-            return inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
+            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
         finally:
             info.setdefault("return_time_iterations", []).extend(sub["iterations"])
+        if out[0] < best[0] or "return_time_upper" not in info:
+            info["return_time_upper"] = sub.get("upper")
+        return out
 
+    best = (np.inf, 0.0)
     if system is not None:
         return times(system)
-    best = (np.inf, 0.0)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
         try:
             system = op.system(X, 0.0, spec, backend_options or {})
@@ -463,30 +480,51 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     return best
 
 
-def error_bound(op, support, pi, pin: int, m_bound: float) -> float:
+def error_bound(op, support, pi, pin: int, m_bound: float, residual=None, upper=None) -> float:
     r"""Proven bound on :math:`\|\hat\pi - \pi\|_1` from the residual and the mean times to reach ``pin``.
 
-    With :math:`r = \hat\pi Q` (recomputed, plus its round-off) and ``k = pin``,
-    the pinned equations give :math:`\hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
-    (r_{-k}/\hat\pi_k)(-Q_{kk'})^{-1}`, whose 1-norm is at most
-    :math:`\|r\|_1\|m\|_\infty/\hat\pi_k`; normalising doubles it at most and
-    multiplies it by :math:`\pi_k`. With :math:`\beta = 2\|r\|_1\|m\|_\infty/\hat\pi_k`:
+    With :math:`r = \hat\pi Q` (recomputed) and ``k = pin``, the pinned
+    equations give the row vector :math:`e = \hat\pi_{-k}/\hat\pi_k - \pi_{-k}/\pi_k =
+    s M^{-1}`, :math:`s = r_{-k}/\hat\pi_k`, :math:`M = -Q_{kk'}` (the class without
+    ``k``). :math:`M^{-1} \ge 0`, so :math:`|e| \le |s| M^{-1}` entrywise and
+
+    .. math:: \|e\|_1 \le |s| M^{-1} 1 = \sum_i |s_i| m_i \le \|s\|_1 \|m\|_\infty,
+
+    :math:`m = M^{-1}1` the mean times to reach ``k``. The weighted sum
+    counts each state's residual at its own mean time: the residual of a
+    Krylov answer sits mostly on the probable states, near ``k``, where
+    :math:`m` is small, so it is often far below the product of norms.
+    With an entrywise bound :math:`m \le f\hat m` (``upper = (m_hat, f)``, from
+    :func:`return_time_bound`) and ``m_bound`` :math:`\ge \|m\|_\infty`,
+    :math:`\hat\pi_k\|e\|_1 \le w = \min(f\sum_i |r_i|\hat m_i + \delta\,m_{bound},\;
+    (\|r\|_1 + \delta)\,m_{bound})`, :math:`\delta` the round-off of computing
+    :math:`r` (a bound on its 1-norm); without ``upper`` the second term alone.
+    Normalising doubles the error at most and multiplies it by :math:`\pi_k`: with
+    :math:`\beta = 2w/\hat\pi_k`,
     :math:`\|\hat\pi - \pi\|_1 \le \hat\pi_k\beta/(1-\beta)`, ``inf`` if
     :math:`\beta \ge 1`. :math:`\|m\|_\infty` (the largest mean time to reach
     ``k``) is the chain's condition number in this bound, in the spirit of Cho &
     Meyer, "Markov chain sensitivity measured by mean first passage times",
     Linear Algebra Appl. 316 (2000): it is huge exactly on nearly
-    decomposable chains.
+    decomposable chains. ``residual`` is ``_residual_1norm(op, support, pi)`` when at hand.
     """
-    _, r1, rounding = _residual_1norm(op, support, pi)
+    r, r1, rounding = _residual_1norm(op, support, pi) if residual is None else residual
     pik = value_at(op, pi, pin)
     if not (pik > 0 and np.isfinite(m_bound)):
         return np.inf
-    beta = 2 * (r1 + rounding) * m_bound / pik
+    w = (r1 + rounding) * m_bound
+    if upper is not None:
+        m_hat, f = upper
+        # m_hat >= (1 - rho_+) m > 0 on the class whenever the bound holds: a negative entry
+        # would say the premises failed, and then only the product of norms is used
+        if op.allmin(float(np.where(support, m_hat, 0.0).min(initial=0.0))) >= 0:
+            weighted = op.allsum(float(np.abs(r[support]) @ m_hat[support]))
+            w = min(w, f * weighted + rounding * m_bound)
+    beta = 2 * w / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf
 
 
-def correction_estimate(op, support, pi, pin: int, backend_options=None) -> tuple:
+def correction_estimate(op, support, pi, pin: int, backend_options=None, residual=None) -> tuple:
     r"""First-order estimate of :math:`\|\hat\pi - \pi\|_1` by one correction solve (iterative methods).
 
     The error of the pinned solution is :math:`\hat x - x = M^{-T}(r_{-k}/\hat\pi_k)`
@@ -497,14 +535,15 @@ def correction_estimate(op, support, pi, pin: int, backend_options=None) -> tupl
     :math:`\|M^{-T}\|`). It is an estimate, not a proof: it assumes the
     correction solve is right to its first digit, which its own backward error
     (``rtol`` 1e-8) vouches for while the chain's condition stays below 1e7
-    (:func:`iterative_bound` checks a lower estimate of it first).
+    (:func:`iterative_bound` checks a lower estimate of it first). ``residual`` is
+    ``_residual_1norm(op, support, pi)`` when at hand.
 
     Returns
     -------
     (estimate, iterations)
     """
     X = support & ~unit_mask(op, pin)
-    r, r1, rounding = _residual_1norm(op, support, pi)
+    r, r1, rounding = _residual_1norm(op, support, pi) if residual is None else residual
     pik = value_at(op, pi, pin)
     if not pik > 0:
         return np.inf, 0
@@ -535,7 +574,7 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     (:data:`RETURN_SPEC`), else by GMRES (:data:`RETURN_GMRES`), else, on
     classes up to :data:`BOUND_LU_STATES` states, by sparse LU (``inf`` if
     even that cannot); the next solver runs only while no solve reached
-    :data:`RETURN_RESIDUAL`, and the least bound is kept. A bound above
+    :data:`BOUND_RESIDUAL`, and the least bound is kept. A bound above
     ``error_tol`` by no more than that residual's looseness is computed again
     from return times refined to a residual of :data:`RETURN_TIGHT` (so the
     loose stop never costs an answer its status). On larger classes
@@ -545,21 +584,25 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     """
     specs = [RETURN_SPEC, RETURN_GMRES] + ([dataclasses.replace(RETURN_SPEC, kind="lu")]
                                            if size <= BOUND_LU_STATES else [])
+    # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
+    residual = _residual_1norm(op, support, pi)
     m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info)
+    upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
-        bound = error_bound(op, support, pi, pin, m_bound)
-        if error_tol < bound <= error_tol / (1 - RETURN_RESIDUAL) ** 2:
+        bound = error_bound(op, support, pi, pin, m_bound, residual, upper)
+        if error_tol < bound <= error_tol / (1 - BOUND_RESIDUAL) ** 2:
             tight, _ = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs,
                                          info=info, target=RETURN_TIGHT, steps=2 * RETURN_STEPS)
             info["return_time_refined"] = True
-            bound = min(bound, error_bound(op, support, pi, pin, tight))
+            bound = min(bound, error_bound(op, support, pi, pin, tight, residual,
+                                           info.pop("return_time_upper", None)))
         return bound, "proven"
     if info.get("return_time_solver") == "lu":
         return np.inf, "proven"
     if not m_est * op.qmax * 1e-8 < 0.1:
         return np.inf, "estimate"
-    est, its = correction_estimate(op, support, pi, pin, backend_options)
+    est, its = correction_estimate(op, support, pi, pin, backend_options, residual)
     info["correction_iterations"] = its
     return est, "estimate"
 
