@@ -604,7 +604,9 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
     per_state = (facts["transitions"] + facts["states"]) / max(facts["states"], 1)
     ctx.info["auto"] = dict(facts, plan=steps, reason=reason, memory_budget=budget)
     if len(steps) > 1 or steps[0] != "gth":
-        steps, restart, note = plan.memory_plan(steps, owned, int(per_state * owned), budget, given=given)
+        released = op.allmin(float(op.releasable()))
+        steps, restart, note = plan.memory_plan(steps, owned, int(per_state * owned), budget, given=given,
+                                                released=released)
         ctx.info["auto"].update(plan=steps, probe_restart=restart)
         if note:
             ctx.info["auto"]["memory_plan"] = note

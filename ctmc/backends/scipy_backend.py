@@ -143,6 +143,11 @@ class ScipyOperator(Operator):
         self._QT = None
         self._rates.clear()
 
+    def releasable(self) -> int:
+        """Bytes :meth:`release` frees now (what it drops, as made so far)."""
+        held = [self._QT, *self._rates.values()]
+        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None))
+
     # --- structure -----------------------------------------------------------
     def reach(self, seeds, within=None, forward=False):
         # row = where the search comes from; the diagonal's self-loops change nothing, but a
@@ -284,6 +289,8 @@ class ScipySystem(System):
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
+            if not transpose:
+                self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
             A = self.matrix(transpose)
             self.op.release()        # Q^T (and R, R^T if made) wait outside while the basis is held
             try:

@@ -101,7 +101,7 @@ def solve_bytes(method: str, states: int, entries: int, restart: int = PROBE_RES
     raise ValueError(f"method: expected one of gmres, bicgstab, gauss_seidel, bound; got {method!r}")
 
 
-def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False) -> tuple:
+def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
     """Fit ``auto``'s plan into ``budget`` bytes: ``(steps, restart, note)``.
 
     The GMRES steps (``gmres-probe``, ``gmres-long``, ``gmres``) take the restart of
@@ -110,6 +110,9 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     they become BiCGStab and Gauss-Seidel sweeps (``bicgstab-probe``, then
     ``gauss_seidel``, whose error bound needs the same memory) and the direct
     solve is dropped; ``note`` says why (empty when the plan is unchanged).
+    ``released`` bytes (the scipy operator's ``Q^T``, :meth:`~ctmc.backends.base.Operator.releasable`)
+    are freed by a Krylov solve after its matrix is made and before its vectors
+    are: they count towards the vectors, not the matrix.
     A budget below what the error bound's solve needs raises (``ValueError``
     when the budget was ``given`` as the ``memory`` option, else
     ``MemoryError``), naming the budget and what is needed.
@@ -127,7 +130,12 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     MemoryError: memory: a budget of 0.20 GB is below the 0.30 GB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
     """
     n, e = max(int(states), 1), max(int(entries), 1)
-    need_bound = solve_bytes("bound", n, e)
+    matrix = MATRIX_ENTRY_BYTES * e + MATRIX_ROW_BYTES * n
+
+    def need(method, restart=PROBE_RESTART):           # beyond what is held when the plan is made
+        return max(solve_bytes(method, n, e, restart) - released, matrix)
+
+    need_bound = need("bound")
     if budget < need_bound:
         msg = (f"memory: a budget of {budget / 1e9:.2f} GB is below the {need_bound / 1e9:.2f} GB the leanest route "
                f"needs on this class ({n} states, {e} stored entries: the error bound's BiCGStab, a matrix of "
@@ -138,12 +146,12 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     restart = probe_restart(n, None, entries_per_state=e / n)
     if not krylov:
         return list(steps), restart, ""
-    fit = int((budget - solve_bytes("gmres", n, e, restart=0)) / (8.0 * n))
+    fit = int((budget + released - solve_bytes("gmres", n, e, restart=0)) / (8.0 * n))
     if fit >= restart:
         return list(steps), restart, ""
     if fit >= PROBE_MIN_RESTART:
         return list(steps), fit, (f"GMRES({fit}): the largest basis that fits the budget of {budget / 1e9:.2f} GB "
-                                  f"(GMRES({restart}) needs {solve_bytes('gmres', n, e, restart) / 1e9:.2f} GB)")
+                                  f"(GMRES({restart}) needs {need('gmres', restart) / 1e9:.2f} GB)")
     lean = []
     for s in steps:
         if s == "lu":
@@ -152,11 +160,10 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
             s = "bicgstab-probe" if s == krylov[0] else "gauss_seidel"
         if s not in lean:
             lean.append(s)
-    need = solve_bytes("gmres", n, e, PROBE_MIN_RESTART)
     return lean, PROBE_MIN_RESTART, (
-        f"lean: GMRES({PROBE_MIN_RESTART}) needs {need / 1e9:.2f} GB, above the budget of {budget / 1e9:.2f} GB: "
-        f"BiCGStab ({solve_bytes('bicgstab', n, e) / 1e9:.2f} GB) then Gauss-Seidel sweeps on Q^T in place "
-        "instead, and no direct solve")
+        f"lean: GMRES({PROBE_MIN_RESTART}) needs {need('gmres', PROBE_MIN_RESTART) / 1e9:.2f} GB, above the budget "
+        f"of {budget / 1e9:.2f} GB: BiCGStab ({need('bicgstab') / 1e9:.2f} GB) then Gauss-Seidel sweeps on Q^T in "
+        "place instead, and no direct solve")
 
 
 def probe_restart(owned_states: int, memory, entries_per_state: float = None) -> int:
