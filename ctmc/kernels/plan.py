@@ -78,6 +78,11 @@ SWEEP_VECTORS = 2
 BUDGET_FRACTION = 0.9
 
 
+def _size(b: float) -> str:
+    """Bytes for a message: ``'1.50 GB'``, ``'12.3 MB'``, ``'1000 bytes'``."""
+    return f"{b / 1e9:.2f} GB" if b >= 1e9 else (f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b:.0f} bytes")
+
+
 def solve_bytes(method: str, states: int, entries: int, restart: int = PROBE_RESTART) -> float:
     """Bytes a pinned solve of ``method`` allocates on ``states`` states and ``entries`` stored
     entries of the generator, the generator itself (and its transpose) not counted.
@@ -127,7 +132,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     >>> memory_plan(plan, 10**6, 10**7, 0.2e9)
     Traceback (most recent call last):
     ...
-    MemoryError: memory: a budget of 0.20 GB is below the 0.30 GB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
+    MemoryError: memory: a budget of 200.0 MB is below the 304.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
     """
     n, e = max(int(states), 1), max(int(entries), 1)
     matrix = MATRIX_ENTRY_BYTES * e + MATRIX_ROW_BYTES * n
@@ -137,7 +142,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
 
     need_bound = need("bound")
     if budget < need_bound:
-        msg = (f"memory: a budget of {budget / 1e9:.2f} GB is below the {need_bound / 1e9:.2f} GB the leanest route "
+        msg = (f"memory: a budget of {_size(budget)} is below the {_size(need_bound)} the leanest route "
                f"needs on this class ({n} states, {e} stored entries: the error bound's BiCGStab, a matrix of "
                f"{MATRIX_ENTRY_BYTES:.0f} bytes a stored entry and {BICGSTAB_VECTORS + WORK_VECTORS} vectors); "
                "free memory or pass a larger memory= (bytes)")
@@ -150,8 +155,8 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     if fit >= restart:
         return list(steps), restart, ""
     if fit >= PROBE_MIN_RESTART:
-        return list(steps), fit, (f"GMRES({fit}): the largest basis that fits the budget of {budget / 1e9:.2f} GB "
-                                  f"(GMRES({restart}) needs {need('gmres', restart) / 1e9:.2f} GB)")
+        return list(steps), fit, (f"GMRES({fit}): the largest basis that fits the budget of {_size(budget)} "
+                                  f"(GMRES({restart}) needs {_size(need('gmres', restart))})")
     lean = []
     for s in steps:
         if s == "lu":
@@ -161,8 +166,8 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
         if s not in lean:
             lean.append(s)
     return lean, PROBE_MIN_RESTART, (
-        f"lean: GMRES({PROBE_MIN_RESTART}) needs {need('gmres', PROBE_MIN_RESTART) / 1e9:.2f} GB, above the budget "
-        f"of {budget / 1e9:.2f} GB: BiCGStab ({need('bicgstab') / 1e9:.2f} GB) then Gauss-Seidel sweeps on Q^T in "
+        f"lean: GMRES({PROBE_MIN_RESTART}) needs {_size(need('gmres', PROBE_MIN_RESTART))}, above the budget "
+        f"of {_size(budget)}: BiCGStab ({_size(need('bicgstab'))}) then Gauss-Seidel sweeps on Q^T in "
         "place instead, and no direct solve")
 
 
