@@ -66,10 +66,10 @@ def test_a_budget_below_the_default_basis_takes_the_restart_that_fits(kanban):
 def test_a_budget_no_basis_fits_takes_the_lean_methods(kanban):
     chain, exact = kanban
     n, e = _sizes(chain)
-    # room for the error bound's BiCGStab (and its matrix), not for GMRES(20)
+    # room for the error bound's BiCGStab (and its matrix), not for GMRES(10)
     released = _released(chain)
     budget = max(plan.solve_bytes("bound", n, e) - released, plan.MATRIX_ENTRY_BYTES * e + plan.MATRIX_ROW_BYTES * n)
-    assert plan.solve_bytes("gmres", n, e, plan.PROBE_MIN_RESTART) - released > budget
+    assert plan.solve_bytes("gmres", n, e, plan.LEAN_MIN_RESTART) - released > budget
     res = chain.stationary(memory=budget)
     a = res.info["auto"]
     assert a["plan"][0] == "bicgstab-probe" and "lu" not in a["plan"] and "gmres-long" not in a["plan"]
@@ -102,7 +102,7 @@ def test_memory_plan_takes_the_largest_restart_that_fits():
     steps = ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"]
     n, e, released = 10**5, 9 * 10**5, 4e6
     cap = plan.probe_restart(n, None, entries_per_state=e / n)
-    for budget in np.linspace(plan.solve_bytes("gmres", n, e, plan.PROBE_MIN_RESTART) - released,
+    for budget in np.linspace(plan.solve_bytes("gmres", n, e, plan.LEAN_MIN_RESTART) - released,
                               plan.solve_bytes("gmres", n, e, cap) - released, 7):
         out, r, _ = plan.memory_plan(steps, n, e, budget, released=released)
         assert out == steps

@@ -26,7 +26,7 @@ the return-time system by BiCGStab (a matrix and its vectors again, after
 the solve's are freed). :func:`memory_plan` fits the plan into a budget of
 bytes (by default :func:`ctmc._util.available_memory` at the time of the
 plan, :data:`BUDGET_FRACTION` of it): the GMRES restart that fits, down to
-:data:`PROBE_MIN_RESTART`; below that, BiCGStab, then Gauss-Seidel sweeps,
+:data:`LEAN_MIN_RESTART`; below that, BiCGStab, then Gauss-Seidel sweeps,
 in place of GMRES, and no direct solve (its fill is larger than the matrix);
 below what the error bound's solve needs, an error naming the budget,
 before any heavy work.
@@ -39,7 +39,7 @@ from .._sparse_lu import natural_is_cheap
 from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
-           "PROBE_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
+           "PROBE_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
 
 AUTO_GTH = 1000
@@ -54,6 +54,10 @@ PROBE_ITERATIONS = 300
 PROBE_RESTART = 100
 #: ... and at least
 PROBE_MIN_RESTART = 20
+#: ... or, where a memory budget allows no more, this many (GMRES(10) took 1.2-3.4x the iterations of
+#: GMRES(48) on the gallery, 0.6-1.6x its time; BiCGStab with the Gauss-Seidel sweep, which holds
+#: about as many vectors, broke down on polling)
+LEAN_MIN_RESTART = 10
 #: bytes of Arnoldi basis per stored entry of the generator at most (the generator takes 12: a value
 #: and a 32-bit index): the basis is the largest array of a GMRES solve (100 vectors on kanban were
 #: 93 bytes per transition, 7 times the matrix), and beyond about 45 vectors the gallery's iteration
@@ -111,7 +115,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
 
     The GMRES steps (``gmres-probe``, ``gmres-long``, ``gmres``) take the restart of
     :func:`probe_restart` when GMRES with it fits (:func:`solve_bytes`), else the
-    largest that fits, at least :data:`PROBE_MIN_RESTART`. Where not even that fits,
+    largest that fits, at least :data:`LEAN_MIN_RESTART`. Where not even that fits,
     they become BiCGStab and Gauss-Seidel sweeps (``bicgstab-probe``, then
     ``gauss_seidel``, whose error bound needs the same memory) and the direct
     solve is dropped; ``note`` says why (empty when the plan is unchanged).
@@ -127,8 +131,8 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     (['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power'], 49)
     >>> memory_plan(plan, 10**6, 10**7, 0.45e9)[:2]
     (['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power'], 27)
-    >>> memory_plan(plan, 10**6, 10**7, 0.32e9)[:2]
-    (['bicgstab-probe', 'gauss_seidel-probe', 'gauss_seidel', 'power'], 20)
+    >>> memory_plan(plan, 10**6, 10**7, 0.305e9)[:2]
+    (['bicgstab-probe', 'gauss_seidel-probe', 'gauss_seidel', 'power'], 10)
     >>> memory_plan(plan, 10**6, 10**7, 0.2e9)
     Traceback (most recent call last):
     ...
@@ -154,7 +158,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     fit = int((budget + released - solve_bytes("gmres", n, e, restart=0)) / (8.0 * n))
     if fit >= restart:
         return list(steps), restart, ""
-    if fit >= PROBE_MIN_RESTART:
+    if fit >= LEAN_MIN_RESTART:
         return list(steps), fit, (f"GMRES({fit}): the largest basis that fits the budget of {_size(budget)} "
                                   f"(GMRES({restart}) needs {_size(need('gmres', restart))})")
     lean = []
@@ -165,8 +169,8 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
             s = "bicgstab-probe" if s == krylov[0] else "gauss_seidel"
         if s not in lean:
             lean.append(s)
-    return lean, PROBE_MIN_RESTART, (
-        f"lean: GMRES({PROBE_MIN_RESTART}) needs {_size(need('gmres', PROBE_MIN_RESTART))}, above the budget "
+    return lean, LEAN_MIN_RESTART, (
+        f"lean: GMRES({LEAN_MIN_RESTART}) needs {_size(need('gmres', LEAN_MIN_RESTART))}, above the budget "
         f"of {_size(budget)}: BiCGStab ({_size(need('bicgstab'))}) then Gauss-Seidel sweeps on Q^T in "
         "place instead, and no direct solve")
 
