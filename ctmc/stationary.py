@@ -66,7 +66,11 @@ Methods (the registry :data:`METHODS`)
     success within 500 sweeps, then ``lu``, then ``power``. A method that
     breaks down, runs out of memory or (for the probes) stalls or leaves a
     noisy tail hands over to the next; ``info["auto"]`` records the facts, the plan and why, and
-    ``info["fallbacks"]`` what failed.
+    ``info["fallbacks"]`` what failed. The plan fits a memory budget (option
+    ``memory``, default 90 % of the available memory;
+    :func:`ctmc.kernels.plan.memory_plan`): the GMRES basis that fits, else
+    BiCGStab and Gauss-Seidel sweeps (``info["auto"]["memory_plan"]`` says why),
+    and a budget too small for the error bound's solve is an error before any solve.
 
 Evidence
 --------
