@@ -79,6 +79,7 @@ def cases(argv, description: str, default: str):
 def main(argv=None):
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--each", action="store_true", help="print each case's rows as soon as it is done")
     known, rest = p.parse_known_args(argv)
     rows = []
     for spec, chain, refs in cases(rest, __doc__.splitlines()[0], DEFAULT):
@@ -102,8 +103,13 @@ def main(argv=None):
             rows.append([spec, chain.n_states, m, res.method, f"{t:.2f}", res.status.value, f"{diff:.1e}",
                          ""])
         rows[-1 - len(refs)][6] = f"{ta / best:.1f}x best"
-    print(format_table(rows, ["case", "states", "route", "method", "seconds", "status", "L1 vs auto / ratio",
-                              "why (auto)"]))
+        if known.each:          # a table per case as it finishes (long runs on a loaded machine)
+            print(format_table(rows[-1 - len(refs):], HEADER), flush=True)
+    if not known.each:
+        print(format_table(rows, HEADER))
+
+
+HEADER = ["case", "states", "route", "method", "seconds", "status", "L1 vs auto / ratio", "why (auto)"]
 
 
 if __name__ == "__main__":
