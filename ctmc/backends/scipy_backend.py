@@ -25,8 +25,8 @@ from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
-from .csr import (graph_reach, inf_norm, offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block,
-                  stores_zero_rates)
+from .csr import (graph_reach, inf_norm, offdiagonal_column_counts, offdiagonal_counts, offdiagonal_product,
+                  offdiagonal_rows, principal_block, stores_zero_rates)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -136,6 +136,10 @@ class ScipyOperator(Operator):
         return product(self.QT if transpose else self.Q, x)
 
     def offdiagonal_counts(self, transpose=False):
+        if transpose and self._QT is None:
+            # counted from Q's columns: Q^T is not made again for a count (the error bound asks
+            # for it while its own system fills the memory Q^T was released from)
+            return offdiagonal_column_counts(self.Q)
         return offdiagonal_counts(self.generator_rows(transpose))
 
     def release(self):
