@@ -270,7 +270,8 @@ def auto_plan(facts) -> tuple:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
     return ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
-        f"{dims} dimensions: a direct solve fills in badly; GMRES({PROBE_RESTART}) with a Gauss-Seidel "
+        f"{dims} dimensions: a direct solve fills in badly; GMRES (its basis sized to the generator and the "
+        f"memory budget, memory_plan) with a Gauss-Seidel "
         f"preconditioner ({PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
         "then the direct solve (given up when its factors outgrow the memory), then GMRES with its whole "
         "iteration budget")
