@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_memory.py --base /tmp/base                  # and a base tree, same run
     .venv/bin/python benchmarks/bench_memory.py --models kanban:6 --repeat 1      # one large instance
     .venv/bin/python benchmarks/bench_memory.py --inventory kanban:4              # where the bytes go
+    .venv/bin/python benchmarks/bench_memory.py --models kanban:6 --repeat 1 --options tol=1e-12,error_tol=1e-9
 
 Each measurement runs in a fresh subprocess: ``Model.build`` (the gallery's
 published model, ``ctmc.models.gallery.parse_spec(spec).chain()``), then the
@@ -23,7 +24,9 @@ the two interleaved ``--repeat`` times, the smallest peak and time kept.
 ``--inventory SPEC`` prints, in one process under :mod:`tracemalloc` (numpy
 reports its buffers to it), the bytes allocated and still held after each stage
 of the default solve and the peak within each stage, per transition: which
-stage holds what.
+stage holds what. With ``--rss`` the same stages are measured by the resident
+set (``VmRSS``, and ``VmHWM`` reset at each stage through
+``/proc/self/clear_refs``): what the machine sees, C extensions included.
 """
 from __future__ import annotations
 
@@ -44,7 +47,19 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(spec: str) -> None:
+def parse_options(text: str) -> dict:
+    """``"tol=1e-12,error_tol=1e-9,method=gmres"`` as keyword arguments (numbers where they parse)."""
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        k, _, v = item.partition("=")
+        try:
+            out[k.strip()] = int(v) if v.strip().isdigit() else float(v)
+        except ValueError:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def worker(spec: str, options: str = "") -> None:
     """Build and solve one model; print a JSON line of peaks (bytes) and times."""
     import resource
 
@@ -62,21 +77,24 @@ def worker(spec: str) -> None:
     chain = parse_spec(spec).chain()
     build_s, build_peak = time.perf_counter() - t, peak()
     t = time.perf_counter()
-    res = chain.stationary()
+    res = chain.stationary(check=False, **parse_options(options))
     solve_s, solve_peak = time.perf_counter() - t, peak()
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "nnz": chain.Q.nnz,
                              "base": base, "build_peak": build_peak, "solve_peak": solve_peak,
                              "build_s": build_s, "solve_s": solve_s, "status": res.status.value,
-                             "method": str(getattr(res, "method", "")),
+                             "method": str(getattr(res, "method", "")), "iterations": int(res.iterations),
+                             "bound_s": float(res.info.get("error_bound_seconds", 0.0)),
+                             "restart": res.info.get("auto", {}).get("probe_restart"),
+                             "memory_plan": res.info.get("auto", {}).get("memory_plan"),
                              "bound": float(res.error_bound)}))
 
 
-def run_worker(spec: str, tree, timeout: float) -> dict:
+def run_worker(spec: str, tree, timeout: float, options: str = "") -> dict:
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        p = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, __file__, "--worker", spec, "--options", options], capture_output=True, text=True,
                            timeout=timeout, env=env, cwd="/tmp" if tree else None)
     except subprocess.TimeoutExpired:
         return {"error": "timeout"}
@@ -104,9 +122,40 @@ STAGES = [
 ]
 
 
-def inventory(spec: str) -> None:
+class _RSS:
+    """The resident set as a tracemalloc look-alike: (now, peak since the last reset), from
+    /proc/self/status (VmRSS, VmHWM); the peak is reset through /proc/self/clear_refs. It sees
+    what tracemalloc does not (C extensions' own allocations, the allocator's slack)."""
+
+    @staticmethod
+    def _status():
+        out = {}
+        with open("/proc/self/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k] = int(v.split()[0]) * 1024
+        return out
+
+    def start(self):
+        self.base = self._status()["VmRSS"]
+
+    def get_traced_memory(self):
+        st = self._status()
+        return st["VmRSS"] - self.base, st["VmHWM"] - self.base
+
+    def reset_peak(self):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+
+def inventory(spec: str, rss: bool = False) -> None:
     import importlib
     import tracemalloc
+    if rss:
+        from ctmc.models.gallery import parse_spec as _warm
+        _warm("kanban:1").chain().stationary()     # the modules a solve imports on first use
+        tracemalloc = _RSS()
 
     import numpy as np  # noqa: F401
     from ctmc.models.gallery import parse_spec
@@ -166,16 +215,19 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--inventory", default=None)
+    ap.add_argument("--rss", action="store_true", help="the inventory by the resident set, not tracemalloc")
+    ap.add_argument("--options", default="", help="keyword options of stationary: tol=1e-12,error_tol=1e-9")
     a = ap.parse_args(argv)
     if a.worker:
-        return worker(a.worker)
+        return worker(a.worker, a.options)
     if a.inventory:
-        return inventory(a.inventory)
+        return inventory(a.inventory, a.rss)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "ctmc"], capture_output=True,
                            text=True).stdout.strip()
-    print(f"commit {head}{' (ctmc/ modified)' if dirty else ''}; base: {a.base or '-'}")
+    print(f"commit {head}{' (ctmc/ modified)' if dirty else ''}; base: {a.base or '-'}; "
+          f"options: {a.options or '-'}; load {os.getloadavg()[0]:.1f}")
     trees = [("base", a.base)] if a.base else []
     trees.append(("now", None))
     cols = ["model", "states", "transitions", "tree", "build s", "solve s", "build B/tr", "total B/tr",
@@ -185,7 +237,7 @@ def main(argv=None):
         best = {}
         for _ in range(a.repeat):
             for name, tree in trees:
-                r = run_worker(spec, tree, a.timeout)
+                r = run_worker(spec, tree, a.timeout, a.options)
                 b = best.get(name)
                 if "error" in r:
                     best.setdefault(name, r)

@@ -66,7 +66,11 @@ Methods (the registry :data:`METHODS`)
     success within 500 sweeps, then ``lu``, then ``power``. A method that
     breaks down, runs out of memory or (for the probes) stalls or leaves a
     noisy tail hands over to the next; ``info["auto"]`` records the facts, the plan and why, and
-    ``info["fallbacks"]`` what failed.
+    ``info["fallbacks"]`` what failed. The plan fits a memory budget (option
+    ``memory``, default 90 % of the available memory;
+    :func:`ctmc.kernels.plan.memory_plan`): the GMRES basis that fits, else
+    BiCGStab and Gauss-Seidel sweeps (``info["auto"]["memory_plan"]`` says why),
+    and a budget too small for the error bound's solve is an error before any solve.
 
 Evidence
 --------
@@ -265,7 +269,24 @@ class LevelIADOptions(Tolerances):
 
 @dataclass(frozen=True)
 class AutoOptions(Tolerances):
-    """Options of ``auto``: the shared tolerances, passed to the method it chooses."""
+    """Options of ``auto``: the shared tolerances, passed to the method it chooses, and
+
+    Attributes
+    ----------
+    memory : float, optional
+        The bytes the solve may allocate beyond the generator (default: 90 % of the
+        memory available when the plan is made, :func:`ctmc._util.available_memory`).
+        The plan fits its GMRES basis into it, or takes BiCGStab and Gauss-Seidel
+        sweeps where no basis fits (:func:`ctmc.kernels.plan.memory_plan`); a budget
+        below what the error bound's solve needs is an error, before any solve.
+    """
+
+    memory: Optional[float] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.memory is not None:
+            _positive("memory", self.memory)
 
 
 # --------------------------------------------------------------------------
@@ -577,24 +598,35 @@ METHODS: dict = {}
 
 
 def _auto(op, support, opts: AutoOptions, hint, ctx):
-    """Choose by structure (:func:`auto_plan`), fall back when a method fails or stalls."""
+    """Choose by structure (:func:`auto_plan`) within the memory budget (:func:`plan.memory_plan`),
+    fall back when a method fails or stalls."""
     facts = structure_facts(op, support)
     steps, reason = auto_plan(facts)
-    ctx.info["auto"] = dict(facts, plan=steps, reason=reason)
-    common = {"tol": opts.tol, "tail_tol": opts.tail_tol}
+    # the budget: one value on every process (PETSc needs it), from each one's share of its memory
+    given = opts.memory is not None
+    budget = float(opts.memory) if given else plan.BUDGET_FRACTION * available_memory()
+    budget = op.allmin(budget / (1 if given else max(op.size, 1)))
+    owned = int(op.allmax(float(op.stop - op.start)))
+    per_state = (facts["transitions"] + facts["states"]) / max(facts["states"], 1)
+    ctx.info["auto"] = dict(facts, plan=steps, reason=reason, memory_budget=budget)
+    if len(steps) > 1 or steps[0] != "gth":
+        released = op.allmin(float(op.releasable()))
+        steps, restart, note = plan.memory_plan(steps, owned, int(per_state * owned), budget, given=given,
+                                                released=released)
+        ctx.info["auto"].update(plan=steps, probe_restart=restart)
+        if note:
+            ctx.info["auto"]["memory_plan"] = note
+            ctx.info["auto"]["reason"] = f"{reason}; {note}"
+    common = {"tol": opts.tol, "tail_tol": opts.tail_tol, "error_tol": opts.error_tol}
     tried, best = [], None
     for i, m in enumerate(steps):
         name, kw, run = m, dict(common), None
-        if m in ("gmres-probe", "gmres-long"):
-            # one value on every process (PETSc needs it), from each one's share of its memory and
-            # the generator's size (the basis at most a few times the matrix)
-            per_state = (facts["transitions"] + facts["states"]) / max(facts["states"], 1)
-            restart = int(op.allmin(float(probe_restart(op.stop - op.start, available_memory() / max(op.size, 1),
-                                                        entries_per_state=per_state))))
-            ctx.info["auto"]["probe_restart"] = restart
+        if m in ("gmres-probe", "gmres-long", "gmres"):
             name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
             if m == "gmres-probe":
                 kw["maxiter"] = plan.PROBE_ITERATIONS
+        elif m == "bicgstab-probe":     # the lean Krylov step of a tight budget: no basis to hold
+            name, kw = "bicgstab", dict(common, preconditioner="sgs", maxiter=plan.PROBE_ITERATIONS)
         elif m == "gauss_seidel-probe":
             name, run = "gauss_seidel", _gs_probe
         o = METHODS[name].options(**kw)

@@ -264,6 +264,10 @@ class Operator(abc.ABC):
     def release(self) -> None:
         """Drop what the backend makes again on demand (transposes, copies), before a large solve."""
 
+    def releasable(self) -> int:
+        """Bytes :meth:`release` would free now (0 where it frees nothing)."""
+        return 0
+
     def product_roundoff(self) -> float:
         """``(k + 1) u`` with ``k`` the most entries in a row or column of ``Q`` (``u`` the unit round-off):
         the relative round-off of a product with ``Q`` or ``Q^T``.

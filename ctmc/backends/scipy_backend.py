@@ -149,6 +149,8 @@ class ScipyOperator(Operator):
 
     def offdiagonal_counts(self, transpose=False):
         if transpose and self._QT is None:
+            # counted from Q's columns: Q^T is not made again for a count (the error bound asks
+            # for it while its own system fills the memory Q^T was released from)
             return offdiagonal_column_counts(self.Q)
         return offdiagonal_counts(self.generator_rows(transpose))
 
@@ -156,6 +158,11 @@ class ScipyOperator(Operator):
         """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``): before a large solve."""
         self._QT = None
         self._rates.clear()
+
+    def releasable(self) -> int:
+        """Bytes :meth:`release` frees now (what it drops, as made so far)."""
+        held = [self._QT, *self._rates.values()]
+        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None))
 
     # --- structure -----------------------------------------------------------
     def reach(self, seeds, within=None, forward=False):
@@ -319,6 +326,8 @@ class ScipySystem(System):
         return None
 
     def _krylov_setup(self, transpose):
+        if not transpose:
+            self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
         A = self.matrix(transpose)
         self.op.release()        # Q^T (and R, R^T if made) wait outside while the basis is held
         try:

@@ -13,6 +13,23 @@ with a Gauss-Seidel preconditioner, Gauss-Seidel sweeps while they converge
 fast, then the direct solve, GMRES with its whole budget and power iteration.
 The stationary ``auto`` runs the plan; the passage ``auto`` takes its first
 step that a passage system has.
+
+Memory. A solve of the pinned system on :math:`n` states and :math:`e` stored
+entries holds, beyond the generator (and its transpose) already made, one
+matrix of its own (:math:`M` or :math:`M^T`, :data:`MATRIX_ENTRY_BYTES` a
+stored entry and :data:`MATRIX_ROW_BYTES` a row) and per-state float64
+vectors: GMRES(:math:`m`) :math:`m + 1` Arnoldi vectors and
+:data:`WORK_VECTORS` more, BiCGStab :data:`BICGSTAB_VECTORS` and the work
+vectors, Gauss-Seidel sweeps on the transpose itself :data:`SWEEP_VECTORS`
+and the work vectors; the error bound of an iterative answer then solves
+the return-time system by BiCGStab (a matrix and its vectors again, after
+the solve's are freed). :func:`memory_plan` fits the plan into a budget of
+bytes (by default :func:`ctmc._util.available_memory` at the time of the
+plan, :data:`BUDGET_FRACTION` of it): the GMRES restart that fits, down to
+:data:`LEAN_MIN_RESTART`; below that, BiCGStab, then Gauss-Seidel sweeps,
+in place of GMRES, and no direct solve (its fill is larger than the matrix);
+below what the error bound's solve needs, an error naming the budget,
+before any heavy work.
 """
 from __future__ import annotations
 
@@ -22,8 +39,9 @@ from .._sparse_lu import natural_is_cheap
 from ..backends.csr import lowest_columns
 from .classes import count
 
-__all__ = ["structure_facts", "auto_plan", "probe_restart", "AUTO_GTH", "DIM_VALUES", "PROBE_ITERATIONS",
-           "PROBE_RESTART", "PROBE_MIN_RESTART", "BASIS_BYTES_PER_ENTRY"]
+__all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
+           "PROBE_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
+           "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
 
 AUTO_GTH = 1000
 #: a state variable counts as a dimension of the chain when it takes more than this many values
@@ -37,6 +55,10 @@ PROBE_ITERATIONS = 300
 PROBE_RESTART = 100
 #: ... and at least
 PROBE_MIN_RESTART = 20
+#: ... or, where a memory budget allows no more, this many (GMRES(10) took 1.2-3.4x the iterations of
+#: GMRES(48) on the gallery, 0.6-1.6x its time; BiCGStab with the Gauss-Seidel sweep, which holds
+#: about as many vectors, broke down on polling)
+LEAN_MIN_RESTART = 10
 #: bytes of Arnoldi basis per stored entry of the generator at most (the generator takes 12: a value
 #: and a 32-bit index): the basis is the largest array of a GMRES solve (100 vectors on kanban were
 #: 93 bytes per transition, 7 times the matrix), and beyond about 45 vectors the gallery's iteration
@@ -44,18 +66,129 @@ PROBE_MIN_RESTART = 20
 BASIS_BYTES_PER_ENTRY = 40.0
 
 
-def probe_restart(owned_states: int, memory: float, entries_per_state: float = None) -> int:
+#: bytes of a solve's matrix per stored entry (a float64 value, a 32-bit column index) and per row
+#: (a row pointer, the diagonal and its index kept beside it)
+MATRIX_ENTRY_BYTES = 12.0
+MATRIX_ROW_BYTES = 24.0
+#: per-state float64 vectors a Krylov or sweep solve holds beside its own (the iterate, right-hand
+#: side, answer embedded in the chain, exit rates, the set's mask and indices, the preconditioner's
+#: and the stopping test's work): 6 outside GMRES and 4 inside it on kanban t=4 (tracemalloc)
+WORK_VECTORS = 10
+#: BiCGStab's own vectors (r, r0, p, v, s, t and the two preconditioned ones, the iterate, the check)
+BICGSTAB_VECTORS = 10
+#: Gauss-Seidel sweeps on the transpose in place: the iterate and the residual's product
+SWEEP_VECTORS = 2
+#: the share of the available memory ``auto`` plans with (the rest for the allocator's slack and
+#: other processes' growth)
+BUDGET_FRACTION = 0.9
+
+
+def _size(b: float) -> str:
+    """Bytes for a message: ``'1.50 GB'``, ``'12.3 MB'``, ``'1000 bytes'``."""
+    return f"{b / 1e9:.2f} GB" if b >= 1e9 else (f"{b / 1e6:.1f} MB" if b >= 1e6 else f"{b:.0f} bytes")
+
+
+def solve_bytes(method: str, states: int, entries: int, restart: int = PROBE_RESTART) -> float:
+    """Bytes a pinned solve of ``method`` allocates on ``states`` states and ``entries`` stored
+    entries of the generator, the generator itself (and its transpose) not counted.
+
+    ``"gmres"`` (with ``restart`` Arnoldi vectors), ``"bicgstab"``, ``"gauss_seidel"`` (sweeps on
+    the transpose in place) and ``"bound"``, the error bound's return-time solve (BiCGStab).
+
+    >>> solve_bytes("gmres", 10**6, 10**7, restart=20) / 1e6     # the matrix 144 MB, 31 vectors
+    392.0
+    >>> solve_bytes("gauss_seidel", 10**6, 10**7) / 1e6
+    96.0
+    """
+    matrix = MATRIX_ENTRY_BYTES * entries + MATRIX_ROW_BYTES * states
+    vec = 8.0 * states
+    if method == "gmres":
+        return matrix + (restart + 1 + WORK_VECTORS) * vec
+    if method in ("bicgstab", "bound"):
+        return matrix + (BICGSTAB_VECTORS + WORK_VECTORS) * vec
+    if method == "gauss_seidel":
+        return (SWEEP_VECTORS + WORK_VECTORS) * vec
+    raise ValueError(f"method: expected one of gmres, bicgstab, gauss_seidel, bound; got {method!r}")
+
+
+def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
+    """Fit ``auto``'s plan into ``budget`` bytes: ``(steps, restart, note)``.
+
+    The GMRES steps (``gmres-probe``, ``gmres-long``, ``gmres``) take the restart of
+    :func:`probe_restart` when GMRES with it fits (:func:`solve_bytes`), else the
+    largest that fits, at least :data:`LEAN_MIN_RESTART`. Where not even that fits,
+    they become BiCGStab and Gauss-Seidel sweeps (``bicgstab-probe``, then
+    ``gauss_seidel``, whose error bound needs the same memory) and the direct
+    solve is dropped; ``note`` says why (empty when the plan is unchanged).
+    ``released`` bytes (the scipy operator's ``Q^T``, :meth:`~ctmc.backends.base.Operator.releasable`)
+    are freed by a Krylov solve after its matrix is made and before its vectors
+    are: they count towards the vectors, not the matrix.
+    A budget below what the error bound's solve needs raises (``ValueError``
+    when the budget was ``given`` as the ``memory`` option, else
+    ``MemoryError``), naming the budget and what is needed.
+
+    >>> plan = ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"]
+    >>> memory_plan(plan, 10**6, 10**7, 24e9)[:2]
+    (['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power'], 49)
+    >>> memory_plan(plan, 10**6, 10**7, 0.45e9)[:2]
+    (['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power'], 27)
+    >>> memory_plan(plan, 10**6, 10**7, 0.305e9)[:2]
+    (['bicgstab-probe', 'gauss_seidel-probe', 'gauss_seidel', 'power'], 10)
+    >>> memory_plan(plan, 10**6, 10**7, 0.2e9)
+    Traceback (most recent call last):
+    ...
+    MemoryError: memory: a budget of 200.0 MB is below the 304.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
+    """
+    n, e = max(int(states), 1), max(int(entries), 1)
+    matrix = MATRIX_ENTRY_BYTES * e + MATRIX_ROW_BYTES * n
+
+    def need(method, restart=PROBE_RESTART):           # beyond what is held when the plan is made
+        return max(solve_bytes(method, n, e, restart) - released, matrix)
+
+    need_bound = need("bound")
+    if budget < need_bound:
+        msg = (f"memory: a budget of {_size(budget)} is below the {_size(need_bound)} the leanest route "
+               f"needs on this class ({n} states, {e} stored entries: the error bound's BiCGStab, a matrix of "
+               f"{MATRIX_ENTRY_BYTES:.0f} bytes a stored entry and {BICGSTAB_VECTORS + WORK_VECTORS} vectors); "
+               "free memory or pass a larger memory= (bytes)")
+        raise (ValueError if given else MemoryError)(msg)
+    krylov = [s for s in steps if s.startswith("gmres")]
+    restart = probe_restart(n, None, entries_per_state=e / n)
+    if not krylov:
+        return list(steps), restart, ""
+    fit = int((budget + released - solve_bytes("gmres", n, e, restart=0)) / (8.0 * n))
+    if fit >= restart:
+        return list(steps), restart, ""
+    if fit >= LEAN_MIN_RESTART:
+        return list(steps), fit, (f"GMRES({fit}): the largest basis that fits the budget of {_size(budget)} "
+                                  f"(GMRES({restart}) needs {_size(need('gmres', restart))})")
+    lean = []
+    for s in steps:
+        if s == "lu":
+            continue
+        if s.startswith("gmres"):
+            s = "bicgstab-probe" if s == krylov[0] else "gauss_seidel"
+        if s not in lean:
+            lean.append(s)
+    return lean, LEAN_MIN_RESTART, (
+        f"lean: GMRES({LEAN_MIN_RESTART}) needs {_size(need('gmres', LEAN_MIN_RESTART))}, above the budget "
+        f"of {_size(budget)}: BiCGStab ({_size(need('bicgstab'))}) then Gauss-Seidel sweeps on Q^T in "
+        "place instead, and no direct solve")
+
+
+def probe_restart(owned_states: int, memory, entries_per_state: float = None) -> int:
     """The restart of ``auto``'s GMRES probe: :data:`PROBE_RESTART` Arnoldi vectors, fewer (but at
     least :data:`PROBE_MIN_RESTART`) where their basis would take more than a tenth of ``memory``
-    bytes or more than :data:`BASIS_BYTES_PER_ENTRY` per stored entry of the generator
-    (``entries_per_state`` of them a state, the diagonal included).
+    bytes (None: no such limit; :func:`memory_plan` fits the whole solve into its budget) or more
+    than :data:`BASIS_BYTES_PER_ENTRY` per stored entry of the generator (``entries_per_state`` of
+    them a state, the diagonal included).
 
     >>> probe_restart(10**6, 24e9), probe_restart(10**7, 24e9), probe_restart(10**9, 24e9)
     (100, 29, 20)
     >>> probe_restart(10**6, 24e9, entries_per_state=9.8), probe_restart(10**6, 24e9, entries_per_state=4.5)
     (48, 21)
     """
-    fit = int(0.1 * memory / (8.0 * max(owned_states, 1))) - 1
+    fit = PROBE_RESTART if memory is None else int(0.1 * memory / (8.0 * max(owned_states, 1))) - 1
     if entries_per_state is not None:
         fit = min(fit, int(BASIS_BYTES_PER_ENTRY * entries_per_state / 8.0) - 1)
     return max(PROBE_MIN_RESTART, min(PROBE_RESTART, fit))
@@ -158,7 +291,8 @@ def auto_plan(facts) -> tuple:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
     return ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
-        f"{dims} dimensions: a direct solve fills in badly; GMRES({PROBE_RESTART}) with a Gauss-Seidel "
+        f"{dims} dimensions: a direct solve fills in badly; GMRES (its basis sized to the generator and the "
+        f"memory budget, memory_plan) with a Gauss-Seidel "
         f"preconditioner ({PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
         "then the direct solve (given up when its factors outgrow the memory), then GMRES with its whole "
         "iteration budget")

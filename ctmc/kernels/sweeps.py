@@ -198,6 +198,14 @@ class Sweeper:
 
     def __init__(self, op, support, shift: float = 0.0, transpose: bool = True):
         self.op, self.support = op, support
+        self.ghosts = None
+        if (op.size == 1 and shift == 0 and transpose and bool(np.all(support)) and op.n > 1
+                and bool(np.all(op.exit_rates > 0))):
+            # the whole chain on one process: R^T - diag(q) is Q^T itself (every diagonal entry
+            # stored, none zero): sweep its own rows, the same terms in the same order, no copy
+            self.local = one_index_type(op.generator_rows(True))
+            self._zero = np.zeros(op.n)
+            return
         A = op.local_rows(transpose=transpose).tocsr()     # rates R (or R^T): owned rows, global columns
         keep = support.astype(float)
         full_support = op.gather(keep, "all") if op.size > 1 else keep
@@ -208,7 +216,6 @@ class Sweeper:
         local.data = np.ascontiguousarray(local.data, dtype=float)
         self.local = one_index_type(local)                 # converted once, not on every sweep
         self._zero = np.zeros(local.shape[0])              # the right-hand side of Q^T x = 0
-        self.ghosts = None
         if op.size > 1:
             g = A.tolil()
             g[:, op.start:op.stop] = 0.0
