@@ -79,6 +79,23 @@ CONFIGS = (("fallback", False, 1, "cgs2"), ("compiled", True, 1, "cgs2"), ("comp
            ("compiled", True, 2, "dcgs2"))
 
 
+
+def pinned_system(spec: str):
+    """The stationary system of a gallery model pinned at its slowest state: ``(chain, A, b, ||A||_inf)``
+    with ``A = -Q_XX^T`` in CSR and ``b`` the rates into the pin (what the scipy backend solves)."""
+    from bench_gallery import model_spec
+
+    from ctmc.backends.scipy_backend import operator
+
+    chain = model_spec(spec).chain()
+    op = operator(chain)
+    pin = int(np.argmin(op.exit_rates))
+    keep = np.ones(op.n, bool)
+    keep[pin] = False
+    A = (-op.Q[keep][:, keep]).T.tocsr()
+    b = np.asarray(op.R[pin].toarray()).ravel()[keep]
+    return chain, A, b, float(abs(A).sum(axis=1).max())
+
 def _time(f):
     t = time.perf_counter()
     out = f()
@@ -115,19 +132,12 @@ def _orth(V, w0, ext, orth):
 def run(spec: str, repeat: int, stationary: bool) -> list:
     from bench_gallery import model_spec
     from ctmc import _relax
-    from ctmc.backends.scipy_backend import operator, ssor1
+    from ctmc.backends.scipy_backend import ssor1
     from ctmc.krylov import gmres
     from ctmc.progress import set_progress
 
     set_progress(False)
-    chain = model_spec(spec).chain()
-    op = operator(chain)
-    pin = int(np.argmin(op.exit_rates))
-    keep = np.ones(op.n, bool)
-    keep[pin] = False
-    A = (-op.Q[keep][:, keep]).T.tocsr()
-    b = np.asarray(op.R[pin].toarray()).ravel()[keep]
-    norm_a = float(abs(A).sum(axis=1).max())
+    chain, A, b, norm_a = pinned_system(spec)
     n = A.shape[0]
     rng = np.random.default_rng(0)
     v = rng.random(n)
@@ -188,20 +198,13 @@ def child(spec: str, out: str) -> None:
 
     from bench_gallery import model_spec
     from ctmc import _relax
-    from ctmc.backends.scipy_backend import operator, ssor1
+    from ctmc.backends.scipy_backend import ssor1
     from ctmc.krylov import gmres
     from ctmc.progress import set_progress
 
     set_progress(False)
     model_spec("kanban:2").chain().stationary()                   # warm-up: imports, first calls
-    chain = model_spec(spec).chain()
-    op = operator(chain)
-    pin = int(np.argmin(op.exit_rates))
-    keep = np.ones(op.n, bool)
-    keep[pin] = False
-    A = (-op.Q[keep][:, keep]).T.tocsr()
-    b = np.asarray(op.R[pin].toarray()).ravel()[keep]
-    norm_a = float(abs(A).sum(axis=1).max())
+    chain, A, b, norm_a = pinned_system(spec)
     v = np.random.default_rng(0).random(A.shape[0])
     unit = min(_time(lambda: A @ v)[0] for _ in range(5))
     P = ssor1(A)
@@ -262,7 +265,6 @@ def step_table(models, baseline: str, repeat: int) -> None:
 
     from bench_gallery import model_spec
     from ctmc import _relax
-    from ctmc.backends.scipy_backend import operator
 
     spec_ = importlib.util.spec_from_file_location("_kernels", glob.glob(f"{baseline}/ctmc/_kernels*.so")[0])
     base = importlib.util.module_from_spec(spec_)
@@ -271,12 +273,7 @@ def step_table(models, baseline: str, repeat: int) -> None:
     print("model | base ssor+spmv ms | this ssor_ap | ratio | this ssor+spmv into buffers | ratio | "
           "2 threads (wall): base | ssor_ap | ratio")
     for spec in models:
-        op = operator(model_spec(spec).chain())
-        pin = int(np.argmin(op.exit_rates))
-        keep = np.ones(op.n, bool)
-        keep[pin] = False
-        S = _relax._canonical((-op.Q[keep][:, keep]).T.tocsr())
-        del op
+        S = _relax._canonical(pinned_system(spec)[1])
         n, ip, ix, d = S.shape[0], S.indptr, S.indices, S.data
         dpos = np.empty(n, ip.dtype)
         new.ssor_setup(ip, ix, dpos)
@@ -321,21 +318,13 @@ def blocks_table(models, blocks, repeat: int) -> None:
     (fastest of ``repeat``), the thread counts interleaved."""
     from bench_gallery import model_spec
     from ctmc import _relax
-    from ctmc.backends.scipy_backend import operator
     from ctmc.krylov import gmres
     from ctmc.progress import set_progress
 
     set_progress(False)
     print("model | states | blocks | its | pc ms 1t | pc ms 2t | gmres s 1t | gmres s 2t | gmres 2t vs sequential 2t")
     for spec in models:
-        op = operator(model_spec(spec).chain())
-        pin = int(np.argmin(op.exit_rates))
-        keep = np.ones(op.n, bool)
-        keep[pin] = False
-        A = (-op.Q[keep][:, keep]).T.tocsr()
-        b = np.asarray(op.R[pin].toarray()).ravel()[keep]
-        del op
-        norm_a = float(abs(A).sum(axis=1).max())
+        _, A, b, norm_a = pinned_system(spec)
         v = np.random.default_rng(0).random(A.shape[0])
         out = np.empty_like(v)
         seq = None
