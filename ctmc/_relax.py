@@ -272,11 +272,13 @@ def symmetric_gauss_seidel(A, blocks=None):
             return x
         return writes_into(apply)
     d = S.diagonal()
-    rows = np.repeat(np.arange(n), np.diff(S.indptr))
-    within = np.searchsorted(bounds, rows, side="right") == np.searchsorted(bounds, S.indices, side="right")
-    inside = sp.csr_matrix((np.where(within, S.data, 0.0), S.indices, S.indptr), shape=S.shape)
+    inside, outside = S, None          # one block: the triangles of S itself
+    if blocks > 1:
+        rows = np.repeat(np.arange(n), np.diff(S.indptr))
+        within = np.searchsorted(bounds, rows, side="right") == np.searchsorted(bounds, S.indices, side="right")
+        inside = sp.csr_matrix((np.where(within, S.data, 0.0), S.indices, S.indptr), shape=S.shape)
+        outside = sp.csr_matrix((np.where(within, 0.0, S.data), S.indices, S.indptr), shape=S.shape)
     lower, upper = one_index_type(sp.tril(inside, format="csr")), one_index_type(sp.triu(inside, format="csr"))
-    outside = sp.csr_matrix((np.where(within, 0.0, S.data), S.indices, S.indptr), shape=S.shape) if blocks > 1 else None
 
     def apply(v, out=None):
         v = np.asarray(v, dtype=float).ravel()
@@ -351,7 +353,7 @@ def spmv(A):
     """
     ext = extension()
     if ext is None or not sp.issparse(A) or A.format != "csr" or A.dtype != np.float64:
-        return writes_into(lambda v, out=None: _copied(A.dot(v), out))
+        return into(A.dot)
     S = one_index_type(A)           # once, here (a copy only if the index types differ)
     return writes_into(lambda v, out=None: _product(ext, S, v, out))
 
