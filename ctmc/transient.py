@@ -396,7 +396,7 @@ def stochastic_step(op, lam: float):
     >>> step(np.array([1.0, 0.0]), out); out.tolist()          # (1, 0) (I + Q / 4)
     [0.5, 0.5]
     """
-    from ._relax import extension
+    from ._relax import spmv
     if op.size != 1:
         return None
     G = op.generator_rows(True)
@@ -413,11 +413,11 @@ def stochastic_step(op, lam: float):
     has[np.searchsorted(G.indptr, pos, side="right") - 1] = True
     missing = np.flatnonzero(~has)                   # q_i = 0, no stored diagonal: P_ii = 1
     PT = sp.csr_matrix((data, G.indices, G.indptr), shape=G.shape, copy=False)
-    ext = extension()
+    mul = spmv(PT)                                   # compiled and threaded, else scipy
 
     def step(V, out):
-        if ext is not None and V.ndim == 1:
-            ext.spmv(PT.indptr, PT.indices, PT.data, V, out)
+        if V.ndim == 1:
+            mul(V, out)
         else:
             out[...] = PT @ V
         if missing.size:
