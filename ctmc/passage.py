@@ -389,15 +389,11 @@ class PassageSetup:
         return x
 
     def rates_in(self, on: str, x, transpose: bool = False):
-        """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere); untransposed
-        ``Q x + q x``, by the generator's compiled product (0.02 s against 0.25 s on 3.4 M states)."""
+        """``R_XX x`` (or ``R_XX^T x``) on the owned part of ``X = on`` (zero elsewhere), by the operator's
+        product with its rates (compiled on the scipy backend: :func:`ctmc.backends.csr.offdiagonal_product`)."""
         X = self.members(on)
         Xc = X if np.ndim(x) == 1 else X[:, None]
-        xin = np.where(Xc, x, 0.0)
-        if transpose:
-            return np.where(Xc, self.op.rates(xin, True), 0.0)
-        q = self.op.exit_rates if np.ndim(x) == 1 else self.op.exit_rates[:, None]
-        return np.where(Xc, self.op.apply(xin) + q * xin, 0.0)
+        return np.where(Xc, self.op.rates(np.where(Xc, x, 0.0), transpose), 0.0)
 
     def errors(self, s, on, x, b, transpose: bool = False):
         """Normwise backward error and component-wise balance error of a solution (global); the
@@ -508,13 +504,9 @@ class PassageSetup:
 
 
 def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
-    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere
-    (untransposed ``R 1_X = Q 1_X + q`` by the compiled product, rounded up: an upper bound)."""
+    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
     one = X.astype(float)
-    if transpose:
-        return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
-    into = np.maximum(op.apply(one) + op.exit_rates, 0.0)
-    return np.where(X, (float(s) + op.exit_rates + into) * (1.0 + 2.0 * op.product_roundoff()), 0.0)
+    return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
 
 
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
