@@ -89,7 +89,8 @@ Large-K expansion of the mean
 -----------------------------
 From the mean formula of the design notes (:func:`models.jsq.saturation_mean`),
 summing its geometric sums in closed form (derived here; valid for
-:math:`x + y \le K`, :math:`\rho \ne 1`, :math:`\mu_1 \ne \rho`):
+:math:`x + y \le K`, :math:`\rho \ne 1`, :math:`\mu_1 \ne \rho`; for
+:math:`\mu_1 = \rho` take the limit, see :func:`saturation_mean_expansion`):
 
 .. math::
     E_{(x,y)}[\tau] = C\rho^{-2K} + a\,(\mu_1/\rho)^K
@@ -398,12 +399,17 @@ def saturation_laplace(K: int, rho: float, mu2: float, idle_rate: float | None =
 
     Examples
     --------
-    >>> r = saturation_laplace(10, 0.9, 0.5, s=[0.0, 0.01], states=[(0, 0), (10, 10)])
-    >>> np.round(r.values, 10)
-    array([[1.        , 1.        ],
-           [0.09783633, 1.        ]])
-    >>> r.status
-    'success'
+    >>> from ctmc.models.jsq import JSQ2
+    >>> r = saturation_laplace(10, 0.9, 0.5, s=[0.0, 0.01])      # every state, chain order
+    >>> r.status, bool(np.allclose(r.values[0], 1.0, rtol=1e-14))
+    ('success', True)
+    >>> chain = JSQ2(K=10, rho=0.9, mu2=0.5).saturation_laplace([0.0, 0.01]).values
+    >>> bool(np.allclose(r.values, chain, rtol=1e-12, atol=0))
+    True
+    >>> # far below the double range: log space
+    >>> big = saturation_laplace(3000, 0.9, 0.5, s=1.0, states=[(0, 0)], residual=False)
+    >>> float(big.values[0, 0]), bool(big.log_values[0, 0] < -3000)
+    (0.0, True)
     """
     t0 = time.perf_counter()
     K, rho, mu2, nu = check_parameters(K, rho, mu2, idle_rate)
@@ -565,8 +571,11 @@ def saturation_mean_expansion(K: int, rho: float, mu2: float, idle_rate: float |
     Parameters
     ----------
     K, rho, mu2, idle_rate
-        As in :func:`models.jsq.blocking_probability`; :math:`\rho \ne 1`,
-        :math:`\mu_1 \ne \rho` (the two geometric ratios must differ).
+        As in :func:`models.jsq.blocking_probability`; :math:`\rho \ne 1`.
+        For :math:`\mu_1 = \rho` exactly the two geometric terms merge
+        (``a = 0``, ``slope`` gains :math:`(1-\nu)/(\rho(1-\rho))`); close
+        to it the split into ``a`` and ``const`` cancels (digits lost in
+        proportion to :math:`1/|\mu_1 - \rho|`).
     state : (x, y)
         With :math:`x + y \le K`.
 
@@ -578,7 +587,7 @@ def saturation_mean_expansion(K: int, rho: float, mu2: float, idle_rate: float |
     --------
     >>> e = saturation_mean_expansion(10, 0.9, 0.3)
     >>> exact = e.C * 0.9 ** -20 + e.a * (0.7 / 0.9) ** 10 + e.slope * 10 + e.const
-    >>> from models.jsq.closed_forms import saturation_mean
+    >>> from ctmc.models.jsq.closed_forms import saturation_mean
     >>> abs(exact / saturation_mean(10, 0.9, 0.3, states=[(0, 0)])[0] - 1) < 1e-12
     True
     """
@@ -590,18 +599,21 @@ def saturation_mean_expansion(K: int, rho: float, mu2: float, idle_rate: float |
         raise ValueError(f"state: need 0 <= x <= y and x + y <= K = {K}, got {state!r}")
     if rho == 1.0:
         raise ValueError("rho: the expansion needs rho != 1 (rho = 1 has polynomial growth)")
-    if abs(mu1 - rho) < 1e-9 * max(rho, 1.0):
-        raise ValueError(f"mu2: the expansion needs mu1 = 1 - mu2 != rho (got mu1 = {mu1}, rho = {rho})")
     C = (rho * mu2 + nu * (1 - rho)) / ((1 - rho) ** 2 * (1 - rho * mu1))
-    a = (1 - nu) * (1 + mu1) / ((1 - rho * mu1) * (mu1 - rho))
+    coincide = mu1 == rho
+    a = 0.0 if coincide else (1 - nu) * (1 + mu1) / ((1 - rho * mu1) * (mu1 - rho))
     delta = 0.0
     for j in range(2, n + 1):
         Lj = max(0, x - max(0, j - y - 1))
         mj = min(Lj, j - 1)
         delta += rho ** -j * (mj if mu1 == 1 else (1 - mu1 ** mj) / (1 - mu1))
     slope = -2.0 / (1 - rho)
-    const = (n / (1 - rho) - rho ** -n / (1 - rho) ** 2 - (1 - nu) / ((1 - rho) * (mu1 - rho))
-             + (1 - nu) * delta)
+    const = n / (1 - rho) - rho ** -n / (1 - rho) ** 2 + (1 - nu) * delta
+    if coincide:    # limit mu1 -> rho of a (mu1/rho)^K - (1-nu)/((1-rho)(mu1-rho))
+        slope += (1 - nu) / (rho * (1 - rho))
+        const += (1 - nu) / ((1 - rho) * (1 - rho * rho))
+    else:
+        const -= (1 - nu) / ((1 - rho) * (mu1 - rho))
     lr = math.log(rho)
     if rho < 1:
         logL = math.log(C) - 2 * K * lr if C > 0 else -math.inf
@@ -610,7 +622,7 @@ def saturation_mean_expansion(K: int, rho: float, mu2: float, idle_rate: float |
         t2 = (slope * K + const) * math.exp(2 * K * lr) / C if C > 0 else math.inf
         pred = t1 + t2
     else:
-        lead = -slope * K
+        lead = slope * K
         logL = math.log(lead)
         rest = C * math.exp(-2 * K * lr) + const
         if mu1 > 0:
@@ -620,35 +632,54 @@ def saturation_mean_expansion(K: int, rho: float, mu2: float, idle_rate: float |
 
 
 def blocking_expansion(K: int, rho: float, mu2: float, idle_rate: float | None = None):
-    r"""Leading term of :math:`\log P_{\mathrm{block}}` for large K and its predicted relative error.
+    r"""Leading term of :math:`P_{\mathrm{block}}` for large K and the exact relative error of it.
 
-    For :math:`\rho < 1`, :math:`P_{\mathrm{block}} \sim \rho^{2K}/D_\infty`
-    with relative error
-    :math:`\big[\rho^{2K+1}/(1-\rho) - (1-\nu)(\mu_1\rho)^K/(1-\mu_1\rho)\big]/D_\infty`
-    to first order (module docstring); for :math:`\rho > 1`,
-    :math:`P_{\mathrm{block}} \sim 1 - 1/\rho` with relative error
-    :math:`\approx \big[(1-\nu)/(1-\mu_1\rho)... \big]` not provided
-    (``nan``).
+    With :math:`P_{\mathrm{block}} = \rho^{2K}/D` (design notes),
+    :math:`D = \sum_{j=0}^{2K}\rho^j - (1-\nu)\sum_{m<K}(\mu_1\rho)^m`:
+
+    * :math:`\rho < 1`: :math:`P_{\mathrm{block}} \sim \rho^{2K}/D_\infty`,
+      :math:`D_\infty = (\rho\mu_2 + \nu(1-\rho))/((1-\rho)(1-\rho\mu_1))`;
+      :math:`D = D_\infty(1 + e)` with
+      :math:`e = \big[(1-\nu)(\mu_1\rho)^K/(1-\mu_1\rho) - \rho^{2K+1}/(1-\rho)\big]/D_\infty`,
+      so the leading term is off by :math:`-e/(1+e)`, of order
+      :math:`\max(\mu_1\rho, \rho^2)^K`;
+    * :math:`\rho > 1`: :math:`P_{\mathrm{block}} \sim 1 - 1/\rho`, off by
+      :math:`y/(1-y)`,
+      :math:`y = \rho^{-2K-1}\big(1 + (\rho-1)(1-\nu)\sum_{m<K}(\mu_1\rho)^m\big)`;
+    * :math:`\rho = 1`: :math:`P_{\mathrm{block}} = 1/D` exactly, no
+      exponential regime (``ValueError``).
 
     Returns
     -------
     (float, float)
-        ``(log leading term, predicted relative error)``.
+        ``(log of the leading term, relative error of the leading term)``,
+        the error as (exact - leading) / leading, evaluated without overflow.
 
     Examples
     --------
-    >>> from models.jsq.closed_forms import log_blocking_probability
-    >>> lead, err = blocking_expansion(200, 0.9, 0.3)
-    >>> exact = log_blocking_probability(200, 0.9, 0.3)
-    >>> abs(math.expm1(exact - lead) / err - 1) < 1e-3
+    >>> from ctmc.models.jsq.closed_forms import log_blocking_probability
+    >>> lead, err = blocking_expansion(20, 0.9, 0.3)
+    >>> exact = log_blocking_probability(20, 0.9, 0.3)
+    >>> abs(math.expm1(exact - lead) / err - 1) < 1e-9
     True
     """
     K, rho, mu2, nu = check_parameters(K, rho, mu2, idle_rate)
     mu1 = 1.0 - mu2
-    if rho >= 1:
-        return math.log1p(-1.0 / rho) if rho > 1 else -math.inf, float("nan")
-    Dinf = (rho * mu2 + nu * (1 - rho)) / ((1 - rho) * (1 - rho * mu1))
     lr = math.log(rho)
-    err = (math.exp((2 * K + 1) * lr) / (1 - rho)
-           - ((1 - nu) * math.exp(K * (math.log(mu1) + lr)) / (1 - mu1 * rho) if mu1 > 0 else 0.0)) / Dinf
-    return 2 * K * lr - math.log(Dinf), err
+    if rho == 1.0:
+        raise ValueError("rho: the large-K expansion needs rho != 1 (rho = 1: P_block = 1/D is polynomial in K)")
+    if rho < 1:
+        Dinf = (rho * mu2 + nu * (1 - rho)) / ((1 - rho) * (1 - rho * mu1))
+        t = (1 - nu) * math.exp(K * (math.log(mu1) + lr)) / (1 - mu1 * rho) if mu1 > 0 else 0.0
+        e = (t - math.exp((2 * K + 1) * lr) / (1 - rho)) / Dinf
+        return 2 * K * lr - math.log(Dinf), -e / (1 + e)
+    # rho > 1: log of sum_{m<K} (mu1 rho)^m
+    if mu1 > 0:
+        lq = math.log(mu1) + lr
+        lG = float(np.logaddexp.reduce(np.arange(K) * lq))
+        ly = -(2 * K + 1) * lr + float(np.logaddexp(0.0, math.log(rho - 1) + math.log1p(-nu) + lG)) \
+            if nu < 1 else -(2 * K + 1) * lr
+    else:
+        ly = -(2 * K + 1) * lr + (math.log1p((rho - 1) * (1 - nu)))
+    y = math.exp(ly)
+    return math.log1p(-1.0 / rho), y / (1 - y)
