@@ -31,7 +31,9 @@ queue only when both are full, so the finite-:math:`K` process equals the
 infinite-capacity one until saturation.
 
 The closed forms and their subtraction-free evaluation live in
-:mod:`models.jsq.closed_forms`, the chain in :mod:`models.jsq.model`, the
+:mod:`models.jsq.closed_forms`, the exact level recursions (saturation
+transform, first-equality law) and large-K expansions in
+:mod:`models.jsq.tibi`, the chain in :mod:`models.jsq.model`, the
 parameter checks both share in :mod:`models.jsq.parameters` and the
 ``ctmc jsq`` command in :mod:`models.jsq.cli`.
 
@@ -57,6 +59,7 @@ from __future__ import annotations
 from .closed_forms import (blocking_probability, log_blocking_probability, log_saturation_mean,
                            saturation_mean, total_number_law)
 from .model import JSQ2, JSQMeasures
+from .tibi import (blocking_expansion, first_equality_law, saturation_laplace, saturation_mean_expansion)
 from .cli import add_arguments, report, run
 
 __all__ = [
@@ -67,4 +70,8 @@ __all__ = [
     "saturation_mean",
     "log_saturation_mean",
     "total_number_law",
+    "saturation_laplace",
+    "first_equality_law",
+    "saturation_mean_expansion",
+    "blocking_expansion",
 ]
