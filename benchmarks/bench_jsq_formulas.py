@@ -47,7 +47,7 @@ def _child(kind, K, mem_gib, conn):
             out = (np.asarray(res.laplace)[0, 0], None, res.status.value)
         conn.send((time.perf_counter() - t0, out))
     except BaseException as exc:  # noqa: BLE001 - report any failure of the chain route
-        conn.send((None, f"{type(exc).__name__}: {str(exc)[:60]}"))
+        conn.send((None, f"{type(exc).__name__}: {str(exc)[:32]}"))
     conn.close()
 
 

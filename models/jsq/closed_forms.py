@@ -11,10 +11,12 @@ our sources):
 * :math:`P(N = n) = P(N = K)\,\rho^{n-K}` for :math:`K \le n \le 2K`;
 * the mean time to saturation from every state (:func:`saturation_mean`).
 
-The Laplace transform of :math:`\tau` and the joint law of (time, common
-length) at the first queue-length equality are not in closed form for us:
-they come from ctmc's generic first-passage analyses
-(:meth:`JSQ2.saturation_laplace`, :meth:`JSQ2.first_equality`).
+The Laplace transform of :math:`\tau`, the joint law of (time, common
+length) at the first queue-length equality and the large-K expansions of
+:math:`E[\tau]` and :math:`P_{\mathrm{block}}` are in :mod:`models.jsq.tibi`
+(exact level recursions derived from the model's structure, checked against
+ctmc's generic analyses :meth:`JSQ2.saturation_laplace` and
+:meth:`JSQ2.first_equality`).
 
 Numerics for large K
 --------------------
