@@ -100,7 +100,8 @@ def main():
         else:
             vals, _, status = got
             fq = [f"{t_cf:.2f}", status, f"{relerr(fe.laplace[0, 0], vals[:K + 1]):.1e}"]
-        rows.append([K, (K + 1) * (K + 2) // 2, f"{t_f:.2f}", f"{r.residual:.0e}", f"{r.log_values.min():.0f}",
+        rows.append([K, (K + 1) * (K + 2) // 2, f"{t_f:.2f}", f"{r.residual:.0e}",
+                     f"{r.log_values.min():.0f}",
                      *lap, f"{t_fe:.3f}", *fq])
         print(format_table(rows[-1:], HEAD), flush=True)
     print()
@@ -111,7 +112,8 @@ def main():
     for K in (100, 300, 1000, 2000, 4500):
         e = saturation_mean_expansion(K, rho, mu2, state=(0, 0))
         act = math.expm1(log_saturation_mean(K, rho, mu2, states=[(0, 0)])[0] - e.log_leading)
-        erows.append([K, f"{e.log_leading / math.log(10):.2f}", f"{act:.3e}", f"{e.predicted_relative_error:.3e}"])
+        erows.append([K, f"{e.log_leading / math.log(10):.2f}", f"{act:.3e}",
+                      f"{e.predicted_relative_error:.3e}"])
     print(f"E_(0,0)[tau] ~ C rho^-2K at rho = {rho}, mu2 = nu = {mu2}, C = {e.C:.6g}:")
     print(format_table(erows, ["K", "log10 leading", "actual rel.err", "predicted"]))
     print(f"load after: {os.getloadavg()[0]:.2f}", file=sys.stderr)

@@ -51,9 +51,11 @@ row vector :math:`v_m` of level :math:`m` solves
 :math:`v_m A_m = e_{x_0} 1_{m = y_0} + (r \circ v_{m+1})|_{x < m}`, and
 :math:`H_s(\cdot, m) = \rho\, v_m(m-1) + r(m)\, v_{m+1}(m)` (enter
 :math:`(m, m)` by an arrival from :math:`(m-1, m)` or by a departure of the
-longest queue from :math:`(m, m+1)`). This is the law "through the explicit
-matrix inverse" :math:`A_m^{-1}` (explicit: a tridiagonal Toeplitz matrix
-but for its first row), applied level by level: :math:`O(y_0^2)` operations
+longest queue from :math:`(m, m+1)`). This is the law through the explicit
+matrix inverse :math:`A_m^{-1}` (:math:`A_m` is tridiagonal Toeplitz but for
+its first row, so its inverse is explicit in the roots of
+:math:`\rho w^2 - (\rho + 1 + s) w + \mu_1 = 0`); we apply it through the
+factors above, level by level: :math:`O(y_0^2)` operations
 from a source on level :math:`y_0`, independent of :math:`K` (the strip
 :math:`x < y` never reaches the capacity).
 
@@ -279,7 +281,8 @@ def _states(K, states):
         xs, ys = np.triu_indices(K + 1)
         return np.column_stack([xs, ys])
     raw = np.asarray(states)
-    if raw.size % 2 or raw.dtype.kind not in "iuf" or (raw.dtype.kind == "f" and (raw != np.round(raw)).any()):
+    if (raw.size % 2 or raw.dtype.kind not in "iuf"
+            or (raw.dtype.kind == "f" and (raw != np.round(raw)).any())):
         raise ValueError("states: expected integer pairs (x, y)")
     st = raw.astype(np.int64).reshape(-1, 2)
     if ((st[:, 0] < 0) | (st[:, 0] > st[:, 1]) | (st[:, 1] > K)).any():
@@ -683,7 +686,8 @@ def blocking_expansion(K: int, rho: float, mu2: float, idle_rate: float | None =
     mu1 = 1.0 - mu2
     lr = math.log(rho)
     if rho == 1.0:
-        raise ValueError("rho: the large-K expansion needs rho != 1 (rho = 1: P_block = 1/D is polynomial in K)")
+        raise ValueError("rho: the large-K expansion needs rho != 1 "
+                         "(rho = 1: P_block = 1/D is polynomial in K)")
     if rho < 1:
         Dinf = (rho * mu2 + nu * (1 - rho)) / ((1 - rho) * (1 - rho * mu1))
         t = (1 - nu) * math.exp(K * (math.log(mu1) + lr)) / (1 - mu1 * rho) if mu1 > 0 else 0.0
