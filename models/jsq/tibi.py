@@ -277,9 +277,13 @@ def _check_s(s):
 
 
 def _states(K, states):
-    if states is None:
-        xs, ys = np.triu_indices(K + 1)
-        return np.column_stack([xs, ys])
+    if states is None:                           # chain order: x major, then y = x..K
+        counts = K + 1 - np.arange(K + 1)
+        st = np.empty((int(counts.sum()), 2), dtype=np.int64)
+        st[:, 0] = np.repeat(np.arange(K + 1), counts)
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        st[:, 1] = np.arange(st.shape[0]) - np.repeat(start, counts) + st[:, 0]
+        return st
     raw = np.asarray(states)
     if (raw.size % 2 or raw.dtype.kind not in "iuf"
             or (raw.dtype.kind == "f" and (raw != np.round(raw)).any())):
@@ -437,20 +441,28 @@ def saturation_laplace(K: int, rho: float, mu2: float, idle_rate: float | None =
     mu1 = 1.0 - mu2
     out = np.empty((sv.size, st.shape[0]))
     worst, bad = 0.0, 0
+    if states is None:                           # all states: through a padded (y, x) table
+        grid = np.empty((K + 1, K + 1))
+        upper = np.triu(np.ones((K + 1, K + 1), dtype=bool))
+    else:
+        ys, xs = st[:, 1], st[:, 0]
+        order = np.argsort(ys, kind="stable")
+        bounds = np.searchsorted(ys[order], np.arange(K + 2))
     for i, si in enumerate(sv):
         levels, b = _level_sat(K, rho, mu1, mu2, nu, float(si))
         bad += b
         if residual:
             worst = max(worst, _sat_residual(levels, K, rho, mu1, mu2, nu, float(si)))
-        norm = 0.0
-        # gather: level y, position x
-        ys, xs = st[:, 1], st[:, 0]
-        order = np.argsort(ys, kind="stable")
-        bounds = np.searchsorted(ys[order], np.arange(K + 2))
-        for y in range(K + 1):
-            sel = order[bounds[y]:bounds[y + 1]]
-            if sel.size:
-                out[i, sel] = levels[y][xs[sel]] - norm
+        if states is None:
+            for y in range(K + 1):
+                grid[y, :y + 1] = levels[y]
+            out[i] = grid.T[upper]               # row-major over (x, y), y >= x: chain order
+        else:
+            for y in range(K + 1):
+                sel = order[bounds[y]:bounds[y + 1]]
+                if sel.size:
+                    out[i, sel] = levels[y][xs[sel]]
+        del levels
     res = worst if residual else float("nan")
     status = "inaccurate" if bad or (residual and not res <= 1e-10) else "success"
     return SaturationLaplace(s=sv, states=st, log_values=out, values=np.exp(out), residual=res,
