@@ -94,6 +94,18 @@ def test_saturation_laplace_against_chain(K, rho, mu2, nu):
     assert np.allclose(r.values[ok], ch.values[ok], rtol=1e-10, atol=0)
 
 
+def test_saturation_laplace_tails_against_chain():
+    # large s: the transform falls to 1e-280 inside the chain's double range (and to e^-900 beyond it)
+    K, rho, mu2, nu = 120, 1.2, 0.6, 0.2
+    q = JSQ2(K=K, rho=rho, mu2=mu2, idle_rate=nu)
+    ch = q.saturation_laplace([0.5, 50.0])
+    st = q.chain().states
+    r = saturation_laplace(K, rho, mu2, nu, s=[0.5, 50.0], states=np.column_stack([st["s"], st["l"]]))
+    ok = ch.values > 1e-280
+    assert ch.values[ok].min() < 1e-270 and r.log_values.min() < -800
+    assert np.allclose(r.values[ok], ch.values[ok], rtol=1e-10, atol=0)
+
+
 def mm1_log_transform(K, rho, s):
     """log E_n[exp(-s T_2K)], n = 0..2K, for the birth-death chain (rho up, 1 down)."""
     lg = np.empty(2 * K)
