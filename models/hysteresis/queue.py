@@ -53,8 +53,11 @@ Routes
 ------
 ``"ctmc"`` (route (a), :mod:`models.hysteresis.ctmc_route`)
     For phase-type service :math:`PH(\alpha, S)` the process
-    :math:`(s, n, j)` (:math:`j` the service phase) is a CTMC, built with
-    :class:`ctmc.Model` and solved exactly; passage-time measures come from
+    :math:`(s, n, j)` (:math:`j` the service phase) is a CTMC, assembled by
+    levels and solved exactly by the subtraction-free elimination over the
+    levels of :mod:`models.hysteresis.levels` (or by any method of
+    :meth:`ctmc.CTMC.stationary`, on scipy or PETSc); mean periods by
+    renewal-reward from its law, state-wise return times and their law from
     :meth:`ctmc.CTMC.hitting_times` and :meth:`ctmc.CTMC.first_passage`.
 ``"embedded"`` (route (b), :mod:`models.hysteresis.embedded`)
     For any service law, the chain :math:`(s, n^+)` embedded at departure
@@ -570,7 +573,7 @@ class HysteresisQueue:
         return self.mean_number_in_system(route) / self.accepted_rate(route)
 
     # -- passage-time measures ---------------------------------------------------
-    # Route "ctmc": hitting times of ctmc from the stationary entrance law.
+    # Route "ctmc": renewal-reward from the law and the flows of the generator.
     # Route "embedded": renewal-reward, E[period in a set] = P(set) / (rate of
     # exits from the set); exits from the overload and discard sets happen only
     # at departures, whose rates the embedded chain gives.
@@ -589,9 +592,10 @@ class HysteresisQueue:
     def mean_return_time(self, route: str = "auto") -> float:
         """Mean time from entering overload until the normal mode again (discard excursions included).
 
-        Route "ctmc" (default for phase-type service): :meth:`ctmc.CTMC.hitting_times`
-        of the normal set from the stationary entrance law into
-        ``{overload, discard}``. Route "embedded" (any service law):
+        Route "ctmc" (default for phase-type service): the mean of the hitting
+        times of the normal set under the stationary entrance law into
+        ``{overload, discard}``, by renewal-reward ``P(overload or discard) /
+        (stationary flow into it)``. Route "embedded" (any service law):
         ``P(overload or discard) / (rate of returns to normal)``.
         """
         return self._stay([1, 2], route)
