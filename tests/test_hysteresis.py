@@ -949,3 +949,13 @@ def test_petsc_backend_on_two_processes_matches_the_level_elimination(tmp_path):
     for k, v in job["summary"].items():
         if k != "residual":
             assert v == pytest.approx(ref_summary[k], rel=1e-9), k
+
+
+def test_levels_hand_over_to_ctmc_beyond_their_memory_budget(monkeypatch):
+    from ctmc.models.hysteresis import ctmc_route
+    make = lambda: HysteresisQueue(2, 6, 12, 1.1, 0.5, batch={1: 0.5, 3: 0.5}, service=erlang(3, 1.0))
+    ref = make().stationary_ctmc()
+    monkeypatch.setattr(ctmc_route, "LEVELS_MEMORY", 0)
+    res = make().stationary_ctmc()
+    assert ref.method == "levels" and res.method != "levels" and res.status == "success"
+    assert np.max(np.abs(res.pi - ref.pi) / ref.pi) < 1e-9

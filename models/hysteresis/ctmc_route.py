@@ -32,6 +32,7 @@ from ctmc.expr import minimum, where
 
 from .law import HysteresisLaw, decide
 from .levels import level_law
+from .levels import memory_bytes as level_memory
 
 __all__ = ["build_model", "assemble", "box_index", "build_chain", "level_stationary", "solve_stationary",
            "stationary_law", "mode_mask", "entrance", "mean_stay",
@@ -247,11 +248,17 @@ def level_stationary(q) -> ctmc.StationaryResult:
               "error_bound_kind": "none (subtraction-free elimination; see balance_error)"})
 
 
+#: the default method is ``"levels"`` while it holds at most this many bytes (batches spanning
+#: thousands of levels at capacities of thousands need more; ctmc's "auto" then)
+LEVELS_MEMORY = 2 * 2 ** 30
+
+
 def solve_stationary(q, method=None) -> ctmc.StationaryResult:
-    """The stationary law of the chain: ``"levels"`` (default on scipy) or a method of
+    """The stationary law of the chain: ``"levels"`` (default on scipy, while it needs at most
+    :data:`LEVELS_MEMORY` bytes, :func:`models.hysteresis.levels.memory_bytes`) or a method of
     :meth:`ctmc.CTMC.stationary` on the queue's backend (default ``"auto"`` on PETSc)."""
     if method is None:
-        method = "levels" if q.backend == "scipy" else "auto"
+        method = "levels" if q.backend == "scipy" and level_memory(q) <= LEVELS_MEMORY else "auto"
     if method == "levels":
         if q.backend != "scipy":
             raise ValueError(f"method: 'levels' runs on the scipy backend, the queue's backend is {q.backend!r}")

@@ -80,7 +80,7 @@ from ctmc.linalg import TripletLU
 
 from .law import decide
 
-__all__ = ["level_law"]
+__all__ = ["level_law", "memory_bytes"]
 
 _RESCALE = 1e150          # keep the unnormalised flows inside the double range
 
@@ -112,6 +112,14 @@ def _levels_moves(q):
     s_new = (decide(np.where, modes, n_new[:, :, None], q.L, q.H, q.R) if q.policy.on_arrival
              else np.broadcast_to(modes, n_new.shape + (3,)))
     return ks, g[ks - 1], n_new, ok, s_new
+
+
+def memory_bytes(q) -> int:
+    r"""Bytes :func:`level_law` holds for ``q``: the folds, landing laws and flows per state of the
+    box, and the ``r K`` products :math:`\Pi_{l,n}` (``K`` the largest batch size kept)."""
+    r, m = q.capacity, q.service.n_phases
+    K = int(np.flatnonzero(q.batch_pmf() > 0).max()) + 1
+    return 8 * ((r + 2) * K * 9 + (r + 1) * 3 * m * (3 + 3 + 1 + 1))
 
 
 def level_law(q):
