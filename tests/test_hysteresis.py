@@ -839,6 +839,7 @@ ASSEMBLY_CASES = [  # (service, batch, policy, acceptance, capacity)
     (coxian([2.0, 1.5, 1.0], [0.6, 0.3]), geometric_batch(0.4), "instant", "whole", None),
     (phase_type([0.2, 0.5, 0.3], [[-3, 1, 0.5], [0.2, -2, 1], [0, 0.4, -1.5]]), {1: 0.5, 3: 0.5},
      "departure-epoch", "whole", 12),
+    (erlang(2, 1.0), {1: 0.5, 3: 0.5}, "instant", "partial", 40),     # levels 12..40 never reached
 ]
 
 

@@ -31,7 +31,7 @@ import ctmc
 from ctmc.expr import minimum, where
 
 from .law import HysteresisLaw, decide
-from .levels import level_law
+from .levels import level_law, top_level
 from .levels import memory_bytes as level_memory
 
 __all__ = ["build_model", "assemble", "box_index", "build_chain", "level_stationary", "solve_stationary",
@@ -100,8 +100,10 @@ def assemble(q):
       phase drawn from :math:`\alpha` (phase 0 when the system empties) and the
       mode decided at :math:`n - 1`.
 
-    The states reachable from the empty system (breadth-first search on the
-    transition graph) are kept, in box order. The rules (admission, decision)
+    The box holds the levels up to the highest reachable one
+    (:func:`models.hysteresis.levels.top_level`: a capacity far beyond reach
+    costs nothing); the states reachable from the empty system
+    (breadth-first search on the transition graph) are kept, in box order. The rules (admission, decision)
     are evaluated once per level and mode, the phases added as a range: seconds
     for :math:`10^5`-:math:`10^6` states, where a state-by-state exploration of
     the same events takes minutes (every batch size is an event evaluated per state).
@@ -117,7 +119,7 @@ def assemble(q):
     from scipy.sparse.csgraph import breadth_first_order
 
     ph = q.service
-    m, r = ph.n_phases, q.capacity
+    m, r, cap = ph.n_phases, top_level(q), q.capacity     # r: the highest reachable level
     L, H, R = q.L, q.H, q.R
     size = 3 + 3 * r * m
     lam = q.rates
@@ -157,8 +159,10 @@ def assemble(q):
     for k, gk in enumerate(q.batch_pmf(), start=1):
         if gk == 0:
             continue
-        n_new, ok = q.acceptance.admit(lev, k, r)
+        n_new, ok = q.acceptance.admit(lev, k, cap)
         n_new, ok = np.broadcast_arrays(n_new, ok)
+        ok = ok & (n_new <= r)                 # beyond the top: only from unreachable states
+        n_new = np.where(ok, n_new, 0)
         s_new = (decide(np.where, modes[None, :], n_new[:, None], L, H, R) if q.policy.on_arrival
                  else np.broadcast_to(modes[None, :], (r + 1, 3)))
         same = cur_ok & ok & (n_new == cur_l)
@@ -204,7 +208,10 @@ def build_chain(q) -> ctmc.CTMC:
     """The CTMC of :func:`build_model` on the states reachable from the empty system, by
     :func:`assemble` (the same generator; ``build_model(q).build(...)`` explores it state by state)."""
     Q, states = assemble(q)
-    return ctmc.CTMC(Q, states=states, initial=0)
+    chain = ctmc.CTMC(Q, states=states, initial=0)
+    chain.build_info.update(strategy="bfs", builder="models.hysteresis.ctmc_route.assemble",
+                            levels=int(states["n"].max()) + 1)
+    return chain
 
 
 def level_stationary(q) -> ctmc.StationaryResult:

@@ -80,7 +80,7 @@ from ctmc.linalg import TripletLU
 
 from .law import decide
 
-__all__ = ["level_law", "memory_bytes"]
+__all__ = ["level_law", "memory_bytes", "top_level", "level_moves"]
 
 _RESCALE = 1e150          # keep the unnormalised flows inside the double range
 
@@ -99,25 +99,76 @@ def _dot(spec, *ops):
     return np.einsum(spec, *ops, optimize=False)
 
 
-def _levels_moves(q):
-    """Per level ``n`` and batch size ``k``: (target level, admitted?) and the modes after the arrival."""
+def level_moves(q, top):
+    """The arrivals on levels ``0..top``, rules evaluated once per level, size and mode.
+
+    Returns ``(ks, gk, n_new, ok, s_new)``: the batch sizes with positive
+    probability and their probabilities; per level ``n`` and size ``k`` the
+    level after the arrival (shape ``(top + 1, K)``) and whether the batch is
+    admitted (arrivals that would land above ``top`` are dropped: only states
+    not reachable from the empty system make them, see :func:`top_level`); per
+    mode the mode after it (shape ``(top + 1, K, 3)``).
+    """
     r = q.capacity
     g = q.batch_pmf()
     ks = np.flatnonzero(g > 0) + 1
-    n = np.arange(r + 1)[:, None]
+    n = np.arange(top + 1)[:, None]
     n_new, ok = q.acceptance.admit(n, ks[None, :], r)
     n_new, ok = np.broadcast_arrays(n_new, ok)
-    n_new = np.minimum(n_new, r)
+    ok = ok & (n_new <= top)
+    n_new = np.where(ok, n_new, n)
     modes = np.arange(3)[None, None, :]
     s_new = (decide(np.where, modes, n_new[:, :, None], q.L, q.H, q.R) if q.policy.on_arrival
              else np.broadcast_to(modes, n_new.shape + (3,)))
     return ks, g[ks - 1], n_new, ok, s_new
 
 
+def top_level(q) -> int:
+    """The highest level reachable from the empty system (at most the capacity).
+
+    Levels, modes and their moves do not depend on the phase, so a search on
+    :math:`(n, s)` finds them: within levels ``0..limit``, doubled while an
+    admitted arrival from a reachable pair leaves them. Under the instant
+    policy nothing is admitted in discard mode, so the top is at most
+    :math:`R - 1 + K` (``K`` the largest batch) whatever the capacity, and a
+    capacity far beyond reach costs nothing.
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import breadth_first_order
+    r = q.capacity
+    K = int(np.flatnonzero(q.batch_pmf() > 0).max()) + 1
+    limit = min(r, q.R + K)
+    modes = np.arange(3)
+    while True:
+        lev = np.arange(limit + 1)
+        src, dst = [], []
+        for k in np.flatnonzero(q.batch_pmf() > 0) + 1:
+            n_new, ok = q.acceptance.admit(lev, k, r)
+            n_new, ok = np.broadcast_arrays(n_new, ok)
+            s_new = (decide(np.where, modes[None, :], n_new[:, None], q.L, q.H, q.R) if q.policy.on_arrival
+                     else np.broadcast_to(modes[None, :], (limit + 1, 3)))
+            sel = ok[:, None] & (q.rates[None, :] > 0)
+            nn, ss = np.nonzero(sel)
+            src.append(nn * 3 + ss)
+            dst.append(np.minimum(n_new[nn], limit + 1) * 3 + s_new[nn, ss])   # limit + 1: "above"
+        down = decide(np.where, modes[None, :], np.maximum(lev - 1, 0)[:, None], q.L, q.H, q.R)
+        nn, ss = np.nonzero(np.broadcast_to(lev[:, None] >= 1, (limit + 1, 3)))
+        src.append(nn * 3 + ss)
+        dst.append((nn - 1) * 3 + down[nn, ss])
+        src, dst = np.concatenate(src), np.concatenate(dst)
+        size = 3 * (limit + 2)
+        G = sp.csr_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(size, size))
+        reach = breadth_first_order(G, 0, directed=True, return_predecessors=False)
+        top = int(reach.max()) // 3
+        if top <= limit or limit == r:
+            return min(top, r)
+        limit = min(r, 2 * limit)
+
+
 def memory_bytes(q) -> int:
     r"""Bytes :func:`level_law` holds for ``q``: the folds, landing laws and flows per state of the
     box, and the ``r K`` products :math:`\Pi_{l,n}` (``K`` the largest batch size kept)."""
-    r, m = q.capacity, q.service.n_phases
+    r, m = top_level(q), q.service.n_phases
     K = int(np.flatnonzero(q.batch_pmf() > 0).max()) + 1
     return 8 * ((r + 2) * K * 9 + (r + 1) * 3 * m * (3 + 3 + 1 + 1))
 
@@ -129,15 +180,16 @@ def level_law(q):
     -------
     p0 : ndarray, shape (3,)
         Level 0, per mode (phase 0).
-    p : ndarray, shape (r + 1, 3, m)
-        ``p[n, s, j]`` for ``n >= 1`` (row 0 unused); zero on the states not
+    p : ndarray, shape (top + 1, 3, m)
+        ``p[n, s, j]`` for ``n >= 1`` (row 0 unused), ``top`` the highest
+        reachable level (:func:`top_level`); zero on the states not
         reachable from the empty system. Both normalised together.
     """
     ph = q.service
-    m, r = ph.n_phases, q.capacity
+    m, r = ph.n_phases, top_level(q)                    # levels above the top are never reached
     alpha, S, s0 = ph.alpha, ph.S, ph.exit_rates
     lam = q.rates
-    ks, gk, n_new, ok, s_new = _levels_moves(q)
+    ks, gk, n_new, ok, s_new = level_moves(q, r)
     K = int(ks.max())                                   # a jump spans at most K levels
     rate = lam[None, :] * gk[:, None]                   # (k, s)
     adm = np.where(ok[:, :, None], rate[None, :, :], 0.0).sum(axis=1)   # (n, s) admitted rate
