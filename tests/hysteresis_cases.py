@@ -120,3 +120,34 @@ def dense_hitting(Q, target):
     m = np.zeros(Q.shape[0])
     m[out] = np.linalg.solve(-Q[np.ix_(out, out)], np.ones(out.sum()))
     return m
+
+
+# ---------------------------------------------------------------------------
+# the PETSc job: ``mpirun -n 2 python tests/hysteresis_cases.py OUT.json``
+# ---------------------------------------------------------------------------
+def petsc_queue(backend):
+    """The queue of the MPI test: Erlang-4 service, batches {1, 2, 4}, about 1900 states (beyond
+    the dense methods), light load: the probabilities near the capacity fall to about 1e-60."""
+    from ctmc.models.hysteresis import HysteresisQueue, erlang
+    return HysteresisQueue(20, 100, 250, lam=0.45, lam_overload=0.3,
+                           batch={1: 0.5, 2: 0.3, 4: 0.2}, service=erlang(4, 1.0), backend=backend)
+
+
+def petsc_job(out_path):
+    """On every rank: the law and the measures from the PETSc backend; rank 0 writes them."""
+    import json
+    from pathlib import Path
+    from ctmc.backends.petsc_backend import load_petsc
+    comm = load_petsc().COMM_WORLD
+    q = petsc_queue("petsc")
+    res = q.stationary_ctmc()
+    out = {"size": comm.getSize(), "status": res.status.value, "method": res.method, "backend": res.backend,
+           "pi": res.pi.tolist(), "summary": {k: v for k, v in q.summary().items()
+                                              if isinstance(v, float)}}
+    if comm.getRank() == 0:
+        Path(out_path).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    import sys
+    petsc_job(sys.argv[1])

@@ -827,3 +827,136 @@ def test_cli_reports_bad_input_in_one_line(argv, name, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ctmc hysteresis: error:") and name in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+# ---------------------------------------------------------------------------
+# the chain at scale: structured assembly, the elimination over the levels, PETSc
+# ---------------------------------------------------------------------------
+ASSEMBLY_CASES = [  # (service, batch, policy, acceptance, capacity)
+    (None, None, "instant", "partial", None),
+    (erlang(3, 1.0), {1: 0.5, 2: 0.3, 4: 0.2}, "instant", "partial", 12),
+    (hyperexponential([0.3, 0.7], [0.5, 2.0]), geometric_batch(0.4), "departure-epoch", "partial", 12),
+    (coxian([2.0, 1.5, 1.0], [0.6, 0.3]), geometric_batch(0.4), "instant", "whole", None),
+    (phase_type([0.2, 0.5, 0.3], [[-3, 1, 0.5], [0.2, -2, 1], [0, 0.4, -1.5]]), {1: 0.5, 3: 0.5},
+     "departure-epoch", "whole", 12),
+    (erlang(2, 1.0), {1: 0.5, 3: 0.5}, "instant", "partial", 40),     # levels 12..40 never reached
+]
+
+
+@pytest.mark.parametrize("service, batch, policy, acceptance, capacity", ASSEMBLY_CASES)
+def test_assembled_chain_is_the_model_build_to_the_bit(service, batch, policy, acceptance, capacity):
+    q = HysteresisQueue(2, 5, 9, 1.2, 0.6, capacity=capacity, batch=batch, service=service, policy=policy,
+                        acceptance=acceptance)
+    old = q.model().build(initial={"mode": 0, "n": 0, "phase": 0}, progress=False)
+    new = q.chain()
+    for v in ("n", "mode", "phase"):
+        assert np.array_equal(old.states[v], new.states[v])
+    assert abs(old.Q - new.Q).max() == 0.0
+
+
+@pytest.mark.parametrize("service, batch, policy, acceptance, capacity", ASSEMBLY_CASES)
+def test_level_elimination_against_gth(service, batch, policy, acceptance, capacity):
+    q = HysteresisQueue(2, 5, 9, 1.2, 0.6, capacity=capacity, batch=batch, service=service, policy=policy,
+                        acceptance=acceptance)
+    res = q.stationary_ctmc()
+    assert res.method == "levels" and res.status == "success" and res.balance_error < 1e-12
+    ref = q.chain().stationary("gth").pi
+    assert np.max(np.abs(res.pi - ref) / ref) < 1e-12
+
+
+def test_level_elimination_keeps_far_tails_relative():
+    # light load: probabilities down to 6e-154; GTH (dense, subtraction-free) is the reference
+    q = HysteresisQueue(3, 60, 140, 0.04, 0.02, batch={1: 0.7, 2: 0.3}, service=erlang(2, 1.0))
+    res = q.stationary_ctmc()
+    ref = q.chain().stationary("gth").pi
+    assert ref.min() < 1e-150 and res.status == "success"
+    assert np.max(np.abs(res.pi - ref) / ref) < 1e-11
+
+
+def test_level_elimination_many_phases_against_lu_and_level_crossing():
+    # 40 phases, geometric batches spanning 30 levels: the level crossing identity with PH
+    # service, the down-crossing rate being sum_j p(s, n + 1, j) s0_j
+    q = HysteresisQueue(30, 90, 150, 1.1, 0.7, batch=geometric_batch(0.5), service=erlang(40, 1.5))
+    res = q.stationary_ctmc()
+    chain = q.chain()
+    lu = chain.stationary("lu").pi
+    big = lu > 1e-250
+    assert np.max(np.abs(res.pi[big] - lu[big]) / lu[big]) < 1e-9
+    st_ = chain.states
+    s0 = q.service.exit_rates[st_["phase"]]
+    busy = st_["n"] >= 1
+    down = np.bincount(st_["n"][busy], weights=res.pi[busy] * s0[busy], minlength=q.capacity + 1)
+    p = full_width(q, "ctmc")
+    for n in range(q.capacity):
+        j = np.arange(n + 1)
+        up = sum(q.rates[s] * p[s, j] @ q.batch.tail(n - j) for s in range(3))
+        assert down[n + 1] == pytest.approx(up, rel=1e-10)
+
+
+@pytest.mark.parametrize("kw", [dict(service=erlang(3, 1.0), batch={1: 0.6, 3: 0.4}),
+                                dict(service=hyperexponential([0.4, 0.6], [0.6, 2.5]), capacity=12,
+                                     policy="departure-epoch")])
+def test_renewal_mean_stays_equal_hitting_times_from_the_entrance_law(kw):
+    q = HysteresisQueue(2, 5, 9, 1.3, 0.6, **kw)
+    chain = q.chain()
+    for modes, got in (([1, 2], q.mean_return_time()), ([0], q.mean_normal_period()),
+                       ([2], q.mean_discard_time())):
+        inside = mode_mask(q, modes)
+        f = entrance(q, inside)
+        h = chain.hitting_times(~inside).mean
+        assert got == pytest.approx(f @ h / f.sum(), rel=1e-11)
+
+
+def test_backend_and_method_errors_are_clear():
+    with pytest.raises(ValueError, match="backend"):
+        HysteresisQueue(2, 5, 8, 1.0, 0.5, backend="cuda")
+    q = HysteresisQueue(2, 5, 8, 1.0, 0.5, backend="petsc")
+    with pytest.raises(ValueError, match="method"):
+        q.stationary_ctmc("levels")
+
+
+def _petsc_ready():
+    import shutil
+    from ctmc.backends.petsc_backend import available
+    return available() and shutil.which("mpirun") is not None
+
+
+@pytest.mark.petsc
+@pytest.mark.skipif(not _petsc_ready(), reason="petsc4py or mpirun not installed")
+def test_petsc_backend_on_two_processes_matches_the_level_elimination(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    from hysteresis_cases import petsc_queue
+    here = Path(__file__).resolve().parent
+    out = tmp_path / "hyst.json"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1",
+               PYTHONPATH=os.pathsep.join([str(here.parent), str(here), os.environ.get("PYTHONPATH", "")]))
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(here / "hysteresis_cases.py"), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(here.parent))
+    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    job = json.loads(out.read_text())
+    assert job["size"] == 2 and job["backend"] == "petsc" and job["status"] == "success"
+    q = petsc_queue("scipy")
+    ref = q.stationary_ctmc().pi
+    pi = np.array(job["pi"])
+    assert ref.min() < 1e-25                      # the smallest probabilities are tested too
+    assert np.max(np.abs(pi - ref) / ref) < 1e-9
+    ref_summary = q.summary()
+    for k, v in job["summary"].items():
+        if k != "residual":
+            assert v == pytest.approx(ref_summary[k], rel=1e-9), k
+
+
+def test_levels_hand_over_to_ctmc_beyond_their_memory_budget(monkeypatch):
+    from ctmc.models.hysteresis import ctmc_route
+    make = lambda: HysteresisQueue(2, 6, 12, 1.1, 0.5, batch={1: 0.5, 3: 0.5}, service=erlang(3, 1.0))
+    ref = make().stationary_ctmc()
+    monkeypatch.setattr(ctmc_route, "LEVELS_MEMORY", 0)
+    res = make().stationary_ctmc()
+    assert ref.method == "levels" and res.method != "levels" and res.status == "success"
+    assert np.max(np.abs(res.pi - ref.pi) / ref.pi) < 1e-9

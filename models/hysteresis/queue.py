@@ -53,8 +53,11 @@ Routes
 ------
 ``"ctmc"`` (route (a), :mod:`models.hysteresis.ctmc_route`)
     For phase-type service :math:`PH(\alpha, S)` the process
-    :math:`(s, n, j)` (:math:`j` the service phase) is a CTMC, built with
-    :class:`ctmc.Model` and solved exactly; passage-time measures come from
+    :math:`(s, n, j)` (:math:`j` the service phase) is a CTMC, assembled by
+    levels and solved exactly by the subtraction-free elimination over the
+    levels of :mod:`models.hysteresis.levels` (or by any method of
+    :meth:`ctmc.CTMC.stationary`, on scipy or PETSc); mean periods by
+    renewal-reward from its law, state-wise return times and their law from
     :meth:`ctmc.CTMC.hitting_times` and :meth:`ctmc.CTMC.first_passage`.
 ``"embedded"`` (route (b), :mod:`models.hysteresis.embedded`)
     For any service law, the chain :math:`(s, n^+)` embedded at departure
@@ -121,6 +124,7 @@ from .service import BatchSize, PhaseType, as_batch, as_service
 __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES"]
 
 MODES = ("normal", "overload", "discard")
+BACKENDS = ("scipy", "petsc")
 _EMBEDDED_MAX_CAPACITY = 1000
 
 
@@ -274,6 +278,13 @@ class HysteresisQueue:
         What ``L``, ``H``, ``R`` and ``capacity`` count: customers in the
         system (default) or waiting places (the one in service excluded;
         internally each value is then increased by 1).
+    backend : {"scipy", "petsc"}, keyword-only
+        Where route (a) solves its chain. ``"scipy"`` (default): the exact
+        elimination over the levels (:mod:`models.hysteresis.levels`).
+        ``"petsc"``: :meth:`ctmc.CTMC.stationary` on the PETSc backend
+        (run the script under ``mpirun -n P``; each process holds a block of
+        rows, the law is gathered on every process, so every measure comes out
+        on every process); the embedded route is unaffected.
 
     Attributes
     ----------
@@ -305,7 +316,7 @@ class HysteresisQueue:
     """
 
     def __init__(self, L, H, R, lam, lam_overload, mu=1.0, capacity=None, batch=None, service=None,
-                 policy="instant", acceptance="partial", *, counting="system"):
+                 policy="instant", acceptance="partial", *, counting="system", backend="scipy"):
         L = _int("L", L, 0)
         H = _int("H", H)
         R = _int("R", R)
@@ -337,6 +348,9 @@ class HysteresisQueue:
         self.acceptance = ACCEPTANCE[acc]
         self.batch: BatchSize = as_batch(batch)
         self.service = as_service(service, self.mu)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
         self._chain = None
         self._laws = {}
         self._pi = None
@@ -402,11 +416,22 @@ class HysteresisQueue:
         ctmc.CTMC
         """
         if self._chain is None:
+            self._route("ctmc")
             self._chain = ctmc_route.build_chain(self)
         return self._chain
 
-    def stationary_ctmc(self):
-        """The stationary law of :meth:`chain` (solved once, cached).
+    def stationary_ctmc(self, method=None):
+        """The stationary law of :meth:`chain` (solved once per method, cached).
+
+        Parameters
+        ----------
+        method : str, optional
+            ``"levels"`` (the default on the scipy backend): the
+            subtraction-free elimination over the levels of
+            :mod:`models.hysteresis.levels`, exact, seconds for :math:`10^5`-:math:`10^6`
+            states with any batch law; or a method of :meth:`ctmc.CTMC.stationary`,
+            run on the queue's ``backend`` (default ``"auto"`` on PETSc).
+            The measures use the default method's law.
 
         Returns
         -------
@@ -414,9 +439,12 @@ class HysteresisQueue:
             On the states ``(mode, n, phase)`` of the CTMC; :meth:`stationary`
             sums it to ``(mode, n)``.
         """
+        key = "default" if method is None else method
         if self._pi is None:
-            self._pi = self.chain().stationary()
-        return self._pi
+            self._pi = {}
+        if key not in self._pi:
+            self._pi[key] = ctmc_route.solve_stationary(self, method)
+        return self._pi[key]
 
     # -- the law -------------------------------------------------------------------
     def stationary(self, route: str = "auto") -> HysteresisLaw:
@@ -545,7 +573,7 @@ class HysteresisQueue:
         return self.mean_number_in_system(route) / self.accepted_rate(route)
 
     # -- passage-time measures ---------------------------------------------------
-    # Route "ctmc": hitting times of ctmc from the stationary entrance law.
+    # Route "ctmc": renewal-reward from the law and the flows of the generator.
     # Route "embedded": renewal-reward, E[period in a set] = P(set) / (rate of
     # exits from the set); exits from the overload and discard sets happen only
     # at departures, whose rates the embedded chain gives.
@@ -564,9 +592,10 @@ class HysteresisQueue:
     def mean_return_time(self, route: str = "auto") -> float:
         """Mean time from entering overload until the normal mode again (discard excursions included).
 
-        Route "ctmc" (default for phase-type service): :meth:`ctmc.CTMC.hitting_times`
-        of the normal set from the stationary entrance law into
-        ``{overload, discard}``. Route "embedded" (any service law):
+        Route "ctmc" (default for phase-type service): the mean of the hitting
+        times of the normal set under the stationary entrance law into
+        ``{overload, discard}``, by renewal-reward ``P(overload or discard) /
+        (stationary flow into it)``. Route "embedded" (any service law):
         ``P(overload or discard) / (rate of returns to normal)``.
         """
         return self._stay([1, 2], route)
