@@ -485,3 +485,60 @@ def test_fewer_levels_report_the_infinite_buffer_not_a_capacity():
     assert np.allclose(r.pi, pi[:5], rtol=1e-12) and np.allclose(r.V, V[:5], rtol=1e-9, atol=1e-12)
     assert np.allclose(r.W, W[:5, :5], rtol=1e-9, atol=1e-12)
     assert not np.allclose(u, mean_field_fixed_point(2, 0.9, capacity=5), rtol=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# the declared model (ctmc.Model): the builder's chain, on any backend
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n,d,lam,B,repl", [(4, 2, 0.9, 4, True), (5, 3, 0.7, 4, False), (6, 2, 1.3, 5, True),
+                                            (3, 3, 0.5, 6, True), (12, 2, 0.9, 4, True)])
+def test_declared_model_is_the_builders_chain(n, d, lam, B, repl):
+    ch = smk.occupancy_model(n, d, lam, B, repl).build(initial={f"M{k}": 0 for k in range(1, B + 1)})
+    Q = occupancy_generator(n, d, lam, B, repl)
+    r = occupancy_rank(np.column_stack([ch.states[f"M{k}"] for k in range(1, B + 1)]), n)
+    assert ch.n_states == Q.shape[0] == n_occupancy_states(n, B) and np.unique(r).size == r.size
+    P = Q[r][:, r]
+    assert (P != 0).nnz == (ch.Q != 0).nnz
+    assert abs(P - ch.Q).max() <= 1e-14 * abs(Q).max()
+    # the rewards are the occupancy counts of the builder's chain
+    s = Supermarket(n, d, lam, capacity=B, replacement=repl)
+    for k in range(B + 1):
+        assert np.array_equal(ch.rewards[f"m{k}"], s.chain().states[f"m{k}"][r])
+
+
+def test_declared_model_with_caps_is_the_restricted_chain():
+    # caps M_k <= c_k: the builder's chain on the states within the caps, arrivals that would break a cap
+    # lost (off the diagonal: the restriction; on it: minus the kept rates)
+    n, d, lam, B, caps = 8, 2, 0.9, 5, (8, 6, 3, 2, 1)
+    ch = smk.occupancy_model(n, d, lam, B, caps=caps).build(initial={f"M{k}": 0 for k in range(1, B + 1)})
+    M = occupancy_states(n, B)
+    inside = np.all(M <= np.array(caps), axis=1)
+    Q = occupancy_generator(n, d, lam, B, M=M)
+    r = occupancy_rank(np.column_stack([ch.states[f"M{k}"] for k in range(1, B + 1)]), n)
+    assert ch.n_states == inside.sum() and inside[r].all()
+    P = Q[r][:, r].tolil()
+    P.setdiag(0)
+    P = P.tocsr()
+    P = P - sp.diags(np.asarray(P.sum(axis=1)).ravel())
+    assert abs(P - ch.Q).max() <= 1e-14 * abs(Q).max()
+    # "truncated": the states where a cap or the capacity blocks an arrival
+    Mr = M[r]
+    Mfull = np.column_stack([np.full(len(r), n), Mr])
+    c = np.array(caps)
+    blocked = (Mr[:, -1] >= 1) | np.any((Mr >= c) & (Mfull[:, :-1] > Mr) & (c < n), axis=1)
+    assert np.array_equal(ch.labels["truncated"], blocked)
+
+
+@pytest.mark.parametrize("caps,match", [((8, 6, 3), "caps: expected 5"), ((8, 6, 7, 2, 1), "non-increasing"),
+                                        ((9, 6, 3, 2, 1), r"\[1, n=8\]"),
+                                        ((8, 6, 3, 2, 0), "non-increasing")])
+def test_declared_model_bad_caps(caps, match):
+    with pytest.raises(ValueError, match=match):
+        smk.occupancy_model(8, 2, 0.9, 5, caps=caps)
+
+
+def test_supermarket_backend_argument_checked():
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        Supermarket(4, 2, 0.5, capacity=3, backend="mpi")
+    with pytest.raises(ValueError, match="method: expected one of"):
+        Supermarket(4, 2, 0.5, capacity=3, backend="petsc", method="level-iad")
