@@ -485,3 +485,140 @@ def test_fewer_levels_report_the_infinite_buffer_not_a_capacity():
     assert np.allclose(r.pi, pi[:5], rtol=1e-12) and np.allclose(r.V, V[:5], rtol=1e-9, atol=1e-12)
     assert np.allclose(r.W, W[:5, :5], rtol=1e-9, atol=1e-12)
     assert not np.allclose(u, mean_field_fixed_point(2, 0.9, capacity=5), rtol=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# the declared model (ctmc.Model): the builder's chain, on any backend
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n,d,lam,B,repl", [(4, 2, 0.9, 4, True), (5, 3, 0.7, 4, False), (6, 2, 1.3, 5, True),
+                                            (3, 3, 0.5, 6, True), (12, 2, 0.9, 4, True)])
+def test_declared_model_is_the_builders_chain(n, d, lam, B, repl):
+    ch = smk.occupancy_model(n, d, lam, B, repl).build(initial={f"M{k}": 0 for k in range(1, B + 1)})
+    Q = occupancy_generator(n, d, lam, B, repl)
+    r = occupancy_rank(np.column_stack([ch.states[f"M{k}"] for k in range(1, B + 1)]), n)
+    assert ch.n_states == Q.shape[0] == n_occupancy_states(n, B) and np.unique(r).size == r.size
+    P = Q[r][:, r]
+    assert (P != 0).nnz == (ch.Q != 0).nnz
+    assert abs(P - ch.Q).max() <= 1e-14 * abs(Q).max()
+    # the rewards are the occupancy counts of the builder's chain
+    s = Supermarket(n, d, lam, capacity=B, replacement=repl)
+    for k in range(B + 1):
+        assert np.array_equal(ch.rewards[f"m{k}"], s.chain().states[f"m{k}"][r])
+
+
+def test_declared_model_with_caps_is_the_restricted_chain():
+    # caps M_k <= c_k: the builder's chain on the states within the caps, arrivals that would break a cap
+    # lost (off the diagonal: the restriction; on it: minus the kept rates)
+    n, d, lam, B, caps = 8, 2, 0.9, 5, (8, 6, 3, 2, 1)
+    ch = smk.occupancy_model(n, d, lam, B, caps=caps).build(initial={f"M{k}": 0 for k in range(1, B + 1)})
+    M = occupancy_states(n, B)
+    inside = np.all(M <= np.array(caps), axis=1)
+    Q = occupancy_generator(n, d, lam, B, M=M)
+    r = occupancy_rank(np.column_stack([ch.states[f"M{k}"] for k in range(1, B + 1)]), n)
+    assert ch.n_states == inside.sum() and inside[r].all()
+    P = Q[r][:, r].tolil()
+    P.setdiag(0)
+    P = P.tocsr()
+    P = P - sp.diags(np.asarray(P.sum(axis=1)).ravel())
+    assert abs(P - ch.Q).max() <= 1e-14 * abs(Q).max()
+    # "truncated": the states where a cap or the capacity blocks an arrival
+    Mr = M[r]
+    Mfull = np.column_stack([np.full(len(r), n), Mr])
+    c = np.array(caps)
+    blocked = (Mr[:, -1] >= 1) | np.any((Mr >= c) & (Mfull[:, :-1] > Mr) & (c < n), axis=1)
+    assert np.array_equal(ch.labels["truncated"], blocked)
+
+
+@pytest.mark.parametrize("caps,match", [((8, 6, 3), "caps: expected 5"), ((8, 6, 7, 2, 1), "non-increasing"),
+                                        ((9, 6, 3, 2, 1), r"\[1, n=8\]"),
+                                        ((8, 6, 3, 2, 0), "non-increasing")])
+def test_declared_model_bad_caps(caps, match):
+    with pytest.raises(ValueError, match=match):
+        smk.occupancy_model(8, 2, 0.9, 5, caps=caps)
+
+
+def test_supermarket_backend_argument_checked():
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        Supermarket(4, 2, 0.5, capacity=3, backend="mpi")
+    with pytest.raises(ValueError, match="method: expected one of"):
+        Supermarket(4, 2, 0.5, capacity=3, backend="petsc", method="level-iad")
+
+
+# ---------------------------------------------------------------------------
+# mean-field tails down to 1e-300, near saturation
+# ---------------------------------------------------------------------------
+def _fixed_point_mp(d, lam, B, dps=60):
+    """Tails u_0..u_B of the capacity-B fixed point in 60-digit arithmetic (an independent answer):
+    u_k = lam (u_{k-1}^d - t), t = u_B^d, with t found by bisection on u_B(t)^d - t (no double range
+    limit, so 1e-290 is as exact as 0.5)."""
+    import mpmath
+    with mpmath.workdps(dps):
+        lam_ = mpmath.mpf(lam)
+
+        def us(t):
+            u = [mpmath.mpf(1)]
+            for _ in range(B):
+                u.append(lam_ * (u[-1] ** d - t))
+            return u
+        lo, hi = mpmath.mpf(0), lam_ ** B       # u_B <= lam^B, t = u_B^d < hi
+        for _ in range(2000):
+            mid = (lo + hi) / 2 if lo == 0 and hi > mpmath.mpf(10) ** -700 else (lo + hi) / 2
+            u = us(mid)
+            if u[-1] > 0 and u[-1] ** d > mid:
+                lo = mid
+            else:
+                hi = mid
+            if lo > 0 and hi / lo - 1 < mpmath.mpf(10) ** -(dps - 10):
+                break
+        return np.array([float(x) for x in us(lo)])
+
+
+@pytest.mark.parametrize("d,lam,B", [(3, 0.999, None), (2, 0.999, 18), (3, 0.99, 11)])
+def test_fixed_point_keeps_every_tail_above_1e300_to_relative_accuracy(d, lam, B):
+    # d = 2, lam = 0.999 without capacity: test_fixed_point_formula_matches_ode_equilibrium
+    u = mean_field_fixed_point(d, lam, capacity=B)
+    if B is None:
+        k = np.arange(u.size, dtype=float)
+        ref = np.exp((d ** k - 1) / (d - 1) * math.log(lam))     # closed form, to ~1e-13 relative
+    else:
+        ref = _fixed_point_mp(d, lam, B)
+    keep = ref > 1e-300
+    assert keep.sum() >= 11 and ref[keep].min() < 1e-100          # the deep tails are in the test
+    assert (u[keep] > 0).all()
+    # lam^((d^k - 1)/(d - 1)): a relative error e in u_1 becomes d^k e in u_k, so 1e-9 at k = 20
+    assert np.abs(u[keep] / ref[keep] - 1).max() < 1e-9
+    assert np.all(u[~keep] < 1e-300)
+
+
+def test_ode_tails_keep_relative_accuracy():
+    # from a start above the fixed point, every tail (down to 1e-20 here) to 1e-9 relative, against an
+    # integration of the log-tails w = log u with the hand-derived drift (independent formulation)
+    from scipy.integrate import solve_ivp
+    d, lam, K = 2, 0.99, 14
+    u0 = 0.02 ** np.arange(1, K + 1)
+    ts = np.array([0.5, 5.0])
+    sol = solve_ivp(lambda _, w: hand.drift(np.exp(w), d, lam) / np.exp(w), (0, ts[-1]), np.log(u0),
+                    t_eval=ts, method="Radau", rtol=1e-12, atol=1e-12)
+    ref = np.exp(sol.y)
+    _, u = mean_field_ode(d, lam, ts, u0=u0, levels=K)
+    assert ref.min() < 1e-15
+    assert np.abs(u[1:] / ref - 1).max() < 1e-9
+    # from empty queues: the tails below the fixed point (monotone system), none lost above 1e-300, and
+    # at a time where u_1 has converged every tail has (a gap e in u_1 is about 2^k e in u_k)
+    _, u = mean_field_ode(2, 0.9, [1000.0])
+    fp = mean_field_fixed_point(2, 0.9)
+    keep = fp > 1e-300
+    assert keep.sum() == 13 and (u[keep, 0] > 0).all() and (u[:, 0] <= fp * (1 + 1e-9)).all()
+    assert np.abs(u[keep, 0] / fp[keep] - 1).max() < 1e-8
+
+
+def test_refined_correction_keeps_deep_tails():
+    # V_k is of the order of u_{k-1}: relative 1e-9 down to 1e-228 against the hand derivation,
+    # and V_1 = 0 (E[u_1] = lam exactly at every n without a capacity)
+    r = refined_mean_field(2, 0.999)
+    pi, V, _ = hand.refined(2, 0.999, levels=r.V.size)
+    keep = np.abs(V) > 1e-300
+    keep[0] = False
+    assert keep.sum() >= 18 and np.abs(V[keep]).min() < 1e-200
+    assert np.abs(r.V[keep] / V[keep] - 1).max() < 1e-9
+    assert abs(r.V[0]) < 1e-12 * np.abs(r.V).max()

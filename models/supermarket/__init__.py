@@ -51,8 +51,8 @@ True
 """
 from __future__ import annotations
 
-from .occupancy import (join_probabilities, n_occupancy_states, occupancy_generator, occupancy_rank,
-                        occupancy_states, sample_all_at_least)
+from .occupancy import (join_probabilities, n_occupancy_states, occupancy_generator, occupancy_model,
+                        occupancy_rank, occupancy_states, sample_all_at_least)
 from .crosscheck import lump_per_queue, per_queue_model
 from .model import MAX_STATES, Supermarket, Truncation, TruncationWarning
 from .meanfield import (RefinedMeanField, mean_field_derivatives, mean_field_drift, mean_field_fixed_point,
@@ -63,7 +63,7 @@ from .cli import add_arguments, report, run, study
 __all__ = [
     "Supermarket", "Truncation", "TruncationWarning", "n_occupancy_states",
     "occupancy_states", "occupancy_rank",
-    "occupancy_generator", "join_probabilities", "sample_all_at_least", "per_queue_model",
+    "occupancy_generator", "occupancy_model", "join_probabilities", "sample_all_at_least", "per_queue_model",
     "lump_per_queue", "mean_field_drift", "mean_field_fixed_point", "mean_field_ode",
     "mean_field_derivatives", "refined_correction", "refined_mean_field", "RefinedMeanField",
     "population_model",

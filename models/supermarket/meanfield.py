@@ -18,7 +18,9 @@ Vvedenskaya, Dobrushin & Karpelevich 1996)
 
 whose fixed point is :math:`u_k = \lambda^{(d^k - 1)/(d - 1)}` for
 :math:`d \ge 2` and :math:`u_k = \lambda^k` for :math:`d = 1`
-(:func:`mean_field_fixed_point`, :func:`mean_field_ode`). With a capacity
+(:func:`mean_field_fixed_point`, :func:`mean_field_ode`; the ODE is integrated
+with a tolerance relative to each fraction, so its deep tails keep their digits
+too). With a capacity
 :math:`B` (:math:`u_{B+1} = 0`) the fixed point solves
 :math:`u_k = \lambda (u_{k-1}^d - u_B^d)`.
 
@@ -312,12 +314,14 @@ def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, a
     capacity, levels
         As for :func:`mean_field_fixed_point` (default K = 40 for d >= 2).
     rtol, atol
-        Tolerances of the integration for d = 1 (a linear system); for d >= 2 the
-        ODE is :meth:`ctmc.meanfield.MeanFieldResult.ode` of :func:`population_model`,
-        at its own tolerances (rtol 1e-11, atol 1e-13). From empty queues the
-        tails stay below the fixed point (the system is monotone), so the levels
-        beyond the module's cut are 0; from another ``u0`` all ``K`` levels are
-        declared.
+        Tolerances of the integration. For d = 1 (a linear system) both are used.
+        For d >= 2 the drift of :func:`population_model` is integrated with
+        ``rtol`` *relative* to each fraction (the absolute tolerance is 1e-300,
+        ``atol`` is not used): a tail of 1e-200 gets its digits as one of 0.5
+        does (about 1e-9 relative at the default, measured against an
+        integration of the log-tails). From empty queues the tails stay below
+        the fixed point (the system is monotone), so the levels beyond the
+        module's cut are 0; from another ``u0`` all ``K`` levels are declared.
     """
     from scipy.integrate import solve_ivp
     d, lam, capacity = check_mean_field(d, lam, capacity)
@@ -341,13 +345,37 @@ def mean_field_ode(d, lam, t, u0=None, capacity=None, levels=None, rtol=1e-10, a
         return sol.t, np.vstack([np.ones(ts.size), sol.y])
     Ke = _levels(d, lam, K, capacity is not None) if not x0.any() else K
     m = _model(d, lam, Ke, True)
+    # absolute tolerance per fraction: a small part of the least size it keeps. The system is monotone,
+    # so the tails stay between the fixed point and u0 when u0 lies above it (below when below); from
+    # empty queues they grow to the fixed point, and relative control starts once they are within 1e-6
+    fp = _from_tails(_pad(mean_field_fixed_point(d, lam, capacity, levels=Ke)[1:], Ke))
     xs = _from_tails(_pad(x0, Ke))
-    X = m.mean_field().ode(ts, np.concatenate([xs, [1.0 - x0[0]]]))
+    low = np.minimum(fp, xs)
+    scale = np.where(low > 0, low, fp)
+    X = _integrate_relative(m, xs, ts, rtol, np.maximum(1e-6 * rtol * scale, _TAIL))
     k = min(K, Ke)
     u = np.zeros((K + 1, ts.size))
     u[0] = 1.0
-    u[1:k + 1] = np.maximum(_tails(X[:, :Ke]), 0.0).T[:k]
+    u[1:k + 1] = np.maximum(_tails(X), 0.0).T[:k]
     return ts, u
+
+
+def _integrate_relative(m, x0, ts, rtol, atol):
+    r"""``x(t)`` (rows) of the population model ``m`` in its reduced coordinates, each component to
+    ``rtol`` relative once it exceeds its own ``atol`` (a vector scaled to the size that component
+    reaches): a fraction of 1e-40 is then controlled as tightly as one of 0.5, where one absolute
+    tolerance (1e-13 in :meth:`ctmc.meanfield.MeanFieldResult.ode`) leaves the deep tails with no
+    correct digit. The drift and its Jacobian are the model's
+    (:meth:`ctmc.meanfield.PopulationModel.drift`, :meth:`~ctmc.meanfield.PopulationModel.derivatives`)."""
+    from scipy.integrate import solve_ivp
+    if ts[-1] == 0:
+        return np.tile(x0, (ts.size, 1))
+    sol = solve_ivp(lambda _, y: m.drift(np.maximum(y, 0.0)), (0.0, float(ts[-1])), x0, t_eval=ts,
+                    method="LSODA", rtol=rtol, atol=atol,
+                    jac=lambda _, y: m.derivatives(np.maximum(y, 0.0))[0])
+    if not sol.success:  # pragma: no cover - a smooth monotone system
+        raise RuntimeError(f"mean_field_ode: integration failed: {sol.message}")
+    return sol.y.T
 
 
 # ---------------------------------------------------------------------------

@@ -40,9 +40,15 @@ import ctmc
 from ctmc.progress import CtmcWarning, Progress
 
 from .params import check_model, int_param
-from .occupancy import n_occupancy_states, occupancy_generator, occupancy_states, sample_all_at_least
+from .occupancy import (n_occupancy_states, occupancy_generator, occupancy_model, occupancy_states,
+                        sample_all_at_least)
 
-__all__ = ["Supermarket", "Truncation", "TruncationWarning", "MAX_STATES"]
+__all__ = ["Supermarket", "Truncation", "TruncationWarning", "MAX_STATES", "BACKENDS"]
+
+#: where :class:`Supermarket` builds and solves its chain
+BACKENDS = ("scipy", "petsc")
+#: stationary methods of the distributed route ("auto": "lu", the direct solve by MUMPS)
+_PETSC_METHODS = ("lu", "gmres", "bicgstab", "eig")
 
 #: Largest occupancy chain :class:`Supermarket` builds unless told otherwise.
 MAX_STATES = 4_000_000
@@ -121,6 +127,16 @@ class Supermarket:
     max_states : int
         Refuse to build a larger chain (ValueError before any heavy work;
         the automatic search stops below it and reports the tolerance as not met).
+    backend : {"scipy", "petsc"}, default "scipy"
+        ``"scipy"``: the chain is assembled by the combinatorial ranking of
+        :func:`~ctmc.models.supermarket.occupancy_generator` in one process.
+        ``"petsc"``: the same chain declared as a :class:`ctmc.Model`
+        (:func:`~ctmc.models.supermarket.occupancy_model`) is assembled by
+        :meth:`ctmc.backends.petsc_backend.DistributedChain.from_model` over the
+        MPI processes (run under ``mpirun``; each process holds its block of
+        rows only) and solved there (``method`` ``"auto"`` is ``"lu"``, MUMPS;
+        or ``"gmres"``, ``"bicgstab"``, ``"eig"``); the measures are sums over
+        the blocks, the same on every process.
 
     Examples
     --------
@@ -134,14 +150,18 @@ class Supermarket:
     """
 
     def __init__(self, n, d, lam, capacity=None, replacement=True, *, tol: float = 1e-8,
-                 method: str = "auto", max_states: int = MAX_STATES):
+                 method: str = "auto", max_states: int = MAX_STATES, backend: str = "scipy"):
         self.n, self.d, self.lam, capacity, self.replacement = check_model(n, d, lam, capacity, replacement)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
             raise ValueError(f"tol: expected a boundary-mass tolerance in (0, 1), got {tol!r}")
         self.tol = float(tol)
         self.max_states = int_param("max_states", max_states, 1)
         from ctmc.stationary import METHODS
-        valid = ["auto", "ctmc-auto", *_SOLVERS, *sorted(METHODS)]
+        valid = (["auto", "ctmc-auto", *_SOLVERS, *sorted(METHODS)] if backend == "scipy"
+                 else ["auto", *_PETSC_METHODS])
         if method not in valid:
             raise ValueError(f"method: expected one of {valid}, got {method!r}")
         self.method = method
@@ -162,6 +182,8 @@ class Supermarket:
 
     # building and solving -------------------------------------------------
     def _solve(self, B):
+        if self.backend == "petsc":
+            return self._solve_distributed(B)
         t0 = time.perf_counter()
         M = occupancy_states(self.n, B)
         Q = occupancy_generator(self.n, self.d, self.lam, B, self.replacement, M=M)
@@ -181,18 +203,42 @@ class Supermarket:
         res = _SOLVERS.get(method, _solve_ctmc)(self, chain, B, method)
         return chain, res, build, time.perf_counter() - t0
 
-    def _measures(self, chain, res, B):
-        pi = res.pi
-        M = [np.full(chain.n_states, self.n)]
+    def _solve_distributed(self, B):
+        # the declared chain assembled over the MPI processes: each holds its block of rows only
+        from ctmc.backends.petsc_backend import DistributedChain
+        t0 = time.perf_counter()
+        dc = DistributedChain.from_model(occupancy_model(self.n, self.d, self.lam, B, self.replacement),
+                                         {f"M{k}": 0 for k in range(1, B + 1)}, max_states=self.max_states)
+        build = dc.build_seconds
+        method = "lu" if self.method == "auto" else self.method
+        res = dc.stationary(method, backend_options={"gather": "none"})
+        return dc, res, build, time.perf_counter() - t0
+
+    def _tail_counts(self, chain, B):
+        """``[M_0, ..., M_B]`` on the states whose probabilities ``res.pi`` holds (a process's own rows
+        of a distributed chain)."""
+        names = chain.states.names
+        if "M1" in names:            # the declared model (occupancy_model)
+            lo, hi = (chain.start, chain.stop) if self.backend == "petsc" else (0, chain.n_states)
+            M = [np.asarray(chain.states[f"M{k}"][lo:hi], dtype=np.int64) for k in range(1, B + 1)]
+            return [np.full(hi - lo, self.n, dtype=np.int64)] + M
+        M = [np.full(chain.n_states, self.n, dtype=np.int64)]
         acc = np.zeros(chain.n_states, dtype=np.int64)
         for k in range(B, 0, -1):
             acc = acc + chain.states[f"m{k}"]
             M.insert(1, acc.copy())
-        EM = np.array([pi @ Mk for Mk in M], dtype=float)
-        boundary = float(pi[M[B] >= 1].sum())
-        reach = np.array([float(pi[M[k] >= 1].sum()) for k in range(B + 1)])
-        loss = float(pi @ sample_all_at_least(M[B], self.n, self.d, self.replacement))
-        return EM, boundary, reach, loss
+        return M
+
+    def _measures(self, chain, res, B):
+        pi = res.pi
+        M = self._tail_counts(chain, B)
+        parts = [pi @ Mk for Mk in M] + [pi[M[k] >= 1].sum() for k in range(B + 1)] \
+            + [pi @ sample_all_at_least(M[B], self.n, self.d, self.replacement)]
+        parts = np.array(parts, dtype=float)
+        if self.backend == "petsc":       # sums over the processes' blocks
+            parts = np.asarray(chain.allsum(parts), dtype=float)
+        EM, reach, loss = parts[:B + 1], parts[B + 1:2 * B + 2], float(parts[-1])
+        return EM, float(reach[B]), reach, loss
 
     def _run(self):
         if self._res is not None:
@@ -280,13 +326,26 @@ class Supermarket:
         self._run()
         return self._trunc
 
-    def chain(self) -> ctmc.CTMC:
-        """The occupancy chain (states ``m0 .. mB``: number of queues with k jobs)."""
+    def chain(self):
+        """The occupancy chain: a :class:`ctmc.CTMC` with states ``m0 .. mB`` (number of queues with
+        k jobs), or with ``backend="petsc"`` the
+        :class:`~ctmc.backends.petsc_backend.DistributedChain` of :meth:`model` (states ``M1 .. MB``)."""
         self._run()
         return self._chain
 
+    def model(self) -> ctmc.Model:
+        """The chain declared as a :class:`ctmc.Model` (:func:`~ctmc.models.supermarket.occupancy_model`
+        at :attr:`capacity`): build it on any backend from ``{"M1": 0, ..., "MB": 0}``.
+
+        >>> s = Supermarket(3, 2, 0.8, capacity=4)
+        >>> s.model().build(initial={f"M{k}": 0 for k in range(1, 5)}).n_states == s.chain().n_states
+        True
+        """
+        return occupancy_model(self.n, self.d, self.lam, self.capacity, self.replacement)
+
     def stationary(self) -> ctmc.StationaryResult:
-        """Stationary result of :meth:`chain` (residual, balance error, timing)."""
+        """Stationary result of :meth:`chain` (residual, balance error, timing; with
+        ``backend="petsc"``, ``pi`` holds this process's block of states)."""
         self._run()
         return self._res
 

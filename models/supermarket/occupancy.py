@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["n_occupancy_states", "occupancy_states", "occupancy_rank", "occupancy_generator",
-           "join_probabilities", "sample_all_at_least"]
+           "occupancy_model", "join_probabilities", "sample_all_at_least"]
 
 
 # ---------------------------------------------------------------------------
@@ -228,3 +228,105 @@ def occupancy_generator(n, d, lam, B, replacement=True, M=None):
     off = sp.csr_matrix((rate, (src, dst)), shape=(N, N))
     out = np.asarray(off.sum(axis=1)).ravel()
     return (off - sp.diags(out, format="csr")).tocsr()
+
+
+# ---------------------------------------------------------------------------
+# the same chain declared as a ctmc.Model (any backend, distributed build)
+# ---------------------------------------------------------------------------
+def _check_caps(n, B, caps):
+    """``caps`` as a tuple ``(c_1, ..., c_B)``: non-increasing integers in [1, n] (None: all n)."""
+    if caps is None:
+        return (n,) * B
+    try:
+        caps = tuple(caps)
+    except TypeError:
+        raise ValueError(f"caps: expected a sequence of {B} integers, got {caps!r}") from None
+    if len(caps) != B or any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in caps):
+        raise ValueError(f"caps: expected {B} integers (one per level 1..B), got {caps!r}")
+    caps = tuple(int(c) for c in caps)
+    if any(not 1 <= c <= n for c in caps) or any(a < b for a, b in zip(caps, caps[1:])):
+        raise ValueError(f"caps: expected non-increasing integers in [1, n={n}], got {caps}")
+    return caps
+
+
+def occupancy_model(n, d, lam, B, replacement=True, caps=None):
+    r"""The occupancy chain declared as a :class:`ctmc.Model` over the tail counts ``M1..MB``.
+
+    The same generator as :func:`occupancy_generator` (state by state, once
+    the states are matched by :func:`occupancy_rank`), declared with
+    expressions only, so that :meth:`ctmc.Model.build` explores it in compiled
+    code and :meth:`ctmc.backends.petsc_backend.DistributedChain.from_model`
+    assembles it over MPI processes without any process holding the whole
+    generator.
+
+    Parameters
+    ----------
+    n, d, lam, B, replacement
+        As for :func:`occupancy_generator` (``B`` the per-queue capacity).
+    caps : sequence of int, optional
+        Occupancy caps ``(c_1, ..., c_B)``, non-increasing in ``[1, n]``: at
+        most ``c_k`` queues may hold ``k`` jobs or more (:math:`M_k \le c_k`);
+        an arrival that would break a cap is lost, as one that finds its
+        queue full. Default ``c_k = n`` (only the capacity truncates). Small
+        caps on the deep levels keep the state count near the mass: at
+        ``n = 20`` most of the :math:`\binom{n + B}{B}` states have many
+        queues at improbable lengths.
+
+    Returns
+    -------
+    ctmc.Model
+        Variables ``M1..MB``; build it from ``initial={"M1": 0, ...}`` (empty
+        queues). Labels ``"truncated"`` (some cap or the capacity blocks an
+        arrival: :math:`M_k = c_k < M_{k-1}` for some ``k``, or
+        :math:`M_B \ge 1`); rewards ``m0..mB`` (queues holding exactly ``k``
+        jobs).
+
+    Examples
+    --------
+    >>> m = occupancy_model(4, 2, 0.9, 3)
+    >>> chain = m.build(initial={"M1": 0, "M2": 0, "M3": 0})
+    >>> chain.n_states == n_occupancy_states(4, 3)
+    True
+    >>> occupancy_model(20, 2, 0.9, 4, caps=(20, 20, 6, 2)).build(
+    ...     initial={f"M{k}": 0 for k in range(1, 5)}).n_states
+    2961
+    """
+    import ctmc
+    n, d, B = int(n), int(d), int(B)
+    caps = _check_caps(n, B, caps)
+    lam = float(lam)
+    m = ctmc.Model(f"supermarket-occupancy(n={n}, d={d}, lam={lam:g}, B={B}"
+                   + ("" if caps == (n,) * B else f", caps={caps}") + ")")
+    M = [None] + [m.var(f"M{k}", 0, caps[k - 1]) for k in range(1, B + 1)]
+
+    def tail(k):
+        return n if k == 0 else (0 if k > B else M[k])
+
+    def S(k):
+        # probability that all d sampled queues hold >= k jobs (as sample_all_at_least)
+        t = tail(k)
+        if isinstance(t, int):
+            return float(sample_all_at_least(t, n, d, replacement))
+        if replacement:
+            return t ** d / float(n) ** d   # integer power: the compiled engine takes it
+        out = t / n
+        for j in range(1, d):
+            out = out * ((t - j) / (n - j))   # a zero factor once t < d: no clipping needed
+        return out
+
+    blocked = None
+    for k in range(1, B + 1):
+        room = (M[k] < n) if k == 1 else (M[k] < M[k - 1])
+        m.event(f"arrival{k}", guard=room & (M[k] < caps[k - 1]), rate=lam * n * (S(k - 1) - S(k)),
+                update={M[k]: M[k] + 1})
+        m.event(f"departure{k}", guard=(M[k] > tail(k + 1)), rate=M[k] - tail(k + 1),
+                update={M[k]: M[k] - 1})
+        if caps[k - 1] < n:
+            cut = room & (M[k] >= caps[k - 1])
+            blocked = cut if blocked is None else (blocked | cut)
+    full = M[B] >= 1
+    m.label("truncated", full if blocked is None else (blocked | full))
+    m.reward("m0", n - M[1])
+    for k in range(1, B + 1):
+        m.reward(f"m{k}", M[k] - tail(k + 1))
+    return m
