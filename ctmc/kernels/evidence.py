@@ -66,7 +66,7 @@ __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
            "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound",
            "RETURN_SPEC", "RETURN_GMRES",
-           "RETURN_RESIDUAL", "BOUND_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
+           "RETURN_RESIDUAL", "BOUND_RESIDUAL", "BOUND_BRACKET", "RETURN_STEPS", "RETURN_TIGHT",
            "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
 _TINY = np.finfo(float).tiny
@@ -273,6 +273,14 @@ def balance_error(op, x, r, floor: float = _TINY) -> float:
 # --------------------------------------------------------------------------
 # error bounds: a condition estimate by mean times to reach a pin
 # --------------------------------------------------------------------------
+#: the looseness the stationary error bound settles for when it is still below ``error_tol``
+#: (:func:`return_time_bound`): the solve stops at the first iterate :math:`\hat m` whose residual
+#: :math:`\rho = 1 - M\hat m` proves :math:`m \le \hat m/(1-\rho_+) \le m(1+\rho_-)/(1-\rho_+)` with
+#: :math:`(1+\rho_-)/(1-\rho_+) \le` ``BOUND_BRACKET`` (:func:`ctmc.krylov.bracket_factor`), so the bound
+#: reported is within that factor of the one the exact ``m`` would give; the BiCGStab of
+#: :data:`RETURN_SPEC` is given it (``LinearSpec.bracket``) and tests it on its recurred residual each step
+#: (a product only where that passes)
+BOUND_BRACKET = 4.0
 #: the Krylov solve of the return times when no factorisation is at hand: BiCGStab, whose short
 #: recurrence has no basis to orthogonalise (GMRES spent half its time there and needed 1.5-3x the
 #: time to the same residual on the gallery; on tandem networks it did not converge at all), to
@@ -324,7 +332,7 @@ def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
 
 
 def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RETURN_RESIDUAL,
-                          steps: int = RETURN_STEPS, info=None, start=None) -> tuple:
+                          steps: int = RETURN_STEPS, info=None, start=None, bracket=None, enough=None) -> tuple:
     r"""An upper bound on :math:`\|M^{-1}\|_\infty`, :math:`M = sI - Q_{XX}` a nonsingular M-matrix
     (``s = shift >= 0``), from loose solves of :math:`M y = 1` on one set-up ``system`` of ``M``.
 
@@ -339,7 +347,12 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     then within :math:`1/(1 -` ``target``:math:`)` of the estimate); until then,
     up to ``steps`` solves in all, :math:`\hat y` is refined by solving
     :math:`M\delta = \rho`, while each solve halves :math:`\rho_+` (every iterate
-    gives a proven bound: the least is kept). ``start`` (a solution of
+    gives a proven bound: the least is kept). With ``bracket``, they also stop at an
+    iterate whose residual brackets :math:`y` within that factor,
+    :math:`\hat y/(1-\rho_+) \le y(1+\rho_-)/(1-\rho_+)` with
+    :math:`(1+\rho_-)/(1-\rho_+) \le` ``bracket``, :math:`\rho_- = \max(0, -\min_i\rho_i)`
+    (:func:`ctmc.krylov.bracket_factor`), if ``enough(y_hat, f, top)`` says so
+    (None: always). ``start`` (a solution of
     :math:`M y = 1` at hand) is checked first, then refined by at most ``steps`` solves (0: none).
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
@@ -371,12 +384,20 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
             break
         rho, rplus, top = _unit_residual(op, X, y, shift)
         bound = inverse_norm_bound(top, rplus) if top > 0 else np.inf
+        bracketed = False
+        if bracket is not None and np.isfinite(bound):
+            rminus = max(op.allmax(float(-rho[X].min(initial=0.0))), 0.0)
+            bracketed = bool((1.0 + rminus) / (1.0 - rplus) <= bracket
+                             and (enough is None or enough(y, 1.0 / (1.0 - rplus), top)))
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
             info["residual"] = rplus
             # the entrywise bound y <= y_hat / (1 - rho_+) of this iterate (zero off X)
             info["upper"] = (y, 1.0 / (1.0 - rplus)) if np.isfinite(bound) else None
         # refine while it pays: a solve that did not halve the residual would only restart
+        if bracketed and bound <= best[0]:
+            info["bracketed"] = True
+            break
         if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
             break
@@ -385,7 +406,8 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
 
 
 def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = BOUND_RESIDUAL,
-                      steps: int = RETURN_STEPS, specs=None, info=None) -> tuple:
+                      steps: int = RETURN_STEPS, specs=None, info=None, bracket=None,
+                      enough=None) -> tuple:
     r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
 
     ``m = M^{-1} 1`` with ``M = -Q_XX`` on ``X = support - {pin}``, a
@@ -402,8 +424,11 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     :math:`\rho_+ \le` ``target`` (the bound is then within :math:`1/(1 -` ``target``:math:`)`
     of the estimate); until then, up to ``steps`` solves in all, it is refined by
     solving :math:`M\delta = \rho` (every iterate gives a proven bound: the least is kept).
+    With ``bracket`` (e.g. :data:`BOUND_BRACKET`) it also stops earlier, at an
+    iterate proven within that factor of :math:`m` entrywise (a Krylov solve is told to stop there too), if ``enough(m_hat, f, top)``
+    says its bound is good enough (see :func:`inverse_norm_bound_of`).
     Without a ``system``, the solvers of ``specs`` run in turn until one
-    reaches ``target`` (a direct solve ends the list).
+    reaches ``target`` or the bracket (a direct solve ends the list).
 
     Parameters
     ----------
@@ -414,6 +439,10 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         The residual :math:`\rho_+` to stop at.
     steps : int
         Solves of one system at most.
+    bracket : float or None
+        The factor of an earlier stop (see above).
+    enough : callable, optional
+        ``(m_hat, f, top) -> bool``, for a stop at the bracket.
     specs : sequence of LinearSpec, optional
         The solvers to try without a ``system`` (default: BiCGStab with the
         Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`).
@@ -451,11 +480,12 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     def times(system):
         sub = {}
         try:
-            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
+            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub, bracket=bracket, enough=enough)
         finally:
             info.setdefault("return_time_iterations", []).extend(sub["iterations"])
         if out[0] < best[0] or "return_time_upper" not in info:
             info["return_time_upper"] = sub.get("upper")
+        info["return_time_bracketed"] = bool(sub.get("bracketed"))
         return out
 
     best = (np.inf, 0.0)
@@ -463,7 +493,8 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         return times(system)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
         try:
-            system = op.system(X, 0.0, spec, backend_options or {})
+            system = op.system(X, 0.0, spec if bracket is None or spec.kind == "lu"
+                               else dataclasses.replace(spec, bracket=float(bracket)), backend_options or {})
         except MemoryError:
             continue
         try:
@@ -475,7 +506,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
             est = np.inf                        # the solve overflowed
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, est if np.isfinite(bound) else max(est, best[1]))
-        if bound <= est / (1 - target) or spec.kind == "lu":
+        if bound <= est / (1 - target) or info["return_time_bracketed"] or spec.kind == "lu":
             break
     return best
 
@@ -586,7 +617,13 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
                                            if size <= BOUND_LU_STATES else [])
     # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
     residual = _residual_1norm(op, support, pi)
-    m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info)
+
+    def enough(m_hat, f, top):
+        """Whether the bound from this iterate keeps the answer within ``error_tol`` (then its looseness is harmless)."""
+        return error_bound(op, support, pi, pin, f * top, residual, (m_hat, f)) <= error_tol
+
+    m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info,
+                                       bracket=BOUND_BRACKET, enough=enough)
     upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
