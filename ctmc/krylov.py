@@ -515,7 +515,13 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
     :math:`x \mathrel{+}= \alpha\hat p + \omega\hat s`, :math:`r = s - \omega t`:
     a short recurrence, no basis. The iteration is scipy's, with the same
     stopping test on the recurred residual, :math:`\|r\|_2 \le \mathrm{rtol}\|b\|_2`,
-    checked after each half step. Its vectors are made once; the
+    checked after each half step, but for the shadow residual :math:`\hat r`:
+    :math:`r_0` scaled entrywise by fixed pseudo-random factors in :math:`[0.5, 1.5]`
+    (the same every call), not :math:`r_0` itself. On the return-time system of a tandem
+    network (c = 511) with :math:`\hat r = r_0` the recurred residual grew to
+    :math:`10^{16}\|b\|` and back, leaving the iterate's true residual at :math:`6\cdot 10^5`
+    after 200 iterations; with the scaled one, 143-149 iterations (three seeds)
+    reached a residual of 0.3, and the gallery's other systems took the same counts. Its vectors are made once; the
     preconditioner and the product write into them, and where ``psolve`` is
     the Gauss-Seidel preconditioner of the very matrix ``matvec`` one kernel
     makes :math:`\hat p` and :math:`v` (and :math:`\hat s`, :math:`t`):
@@ -612,6 +618,10 @@ class _Vectors:
         return float(np.dot(r, r)), float(np.dot(rhat, r)), None if b is None else bracket_factor(r, b)
 
 
+#: the seed of :func:`bicgstab`'s shadow residual (fixed: a solve is repeatable)
+_SHADOW_SEED = 20231
+
+
 def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, prog):
     """The iteration of :func:`bicgstab`; its vectors made once (nine of ``b``'s size with a preconditioner)."""
     b = np.ascontiguousarray(b, dtype=float)
@@ -654,8 +664,9 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, prog):
     rr = float(np.dot(r, r))
     if math.sqrt(rr) <= atol:
         return report(True, 0)
-    rhat = r.copy()
-    rho = rr
+    # the shadow residual: r_0 scaled entrywise by fixed pseudo-random factors in [0.5, 1.5] (not r_0 itself)
+    rhat = r * np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    rho = float(np.dot(rhat, r))
     alpha = omega = 1.0
     its = 0
     while its < maxiter:
