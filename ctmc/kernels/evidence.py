@@ -331,6 +331,13 @@ def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
     return rho, rplus + op.product_roundoff() * (2 * (op.qmax + abs(shift)) * size + 1.0), top
 
 
+def _bracket(op, X, rho, rplus: float) -> float:
+    r""":math:`(1+\rho_-)/(1-\rho_+)` on ``X`` (global): the bound :math:`\hat y/(1-\rho_+)` is within
+    this factor of :math:`y` entrywise (:func:`ctmc.krylov.bracket_factor`; ``rplus < 1``)."""
+    rminus = max(op.allmax(float(-rho[X].min(initial=0.0))), 0.0)
+    return (1.0 + rminus) / (1.0 - rplus)
+
+
 def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RETURN_RESIDUAL,
                           steps: int = RETURN_STEPS, info=None, start=None, bracket=None, enough=None) -> tuple:
     r"""An upper bound on :math:`\|M^{-1}\|_\infty`, :math:`M = sI - Q_{XX}` a nonsingular M-matrix
@@ -384,11 +391,8 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
             break
         rho, rplus, top = _unit_residual(op, X, y, shift)
         bound = inverse_norm_bound(top, rplus) if top > 0 else np.inf
-        bracketed = False
-        if bracket is not None and np.isfinite(bound):
-            rminus = max(op.allmax(float(-rho[X].min(initial=0.0))), 0.0)
-            bracketed = bool((1.0 + rminus) / (1.0 - rplus) <= bracket
-                             and (enough is None or enough(y, 1.0 / (1.0 - rplus), top)))
+        bracketed = bool(bracket is not None and np.isfinite(bound) and _bracket(op, X, rho, rplus) <= bracket
+                         and (enough is None or enough(y, 1.0 / (1.0 - rplus), top)))
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
             info["residual"] = rplus
