@@ -575,7 +575,8 @@ class _Vectors:
     """BiCGStab's vector steps: compiled (one pass each, :mod:`ctmc._kernels`) or numpy (the same formulas)."""
 
     def __init__(self, ext, n):
-        self.ext, self.tmp, self.out = ext, np.empty(n), np.empty(5)
+        # the numpy steps' scratch vector; the compiled ones need none
+        self.ext, self.tmp, self.out = ext, (np.empty(n) if ext is None else None), np.empty(5)
 
     def direction(self, p, r, v, beta, omega):
         """``p = r + beta (p - omega v)``."""
@@ -623,7 +624,8 @@ _SHADOW_SEED = 20231
 
 
 def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, prog):
-    """The iteration of :func:`bicgstab`; its vectors made once (nine of ``b``'s size with a preconditioner)."""
+    """The iteration of :func:`bicgstab`; its vectors made once (nine of ``b``'s size with a preconditioner,
+    ten with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them)."""
     b = np.ascontiguousarray(b, dtype=float)
     fused = _fused(matvec, psolve)
     matvec = into(matvec if callable(matvec) else spmv(matvec))
