@@ -14,6 +14,9 @@
  *          copy of the triangles (the position of each row's diagonal is kept instead).
  * ssor_ap  SSOR(1) and the product with A after it (Eisenstat's trick): A P v from the lower
  *          triangle and the forward solve's result, half a product's reads instead of one.
+ * bicg_dir, bicg_half, dot2, bicg_update
+ *          the vector work of a BiCGStab iteration in four passes (the last also the componentwise
+ *          extremes of r / b that ctmc.krylov.bracket_factor tests).
  * bssor    block SSOR(1): the same two solves inside each of a fixed set of row blocks, the
  *          couplings between blocks taken from the forward solve's result (Jacobi between the
  *          blocks): the blocks run in parallel, and the result does not depend on the threads.
@@ -751,6 +754,8 @@ static PyObject *py_bssor(PyObject *self, PyObject *args)
     return res;
 }
 
+#include "_kernels_bicg.h"            /* BiCGStab's vector steps (bicg_dir, bicg_half, dot2, bicg_update) */
+
 /* ---- threads ---------------------------------------------------------------------------------- */
 
 static PyObject *py_set_threads(PyObject *self, PyObject *args)
@@ -789,6 +794,12 @@ static PyMethodDef methods[] = {
      "bssor(indptr, indices, dpos, bounds, data, v, out, scratch): block SSOR(1) on the row blocks "
      "[bounds[c], bounds[c+1]): scratch = tril(A_B)^{-1} v, out = triu(A_B)^{-1} (D - A_o) scratch "
      "(A_B the block diagonal part, A_o the rest; the blocks in parallel)"},
+    {"bicg_dir", py_bicg_dir, METH_VARARGS, "bicg_dir(p, r, v, beta, omega): p = r + beta (p - omega v)"},
+    {"bicg_half", py_bicg_half, METH_VARARGS, "bicg_half(s, r, v, alpha) -> s.s after s = r - alpha v"},
+    {"dot2", py_dot2, METH_VARARGS, "dot2(a, u, w) -> (a.u, a.w) in one pass"},
+    {"bicg_update", py_bicg_update, METH_VARARGS,
+     "bicg_update(x, r, ph, sh, s, t, rhat, b, alpha, omega, out): x += alpha ph + omega sh, r = s - omega t; "
+     "out[:5] = (r.r, rhat.r, max r/b and max -r/b over b > 0 (at least 0), max |r| over b <= 0) (b None: 0)"},
     {"set_threads", py_set_threads, METH_VARARGS, "set_threads(t) -> the thread count in use (1 without OpenMP)"},
     {"get_threads", py_get_threads, METH_NOARGS, "get_threads() -> the thread count"},
     {"select", py_select, METH_VARARGS,

@@ -211,7 +211,8 @@ def test_a_bound_just_above_error_tol_is_computed_again_from_tight_return_times(
     pin = int(np.argmax(bad))
     support = np.ones(pi.size, dtype=bool)
     loose_info, tight_info = {}, {}
-    loose, kind = iterative_bound(op, support, bad, pin, pi.size, {}, loose_info)
+    # an error_tol no bound meets: no stop at the bracket (BOUND_BRACKET), the return times go to BOUND_RESIDUAL
+    loose, kind = iterative_bound(op, support, bad, pin, pi.size, {}, loose_info, error_tol=1e-300)
     tight, kind2 = iterative_bound(op, support, bad, pin, pi.size, {}, tight_info, error_tol=loose * 0.99)
     err = np.abs(bad - pi).sum()
     assert kind == kind2 == "proven" and "return_time_refined" not in loose_info
@@ -347,3 +348,71 @@ def test_the_weighted_bound_is_tighter_where_the_residual_sits_near_the_pin():
         ratios[where] = old / new
     # m grows about linearly, 2n: the residual on n < 5 weighs about 4 against the largest m, 80
     assert ratios["probable"] > 10 and ratios["improbable"] < 1.5
+
+
+class _ScaledOnce:
+    """A system whose first solve returns ``scale`` times the exact solution, the later ones exact."""
+
+    def __init__(self, exact_system, scale):
+        self.exact, self.scale = exact_system, scale
+
+    def solve(self, b, transpose=False):
+        x, rep = self.exact.solve(b, transpose=transpose)
+        x, self.scale = x * self.scale, 1.0
+        return x, rep
+
+    def close(self):
+        self.exact.close()
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_the_bracket_stop_is_within_its_factor_and_a_planted_loose_one_is_caught(planted, monkeypatch):
+    """The stop at the bracket (BOUND_BRACKET) accepts an iterate only if its bound is within that
+    factor of the exact ``||m||_inf`` (dense inverse): an overshoot by half that factor is accepted (its
+    bound as loose), one by 1.5 times it is refined to the exact value. A planted rule that forgets the
+    overshoot (rho_- taken as 0) accepts the latter, and the comparison with the dense inverse catches it."""
+    import dataclasses
+    from ctmc.kernels import evidence
+    from ctmc.kernels.evidence import BOUND_BRACKET, RETURN_SPEC
+    from ctmc.sets import unit_mask
+    if planted:
+        monkeypatch.setattr(evidence, "_bracket", lambda op, X, rho, rplus: 1.0 / (1.0 - rplus))
+    c = _mm1k(60, 1.0, 1.3)
+    op = operator_for(c, "scipy")
+    support = np.ones(61, dtype=bool)
+    X = support & ~unit_mask(op, 0)
+    Q = c.Q.toarray()
+    exact = np.linalg.solve(-Q[1:, 1:], np.ones(60)).max()          # ||m||_inf from the dense inverse
+    caught = []
+    for scale in (BOUND_BRACKET / 2, BOUND_BRACKET * 1.5):
+        lu = op.system(X, 0.0, dataclasses.replace(RETURN_SPEC, kind="lu"), {})
+        # target < 0: the stop on rho_+ alone (which takes any overshoot) is off, the bracket decides
+        bound, est = return_time_bound(op, support, 0, system=_ScaledOnce(lu, scale), bracket=BOUND_BRACKET,
+                                       target=-1.0)
+        assert bound >= exact * (1 - 1e-12)                          # proven, whatever stopped
+        caught.append(not bound <= BOUND_BRACKET * exact * (1 + 1e-12))
+    assert caught == ([False, True] if planted else [False, False])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_iterative_bound_with_its_early_stop_covers_the_error_within_the_bracket(seed):
+    """iterative_bound (BiCGStab stopped at the bracket) on a perturbed answer: the error against GTH is
+    within the bound, and the bound within BOUND_BRACKET of the one from the exact mean times (dense)."""
+    from ctmc.kernels.evidence import BOUND_BRACKET, iterative_bound
+    rng = np.random.default_rng(seed)
+    c = _mm1k(300, 1.0, 1.0 + 0.2 * seed)
+    op = operator_for(c, "scipy")
+    pi = c.stationary("gth").pi
+    bad = pi * (1 + 1e-12 * rng.uniform(-1, 1, pi.size))      # small: the bound is linear in m (beta << 1)
+    bad /= bad.sum()
+    pin = int(np.argmax(bad))
+    support = np.ones(pi.size, dtype=bool)
+    info = {}
+    bound, kind = iterative_bound(op, support, bad, pin, pi.size, {}, info)
+    keep = np.arange(pi.size) != pin
+    Q = c.Q.toarray()
+    m = np.zeros(pi.size)
+    m[keep] = np.linalg.solve(-Q[np.ix_(keep, keep)], np.ones(pi.size - 1))
+    tight = error_bound(op, support, bad, pin, m.max(), upper=(m, 1.0))
+    assert kind == "proven" and info["return_time_solver"] == "bicgstab"
+    assert np.abs(bad - pi).sum() <= bound <= BOUND_BRACKET * tight * (1 + 1e-9)

@@ -163,3 +163,71 @@ def test_gmres_steps_write_into_its_own_buffers_and_give_the_numbers_of_plain_fu
     assert len({id(o) for o in seen["pc"]}) == 1 and seen["pc"][0].base is None    # one work vector
     exact = np.linalg.solve(A.toarray(), b)
     assert np.max(np.abs(x - exact) / np.abs(exact)) < 1e-8
+
+
+# --------------------------------------------------------------------------
+# BiCGStab
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("precondition", ["none", "jacobi", "sgs"])
+def test_bicgstab_matches_a_dense_solve(seed, precondition, kernels):
+    from ctmc.krylov import bicgstab
+    A = _m_matrix(300, seed)
+    b = np.random.default_rng(seed + 10).uniform(0, 1, 300)
+    dinv = 1.0 / A.diagonal()
+    P = {"none": None, "jacobi": lambda v: dinv * v, "sgs": _relax.symmetric_gauss_seidel(A)}[precondition]
+    norm_a = abs(A).sum(axis=1).max()
+    x, rep = bicgstab(A, b, P, rtol=1e-12, maxiter=2000, norm_a=norm_a)
+    exact = np.linalg.solve(A.toarray(), b)
+    assert rep.converged and not rep.breakdown and not rep.accepted
+    true_be = np.abs(b - A @ x).max() / (norm_a * np.abs(x).max() + np.abs(b).max())
+    assert rep.backward_error == pytest.approx(true_be, rel=1e-6)
+    assert np.linalg.norm(b - A @ x) <= 1e-12 * np.linalg.norm(b) * 10     # rtol on the recurred residual
+    assert np.allclose(x, exact, rtol=1e-8, atol=0)
+
+
+def test_bicgstab_compiled_and_fallback_agree():
+    """The compiled vector passes compute the fallback's formulas: the same iterations, the same answer
+    to round-off."""
+    from ctmc.krylov import bicgstab
+    if _relax.extension() is None:
+        pytest.skip("compiled kernels not built")
+    A = _m_matrix(400, 7)
+    b = np.random.default_rng(1).uniform(0, 1, 400)
+    out = {}
+    for on in (True, False):
+        before = _relax.use_compiled(on)
+        try:
+            out[on] = bicgstab(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-10, norm_a=10.0)
+        finally:
+            _relax.use_compiled(before)
+    (xc, rc), (xf, rf) = out[True], out[False]
+    assert rc.iterations == rf.iterations and rc.converged and rf.converged
+    assert np.allclose(xc, xf, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("bracket", [1.5, 4.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_bicgstab_stops_at_a_bracketing_iterate(bracket, seed, kernels):
+    """With ``bracket``, on an M-matrix and b >= 0: the iterate returned brackets the dense solution,
+    x <= x_hat / (1 - rho_+) <= bracket * x entrywise, and it came before the rtol stop."""
+    from ctmc.krylov import bicgstab, bracket_factor
+    A = _m_matrix(300, seed, spread=0.01)            # nearly singular: many iterations to rtol
+    b = np.random.default_rng(seed).uniform(0.5, 2.0, 300)     # > 0: a row with b_i = 0 would need r_i = 0
+    norm_a = abs(A).sum(axis=1).max()
+    x, rep = bicgstab(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, norm_a=norm_a, bracket=bracket)
+    full, rep_full = bicgstab(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, norm_a=norm_a)
+    exact = np.linalg.solve(A.toarray(), b)
+    r = b - A @ x
+    f = bracket_factor(r, b)
+    assert rep.accepted and f <= bracket and rep.iterations < rep_full.iterations
+    hi = max(float((r[b > 0] / b[b > 0]).max()), 0.0)
+    upper = x / (1 - hi)
+    assert np.all(exact <= upper * (1 + 1e-9)) and np.all(upper <= bracket * exact * (1 + 1e-9))
+
+
+def test_bracket_factor_needs_a_zero_residual_where_b_is_zero():
+    from ctmc.krylov import bracket_factor
+    assert bracket_factor(np.array([0.1, 0.0]), np.array([1.0, 0.0])) == pytest.approx(1 / 0.9)
+    assert bracket_factor(np.array([0.1, 1e-300]), np.array([1.0, 0.0])) == np.inf
+    assert bracket_factor(np.array([1.0, 0.0]), np.array([1.0, 1.0])) == np.inf

@@ -84,6 +84,10 @@ class LinearSpec:
         Krylov iteration limit (total iterations, restarts included).
     restart : int
         GMRES restart length.
+    bracket : float
+        BiCGStab (scipy backend) on a right-hand side ``b >= 0`` also stops at the first
+        iterate proven within this factor of the solution, entrywise, by its componentwise
+        residual (:func:`ctmc.krylov.bracket_factor`); 0: off. Other solvers ignore it.
     """
 
     kind: str = "lu"
@@ -92,6 +96,7 @@ class LinearSpec:
     rtol: float = 1e-12
     maxiter: int = 10_000
     restart: int = 50
+    bracket: float = 0.0
 
 
 @dataclass

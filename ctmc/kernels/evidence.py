@@ -66,7 +66,7 @@ __all__ = ["stationary_evidence", "balance_error", "NEGATIVE_TOL", "ROUNDOFF", "
            "grade_passage", "grade_bound", "value_at", "return_time_bound", "error_bound",
            "correction_estimate", "iterative_bound", "inverse_norm_bound_of", "gth_bound", "passage_bound",
            "RETURN_SPEC", "RETURN_GMRES",
-           "RETURN_RESIDUAL", "BOUND_RESIDUAL", "RETURN_STEPS", "RETURN_TIGHT",
+           "RETURN_RESIDUAL", "BOUND_RESIDUAL", "BOUND_BRACKET", "RETURN_STEPS", "RETURN_TIGHT",
            "BOUND_LU_STATES", "COND_RTOL", "MASS_TOL", "mass_defect"]
 
 _TINY = np.finfo(float).tiny
@@ -273,6 +273,18 @@ def balance_error(op, x, r, floor: float = _TINY) -> float:
 # --------------------------------------------------------------------------
 # error bounds: a condition estimate by mean times to reach a pin
 # --------------------------------------------------------------------------
+#: the looseness the stationary error bound settles for when it is still below ``error_tol``
+#: (:func:`return_time_bound`): the solve stops at the first iterate :math:`\hat m` whose residual
+#: :math:`\rho = 1 - M\hat m` proves :math:`m \le \hat m/(1-\rho_+) \le m(1+\rho_-)/(1-\rho_+)` with
+#: :math:`(1+\rho_-)/(1-\rho_+) \le` ``BOUND_BRACKET`` (:func:`ctmc.krylov.bracket_factor`), so the bound
+#: reported is within that factor of the one the exact ``m`` would give (the iterate's own factor, at
+#: most this, is ``info["return_time_bracketed"]``; False when the solve went on to ``BOUND_RESIDUAL``).
+#: 16, a digit of the bound, which only ever stands below ``error_tol`` this way: on cluster N=128
+#: BiCGStab's fourth iterate brackets m within 13x and the next within 4x is its nineteenth (polling
+#: N=15: 6 iterations, not 7; kanban t=4, fms n=6, tandem c=511 the same at 4 or 16). The BiCGStab of
+#: :data:`RETURN_SPEC` is given it (``LinearSpec.bracket``) and tests it on its recurred residual each step
+#: (a product only where that passes)
+BOUND_BRACKET = 16.0
 #: the Krylov solve of the return times when no factorisation is at hand: BiCGStab, whose short
 #: recurrence has no basis to orthogonalise (GMRES spent half its time there and needed 1.5-3x the
 #: time to the same residual on the gallery; on tandem networks it did not converge at all), to
@@ -323,8 +335,15 @@ def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
     return rho, rplus + op.product_roundoff() * (2 * (op.qmax + abs(shift)) * size + 1.0), top
 
 
+def _bracket(op, X, rho, rplus: float) -> float:
+    r""":math:`(1+\rho_-)/(1-\rho_+)` on ``X`` (global): the bound :math:`\hat y/(1-\rho_+)` is within
+    this factor of :math:`y` entrywise (:func:`ctmc.krylov.bracket_factor`; ``rplus < 1``)."""
+    rminus = max(op.allmax(float(-rho[X].min(initial=0.0))), 0.0)
+    return (1.0 + rminus) / (1.0 - rplus)
+
+
 def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RETURN_RESIDUAL,
-                          steps: int = RETURN_STEPS, info=None, start=None) -> tuple:
+                          steps: int = RETURN_STEPS, info=None, start=None, bracket=None, enough=None) -> tuple:
     r"""An upper bound on :math:`\|M^{-1}\|_\infty`, :math:`M = sI - Q_{XX}` a nonsingular M-matrix
     (``s = shift >= 0``), from loose solves of :math:`M y = 1` on one set-up ``system`` of ``M``.
 
@@ -339,7 +358,12 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     then within :math:`1/(1 -` ``target``:math:`)` of the estimate); until then,
     up to ``steps`` solves in all, :math:`\hat y` is refined by solving
     :math:`M\delta = \rho`, while each solve halves :math:`\rho_+` (every iterate
-    gives a proven bound: the least is kept). ``start`` (a solution of
+    gives a proven bound: the least is kept). With ``bracket``, they also stop at an
+    iterate whose residual brackets :math:`y` within that factor,
+    :math:`\hat y/(1-\rho_+) \le y(1+\rho_-)/(1-\rho_+)` with
+    :math:`(1+\rho_-)/(1-\rho_+) \le` ``bracket``, :math:`\rho_- = \max(0, -\min_i\rho_i)`
+    (:func:`ctmc.krylov.bracket_factor`), if ``enough(y_hat, f, top)`` says so
+    (None: always). ``start`` (a solution of
     :math:`M y = 1` at hand) is checked first, then refined by at most ``steps`` solves (0: none).
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
@@ -371,12 +395,17 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
             break
         rho, rplus, top = _unit_residual(op, X, y, shift)
         bound = inverse_norm_bound(top, rplus) if top > 0 else np.inf
+        factor = _bracket(op, X, rho, rplus) if bracket is not None and np.isfinite(bound) else np.inf
+        bracketed = bool(bracket is not None and factor <= bracket and (enough is None or enough(y, 1.0 / (1.0 - rplus), top)))
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, top)      # without a bound, the last estimate (a lower one, unproven)
             info["residual"] = rplus
             # the entrywise bound y <= y_hat / (1 - rho_+) of this iterate (zero off X)
             info["upper"] = (y, 1.0 / (1.0 - rplus)) if np.isfinite(bound) else None
         # refine while it pays: a solve that did not halve the residual would only restart
+        if bracketed and bound <= best[0]:
+            info["bracketed"] = factor
+            break
         if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
             break
@@ -385,7 +414,8 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
 
 
 def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = BOUND_RESIDUAL,
-                      steps: int = RETURN_STEPS, specs=None, info=None) -> tuple:
+                      steps: int = RETURN_STEPS, specs=None, info=None, bracket=None,
+                      enough=None) -> tuple:
     r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
 
     ``m = M^{-1} 1`` with ``M = -Q_XX`` on ``X = support - {pin}``, a
@@ -402,8 +432,11 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     :math:`\rho_+ \le` ``target`` (the bound is then within :math:`1/(1 -` ``target``:math:`)`
     of the estimate); until then, up to ``steps`` solves in all, it is refined by
     solving :math:`M\delta = \rho` (every iterate gives a proven bound: the least is kept).
+    With ``bracket`` (e.g. :data:`BOUND_BRACKET`) it also stops earlier, at an
+    iterate proven within that factor of :math:`m` entrywise (a Krylov solve is told to stop there too), if ``enough(m_hat, f, top)``
+    says its bound is good enough (see :func:`inverse_norm_bound_of`).
     Without a ``system``, the solvers of ``specs`` run in turn until one
-    reaches ``target`` (a direct solve ends the list).
+    reaches ``target`` or the bracket (a direct solve ends the list).
 
     Parameters
     ----------
@@ -414,6 +447,10 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         The residual :math:`\rho_+` to stop at.
     steps : int
         Solves of one system at most.
+    bracket : float or None
+        The factor of an earlier stop (see above).
+    enough : callable, optional
+        ``(m_hat, f, top) -> bool``, for a stop at the bracket.
     specs : sequence of LinearSpec, optional
         The solvers to try without a ``system`` (default: BiCGStab with the
         Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`).
@@ -451,11 +488,12 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     def times(system):
         sub = {}
         try:
-            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub)
+            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub, bracket=bracket, enough=enough)
         finally:
             info.setdefault("return_time_iterations", []).extend(sub["iterations"])
         if out[0] < best[0] or "return_time_upper" not in info:
             info["return_time_upper"] = sub.get("upper")
+        info["return_time_bracketed"] = sub.get("bracketed", False)
         return out
 
     best = (np.inf, 0.0)
@@ -463,7 +501,8 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         return times(system)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
         try:
-            system = op.system(X, 0.0, spec, backend_options or {})
+            system = op.system(X, 0.0, spec if bracket is None or spec.kind == "lu"
+                               else dataclasses.replace(spec, bracket=float(bracket)), backend_options or {})
         except MemoryError:
             continue
         try:
@@ -475,7 +514,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
             est = np.inf                        # the solve overflowed
         if bound < best[0] or not np.isfinite(best[0]):
             best = (bound, est if np.isfinite(bound) else max(est, best[1]))
-        if bound <= est / (1 - target) or spec.kind == "lu":
+        if bound <= est / (1 - target) or info["return_time_bracketed"] or spec.kind == "lu":
             break
     return best
 
@@ -574,7 +613,9 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     (:data:`RETURN_SPEC`), else by GMRES (:data:`RETURN_GMRES`), else, on
     classes up to :data:`BOUND_LU_STATES` states, by sparse LU (``inf`` if
     even that cannot); the next solver runs only while no solve reached
-    :data:`BOUND_RESIDUAL`, and the least bound is kept. A bound above
+    :data:`BOUND_RESIDUAL`, and the least bound is kept. The return times stop
+    earlier at an iterate that brackets them within :data:`BOUND_BRACKET` when
+    the bound it gives is within ``error_tol`` (so that looseness never costs a status). A bound above
     ``error_tol`` by no more than that residual's looseness is computed again
     from return times refined to a residual of :data:`RETURN_TIGHT` (so the
     loose stop never costs an answer its status). On larger classes
@@ -586,7 +627,13 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
                                            if size <= BOUND_LU_STATES else [])
     # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
     residual = _residual_1norm(op, support, pi)
-    m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info)
+
+    def enough(m_hat, f, top):
+        """Whether the bound from this iterate keeps the answer within ``error_tol`` (then its looseness is harmless)."""
+        return error_bound(op, support, pi, pin, f * top, residual, (m_hat, f)) <= error_tol
+
+    m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info,
+                                       bracket=BOUND_BRACKET, enough=enough)
     upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
