@@ -26,7 +26,7 @@ from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
 from .csr import (generator_product, graph_reach, inf_norm, masked_block, offdiagonal_column_counts,
-                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block)
+                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -132,6 +132,10 @@ class ScipyOperator(Operator):
         if A is None:
             A = self._rates[transpose] = offdiagonal_rows(self.generator_rows(transpose))
         return A
+
+    def rate_columns(self, rows, cols):
+        # from Q's own rows (its diagonal dropped by the pass): R is not made for a few columns
+        return rate_columns(self.Q, rows, cols)
 
     def rates(self, x, transpose=False):
         A = self._rates.get(transpose)
