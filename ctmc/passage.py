@@ -107,7 +107,7 @@ from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage", "BLOCK_MEMORY", "RESULT_MEMORY"]
 
 _EPS = np.finfo(float).eps
 #: right-hand sides solved together; more are solved block by block, with progress between blocks
@@ -247,7 +247,8 @@ class PassageSetup:
         ``F``: non-target states reaching ``A`` with probability one.
     """
 
-    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None):
+    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None,
+                 sources=None):
         self.op, self.method = op, method
         self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
@@ -261,6 +262,13 @@ class PassageSetup:
         else:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
+        if sources is not None:
+            # only the states the sources can visit before A: closed under the moves inside R, so the
+            # solves restricted to it give the sources' rows exactly (a source deep in a
+            # level-structured chain sees a small corner of it)
+            seeds = np.asarray(sources, dtype=bool) & self.reach
+            seen = op.reach(seeds, within=self.reach, forward=True) & self.reach
+            self.reach, self.finite = seen, self.finite & seen
         op.product_roundoff()    # counted now: it reads Q^T (scipy), here now, released by a Krylov solve
         self._sys, self._route, self._kind, self._norms = {}, {}, {}, {}
         self._seen = {}       # (s, on) -> (largest ||x|| / ||b|| of its solves, its solve of M y = 1 or None)
@@ -760,12 +768,83 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
 # --------------------------------------------------------------------------
 # first passage: joint law of (T_A, X_{T_A})
 # --------------------------------------------------------------------------
-@scoped
-def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=TAIL_EPS,
-                  max_terms=10_000_000, backend="scipy", check=True, backend_options=None, **options):
-    """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
+#: default memory for the dense blocks of right-hand sides of :func:`first_passage` (bytes per process)
+BLOCK_MEMORY = 1 << 28
+#: default largest result of :func:`first_passage` (bytes, every array of the answer together)
+RESULT_MEMORY = 1 << 31
 
-    The result arrays are small (sources x targets) and replicated on every process.
+
+def _block_width(op, budget: int) -> int:
+    """Right-hand sides per block: three dense owned blocks (right-hand side, solution, a copy for the
+    check) within ``budget`` bytes, at least one, at most :data:`RHS_BLOCK`."""
+    rows = max(1, op.stop - op.start)
+    return int(min(RHS_BLOCK, max(1, int(budget) // (24 * rows))))
+
+
+def _unit_block(op, idx, rows: int) -> np.ndarray:
+    """Owned block of unit columns: column ``c`` is ``e_{idx[c]}`` (global indices)."""
+    E = np.zeros((rows, idx.size))
+    mine = (idx >= op.start) & (idx < op.stop)
+    E[idx[mine] - op.start, np.flatnonzero(mine)] = 1.0
+    return E
+
+
+@scoped
+def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, targets=None, eps=TAIL_EPS,
+                  max_terms=10_000_000, backend="scipy", check=True, backend_options=None,
+                  block_memory=BLOCK_MEMORY, max_result_bytes=RESULT_MEMORY, **options):
+    r"""Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
+
+    The result arrays are ``sources x targets`` (per point ``s`` or ``t``) and
+    replicated on every process; nothing of size ``states x targets`` is made.
+
+    Parameters
+    ----------
+    chain, target, s, t, method, sources, eps, max_terms, backend, check, backend_options, options
+        As for :meth:`ctmc.CTMC.first_passage`.
+    targets : mask, expression, dict or indices, optional
+        The columns computed: states of ``target`` (default all of them). The
+        passage is still into the whole ``target``; an entrance elsewhere in it
+        counts in no column (rows then sum to less than one).
+    block_memory : int
+        Bytes per process for a block of dense right-hand sides (default
+        :data:`BLOCK_MEMORY`, 256 MiB).
+    max_result_bytes : int
+        Largest answer accepted (default :data:`RESULT_MEMORY`, 2 GiB).
+
+    Notes
+    -----
+    Cost model, with ``n`` the states solved on, ``r`` the sources and ``m``
+    the target columns:
+
+    * **The set solved on** is :math:`X = R \cap \mathrm{reach}^+(\text{sources})`,
+      the states the sources can visit before :math:`A`. It is closed under the
+      moves inside :math:`R`, so solves on :math:`X` alone give the sources'
+      rows exactly; ``n = |X|`` (``info["n_reach"]``): a source near the
+      bottom of a level-structured chain sees a small corner of it.
+    * :math:`Q_{XA}` is a sparse block
+      (:meth:`~ctmc.backends.base.Operator.rate_columns`: the in-rates of the
+      targets, a few per target), never a dense states x targets array.
+    * **Adjoint** (``r <= m``, any solver but ``gth``): one transposed solve
+      :math:`M^T y_i = e_i` per source and point ``s``; row ``i`` is
+      :math:`Q_{XA}^T y_i`. **Forward** (``r > m``): one solve
+      :math:`M x_j = Q_{XA} e_j` per target column and point. So
+      ``min(r, m)`` solves per point (``info["solves_per_point"]``) and, for
+      ``lu``, one factorisation per point.
+    * Right-hand sides are dense blocks of ``w`` columns of the owned length,
+      ``3 w n 8`` bytes within ``block_memory`` (``1 <= w <=``
+      :data:`RHS_BLOCK`, ``info["block_width"]``), solved one block after
+      another: memory is the factorisation (or Krylov basis) plus one block,
+      whatever ``r`` and ``m``.
+    * The CDF (``t``) is uniformised forward from each source (``r <= m``) or
+      backward from each target column, in the same blocks: ``w`` vectors of
+      the owned length at a time, products with :math:`Q` only.
+    * The answer is ``r x m`` numbers per point (plus the absorption law),
+      replicated on every process; above ``max_result_bytes`` it is refused
+      before any work. The laws from *every* state into *every* target state
+      are ``states x targets`` numbers whatever the method; ask for the columns
+      needed (``targets``: one forward solve each gives them from every
+      source) or for the sources needed, and call again for the next block.
 
     Examples
     --------
@@ -784,55 +863,87 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     svals = None if s is None else as_points(s, "s")
     tvals = None if t is None else as_points(t, "t")
     check_uniformization(eps, max_terms)
+    for name, v in (("block_memory", block_memory), ("max_result_bytes", max_result_bytes)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name}: expected an integer number of bytes >= 1, got {v!r}")
     op, opts, bo, _, tgt = _prepare(chain, target, method, options, backend, backend_options)
     n = op.n
     if sources is None:
-        src = np.arange(n)
+        src_mask = np.ones(tgt.size, dtype=bool)
     else:
-        src = global_indices(op, owned_mask(sources, op.states, n, op.start, op.stop, "sources"))
-        if src.size == 0:
-            raise ValueError("sources: the set of states is empty")
+        src_mask = owned_mask(sources, op.states, n, op.start, op.stop, "sources")
+    src = global_indices(op, src_mask)
+    if src.size == 0:
+        raise ValueError("sources: the set of states is empty")
+    cols_mask = tgt
+    if targets is not None:
+        want = owned_mask(targets, op.states, n, op.start, op.stop, "targets")
+        if op.allsum(float((want & ~tgt).sum())) > 0:
+            raise ValueError("targets: the columns asked for must be states of target")
+        cols_mask = want & tgt
+    targets_idx = global_indices(op, cols_mask)
+    if targets_idx.size == 0:
+        raise ValueError("targets: the set of states is empty")
+    m, r = targets_idx.size, src.size
+    points = 1 + (0 if svals is None else svals.size) + (0 if tvals is None else tvals.size)
+    need = 8.0 * r * m * points
+    if need > max_result_bytes:
+        raise ValueError(f"sources, targets: the answer would hold {r} sources x {m} targets x {points} "
+                         f"arrays = {need / 2**30:.3g} GiB, above max_result_bytes={max_result_bytes}; ask for "
+                         "fewer sources or target columns (targets=...) per call, or raise max_result_bytes")
     lam = 1.02 * op.allmax(float(np.where(tgt, 0.0, op.exit_rates).max(initial=0.0)))
     if tvals is not None and lam * tvals.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
                          f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    targets = global_indices(op, tgt)
-    ps = PassageSetup(op, tgt, method, opts, bo)
+    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask)
     Rm = ps.reach
-    m, r = targets.size, src.size
+    nloc = tgt.size
     own = (src >= op.start) & (src < op.stop)
     lrow = src[own] - op.start
-    tl = (targets >= op.start) & (targets < op.stop)
+    tl = (targets_idx >= op.start) & (targets_idx < op.stop)
     at_target = np.zeros((r, m))
-    a_src = np.isin(src, targets)
-    at_target[np.flatnonzero(a_src), np.searchsorted(targets, src[a_src])] = 1.0
-    E_t = np.zeros((tgt.size, m))
-    E_t[targets[tl] - op.start, np.flatnonzero(tl)] = 1.0
-    B = np.where(Rm[:, None], op.rates(E_t), 0.0)             # Q_RA, owned rows x targets
+    a_src = np.isin(src, targets_idx)
+    at_target[np.flatnonzero(a_src), np.searchsorted(targets_idx, src[a_src])] = 1.0
+    B = op.rate_columns(Rm, targets_idx).tocsc()      # Q_XA, owned rows x target columns, sparse
     in_r = np.zeros(r, dtype=bool)
     in_r[np.flatnonzero(own)] = Rm[lrow]
     n_in_r = int(round(op.allsum(float(in_r.sum()))))
     kind = ps.kind("reach")
     adjoint = kind != "gth" and n_in_r <= m
-    state = {"st": Status.SUCCESS, "reason": "", "iters": 0}
+    width = _block_width(op, block_memory)
+    state = {"st": Status.SUCCESS, "reason": "", "iters": 0, "blocks": 0}
+
+    def account(rep):
+        state["st"], state["reason"] = worst(state["st"], rep.status), rep.reason or state["reason"]
+        state["iters"] += rep.iterations
+        state["blocks"] += 1
+
+    # the sources whose rows need a solve (in X), numbered globally, the same list on every process
+    solve_src = np.flatnonzero(op.allsum(in_r.astype(float)) > 0.5)
 
     def joint(sv):
-        """E_i[exp(-s T); X_T = j] for the sources (rows) and targets (columns)."""
+        """E_i[exp(-s T); X_T = j] for the sources (rows) and target columns, block by block."""
         part = np.zeros((r, m))
-        if adjoint:  # one solve per source: M^T y_i = e_i, row i = B^T y_i
-            E = np.zeros((tgt.size, r))
-            rows_in = np.flatnonzero(own)[Rm[lrow]]
-            E[src[rows_in] - op.start, rows_in] = 1.0
-            Y, rep = ps.solve(sv, "reach", E, transpose=True)
-            part = (B.T @ Y).T
-            err, bal = ps.errors(sv, "reach", Y, E, transpose=True)
-        else:        # one solve per target column
-            X, rep = ps.solve(sv, "reach", B)
-            part[np.flatnonzero(own)] = X[lrow]
-            err, bal = ps.errors(sv, "reach", X, B)
-        state["st"], state["reason"] = worst(state["st"], rep.status), rep.reason
-        state["iters"] += rep.iterations
+        err = bal = 0.0
+        if adjoint:  # one transposed solve per source: M^T y_i = e_i, row i = Q_XA^T y_i
+            for c0 in range(0, solve_src.size, width):
+                blk = solve_src[c0:c0 + width]
+                E = _unit_block(op, src[blk], nloc)
+                Y, rep = ps.solve(sv, "reach", E, transpose=True)
+                account(rep)
+                part[blk] = (B.T @ Y).T
+                e, b2 = ps.errors(sv, "reach", Y, E, transpose=True)
+                err, bal = max(err, e), max(bal, b2)
+        else:        # one solve per target column: M x_j = Q_XA e_j
+            for c0 in range(0, m, width):
+                c1 = min(m, c0 + width)
+                Bj = B[:, c0:c1].toarray()
+                X, rep = ps.solve(sv, "reach", Bj)
+                account(rep)
+                part[np.flatnonzero(own), c0:c1] = X[lrow]
+                e, b2 = ps.errors(sv, "reach", X, Bj)
+                err, bal = max(err, e), max(bal, b2)
         return at_target + op.allsum(part.ravel()).reshape(r, m), err, bal
 
     probs, err, bal = joint(0.0)
@@ -846,31 +957,16 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
                 prog.update(f"s = {sv:g}", done=k + 1)
     cdf, bound = None, 0.0
     if tvals is not None:
-        keep = (~tgt).astype(float)
-        if r <= m:  # forward from each source: p Qa, Qa = diag(keep) Q
-            def apply(V):
-                W = keep[:, None] * V
-                return op.apply(W, transpose=True)
-            V0 = np.zeros((tgt.size, r))
-            V0[lrow, np.flatnonzero(own)] = 1.0
-            Pt, bound = uniformize_operator(apply, V0, tvals, lam, eps=eps, max_terms=max_terms,
-                                           roundoff=op.product_roundoff())
-            part = np.zeros((tvals.size, m, r))
-            part[:, np.flatnonzero(tl), :] = Pt[:, targets[tl] - op.start, :]
-            cdf = np.transpose(op.allsum(part.ravel()).reshape(tvals.size, m, r), (0, 2, 1))
-        else:  # backward from each target: Qa v
-            def apply(V):
-                return keep[:, None] * op.apply(V)
-            Pt, bound = uniformize_operator(apply, E_t, tvals, lam, eps=eps, max_terms=max_terms,
-                                           roundoff=op.product_roundoff())
-            part = np.zeros((tvals.size, r, m))
-            part[:, np.flatnonzero(own), :] = Pt[:, lrow, :]
-            cdf = op.allsum(part.ravel()).reshape(tvals.size, r, m)
+        cdf = _passage_cdf(op, tgt, src, targets_idx, own, lrow, tl, tvals, lam, width, eps, max_terms,
+                           uniformize_operator)
+        cdf, bound = cdf
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(0.0, "reach")
-    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s.
+    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s. (all columns asked)
     sure_own = np.zeros(r)
     sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
     sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
+    if m < int(round(op.allsum(float(tgt.sum())))):
+        sure = np.zeros(r, dtype=bool)
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
     defect = mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
@@ -881,10 +977,44 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     else:
         status, msg, sbound, skind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
-                adjoint=adjoint, error_bound_kind=skind)
+                adjoint=adjoint, error_bound_kind=skind, block_width=width, blocks=state["blocks"],
+                solves_per_point=int(solve_src.size if adjoint else m))
     ps.close()
     res = FirstPassageResult(method=kind, backend=op.backend, status=status, message=msg,
                              iterations=state["iters"], residual=err, wall_time=time.perf_counter() - t0, info=info,
-                             targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
+                             targets=targets_idx, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)
+
+
+def _passage_cdf(op, tgt, src, targets_idx, own, lrow, tl, tvals, lam, width, eps, max_terms, uniformize):
+    r""":math:`P_i(T_A \le t, X_{T_A} = j)` by uniformisation of the chain with ``A`` absorbing, in blocks
+    of ``width`` vectors: forward from the sources when they are fewer than the target columns
+    (:math:`e_i^T e^{Q_a t}`, :math:`Q_a = \mathrm{diag}(1_{A^c}) Q`), else backward from each target
+    column (:math:`e^{Q_a t} e_j`). Returns ``(cdf (n_t, r, m), truncation bound)``."""
+    keep = (~tgt).astype(float)
+    r, m, nloc = src.size, targets_idx.size, tgt.size
+    part = np.zeros((tvals.size, r, m))
+    bound = 0.0
+    if r <= m:
+        def apply(V):
+            return op.apply(keep[:, None] * V, transpose=True)
+        for c0 in range(0, r, width):
+            blk = np.arange(c0, min(r, c0 + width))
+            Pt, b = uniformize(apply, _unit_block(op, src[blk], nloc), tvals, lam, eps=eps, max_terms=max_terms,
+                               roundoff=op.product_roundoff())
+            bound = max(bound, b)
+            # Pt: (n_t, owned states, sources of the block) -> rows = sources, columns = owned targets
+            part[:, blk[:, None], np.flatnonzero(tl)[None, :]] = np.transpose(
+                Pt[:, targets_idx[tl] - op.start, :], (0, 2, 1))
+    else:
+        def apply(V):
+            return keep[:, None] * op.apply(V)
+        rows = np.flatnonzero(own)
+        for c0 in range(0, m, width):
+            c1 = min(m, c0 + width)
+            Pt, b = uniformize(apply, _unit_block(op, targets_idx[c0:c1], nloc), tvals, lam, eps=eps,
+                               max_terms=max_terms, roundoff=op.product_roundoff())
+            bound = max(bound, b)
+            part[:, rows, c0:c1] = Pt[:, lrow, :]
+    return op.allsum(part.ravel()).reshape(tvals.size, r, m), bound
