@@ -351,8 +351,8 @@ class PassageSetup:
         """
         x, rep = self.system(s, on).solve(b, transpose)
         kind = self.kind(on)
-        if polish and rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
-            x = self._polish(s, on, x, b)
+        if polish and rep.status is Status.SUCCESS and kind in ("gmres", "bicgstab"):
+            x = self._polish(s, on, x, b, transpose)
         if rep.status is Status.SUCCESS and not transpose and b.ndim == 1:
             self._note(s, on, x, b, rep)
         if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
@@ -364,12 +364,13 @@ class PassageSetup:
                 return self.solve(s, on, b, transpose, polish)
         return x, rep
 
-    def _polish(self, s, on, x, b):
+    def _polish(self, s, on, x, b, transpose: bool = False):
         """Gauss-Seidel sweeps from a Krylov answer until its small entries balance too.
 
-        ``M = sI - Q_XX`` is an M-matrix and ``b >= 0``, so the answer is
-        non-negative and each sweep corrects it state by state; the rule of
-        :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the ``polish`` option).
+        ``M = sI - Q_XX`` (and ``M^T``: the adjoint solves of :func:`first_passage`) is an
+        M-matrix and ``b >= 0``, so the answer is non-negative and each sweep corrects it
+        state by state; the rule of :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the
+        ``polish`` option).
         """
         budget = getattr(self.opts, "polish", KrylovSolverOptions.polish)
         if not budget:
@@ -385,12 +386,12 @@ class PassageSetup:
 
             def pair():
                 if not made:
-                    made.append(Sweeper(op, X, shift=s, transpose=False))
+                    made.append(Sweeper(op, X, shift=s, transpose=transpose))
                 made[0].relax(xc, bc, 1.0, "forward")
                 made[0].relax(xc, bc, 1.0, "backward")
                 return op.allmin(float(np.isfinite(xc).all())) > 0
 
-            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc)[1], budget, self.opts.tail_tol)
+            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc, transpose)[1], budget, self.opts.tail_tol)
             cols[:, c] = xc
             done = max(done, k)
         self.info["polish_sweeps"] = max(done, self.info.get("polish_sweeps", 0))
@@ -432,17 +433,17 @@ class PassageSetup:
         err = float(g[0] / den) if den > 0 else 0.0
         if not np.isfinite(err):
             err = np.inf
-        bal = 0.0
-        if not transpose:
-            lhs, rhs = (d * x)[X], (b + rx)[X]
-            den2 = np.maximum(np.abs(lhs), np.abs(rhs))
-            # values below the smallest normal double carry no relative accuracy (as for stationary
-            # laws): a transform of 1e-310 from a far state is not a failed balance
-            ok = den2 >= np.finfo(float).tiny
-            with np.errstate(invalid="ignore"):
-                bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
-            if not np.isfinite(bal):
-                bal = np.inf
+        # the component-wise balance d x = b + R x (or R^T x): subtraction-free for the M-matrix and
+        # b >= 0 of every passage system, so each entry, however small, is checked on its own
+        lhs, rhs = (d * x)[X], (b + rx)[X]
+        den2 = np.maximum(np.abs(lhs), np.abs(rhs))
+        # values below the smallest normal double carry no relative accuracy (as for stationary
+        # laws): a transform of 1e-310 from a far state is not a failed balance
+        ok = den2 >= np.finfo(float).tiny
+        with np.errstate(invalid="ignore"):
+            bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
+        if not np.isfinite(bal):
+            bal = np.inf
         return err, op.allmax(bal)
 
     def row_norms(self, s, on, transpose: bool = False) -> np.ndarray:
