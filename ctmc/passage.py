@@ -115,7 +115,14 @@ RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
 #: why a failed solver was replaced (:class:`Route`)
 _FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
-                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver"}
+                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver",
+                  "btf": "block-triangular solve failed ({reason}); used the sparse direct solver"}
+#: block-triangular solves: consecutive strongly connected components are grouped into blocks of at
+#: least this many states (one sparse factorisation each; the fill between the components of a block
+#: is at most its size per row)
+BTF_BLOCK = 256
+#: ... and are used when the largest component holds at most this fraction of the set
+BTF_LARGEST = 0.25
 
 
 # --------------------------------------------------------------------------
@@ -161,8 +168,15 @@ def _auto(ps, on: str) -> Route:
     facts = structure_facts(ps.op, ps.members(on))
     steps, reason = auto_plan(facts)
     k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
+    if k != "gth" and ps.triangular:
+        plan = BlockTriangularSystem.plan(ps.op, ps.members(on))
+        if plan is not None:
+            ps.btf[on] = plan
+            reason = (f"{plan.n_components} strongly connected components, the largest "
+                      f"{plan.largest} of {plan.n} states: block-triangular solve (instead of {k}: {reason})")
+            k = "btf"
     ps.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
-    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth")))
+    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth"), ("btf", "lu")))
 
 
 #: passage methods by name (shared by the three passage analyses); ``auto`` is an entry like the others
@@ -221,6 +235,129 @@ class DenseSystem(System):
         return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
 
 
+@dataclass(frozen=True)
+class TriangularPlan:
+    """The strongly connected components of a set, in an order that makes ``M`` block triangular."""
+
+    n: int
+    n_components: int
+    largest: int
+    matrix: object          # M = -Q_XX (diagonal: exit rates) in CSR, numbered along X
+    order: np.ndarray       # X's states, component by component, sinks first
+    cuts: np.ndarray        # block boundaries in ``order`` (at component boundaries)
+
+
+class BlockTriangularSystem(System):
+    r"""``M = sI - Q_XX`` solved block by block along the strongly connected components of ``X``.
+
+    Numbered component by component with the components in topological
+    order (a component before those it can move to is after them: sinks
+    first), ``M`` is block lower triangular; the components are grouped in
+    consecutive blocks of at least :data:`BTF_BLOCK` states, each factorised
+    alone (sparse LU, diagonal pivots). Then
+
+    .. math::
+
+        x_G = M_{GG}^{-1}\big(b_G + R_{G,<G}\, x_{<G}\big), \qquad
+        y_G = M_{GG}^{-T}\big(e_G + R_{>G,G}^T\, y_{>G}\big)
+
+    block after block (forward: first block first; transposed: last first):
+    the off-block terms are sums of non-negative numbers (subtraction-free,
+    as the dense elimination is), and there is no fill between blocks, where
+    one factorisation of the whole matrix fills the triangle between
+    components. A level process whose level never grows before the target
+    (the JSQ chain before the first equality: 2000 levels of at most 2000
+    states at K = 2000) is solved in time and memory linear in its size.
+
+    Used by ``auto`` in :func:`first_passage` on one process when the largest
+    component holds at most :data:`BTF_LARGEST` of the set (:meth:`plan`).
+    """
+
+    @staticmethod
+    def plan(op, members) -> Optional[TriangularPlan]:
+        """The components of ``X = members`` when a block-triangular solve pays, else None."""
+        from scipy.sparse.csgraph import connected_components
+        from .backends.csr import principal_block
+        if op.size != 1:
+            return None
+        members = np.asarray(members, dtype=bool)
+        n = int(members.sum())
+        if n < 4 * BTF_BLOCK:
+            return None
+        M = principal_block(op.generator_rows(), members, op.exit_rates[members])
+        nc, lab = connected_components(M, directed=True, connection="strong")
+        largest = int(np.bincount(lab).max())
+        if nc < 2 or largest > BTF_LARGEST * n:
+            return None
+        coo = M.tocoo()
+        cross = lab[coo.row] != lab[coo.col]
+        if not np.all(lab[coo.row[cross]] > lab[coo.col[cross]]):
+            return None       # the components are not numbered in topological order: no plan
+        order = np.argsort(lab, kind="stable")
+        sizes = np.bincount(lab, minlength=nc)
+        ends = np.cumsum(sizes)                        # component boundaries in ``order``
+        cuts, last = [0], 0
+        for e in ends:
+            if e - last >= BTF_BLOCK:
+                cuts.append(int(e))
+                last = int(e)
+        if cuts[-1] != n:
+            cuts.append(n)
+        return TriangularPlan(n, int(nc), largest, M, order, np.asarray(cuts))
+
+    def __init__(self, op, members, shift: float, plan: TriangularPlan):
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+        self.op = op
+        self.idx = np.flatnonzero(members)
+        o = plan.order
+        Mp = plan.matrix[o][:, o].tocsr()
+        if shift:
+            Mp = (Mp + float(shift) * sp.identity(plan.n, format="csr")).tocsr()
+        self._Mp, self._MpT, self._order = Mp, None, o
+        self._blocks, fill = [], 0
+        self.failure = None
+        for g0, g1 in zip(plan.cuts[:-1], plan.cuts[1:]):
+            rows = Mp[g0:g1]
+            try:     # small blocks: minimum degree, diagonal pivots (an M-matrix), no memory cap needed
+                lu = sla.splu(rows[:, g0:g1].tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            except RuntimeError as exc:
+                self.failure = f"block {g0}:{g1}: {exc}"
+                break
+            fill += int(lu.nnz)
+            self._blocks.append((int(g0), int(g1), lu, rows[:, :g0].tocsr()))
+        self.info = {"solver": "block-triangular sparse LU", "blocks": len(self._blocks),
+                     "components": plan.n_components, "largest_component": plan.largest, "fill": fill}
+
+    def solve(self, b, transpose=False):
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.failure is not None:
+            return x, SolveReport(Status.BREAKDOWN, self.failure)
+        bp = b[self.idx][self._order]
+        xp = np.zeros_like(bp)
+        if not transpose:
+            for g0, g1, lu, before in self._blocks:
+                r = bp[g0:g1] - before @ xp[:g0] if g0 else bp[g0:g1]
+                xp[g0:g1] = lu.solve(np.ascontiguousarray(r))
+        else:
+            if self._MpT is None:       # the blocks' columns below them, made at the first transposed solve
+                MpT = self._Mp.T.tocsr()
+                self._MpT = [MpT[g0:g1, g1:].tocsr() for g0, g1, _, _ in self._blocks]
+            for (g0, g1, lu, _), after in zip(reversed(self._blocks), reversed(self._MpT)):
+                r = bp[g0:g1] - after @ xp[g1:] if after.nnz else bp[g0:g1]
+                xp[g0:g1] = lu.solve(np.ascontiguousarray(r), trans="T")
+        out = np.empty_like(xp)
+        out[self._order] = xp
+        x[self.idx] = out
+        if not np.all(np.isfinite(out)):
+            return x, SolveReport(Status.BREAKDOWN, "block-triangular solve: a non-finite value")
+        return x, SolveReport(Status.SUCCESS, "block-triangular sparse LU")
+
+    def close(self):
+        self._blocks, self._Mp, self._MpT = [], None, None
+
+
 # --------------------------------------------------------------------------
 # sets and systems
 # --------------------------------------------------------------------------
@@ -248,8 +385,9 @@ class PassageSetup:
     """
 
     def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None,
-                 sources=None):
+                 sources=None, triangular: bool = False):
         self.op, self.method = op, method
+        self.triangular, self.btf = bool(triangular), {}
         self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
@@ -307,6 +445,8 @@ class PassageSetup:
             kind = self.kind(on)
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
+            elif kind == "btf":
+                self._sys[key] = BlockTriangularSystem(self.op, self.members(on), s, self.btf[on])
             else:
                 self._sys[key] = self.op.system(self.members(on), s, self._spec(kind, on), self.bo)
             self.info.update(self._sys[key].info)
@@ -897,7 +1037,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
         raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
                          f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask)
+    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask, triangular=True)
     Rm = ps.reach
     nloc = tgt.size
     own = (src >= op.start) & (src < op.stop)
