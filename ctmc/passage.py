@@ -168,6 +168,10 @@ def _auto(ps, on: str) -> Route:
     facts = structure_facts(ps.op, ps.members(on))
     steps, reason = auto_plan(facts)
     k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
+    if k == "gth" and ps.transposed:
+        # adjoint solves, one per source, need a transposed solve: the sparse one (a small set); the
+        # dense elimination would solve one system per target column on vectors of every state
+        k, reason = "lu", f"{reason}; few sources: adjoint solves by the sparse solver (gth has no transposed solve)"
     if k != "gth" and ps.triangular:
         plan = BlockTriangularSystem.plan(ps.op, ps.members(on))
         if plan is not None:
@@ -388,6 +392,7 @@ class PassageSetup:
                  sources=None, triangular: bool = False):
         self.op, self.method = op, method
         self.triangular, self.btf = bool(triangular), {}
+        self.transposed = False     # the solves asked for are transposed ones (auto avoids gth)
         self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
@@ -1050,6 +1055,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     in_r = np.zeros(r, dtype=bool)
     in_r[np.flatnonzero(own)] = Rm[lrow]
     n_in_r = int(round(op.allsum(float(in_r.sum()))))
+    ps.transposed = n_in_r <= m          # auto then takes a solver with a transposed solve (not gth)
     kind = ps.kind("reach")
     adjoint = kind != "gth" and n_in_r <= m
     width = _block_width(op, block_memory)
