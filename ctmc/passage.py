@@ -123,6 +123,8 @@ _FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct s
 BTF_BLOCK = 256
 #: ... and are used when the largest component holds at most this fraction of the set
 BTF_LARGEST = 0.25
+#: blocks of up to this many states are factorised without supernodes (less workspace)
+_SMALL_BLOCK = 4096
 
 
 # --------------------------------------------------------------------------
@@ -312,6 +314,7 @@ class BlockTriangularSystem(System):
     def __init__(self, op, members, shift: float, plan: TriangularPlan):
         import scipy.sparse as sp
         import scipy.sparse.linalg as sla
+        from ._sparse_lu import choose_ordering
         self.op = op
         self.idx = np.flatnonzero(members)
         o = plan.order
@@ -323,8 +326,13 @@ class BlockTriangularSystem(System):
         self.failure = None
         for g0, g1 in zip(plan.cuts[:-1], plan.cuts[1:]):
             rows = Mp[g0:g1]
-            try:     # small blocks: minimum degree, diagonal pivots (an M-matrix), no memory cap needed
-                lu = sla.splu(rows[:, g0:g1].tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            D = rows[:, g0:g1].tocsc()
+            # the ordering by the rule of every sparse LU (natural where the block is nearly banded, as a
+            # component in state order often is); diagonal pivots (an M-matrix); a small block is
+            # factorised without supernodes, whose workspace is most of the memory of a small SuperLU
+            small = {"PanelSize": 1, "Relax": 1} if g1 - g0 <= _SMALL_BLOCK else None
+            try:
+                lu = sla.splu(D, permc_spec=choose_ordering(D), diag_pivot_thresh=0.0, options=small or {})
             except RuntimeError as exc:
                 self.failure = f"block {g0}:{g1}: {exc}"
                 break
@@ -456,6 +464,13 @@ class PassageSetup:
                 self._sys[key] = self.op.system(self.members(on), s, self._spec(kind, on), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
+
+    def release(self, s: float, on: str) -> None:
+        """Close the set-up system of shift ``s`` on ``on`` (made again if asked for): one point's
+        factorisation is not kept while the next point's is made."""
+        sysm = self._sys.pop((float(s), on), None)
+        if sysm is not None:
+            sysm.close()
 
     def _switch(self, on, kind, why):
         self.fallback = why
@@ -1101,6 +1116,8 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
             for k, sv in enumerate(svals):
                 lap[k], e, b2 = joint(sv)
                 err, bal = max(err, e), max(bal, b2)
+                if sv != 0.0:                     # s = 0's system serves the condition estimate
+                    ps.release(sv, "reach")
                 prog.update(f"s = {sv:g}", done=k + 1)
     cdf, bound = None, 0.0
     if tvals is not None:
