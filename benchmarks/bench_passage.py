@@ -25,6 +25,9 @@ one source, K = 500, 1000, 2000 by default, sources (2, 7) (the README's) and
 * ``auto``: ``first_equality`` as shipped (sparse in-rates, the solve on the
   source's corner, block-triangular along the levels on one process);
 * ``lu``: the same with ``method="lu"``: one sparse LU of the whole corner;
+* ``petsc`` (with ``--petsc``): ``backend="petsc"`` on two MPI ranks
+  (``mpirun -n 2``; one distributed factorisation; peak memory: the larger
+  rank's);
 * ``dense (old)``: the route before, rebuilt here: the target columns as a dense
   ``states x (K+1)`` array, ``Q_RA`` by products with it, one LU of every
   state that reaches the target. Run only where its two dense arrays fit in
@@ -34,7 +37,7 @@ one source, K = 500, 1000, 2000 by default, sources (2, 7) (the README's) and
 entrances of probability above 1e-300.
 
     .venv/bin/python benchmarks/bench_passage.py --first-equality
-    .venv/bin/python benchmarks/bench_passage.py --first-equality --K 300 500
+    .venv/bin/python benchmarks/bench_passage.py --first-equality --K 300 500 --petsc
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -89,31 +93,41 @@ def _dense_route(q, source):
 
 
 def _one(K, route, source):
-    """Child process: one route, printed as JSON (its own wall time and peak RSS)."""
+    """Child process: one route, printed as JSON (its own wall time and peak RSS; under MPI the
+    largest over the ranks, printed by rank 0)."""
     from ctmc.models.jsq import JSQ2
     warnings.simplefilter("ignore")
     q = JSQ2(K, RHO, MU2)
     q.chain()
     t0 = time.perf_counter()
+    rank, peak = 0, None
     if route == "dense (old)":
         row, status, n, method = _dense_route(q, source)
     else:
-        kw = {} if route == "auto" else {"method": route}
+        kw = {"backend": "petsc"} if route == "petsc" else {} if route == "auto" else {"method": route}
         fp = q.first_equality(s=[0.0], sources=source, check=False, **kw)
         row, status, n, method = fp.probabilities[0], fp.status.value, fp.info["n_reach"], fp.method
+        if route == "petsc":
+            from ctmc.backends import operator_for
+            op = operator_for(q.chain(), "petsc")
+            rank, peak = op.rank, max(op.memory()["peak_mib_per_rank"]) / 2 ** 10
+            method = f"{method}, {op.size} ranks"
     t = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
-    print(json.dumps({"seconds": t, "peak_gib": peak, "status": status, "n": int(n), "method": method,
-                      "row": [float(v) for v in row]}))
+    if peak is None:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    if rank == 0:
+        print(json.dumps({"seconds": t, "peak_gib": peak, "status": status, "n": int(n), "method": method,
+                          "row": [float(v) for v in row]}))
 
 
-def first_equality_table(Ks, dense_max_gib, timeout):
+def first_equality_table(Ks, dense_max_gib, timeout, petsc=False):
     rows = []
+    routes = ROUTES + (("petsc",) if petsc else ())
     for K in Ks:
         n_states = (K + 1) * (K + 2) // 2
         for source in ({"s": 2, "l": 7}, {"s": 0, "l": K}):
             ref = None
-            for route in ROUTES:
+            for route in routes:
                 label = f"({source['s']}, {source['l']})"
                 if route == "dense (old)":
                     need = 2 * 8 * n_states * (K + 1) / 2 ** 30
@@ -122,8 +136,12 @@ def first_equality_table(Ks, dense_max_gib, timeout):
                                      "-", "-"])
                         continue
                 cmd = [sys.executable, os.path.abspath(__file__), "--one", str(K), route, json.dumps(source)]
+                if route == "petsc":
+                    cmd = [shutil.which("mpirun") or "mpirun", "-n", "2"] + cmd
                 try:
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                               OMPI_MCA_rmaps_base_oversubscribe="1")
+                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
                     r = json.loads(out.stdout.strip().splitlines()[-1])
                 except Exception as exc:  # a child killed or out of time: say so, go on
                     rows.append([K, n_states, label, route, "-", "-", "-", f"failed: {type(exc).__name__}", "-", "-"])
@@ -155,10 +173,12 @@ def main(argv=None):
     p.add_argument("--dense-max-gib", type=float, default=3.0,
                    help="run the old dense route only where its dense arrays need at most this")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per route and case")
+    p.add_argument("--petsc", action="store_true",
+                   help="with --first-equality: also the PETSc backend on two MPI ranks (mpirun -n 2)")
     args = p.parse_args(argv)
     if args.first_equality:
         print(f"load: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} (1, 5, 15 min)")
-        return first_equality_table(args.K, args.dense_max_gib, args.timeout)
+        return first_equality_table(args.K, args.dense_max_gib, args.timeout, args.petsc)
     warnings.simplefilter("ignore")
     rows = []
     for spec in args.cases.split(","):
