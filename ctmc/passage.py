@@ -60,7 +60,11 @@ Methods (the registry :data:`METHODS`)
     :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
     on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
     preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
-    factorisation of up to 4000 unknowns by ``gth``.
+    factorisation of up to 4000 unknowns by ``gth``. In :func:`first_passage`
+    on one process, a set whose strongly connected components are each at
+    most a quarter of it is solved block-triangularly along them
+    (``btf``, :class:`BlockTriangularSystem`: one small factorisation per
+    block, no fill between blocks), redone by ``lu`` if a block fails.
 
 A method is a function returning the :class:`Route` of the solves on a set
 (solver, imposed preconditioner, fallbacks), an options class and a line of
@@ -107,7 +111,9 @@ from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .sets import global_indices, owned_mask
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage", "BLOCK_MEMORY", "RESULT_MEMORY"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "ReplicatedSystem", "BlockTriangularSystem",
+           "TriangularPlan", "hitting_times", "hitting_laplace", "first_passage", "grade_passage", "BLOCK_MEMORY",
+           "RESULT_MEMORY"]
 
 _EPS = np.finfo(float).eps
 #: right-hand sides solved together; more are solved block by block, with progress between blocks
@@ -172,8 +178,11 @@ def _auto(ps, on: str) -> Route:
     k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
     if k == "gth" and ps.transposed:
         # adjoint solves, one per source, need a transposed solve: the sparse one (a small set); the
-        # dense elimination would solve one system per target column on vectors of every state
-        k, reason = "lu", f"{reason}; few sources: adjoint solves by the sparse solver (gth has no transposed solve)"
+        # dense elimination would solve one system per target column on vectors of every state. On
+        # several processes the small set is gathered and factorised on each (a distributed
+        # factorisation there spans every state)
+        k = "lu" if ps.op.size == 1 else "lu-replicated"
+        reason = f"{reason}; few sources: adjoint solves by sparse LU (gth has no transposed solve)"
     if k != "gth" and ps.triangular:
         plan = BlockTriangularSystem.plan(ps.op, ps.members(on))
         if plan is not None:
@@ -239,6 +248,45 @@ class DenseSystem(System):
         sol = self.lu.solve(full[self.idx])
         x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
         return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
+
+
+class ReplicatedSystem(System):
+    """``M = s I - Q_XX`` of a small set gathered on every process and factorised there (SuperLU, diagonal
+    pivots), with transposed solves: the adjoint solves of :func:`first_passage` from a few sources whose
+    corner of the chain is small, where a distributed factorisation would span every state."""
+
+    def __init__(self, op, members, shift: float):
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+        self.op = op
+        members = np.asarray(members, dtype=bool)
+        full = op.gather(members.astype(float), "all") > 0.5
+        self.idx = np.flatnonzero(full)
+        rows = op.gather_rows(members)                      # |X| x n, replicated
+        q = op.gather(op.exit_rates[members], "all")        # in X's (global) order
+        M = (sp.diags(float(shift) + q) - rows[:, self.idx]).tocsc()
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
+        self.failure, self.lu = None, None
+        if self.idx.size:
+            try:
+                self.lu = sla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            except RuntimeError as exc:
+                self.failure = f"SuperLU failed: {exc}"
+        self.info = {"solver": f"sparse LU of {self.idx.size} unknowns on every process"}
+
+    def solve(self, b, transpose=False):
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.failure is not None:
+            return x, SolveReport(Status.BREAKDOWN, self.failure)
+        if self.lu is None:
+            return x, SolveReport()
+        cols = b.reshape(b.shape[0], -1)
+        whole = self.op.gather(cols[self._local], "all").reshape(self.idx.size, cols.shape[1])
+        sol = self.lu.solve(np.ascontiguousarray(whole), trans="T" if transpose else "N")
+        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
+        return x, SolveReport(Status.SUCCESS, "sparse LU (replicated)")
 
 
 @dataclass(frozen=True)
@@ -458,6 +506,8 @@ class PassageSetup:
             kind = self.kind(on)
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
+            elif kind == "lu-replicated":
+                self._sys[key] = ReplicatedSystem(self.op, self.members(on), s)
             elif kind == "btf":
                 self._sys[key] = BlockTriangularSystem(self.op, self.members(on), s, self.btf[on])
             else:
@@ -991,9 +1041,17 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
       :math:`Q_{XA}^T y_i`. **Forward** (``r > m``): one solve
       :math:`M x_j = Q_{XA} e_j` per target column and point. So
       ``min(r, m)`` solves per point (``info["solves_per_point"]``) and, for
-      ``lu``, one factorisation per point.
-    * Right-hand sides are dense blocks of ``w`` columns of the owned length,
-      ``3 w n 8`` bytes within ``block_memory`` (``1 <= w <=``
+      ``lu``, one factorisation per point. Under ``auto`` on one process, an
+      ``X`` that splits into strongly connected components none larger than
+      a quarter of it is factorised block by block
+      (:class:`BlockTriangularSystem`, ``method == "btf"``): time and memory
+      about linear in ``n`` when the components are small or banded (the JSQ
+      levels before the first equality), where one factorisation of ``X``
+      fills the triangle between them; an ``X`` of at most 1000 states with
+      adjoint solves takes the sparse solver (``gth`` has no transposed solve).
+    * Right-hand sides are dense blocks of ``w`` columns of the owned length
+      ``N`` (the process's rows of the chain), ``24 w N`` bytes within
+      ``block_memory`` (``1 <= w <=``
       :data:`RHS_BLOCK`, ``info["block_width"]``), solved one block after
       another: memory is the factorisation (or Krylov basis) plus one block,
       whatever ``r`` and ``m``.
@@ -1057,7 +1115,7 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
         raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
                          f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask, triangular=True)
+    ps = PassageSetup(op, tgt, method, opts, bo, sources=None if sources is None else src_mask, triangular=True)
     Rm = ps.reach
     nloc = tgt.size
     own = (src >= op.start) & (src < op.stop)

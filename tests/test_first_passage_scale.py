@@ -52,11 +52,13 @@ def _job(out_path):
     cases = {"one_source": dict(sources={"s": 0, "l": MPI_K}),             # adjoint, the whole chain
              "two_sources": dict(sources=[{"s": 2, "l": 7}, {"s": 11, "l": 30}]),
              "levels": dict(levels=[0, 9, MPI_K - 1])}                      # forward, every source
+    cases["corner"] = dict(sources=[{"s": 2, "l": 7}, {"s": 0, "l": 9}])            # auto: a small set
     out = {"size": comm.getSize()}
     for name, kw in cases.items():
         a = q.first_equality(s=[0.0, 0.4], t=[2.0], **kw)
-        b = q.first_equality(s=[0.0, 0.4], t=[2.0], backend="petsc", method="lu", **kw)
-        out[name] = {"status": b.status.value, "adjoint": bool(b.info["adjoint"]),
+        b = q.first_equality(s=[0.0, 0.4], t=[2.0], backend="petsc", **kw,
+                             **({} if name == "corner" else {"method": "lu"}))
+        out[name] = {"status": b.status.value, "adjoint": bool(b.info["adjoint"]), "method": b.method,
                      "rel_laplace": relative_error(b.laplace, a.laplace),
                      "rel_probabilities": relative_error(b.probabilities, a.probabilities),
                      "rel_cdf": relative_error(b.cdf, a.cdf),
@@ -288,7 +290,8 @@ def test_two_ranks_first_equality_matches_scipy(tmp_path):
     r = json.loads(out.read_text())
     assert r["size"] == 2
     assert min(r[name]["smallest"] for name in ("one_source", "two_sources", "levels")) < 1e-17
-    for name in ("one_source", "two_sources", "levels"):
+    assert r["corner"]["method"] == "lu-replicated" and r["corner"]["n_reach"] == [45, 45]
+    for name in ("one_source", "two_sources", "levels", "corner"):
         c = r[name]
         assert c["status"] == "success", (name, c)
         assert c["adjoint"] == (name != "levels")
