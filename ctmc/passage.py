@@ -1047,8 +1047,11 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
       (:class:`BlockTriangularSystem`, ``method == "btf"``): time and memory
       about linear in ``n`` when the components are small or banded (the JSQ
       levels before the first equality), where one factorisation of ``X``
-      fills the triangle between them; an ``X`` of at most 1000 states with
-      adjoint solves takes the sparse solver (``gth`` has no transposed solve).
+      fills the triangle between them. An ``X`` of at most 1000 states with
+      adjoint solves takes the sparse solver (``gth`` has no transposed
+      solve); on several processes it is gathered and factorised on each
+      (:class:`ReplicatedSystem`, ``method == "lu-replicated"``), not by one
+      distributed factorisation spanning every state.
     * Right-hand sides are dense blocks of ``w`` columns of the owned length
       ``N`` (the process's rows of the chain), ``24 w N`` bytes within
       ``block_memory`` (``1 <= w <=``
