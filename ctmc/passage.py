@@ -60,10 +60,10 @@ Methods (the registry :data:`METHODS`)
     :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
     on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
     preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
-    factorisation of up to 4000 unknowns by ``gth``. In :func:`first_passage`
+    factorisation of up to 4000 unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`
     on one process, a set whose strongly connected components are each at
     most a quarter of it is solved block-triangularly along them
-    (``btf``, :class:`BlockTriangularSystem`: one small factorisation per
+    (``btf``, :class:`~ctmc.passage_systems.BlockTriangularSystem`: one small factorisation per
     block, no fill between blocks), redone by ``lu`` if a block fails.
 
 A method is a function returning the :class:`Route` of the solves on a set
@@ -95,7 +95,7 @@ import numpy as np
 
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
-from .linalg import TripletLU, inverse_norm_bound
+from .linalg import inverse_norm_bound
 from .kernels.classes import global_argmax, slowest_exit
 from .kernels.evidence import (COND_RTOL, grade_bound, grade_passage, inverse_norm_bound_of, mass_defect,
                                passage_bound)
@@ -104,33 +104,24 @@ from .kernels.sweeps import Sweeper, polish_sweeps
 from .kernels.registry import Method, deprecated_aliases
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
+from .joint_passage import BLOCK_MEMORY, RESULT_MEMORY, RHS_BLOCK, block_width, rows_and_columns, solve_joint
 from .transient import TAIL_EPS
 from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
-from .sets import global_indices, owned_mask
+from .passage_systems import BlockTriangularSystem, DenseSystem, ReplicatedSystem
+from .sets import owned_mask
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "ReplicatedSystem", "BlockTriangularSystem",
-           "TriangularPlan", "hitting_times", "hitting_laplace", "first_passage", "grade_passage", "BLOCK_MEMORY",
-           "RESULT_MEMORY"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "hitting_times", "hitting_laplace",
+           "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-#: right-hand sides solved together; more are solved block by block, with progress between blocks
-RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
 #: why a failed solver was replaced (:class:`Route`)
 _FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
                   "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver",
                   "btf": "block-triangular solve failed ({reason}); used the sparse direct solver"}
-#: block-triangular solves: consecutive strongly connected components are grouped into blocks of at
-#: least this many states (one sparse factorisation each; the fill between the components of a block
-#: is at most its size per row)
-BTF_BLOCK = 256
-#: ... and are used when the largest component holds at most this fraction of the set
-BTF_LARGEST = 0.25
-#: blocks of up to this many states are factorised without supernodes (less workspace)
-_SMALL_BLOCK = 4096
 
 
 # --------------------------------------------------------------------------
@@ -211,211 +202,6 @@ __getattr__ = deprecated_aliases(__name__, {
     "PassageKrylovOptions": ("ctmc.options.KrylovSolverOptions", KrylovSolverOptions),
     "make_options": ("ctmc.options.make_options('passage', ctmc.passage.METHODS, method, options)",
                      lambda method, options: _make_options("passage", METHODS, method, options))})
-
-
-# --------------------------------------------------------------------------
-# the dense subtraction-free system, on any backend
-# --------------------------------------------------------------------------
-class DenseSystem(System):
-    """``M = s I - Q_XX`` gathered on every process and factorised by :class:`~ctmc.linalg.TripletLU`.
-
-    The row sums of ``M`` are ``s`` plus the rates leaving ``X``, summed
-    without a subtraction, so the elimination is subtraction-free.
-    """
-
-    def __init__(self, op, members, shift: float):
-        self.op = op
-        full = op.gather(members.astype(float), "all") > 0.5
-        self.idx = np.flatnonzero(full)
-        rows = op.gather_rows(members)          # |X| x n, replicated
-        inside = rows[:, self.idx].toarray()
-        leak = np.asarray(rows[:, np.flatnonzero(~full)].sum(axis=1)).ravel()
-        self.lu = TripletLU(inside, float(shift) + leak) if self.idx.size else None
-        own = (self.idx >= op.start) & (self.idx < op.stop)
-        self._own, self._local = own, self.idx[own] - op.start
-        self.info = {"solver": "dense subtraction-free elimination"}
-
-    def solve(self, b, transpose=False):
-        if transpose:
-            raise ValueError("transpose: the subtraction-free solver has no transposed solve")
-        b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
-        if self.lu is None:
-            return x, SolveReport()
-        op = self.op
-        cols = b.reshape(b.shape[0], -1)
-        full = np.column_stack([op.gather(cols[:, c], "all") for c in range(cols.shape[1])])
-        sol = self.lu.solve(full[self.idx])
-        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
-        return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
-
-
-class ReplicatedSystem(System):
-    """``M = s I - Q_XX`` of a small set gathered on every process and factorised there (SuperLU, diagonal
-    pivots), with transposed solves: the adjoint solves of :func:`first_passage` from a few sources whose
-    corner of the chain is small, where a distributed factorisation would span every state."""
-
-    def __init__(self, op, members, shift: float):
-        import scipy.sparse as sp
-        import scipy.sparse.linalg as sla
-        self.op = op
-        members = np.asarray(members, dtype=bool)
-        full = op.gather(members.astype(float), "all") > 0.5
-        self.idx = np.flatnonzero(full)
-        rows = op.gather_rows(members)                      # |X| x n, replicated
-        q = op.gather(op.exit_rates[members], "all")        # in X's (global) order
-        M = (sp.diags(float(shift) + q) - rows[:, self.idx]).tocsc()
-        own = (self.idx >= op.start) & (self.idx < op.stop)
-        self._own, self._local = own, self.idx[own] - op.start
-        self.failure, self.lu = None, None
-        if self.idx.size:
-            try:
-                self.lu = sla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
-            except RuntimeError as exc:
-                self.failure = f"SuperLU failed: {exc}"
-        self.info = {"solver": f"sparse LU of {self.idx.size} unknowns on every process"}
-
-    def solve(self, b, transpose=False):
-        b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
-        if self.failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self.failure)
-        if self.lu is None:
-            return x, SolveReport()
-        cols = b.reshape(b.shape[0], -1)
-        whole = self.op.gather(cols[self._local], "all").reshape(self.idx.size, cols.shape[1])
-        sol = self.lu.solve(np.ascontiguousarray(whole), trans="T" if transpose else "N")
-        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
-        return x, SolveReport(Status.SUCCESS, "sparse LU (replicated)")
-
-
-@dataclass(frozen=True)
-class TriangularPlan:
-    """The strongly connected components of a set, in an order that makes ``M`` block triangular."""
-
-    n: int
-    n_components: int
-    largest: int
-    matrix: object          # M = -Q_XX (diagonal: exit rates) in CSR, numbered along X
-    order: np.ndarray       # X's states, component by component, sinks first
-    cuts: np.ndarray        # block boundaries in ``order`` (at component boundaries)
-
-
-class BlockTriangularSystem(System):
-    r"""``M = sI - Q_XX`` solved block by block along the strongly connected components of ``X``.
-
-    Numbered component by component with the components in topological
-    order (a component before those it can move to is after them: sinks
-    first), ``M`` is block lower triangular; the components are grouped in
-    consecutive blocks of at least :data:`BTF_BLOCK` states, each factorised
-    alone (sparse LU, diagonal pivots). Then
-
-    .. math::
-
-        x_G = M_{GG}^{-1}\big(b_G + R_{G,<G}\, x_{<G}\big), \qquad
-        y_G = M_{GG}^{-T}\big(e_G + R_{>G,G}^T\, y_{>G}\big)
-
-    block after block (forward: first block first; transposed: last first):
-    the off-block terms are sums of non-negative numbers (subtraction-free,
-    as the dense elimination is), and there is no fill between blocks, where
-    one factorisation of the whole matrix fills the triangle between
-    components. A level process whose level never grows before the target
-    (the JSQ chain before the first equality: 2000 levels of at most 2000
-    states at K = 2000) is solved in time and memory linear in its size.
-
-    Used by ``auto`` in :func:`first_passage` on one process when the largest
-    component holds at most :data:`BTF_LARGEST` of the set (:meth:`plan`).
-    """
-
-    @staticmethod
-    def plan(op, members) -> Optional[TriangularPlan]:
-        """The components of ``X = members`` when a block-triangular solve pays, else None."""
-        from scipy.sparse.csgraph import connected_components
-        from .backends.csr import principal_block
-        if op.size != 1:
-            return None
-        members = np.asarray(members, dtype=bool)
-        n = int(members.sum())
-        if n < 4 * BTF_BLOCK:
-            return None
-        M = principal_block(op.generator_rows(), members, op.exit_rates[members])
-        nc, lab = connected_components(M, directed=True, connection="strong")
-        largest = int(np.bincount(lab).max())
-        if nc < 2 or largest > BTF_LARGEST * n:
-            return None
-        coo = M.tocoo()
-        cross = lab[coo.row] != lab[coo.col]
-        if not np.all(lab[coo.row[cross]] > lab[coo.col[cross]]):
-            return None       # the components are not numbered in topological order: no plan
-        order = np.argsort(lab, kind="stable")
-        sizes = np.bincount(lab, minlength=nc)
-        ends = np.cumsum(sizes)                        # component boundaries in ``order``
-        cuts, last = [0], 0
-        for e in ends:
-            if e - last >= BTF_BLOCK:
-                cuts.append(int(e))
-                last = int(e)
-        if cuts[-1] != n:
-            cuts.append(n)
-        return TriangularPlan(n, int(nc), largest, M, order, np.asarray(cuts))
-
-    def __init__(self, op, members, shift: float, plan: TriangularPlan):
-        import scipy.sparse as sp
-        import scipy.sparse.linalg as sla
-        from ._sparse_lu import choose_ordering
-        self.op = op
-        self.idx = np.flatnonzero(members)
-        o = plan.order
-        Mp = plan.matrix[o][:, o].tocsr()
-        if shift:
-            Mp = (Mp + float(shift) * sp.identity(plan.n, format="csr")).tocsr()
-        self._Mp, self._MpT, self._order = Mp, None, o
-        self._blocks, fill = [], 0
-        self.failure = None
-        for g0, g1 in zip(plan.cuts[:-1], plan.cuts[1:]):
-            rows = Mp[g0:g1]
-            D = rows[:, g0:g1].tocsc()
-            # the ordering by the rule of every sparse LU (natural where the block is nearly banded, as a
-            # component in state order often is); diagonal pivots (an M-matrix); a small block is
-            # factorised without supernodes, whose workspace is most of the memory of a small SuperLU
-            small = {"PanelSize": 1, "Relax": 1} if g1 - g0 <= _SMALL_BLOCK else None
-            try:
-                lu = sla.splu(D, permc_spec=choose_ordering(D), diag_pivot_thresh=0.0, options=small or {})
-            except RuntimeError as exc:
-                self.failure = f"block {g0}:{g1}: {exc}"
-                break
-            fill += int(lu.nnz)
-            self._blocks.append((int(g0), int(g1), lu, rows[:, :g0].tocsr()))
-        self.info = {"solver": "block-triangular sparse LU", "blocks": len(self._blocks),
-                     "components": plan.n_components, "largest_component": plan.largest, "fill": fill}
-
-    def solve(self, b, transpose=False):
-        b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
-        if self.failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self.failure)
-        bp = b[self.idx][self._order]
-        xp = np.zeros_like(bp)
-        if not transpose:
-            for g0, g1, lu, before in self._blocks:
-                r = bp[g0:g1] - before @ xp[:g0] if g0 else bp[g0:g1]
-                xp[g0:g1] = lu.solve(np.ascontiguousarray(r))
-        else:
-            if self._MpT is None:       # the blocks' columns below them, made at the first transposed solve
-                MpT = self._Mp.T.tocsr()
-                self._MpT = [MpT[g0:g1, g1:].tocsr() for g0, g1, _, _ in self._blocks]
-            for (g0, g1, lu, _), after in zip(reversed(self._blocks), reversed(self._MpT)):
-                r = bp[g0:g1] - after @ xp[g1:] if after.nnz else bp[g0:g1]
-                xp[g0:g1] = lu.solve(np.ascontiguousarray(r), trans="T")
-        out = np.empty_like(xp)
-        out[self._order] = xp
-        x[self.idx] = out
-        if not np.all(np.isfinite(out)):
-            return x, SolveReport(Status.BREAKDOWN, "block-triangular solve: a non-finite value")
-        return x, SolveReport(Status.SUCCESS, "block-triangular sparse LU")
-
-    def close(self):
-        self._blocks, self._Mp, self._MpT = [], None, None
 
 
 # --------------------------------------------------------------------------
@@ -532,7 +318,7 @@ class PassageSetup:
         """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``.
 
         Many right-hand sides (columns of ``b``) are solved in blocks of
-        :data:`RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
+        :data:`ctmc.joint_passage.RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
         ``polish=False`` skips the Gauss-Seidel polish of a Krylov answer's small entries
         (for a solve whose norm alone is used, as :meth:`condition`'s).
         """
@@ -577,7 +363,7 @@ class PassageSetup:
     def _polish(self, s, on, x, b, transpose: bool = False):
         """Gauss-Seidel sweeps from a Krylov answer until its small entries balance too.
 
-        ``M = sI - Q_XX`` (and ``M^T``: the adjoint solves of :func:`first_passage`) is an
+        ``M = sI - Q_XX`` (and ``M^T``: the adjoint solves of :func:`~ctmc.joint_passage.first_passage`) is an
         M-matrix and ``b >= 0``, so the answer is non-negative and each sweep corrects it
         state by state; the rule of :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the
         ``polish`` option).
@@ -979,94 +765,25 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
 # --------------------------------------------------------------------------
 # first passage: joint law of (T_A, X_{T_A})
 # --------------------------------------------------------------------------
-#: default memory for the dense blocks of right-hand sides of :func:`first_passage` (bytes per process)
-BLOCK_MEMORY = 1 << 28
-#: default largest result of :func:`first_passage` (bytes, every array of the answer together)
-RESULT_MEMORY = 1 << 31
-
-
-def _block_width(op, budget: int) -> int:
-    """Right-hand sides per block: three dense owned blocks (right-hand side, solution, a copy for the
-    check) within ``budget`` bytes, at least one, at most :data:`RHS_BLOCK`."""
-    rows = max(1, op.stop - op.start)
-    return int(min(RHS_BLOCK, max(1, int(budget) // (24 * rows))))
-
-
-def _unit_block(op, idx, rows: int) -> np.ndarray:
-    """Owned block of unit columns: column ``c`` is ``e_{idx[c]}`` (global indices)."""
-    E = np.zeros((rows, idx.size))
-    mine = (idx >= op.start) & (idx < op.stop)
-    E[idx[mine] - op.start, np.flatnonzero(mine)] = 1.0
-    return E
-
-
 @scoped
 def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, targets=None, eps=TAIL_EPS,
                   max_terms=10_000_000, backend="scipy", check=True, backend_options=None,
                   block_memory=BLOCK_MEMORY, max_result_bytes=RESULT_MEMORY, **options):
-    r"""Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
+    """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
 
-    The result arrays are ``sources x targets`` (per point ``s`` or ``t``) and
-    replicated on every process; nothing of size ``states x targets`` is made.
+    Nothing of size states x targets is made; the answer (``sources x targets``
+    per point ``s`` or ``t``) is replicated on every process. The solves, their
+    blocks and their cost: :mod:`ctmc.joint_passage`.
 
     Parameters
     ----------
-    chain, target, s, t, method, sources, eps, max_terms, backend, check, backend_options, options
-        As for :meth:`ctmc.CTMC.first_passage`.
     targets : mask, expression, dict or indices, optional
-        The columns computed: states of ``target`` (default all of them). The
-        passage is still into the whole ``target``; an entrance elsewhere in it
-        counts in no column (rows then sum to less than one).
+        The columns computed: states of ``target`` (default all). The passage is
+        still into all of ``target``; an entrance elsewhere counts in no column.
     block_memory : int
-        Bytes per process for a block of dense right-hand sides (default
-        :data:`BLOCK_MEMORY`, 256 MiB).
+        Bytes per process for a block of dense right-hand sides (256 MiB).
     max_result_bytes : int
-        Largest answer accepted (default :data:`RESULT_MEMORY`, 2 GiB).
-
-    Notes
-    -----
-    Cost model, with ``n`` the states solved on, ``r`` the sources and ``m``
-    the target columns:
-
-    * **The set solved on** is :math:`X = R \cap \mathrm{reach}^+(\text{sources})`,
-      the states the sources can visit before :math:`A`. It is closed under the
-      moves inside :math:`R`, so solves on :math:`X` alone give the sources'
-      rows exactly; ``n = |X|`` (``info["n_reach"]``): a source near the
-      bottom of a level-structured chain sees a small corner of it.
-    * :math:`Q_{XA}` is a sparse block
-      (:meth:`~ctmc.backends.base.Operator.rate_columns`: the in-rates of the
-      targets, a few per target), never a dense states x targets array.
-    * **Adjoint** (``r <= m``, any solver but ``gth``): one transposed solve
-      :math:`M^T y_i = e_i` per source and point ``s``; row ``i`` is
-      :math:`Q_{XA}^T y_i`. **Forward** (``r > m``): one solve
-      :math:`M x_j = Q_{XA} e_j` per target column and point. So
-      ``min(r, m)`` solves per point (``info["solves_per_point"]``) and, for
-      ``lu``, one factorisation per point. Under ``auto`` on one process, an
-      ``X`` that splits into strongly connected components none larger than
-      a quarter of it is factorised block by block
-      (:class:`BlockTriangularSystem`, ``method == "btf"``): time and memory
-      about linear in ``n`` when the components are small or banded (the JSQ
-      levels before the first equality), where one factorisation of ``X``
-      fills the triangle between them. An ``X`` of at most 1000 states with
-      adjoint solves takes the sparse solver (``gth`` has no transposed
-      solve); on several processes it is gathered and factorised on each
-      (:class:`ReplicatedSystem`, ``method == "lu-replicated"``), not by one
-      distributed factorisation spanning every state.
-    * Right-hand sides are dense blocks of ``w`` columns of the owned length
-      ``N`` (the process's rows of the chain), ``24 w N`` bytes within
-      ``block_memory`` (``1 <= w <=``
-      :data:`RHS_BLOCK`, ``info["block_width"]``), solved one block after
-      another: memory is the factorisation (or Krylov basis) plus one block,
-      whatever ``r`` and ``m``.
-    * The CDF (``t``) is uniformised forward from each source (``r <= m``) or
-      backward from each target column, in the same blocks: ``w`` vectors of
-      the owned length at a time, products with :math:`Q` only.
-    * The answer is ``r x m`` numbers per point (plus the absorption law),
-      replicated on every process; above ``max_result_bytes`` it is refused
-      before any work. The laws from *every* state into *every* target state
-      are ``states x targets`` numbers whatever the method; ask for the columns
-      needed (``targets``: one forward solve each gives them from every
-      source) or for the sources needed, and call again for the next block.
+        Largest answer accepted (2 GiB), refused before any work above it.
 
     Examples
     --------
@@ -1080,116 +797,38 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     >>> round(float(fp.cdf[0, 0, 1]), 10)  # (2/3) (1 - exp(-3))
     0.6334752878
     """
-    from .transient import check_uniformization, uniformize_operator
+    from .transient import check_uniformization
 
     svals = None if s is None else as_points(s, "s")
     tvals = None if t is None else as_points(t, "t")
     check_uniformization(eps, max_terms)
-    for name, v in (("block_memory", block_memory), ("max_result_bytes", max_result_bytes)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name}: expected an integer number of bytes >= 1, got {v!r}")
     op, opts, bo, _, tgt = _prepare(chain, target, method, options, backend, backend_options)
-    n = op.n
-    if sources is None:
-        src_mask = np.ones(tgt.size, dtype=bool)
-    else:
-        src_mask = owned_mask(sources, op.states, n, op.start, op.stop, "sources")
-    src = global_indices(op, src_mask)
-    if src.size == 0:
-        raise ValueError("sources: the set of states is empty")
-    cols_mask = tgt
-    if targets is not None:
-        want = owned_mask(targets, op.states, n, op.start, op.stop, "targets")
-        if op.allsum(float((want & ~tgt).sum())) > 0:
-            raise ValueError("targets: the columns asked for must be states of target")
-        cols_mask = want & tgt
-    targets_idx = global_indices(op, cols_mask)
-    if targets_idx.size == 0:
-        raise ValueError("targets: the set of states is empty")
-    m, r = targets_idx.size, src.size
+    width = block_width(op, block_memory)
     points = 1 + (0 if svals is None else svals.size) + (0 if tvals is None else tvals.size)
-    need = 8.0 * r * m * points
-    if need > max_result_bytes:
-        raise ValueError(f"sources, targets: the answer would hold {r} sources x {m} targets x {points} "
-                         f"arrays = {need / 2**30:.3g} GiB, above max_result_bytes={max_result_bytes}; ask for "
-                         "fewer sources or target columns (targets=...) per call, or raise max_result_bytes")
+    src_mask, src, columns = rows_and_columns(op, tgt, sources, targets, points, max_result_bytes)
     lam = 1.02 * op.allmax(float(np.where(tgt, 0.0, op.exit_rates).max(initial=0.0)))
     if tvals is not None and lam * tvals.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
                          f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    ps = PassageSetup(op, tgt, method, opts, bo, sources=None if sources is None else src_mask, triangular=True)
-    Rm = ps.reach
-    nloc = tgt.size
+    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask, triangular=True)
+    r, m = src.size, columns.size
     own = (src >= op.start) & (src < op.stop)
     lrow = src[own] - op.start
-    tl = (targets_idx >= op.start) & (targets_idx < op.stop)
-    at_target = np.zeros((r, m))
-    a_src = np.isin(src, targets_idx)
-    at_target[np.flatnonzero(a_src), np.searchsorted(targets_idx, src[a_src])] = 1.0
-    B = op.rate_columns(Rm, targets_idx).tocsc()      # Q_XA, owned rows x target columns, sparse
-    in_r = np.zeros(r, dtype=bool)
-    in_r[np.flatnonzero(own)] = Rm[lrow]
-    n_in_r = int(round(op.allsum(float(in_r.sum()))))
-    ps.transposed = n_in_r <= m          # auto then takes a solver with a transposed solve (not gth)
+    n_in_r = int(round(op.allsum(float(ps.reach[lrow].sum()))))
+    # few sources and more target columns than one block holds: auto then takes a solver with a
+    # transposed solve, not gth (whose one solve per column runs on vectors of every state); with
+    # one block of columns gth stays, subtraction-free where a small set is badly conditioned
+    ps.transposed = n_in_r <= m and width < m
     kind = ps.kind("reach")
     adjoint = kind != "gth" and n_in_r <= m
-    width = _block_width(op, block_memory)
-    state = {"st": Status.SUCCESS, "reason": "", "iters": 0, "blocks": 0}
-
-    def account(rep):
-        state["st"], state["reason"] = worst(state["st"], rep.status), rep.reason or state["reason"]
-        state["iters"] += rep.iterations
-        state["blocks"] += 1
-
-    # the sources whose rows need a solve (in X), numbered globally, the same list on every process
-    solve_src = np.flatnonzero(op.allsum(in_r.astype(float)) > 0.5)
-
-    def joint(sv):
-        """E_i[exp(-s T); X_T = j] for the sources (rows) and target columns, block by block."""
-        part = np.zeros((r, m))
-        err = bal = 0.0
-        if adjoint:  # one transposed solve per source: M^T y_i = e_i, row i = Q_XA^T y_i
-            for c0 in range(0, solve_src.size, width):
-                blk = solve_src[c0:c0 + width]
-                E = _unit_block(op, src[blk], nloc)
-                Y, rep = ps.solve(sv, "reach", E, transpose=True)
-                account(rep)
-                part[blk] = (B.T @ Y).T
-                e, b2 = ps.errors(sv, "reach", Y, E, transpose=True)
-                err, bal = max(err, e), max(bal, b2)
-        else:        # one solve per target column: M x_j = Q_XA e_j
-            for c0 in range(0, m, width):
-                c1 = min(m, c0 + width)
-                Bj = B[:, c0:c1].toarray()
-                X, rep = ps.solve(sv, "reach", Bj)
-                account(rep)
-                part[np.flatnonzero(own), c0:c1] = X[lrow]
-                e, b2 = ps.errors(sv, "reach", X, Bj)
-                err, bal = max(err, e), max(bal, b2)
-        return at_target + op.allsum(part.ravel()).reshape(r, m), err, bal
-
-    probs, err, bal = joint(0.0)
-    lap = None
-    if svals is not None:
-        lap = np.empty((svals.size, r, m))
-        with Progress(f"first_passage, {svals.size} transform points", total=svals.size) as prog:
-            for k, sv in enumerate(svals):
-                lap[k], e, b2 = joint(sv)
-                err, bal = max(err, e), max(bal, b2)
-                if sv != 0.0:                     # s = 0's system serves the condition estimate
-                    ps.release(sv, "reach")
-                prog.update(f"s = {sv:g}", done=k + 1)
-    cdf, bound = None, 0.0
-    if tvals is not None:
-        cdf = _passage_cdf(op, tgt, src, targets_idx, own, lrow, tl, tvals, lam, width, eps, max_terms,
-                           uniformize_operator)
-        cdf, bound = cdf
+    probs, lap, cdf, bound, err, bal, state, n_solves = solve_joint(
+        op, ps, tgt, src, columns, svals, tvals, adjoint=adjoint, width=width, lam=lam, eps=eps, max_terms=max_terms)
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(0.0, "reach")
     # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s. (all columns asked)
     sure_own = np.zeros(r)
     sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
-    sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
+    sure = op.allsum(sure_own) > 0.5
     if m < int(round(op.allsum(float(tgt.sum())))):
         sure = np.zeros(r, dtype=bool)
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
@@ -1203,43 +842,10 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
         status, msg, sbound, skind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
                 adjoint=adjoint, error_bound_kind=skind, block_width=width, blocks=state["blocks"],
-                solves_per_point=int(solve_src.size if adjoint else m))
+                solves_per_point=n_solves)
     ps.close()
     res = FirstPassageResult(method=kind, backend=op.backend, status=status, message=msg,
                              iterations=state["iters"], residual=err, wall_time=time.perf_counter() - t0, info=info,
-                             targets=targets_idx, sources=src, probabilities=probs, s=svals, laplace=lap,
+                             targets=columns, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)
-
-
-def _passage_cdf(op, tgt, src, targets_idx, own, lrow, tl, tvals, lam, width, eps, max_terms, uniformize):
-    r""":math:`P_i(T_A \le t, X_{T_A} = j)` by uniformisation of the chain with ``A`` absorbing, in blocks
-    of ``width`` vectors: forward from the sources when they are fewer than the target columns
-    (:math:`e_i^T e^{Q_a t}`, :math:`Q_a = \mathrm{diag}(1_{A^c}) Q`), else backward from each target
-    column (:math:`e^{Q_a t} e_j`). Returns ``(cdf (n_t, r, m), truncation bound)``."""
-    keep = (~tgt).astype(float)
-    r, m, nloc = src.size, targets_idx.size, tgt.size
-    part = np.zeros((tvals.size, r, m))
-    bound = 0.0
-    if r <= m:
-        def apply(V):
-            return op.apply(keep[:, None] * V, transpose=True)
-        for c0 in range(0, r, width):
-            blk = np.arange(c0, min(r, c0 + width))
-            Pt, b = uniformize(apply, _unit_block(op, src[blk], nloc), tvals, lam, eps=eps, max_terms=max_terms,
-                               roundoff=op.product_roundoff())
-            bound = max(bound, b)
-            # Pt: (n_t, owned states, sources of the block) -> rows = sources, columns = owned targets
-            part[:, blk[:, None], np.flatnonzero(tl)[None, :]] = np.transpose(
-                Pt[:, targets_idx[tl] - op.start, :], (0, 2, 1))
-    else:
-        def apply(V):
-            return keep[:, None] * op.apply(V)
-        rows = np.flatnonzero(own)
-        for c0 in range(0, m, width):
-            c1 = min(m, c0 + width)
-            Pt, b = uniformize(apply, _unit_block(op, targets_idx[c0:c1], nloc), tvals, lam, eps=eps,
-                               max_terms=max_terms, roundoff=op.product_roundoff())
-            bound = max(bound, b)
-            part[:, rows, c0:c1] = Pt[:, lrow, :]
-    return op.allsum(part.ravel()).reshape(tvals.size, r, m), bound
