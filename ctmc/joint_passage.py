@@ -18,9 +18,6 @@ Cost model
 ----------
 With ``n`` the states solved on, ``r`` the sources and ``m`` the target columns:
 
-Cost model, with ``n`` the states solved on, ``r`` the sources and ``m``
-the target columns:
-
 * **The set solved on** is :math:`X = R \cap \mathrm{reach}^+(\text{sources})`,
   the states the sources can visit before :math:`A`. It is closed under the
   moves inside :math:`R`, so solves on :math:`X` alone give the sources'
@@ -41,8 +38,8 @@ the target columns:
   about linear in ``n`` when the components are small or banded (the JSQ
   levels before the first equality), where one factorisation of ``X``
   fills the triangle between them. An ``X`` of at most 1000 states with
-  adjoint solves takes the sparse solver (``gth`` has no transposed
-  solve); on several processes it is gathered and factorised on each
+  adjoint solves and more target columns than one block holds takes the
+  sparse solver (``gth`` has no transposed solve); on several processes it is gathered and factorised on each
   (:class:`~ctmc.passage_systems.ReplicatedSystem`, ``method == "lu-replicated"``), not by one
   distributed factorisation spanning every state.
 * Right-hand sides are dense blocks of ``w`` columns of the owned length
