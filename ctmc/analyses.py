@@ -160,7 +160,7 @@ class Analyses:
                                       check=check, backend_options=backend_options, **options)
         return self._bind(_drop_point_axes(res, {"values": s}))
 
-    def first_passage(self, target, s=None, t=None, method: str = "auto", *, sources=None,
+    def first_passage(self, target, s=None, t=None, method: str = "auto", *, sources=None, targets=None,
                       eps: float = 1e-300, max_terms: int = 10_000_000, backend=None, check: bool = True,
                       backend_options=None, **options):
         """Joint law of the time and place of the first entrance into ``target``.
@@ -176,6 +176,9 @@ class Analyses:
             Linear solver of the transform systems, as for :meth:`hitting_times`.
         sources : mask, expression, dict or indices, optional
             Starting states (rows of the answer); default all states.
+        targets : mask, expression, dict or indices, optional
+            The states of ``target`` whose columns are computed (default all);
+            with many sources, ask for the columns needed (one solve each).
         eps : float
             Uniformisation: neglected Poisson mass per time point (default
             :data:`ctmc.transient.TAIL_EPS`: small CDF values keep their relative accuracy).
@@ -188,7 +191,8 @@ class Analyses:
         """
         from . import passage
         res = passage.first_passage(self, self._named_set(target), s, t, method,
-                                    sources=self._named_set(sources, "sources"), eps=eps, max_terms=max_terms,
+                                    sources=self._named_set(sources, "sources"),
+                                    targets=self._named_set(targets, "targets"), eps=eps, max_terms=max_terms,
                                     backend=self.resolve_backend(backend), check=check,
                                     backend_options=backend_options, **options)
         return self._bind(_drop_point_axes(res, {"laplace": s, "cdf": t}))

@@ -60,7 +60,11 @@ Methods (the registry :data:`METHODS`)
     :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
     on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
     preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
-    factorisation of up to 4000 unknowns by ``gth``.
+    factorisation of up to 4000 unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`
+    on one process, a set whose strongly connected components are each at
+    most a quarter of it is solved block-triangularly along them
+    (``btf``, :class:`~ctmc.passage_systems.BlockTriangularSystem`: one small factorisation per
+    block, no fill between blocks), redone by ``lu`` if a block fails.
 
 A method is a function returning the :class:`Route` of the solves on a set
 (solver, imposed preconditioner, fallbacks), an options class and a line of
@@ -91,7 +95,7 @@ import numpy as np
 
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
-from .linalg import TripletLU, inverse_norm_bound
+from .linalg import inverse_norm_bound
 from .kernels.classes import global_argmax, slowest_exit
 from .kernels.evidence import (COND_RTOL, grade_bound, grade_passage, inverse_norm_bound_of, mass_defect,
                                passage_bound)
@@ -100,22 +104,24 @@ from .kernels.sweeps import Sweeper, polish_sweeps
 from .kernels.registry import Method, deprecated_aliases
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
+from .joint_passage import BLOCK_MEMORY, RESULT_MEMORY, RHS_BLOCK, block_width, rows_and_columns, solve_joint
 from .transient import TAIL_EPS
 from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
-from .sets import global_indices, owned_mask
+from .passage_systems import BlockTriangularSystem, DenseSystem, ReplicatedSystem
+from .sets import owned_mask
 from .sets import unit_mask as _unit
 
-__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "DenseSystem", "hitting_times", "hitting_laplace", "first_passage", "grade_passage"]
+__all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "hitting_times", "hitting_laplace",
+           "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-#: right-hand sides solved together; more are solved block by block, with progress between blocks
-RHS_BLOCK = 256
 _DENSE_FALLBACK = 4000
 #: why a failed solver was replaced (:class:`Route`)
 _FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
-                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver"}
+                  "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver",
+                  "btf": "block-triangular solve failed ({reason}); used the sparse direct solver"}
 
 
 # --------------------------------------------------------------------------
@@ -161,8 +167,22 @@ def _auto(ps, on: str) -> Route:
     facts = structure_facts(ps.op, ps.members(on))
     steps, reason = auto_plan(facts)
     k = next(_PLAN_KIND[p] for p in steps if p in _PLAN_KIND)
+    if k == "gth" and ps.transposed:
+        # adjoint solves, one per source, need a transposed solve: the sparse one (a small set); the
+        # dense elimination would solve one system per target column on vectors of every state. On
+        # several processes the small set is gathered and factorised on each (a distributed
+        # factorisation there spans every state)
+        k = "lu" if ps.op.size == 1 else "lu-replicated"
+        reason = f"{reason}; few sources: adjoint solves by sparse LU (gth has no transposed solve)"
+    if k != "gth" and ps.triangular:
+        plan = BlockTriangularSystem.plan(ps.op, ps.members(on))
+        if plan is not None:
+            ps.btf[on] = plan
+            reason = (f"{plan.n_components} strongly connected components, the largest "
+                      f"{plan.largest} of {plan.n} states: block-triangular solve (instead of {k}: {reason})")
+            k = "btf"
     ps.info.setdefault("auto", {})[on] = dict(facts, choice=k, reason=reason)
-    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth")))
+    return Route(k, preconditioner="sgs", fallback=(("gmres", "lu"), ("lu", "gth"), ("btf", "lu")))
 
 
 #: passage methods by name (shared by the three passage analyses); ``auto`` is an entry like the others
@@ -182,43 +202,6 @@ __getattr__ = deprecated_aliases(__name__, {
     "PassageKrylovOptions": ("ctmc.options.KrylovSolverOptions", KrylovSolverOptions),
     "make_options": ("ctmc.options.make_options('passage', ctmc.passage.METHODS, method, options)",
                      lambda method, options: _make_options("passage", METHODS, method, options))})
-
-
-# --------------------------------------------------------------------------
-# the dense subtraction-free system, on any backend
-# --------------------------------------------------------------------------
-class DenseSystem(System):
-    """``M = s I - Q_XX`` gathered on every process and factorised by :class:`~ctmc.linalg.TripletLU`.
-
-    The row sums of ``M`` are ``s`` plus the rates leaving ``X``, summed
-    without a subtraction, so the elimination is subtraction-free.
-    """
-
-    def __init__(self, op, members, shift: float):
-        self.op = op
-        full = op.gather(members.astype(float), "all") > 0.5
-        self.idx = np.flatnonzero(full)
-        rows = op.gather_rows(members)          # |X| x n, replicated
-        inside = rows[:, self.idx].toarray()
-        leak = np.asarray(rows[:, np.flatnonzero(~full)].sum(axis=1)).ravel()
-        self.lu = TripletLU(inside, float(shift) + leak) if self.idx.size else None
-        own = (self.idx >= op.start) & (self.idx < op.stop)
-        self._own, self._local = own, self.idx[own] - op.start
-        self.info = {"solver": "dense subtraction-free elimination"}
-
-    def solve(self, b, transpose=False):
-        if transpose:
-            raise ValueError("transpose: the subtraction-free solver has no transposed solve")
-        b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
-        if self.lu is None:
-            return x, SolveReport()
-        op = self.op
-        cols = b.reshape(b.shape[0], -1)
-        full = np.column_stack([op.gather(cols[:, c], "all") for c in range(cols.shape[1])])
-        sol = self.lu.solve(full[self.idx])
-        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
-        return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
 
 
 # --------------------------------------------------------------------------
@@ -247,8 +230,11 @@ class PassageSetup:
         ``F``: non-target states reaching ``A`` with probability one.
     """
 
-    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None):
+    def __init__(self, op, target, method="auto", opts: Optional[Tolerances] = None, backend_options=None,
+                 sources=None, triangular: bool = False):
         self.op, self.method = op, method
+        self.triangular, self.btf = bool(triangular), {}
+        self.transposed = False     # the solves asked for are transposed ones (auto avoids gth)
         self.opts = opts if opts is not None else METHODS[method].options()
         self.bo = backend_options or {}
         self.target = np.asarray(target, dtype=bool)
@@ -261,6 +247,13 @@ class PassageSetup:
         else:
             doomed = np.zeros_like(other)
         self.finite = other & ~doomed
+        if sources is not None:
+            # only the states the sources can visit before A: closed under the moves inside R, so the
+            # solves restricted to it give the sources' rows exactly (a source deep in a
+            # level-structured chain sees a small corner of it)
+            seeds = np.asarray(sources, dtype=bool) & self.reach
+            seen = op.reach(seeds, within=self.reach, forward=True) & self.reach
+            self.reach, self.finite = seen, self.finite & seen
         op.product_roundoff()    # counted now: it reads Q^T (scipy), here now, released by a Krylov solve
         self._sys, self._route, self._kind, self._norms = {}, {}, {}, {}
         self._seen = {}       # (s, on) -> (largest ||x|| / ||b|| of its solves, its solve of M y = 1 or None)
@@ -299,10 +292,21 @@ class PassageSetup:
             kind = self.kind(on)
             if kind == "gth":
                 self._sys[key] = DenseSystem(self.op, self.members(on), s)
+            elif kind == "lu-replicated":
+                self._sys[key] = ReplicatedSystem(self.op, self.members(on), s)
+            elif kind == "btf":
+                self._sys[key] = BlockTriangularSystem(self.op, self.members(on), s, self.btf[on])
             else:
                 self._sys[key] = self.op.system(self.members(on), s, self._spec(kind, on), self.bo)
             self.info.update(self._sys[key].info)
         return self._sys[key]
+
+    def release(self, s: float, on: str) -> None:
+        """Close the set-up system of shift ``s`` on ``on`` (made again if asked for): one point's
+        factorisation is not kept while the next point's is made."""
+        sysm = self._sys.pop((float(s), on), None)
+        if sysm is not None:
+            sysm.close()
 
     def _switch(self, on, kind, why):
         self.fallback = why
@@ -314,7 +318,7 @@ class PassageSetup:
         """Solve ``(sI - Q_XX) x = b`` (or the transpose) on the set ``on``; returns ``(x, SolveReport)``.
 
         Many right-hand sides (columns of ``b``) are solved in blocks of
-        :data:`RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
+        :data:`ctmc.joint_passage.RHS_BLOCK`, with progress between blocks (:class:`~ctmc.progress.Progress`).
         ``polish=False`` skips the Gauss-Seidel polish of a Krylov answer's small entries
         (for a solve whose norm alone is used, as :meth:`condition`'s).
         """
@@ -343,8 +347,8 @@ class PassageSetup:
         """
         x, rep = self.system(s, on).solve(b, transpose)
         kind = self.kind(on)
-        if polish and rep.status is Status.SUCCESS and not transpose and kind in ("gmres", "bicgstab"):
-            x = self._polish(s, on, x, b)
+        if polish and rep.status is Status.SUCCESS and kind in ("gmres", "bicgstab"):
+            x = self._polish(s, on, x, b, transpose)
         if rep.status is Status.SUCCESS and not transpose and b.ndim == 1:
             self._note(s, on, x, b, rep)
         if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
@@ -356,12 +360,13 @@ class PassageSetup:
                 return self.solve(s, on, b, transpose, polish)
         return x, rep
 
-    def _polish(self, s, on, x, b):
+    def _polish(self, s, on, x, b, transpose: bool = False):
         """Gauss-Seidel sweeps from a Krylov answer until its small entries balance too.
 
-        ``M = sI - Q_XX`` is an M-matrix and ``b >= 0``, so the answer is
-        non-negative and each sweep corrects it state by state; the rule of
-        :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the ``polish`` option).
+        ``M = sI - Q_XX`` (and ``M^T``: the adjoint solves of :func:`~ctmc.joint_passage.first_passage`) is an
+        M-matrix and ``b >= 0``, so the answer is non-negative and each sweep corrects it
+        state by state; the rule of :func:`ctmc.kernels.sweeps.polish_sweeps` (budget: the
+        ``polish`` option).
         """
         budget = getattr(self.opts, "polish", KrylovSolverOptions.polish)
         if not budget:
@@ -377,12 +382,12 @@ class PassageSetup:
 
             def pair():
                 if not made:
-                    made.append(Sweeper(op, X, shift=s, transpose=False))
+                    made.append(Sweeper(op, X, shift=s, transpose=transpose))
                 made[0].relax(xc, bc, 1.0, "forward")
                 made[0].relax(xc, bc, 1.0, "backward")
                 return op.allmin(float(np.isfinite(xc).all())) > 0
 
-            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc)[1], budget, self.opts.tail_tol)
+            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc, transpose)[1], budget, self.opts.tail_tol)
             cols[:, c] = xc
             done = max(done, k)
         self.info["polish_sweeps"] = max(done, self.info.get("polish_sweeps", 0))
@@ -424,17 +429,17 @@ class PassageSetup:
         err = float(g[0] / den) if den > 0 else 0.0
         if not np.isfinite(err):
             err = np.inf
-        bal = 0.0
-        if not transpose:
-            lhs, rhs = (d * x)[X], (b + rx)[X]
-            den2 = np.maximum(np.abs(lhs), np.abs(rhs))
-            # values below the smallest normal double carry no relative accuracy (as for stationary
-            # laws): a transform of 1e-310 from a far state is not a failed balance
-            ok = den2 >= np.finfo(float).tiny
-            with np.errstate(invalid="ignore"):
-                bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
-            if not np.isfinite(bal):
-                bal = np.inf
+        # the component-wise balance d x = b + R x (or R^T x): subtraction-free for the M-matrix and
+        # b >= 0 of every passage system, so each entry, however small, is checked on its own
+        lhs, rhs = (d * x)[X], (b + rx)[X]
+        den2 = np.maximum(np.abs(lhs), np.abs(rhs))
+        # values below the smallest normal double carry no relative accuracy (as for stationary
+        # laws): a transform of 1e-310 from a far state is not a failed balance
+        ok = den2 >= np.finfo(float).tiny
+        with np.errstate(invalid="ignore"):
+            bal = float((np.abs(lhs - rhs)[ok] / den2[ok]).max()) if ok.any() else 0.0
+        if not np.isfinite(bal):
+            bal = np.inf
         return err, op.allmax(bal)
 
     def row_norms(self, s, on, transpose: bool = False) -> np.ndarray:
@@ -761,11 +766,24 @@ def hitting_laplace(chain, target, s, method="auto", *, backend="scipy", check=T
 # first passage: joint law of (T_A, X_{T_A})
 # --------------------------------------------------------------------------
 @scoped
-def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, eps=TAIL_EPS,
-                  max_terms=10_000_000, backend="scipy", check=True, backend_options=None, **options):
+def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None, targets=None, eps=TAIL_EPS,
+                  max_terms=10_000_000, backend="scipy", check=True, backend_options=None,
+                  block_memory=BLOCK_MEMORY, max_result_bytes=RESULT_MEMORY, **options):
     """Joint law of ``(T_A, X_{T_A})``; see :meth:`ctmc.CTMC.first_passage`.
 
-    The result arrays are small (sources x targets) and replicated on every process.
+    Nothing of size states x targets is made; the answer (``sources x targets``
+    per point ``s`` or ``t``) is replicated on every process. The solves, their
+    blocks and their cost: :mod:`ctmc.joint_passage`.
+
+    Parameters
+    ----------
+    targets : mask, expression, dict or indices, optional
+        The columns computed: states of ``target`` (default all). The passage is
+        still into all of ``target``; an entrance elsewhere counts in no column.
+    block_memory : int
+        Bytes per process for a block of dense right-hand sides (256 MiB).
+    max_result_bytes : int
+        Largest answer accepted (2 GiB), refused before any work above it.
 
     Examples
     --------
@@ -779,98 +797,40 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     >>> round(float(fp.cdf[0, 0, 1]), 10)  # (2/3) (1 - exp(-3))
     0.6334752878
     """
-    from .transient import check_uniformization, uniformize_operator
+    from .transient import check_uniformization
 
     svals = None if s is None else as_points(s, "s")
     tvals = None if t is None else as_points(t, "t")
     check_uniformization(eps, max_terms)
     op, opts, bo, _, tgt = _prepare(chain, target, method, options, backend, backend_options)
-    n = op.n
-    if sources is None:
-        src = np.arange(n)
-    else:
-        src = global_indices(op, owned_mask(sources, op.states, n, op.start, op.stop, "sources"))
-        if src.size == 0:
-            raise ValueError("sources: the set of states is empty")
+    width = block_width(op, block_memory)
+    points = 1 + (0 if svals is None else svals.size) + (0 if tvals is None else tvals.size)
+    src_mask, src, columns = rows_and_columns(op, tgt, sources, targets, points, max_result_bytes)
     lam = 1.02 * op.allmax(float(np.where(tgt, 0.0, op.exit_rates).max(initial=0.0)))
     if tvals is not None and lam * tvals.max() > max_terms:
         raise ValueError(f"t: the largest time needs about {lam * tvals.max():.3g} uniformisation steps, "
                          f"above max_terms={max_terms}; raise max_terms or use smaller times")
     t0 = time.perf_counter()
-    targets = global_indices(op, tgt)
-    ps = PassageSetup(op, tgt, method, opts, bo)
-    Rm = ps.reach
-    m, r = targets.size, src.size
+    ps = PassageSetup(op, tgt, method, opts, bo, sources=src_mask, triangular=True)
+    r, m = src.size, columns.size
     own = (src >= op.start) & (src < op.stop)
     lrow = src[own] - op.start
-    tl = (targets >= op.start) & (targets < op.stop)
-    at_target = np.zeros((r, m))
-    a_src = np.isin(src, targets)
-    at_target[np.flatnonzero(a_src), np.searchsorted(targets, src[a_src])] = 1.0
-    E_t = np.zeros((tgt.size, m))
-    E_t[targets[tl] - op.start, np.flatnonzero(tl)] = 1.0
-    B = np.where(Rm[:, None], op.rates(E_t), 0.0)             # Q_RA, owned rows x targets
-    in_r = np.zeros(r, dtype=bool)
-    in_r[np.flatnonzero(own)] = Rm[lrow]
-    n_in_r = int(round(op.allsum(float(in_r.sum()))))
+    n_in_r = int(round(op.allsum(float(ps.reach[lrow].sum()))))
+    # few sources and more target columns than one block holds: auto then takes a solver with a
+    # transposed solve, not gth (whose one solve per column runs on vectors of every state); with
+    # one block of columns gth stays, subtraction-free where a small set is badly conditioned
+    ps.transposed = n_in_r <= m and width < m
     kind = ps.kind("reach")
     adjoint = kind != "gth" and n_in_r <= m
-    state = {"st": Status.SUCCESS, "reason": "", "iters": 0}
-
-    def joint(sv):
-        """E_i[exp(-s T); X_T = j] for the sources (rows) and targets (columns)."""
-        part = np.zeros((r, m))
-        if adjoint:  # one solve per source: M^T y_i = e_i, row i = B^T y_i
-            E = np.zeros((tgt.size, r))
-            rows_in = np.flatnonzero(own)[Rm[lrow]]
-            E[src[rows_in] - op.start, rows_in] = 1.0
-            Y, rep = ps.solve(sv, "reach", E, transpose=True)
-            part = (B.T @ Y).T
-            err, bal = ps.errors(sv, "reach", Y, E, transpose=True)
-        else:        # one solve per target column
-            X, rep = ps.solve(sv, "reach", B)
-            part[np.flatnonzero(own)] = X[lrow]
-            err, bal = ps.errors(sv, "reach", X, B)
-        state["st"], state["reason"] = worst(state["st"], rep.status), rep.reason
-        state["iters"] += rep.iterations
-        return at_target + op.allsum(part.ravel()).reshape(r, m), err, bal
-
-    probs, err, bal = joint(0.0)
-    lap = None
-    if svals is not None:
-        lap = np.empty((svals.size, r, m))
-        with Progress(f"first_passage, {svals.size} transform points", total=svals.size) as prog:
-            for k, sv in enumerate(svals):
-                lap[k], e, b2 = joint(sv)
-                err, bal = max(err, e), max(bal, b2)
-                prog.update(f"s = {sv:g}", done=k + 1)
-    cdf, bound = None, 0.0
-    if tvals is not None:
-        keep = (~tgt).astype(float)
-        if r <= m:  # forward from each source: p Qa, Qa = diag(keep) Q
-            def apply(V):
-                W = keep[:, None] * V
-                return op.apply(W, transpose=True)
-            V0 = np.zeros((tgt.size, r))
-            V0[lrow, np.flatnonzero(own)] = 1.0
-            Pt, bound = uniformize_operator(apply, V0, tvals, lam, eps=eps, max_terms=max_terms,
-                                           roundoff=op.product_roundoff())
-            part = np.zeros((tvals.size, m, r))
-            part[:, np.flatnonzero(tl), :] = Pt[:, targets[tl] - op.start, :]
-            cdf = np.transpose(op.allsum(part.ravel()).reshape(tvals.size, m, r), (0, 2, 1))
-        else:  # backward from each target: Qa v
-            def apply(V):
-                return keep[:, None] * op.apply(V)
-            Pt, bound = uniformize_operator(apply, E_t, tvals, lam, eps=eps, max_terms=max_terms,
-                                           roundoff=op.product_roundoff())
-            part = np.zeros((tvals.size, r, m))
-            part[:, np.flatnonzero(own), :] = Pt[:, lrow, :]
-            cdf = op.allsum(part.ravel()).reshape(tvals.size, r, m)
+    probs, lap, cdf, bound, err, bal, state, n_solves = solve_joint(
+        op, ps, tgt, src, columns, svals, tvals, adjoint=adjoint, width=width, lam=lam, eps=eps, max_terms=max_terms)
     cond, cst, creason = (1.0, Status.SUCCESS, "") if kind == "gth" else ps.condition(0.0, "reach")
-    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s.
+    # rows of P(X_T = j) sum to P(reach) <= 1, to 1 where the target is reached a.s. (all columns asked)
     sure_own = np.zeros(r)
     sure_own[np.flatnonzero(own)] = (ps.finite | tgt)[lrow]
-    sure = op.allsum(sure_own) > 0.5 if r else np.zeros(0, dtype=bool)
+    sure = op.allsum(sure_own) > 0.5
+    if m < int(round(op.allsum(float(tgt.sum())))):
+        sure = np.zeros(r, dtype=bool)
     entries = np.concatenate([probs.ravel(), probs.sum(axis=1)])
     defect = mass_defect(op, entries, np.concatenate([np.zeros(probs.size, bool), sure]))
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=state["st"],
@@ -881,10 +841,11 @@ def first_passage(chain, target, s=None, t=None, method="auto", *, sources=None,
     else:
         status, msg, sbound, skind = _bound_and_grade(op, kind, cond, err, ps.count("reach"), status, msg, opts)
     info = dict(ps.info, n_reach=ps.count("reach"), balance_error=bal, condition=cond, fallback=ps.fallback,
-                adjoint=adjoint, error_bound_kind=skind)
+                adjoint=adjoint, error_bound_kind=skind, block_width=width, blocks=state["blocks"],
+                solves_per_point=n_solves)
     ps.close()
     res = FirstPassageResult(method=kind, backend=op.backend, status=status, message=msg,
                              iterations=state["iters"], residual=err, wall_time=time.perf_counter() - t0, info=info,
-                             targets=targets, sources=src, probabilities=probs, s=svals, laplace=lap,
+                             targets=columns, sources=src, probabilities=probs, s=svals, laplace=lap,
                              t=tvals, cdf=cdf, error_bound=bound, solve_error_bound=sbound)
     return res.check(check)

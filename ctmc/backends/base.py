@@ -239,6 +239,17 @@ class Operator(abc.ABC):
         q = self.exit_rates if np.ndim(x) == 1 else self.exit_rates[:, None]
         return self.rates(x, transpose) - q * x
 
+    def rate_columns(self, rows: np.ndarray, cols: np.ndarray):
+        """The rates ``R[rows][:, cols]`` on the owned rows, sparse: shape ``(stop - start, len(cols))``.
+
+        ``rows`` is an owned mask (other rows are empty), ``cols`` sorted global
+        state numbers (column ``k`` is state ``cols[k]``). The rates into a
+        target set (``Q_RA``), never a dense states x targets block; by
+        default read from :meth:`local_rows` (:func:`ctmc.backends.csr.rate_columns`).
+        """
+        from .csr import rate_columns
+        return rate_columns(self.local_rows(), rows, cols, self.start)
+
     @abc.abstractmethod
     def local_rows(self, transpose: bool = False):
         """The owned rows of ``R`` (or of ``R^T``) as a CSR matrix with global columns.

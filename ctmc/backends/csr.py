@@ -42,7 +42,7 @@ from .._relax import extension
 
 __all__ = ["BLOCK", "row_blocks", "masked_block", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
-           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype"]
+           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype", "rate_columns"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
 BLOCK = 1 << 21
@@ -248,6 +248,44 @@ def _product(A, x, first, offdiag, transpose):
         else:
             y[r0:r1] = blk @ x
     return y
+
+
+def rate_columns(A: sp.csr_matrix, rows, cols, first: int = 0) -> sp.csr_matrix:
+    r"""The rates :math:`R_{XC}` of ``A``'s rows in ``X = rows`` (mask) and the columns ``cols``, in CSR.
+
+    ``cols`` are sorted global column numbers; column ``k`` of the result is
+    column ``cols[k]`` of ``A``. Rows outside ``X`` are empty (the result keeps
+    ``A``'s row numbering: shape ``(A.shape[0], len(cols))``); the diagonal
+    (column ``first + row``) and stored zeros are dropped, as in
+    :func:`offdiagonal_rows`. One pass of blocks of rows; only the kept entries
+    are stored (a target set's in-rates: a few per target state), so a
+    rectangular block of :math:`Q` is never made dense.
+
+    >>> Q = sp.csr_matrix(np.array([[-3.0, 1.0, 2.0], [2.0, -2.0, 0.0], [0.0, 4.0, -4.0]]))
+    >>> rate_columns(Q, np.array([True, False, True]), np.array([1, 2])).toarray().tolist()
+    [[1.0, 2.0], [0.0, 0.0], [4.0, 0.0]]
+    """
+    rows = np.asarray(rows, dtype=bool)
+    cols = np.asarray(cols, dtype=np.int64)
+    m = cols.size
+    r_out, c_out, v_out = [], [], []
+    if m and rows.any():
+        for r0, r1 in row_blocks(A.indptr):
+            if not rows[r0:r1].any():
+                continue
+            a, b = A.indptr[r0], A.indptr[r1]
+            ind = A.indices[a:b].astype(np.int64, copy=False)
+            rid = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(A.indptr[r0:r1 + 1]))
+            pos = np.minimum(np.searchsorted(cols, ind), m - 1)
+            keep = (cols[pos] == ind) & rows[rid] & (ind != rid + first) & (A.data[a:b] != 0)
+            if keep.any():
+                r_out.append(rid[keep])
+                c_out.append(pos[keep])
+                v_out.append(A.data[a:b][keep])
+    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dtype=dt))
+    out = sp.csr_matrix((cat(v_out, float), (cat(r_out, np.int64), cat(c_out, np.int64))), shape=(A.shape[0], m))
+    out.sum_duplicates()
+    return out
 
 
 def principal_block(A: sp.csr_matrix, members, diag, first: int = 0) -> sp.csr_matrix:

@@ -26,7 +26,7 @@ from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
 from .csr import (generator_product, graph_reach, inf_norm, masked_block, offdiagonal_column_counts,
-                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block)
+                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -132,6 +132,10 @@ class ScipyOperator(Operator):
         if A is None:
             A = self._rates[transpose] = offdiagonal_rows(self.generator_rows(transpose))
         return A
+
+    def rate_columns(self, rows, cols):
+        # from Q's own rows (its diagonal dropped by the pass): R is not made for a few columns
+        return rate_columns(self.Q, rows, cols)
 
     def rates(self, x, transpose=False):
         A = self._rates.get(transpose)
@@ -291,7 +295,9 @@ class ScipySystem(System):
             except RuntimeError as exc:  # an exactly singular pivot
                 self._failure = f"SuperLU failed: {exc}"
             else:
-                self.info["fill"] = int(self._lu.L.nnz + self._lu.U.nnz)
+                # the factors' entries as SuperLU stores them (supernodes): reading .L and .U would
+                # copy both factors into scipy matrices (0.8 GB at 2e6 unknowns) to count them
+                self.info["fill"] = int(self._lu.nnz)
         elif spec.kind in ("gmres", "bicgstab"):
             self.info["preconditioner"] = spec.preconditioner
 

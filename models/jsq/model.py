@@ -244,23 +244,32 @@ class JSQ2:
         r"""Laplace transform :math:`E_{(x,y)}[e^{-s\tau}]` from every state (a :class:`ctmc.LaplaceResult`)."""
         return self.chain().hitting_laplace(self._saturated(), s, **options)
 
-    def first_equality(self, s=None, t=None, sources=None, **options):
+    def first_equality(self, s=None, t=None, sources=None, levels=None, **options):
         r"""Joint law of (time, common length) at the first queue-length equality.
 
         From unequal states :math:`x < y`, the time
         :math:`T = \inf\{t: x_t = y_t\}` and the common length :math:`x_T`:
         transform :math:`E_{(x,y)}[e^{-sT}; x_T = k]` at points ``s`` and/or
-        the joint CDF :math:`P_{(x,y)}(T \le t, x_T = k)` at times ``t``.
+        the joint CDF :math:`P_{(x,y)}(T \le t, x_T = k)` at times ``t``
+        (:func:`models.jsq.first_equality.first_equality`, where the cost and
+        the shape of the answer are argued).
 
         Parameters
         ----------
         s, t : float or array_like, optional
             Transform points and times.
         sources : dict, list of dict, expression or callable, optional
-            Starting states (default: every unequal state). The answer is
-            dense, ``len(sources) x (K + 1)`` per point: with every unequal
-            state that is about :math:`K^3/2` numbers, fine for K of a few
-            hundred; pass the starting states you need beyond that.
+            Starting states (default: every unequal state). One transposed
+            solve per source, on the states it can visit (``l`` at most its
+            own): a source at ``K = 2000`` is one sparse factorisation.
+        levels : int or iterable of int, optional
+            The common lengths whose columns are computed (default all): one
+            solve per level gives its column from every source. The law from
+            every unequal state over every level has about :math:`K^3/3`
+            numbers; ask for it level block by level block
+            (:func:`models.jsq.first_equality.level_blocks`).
+        **options
+            Of :meth:`ctmc.CTMC.first_passage` (``method``, ``backend``, ...).
 
         Returns
         -------
@@ -275,13 +284,5 @@ class JSQ2:
         >>> fp.probabilities.shape, round(float(fp.probabilities.sum()), 12)
         ((1, 31), 1.0)
         """
-        ch = self.chain()
-        if sources is None:
-            src = lambda e: e["s"] < e["l"]  # noqa: E731
-        elif isinstance(sources, dict):
-            src = [ch.index(**sources)]
-        elif isinstance(sources, (list, tuple)) and sources and isinstance(sources[0], dict):
-            src = [ch.index(**d) for d in sources]
-        else:
-            src = sources
-        return ch.first_passage(lambda e: e["s"] == e["l"], s=s, t=t, sources=src, **options)
+        from .first_equality import first_equality
+        return first_equality(self, s=s, t=t, sources=sources, levels=levels, **options)

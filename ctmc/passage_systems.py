@@ -1,0 +1,245 @@
+r"""Passage systems beyond one sparse factorisation of the whole set: dense, block-triangular, replicated.
+
+:class:`ctmc.passage.PassageSetup` solves :math:`M = sI - Q_{XX}` on a set
+:math:`X` (an M-matrix). Two ways of solving it live here, written on the
+primitives of :mod:`ctmc.backends.base`:
+
+* :class:`DenseSystem`: the set gathered on every process and factorised by
+  the subtraction-free dense elimination (``gth``), :math:`O(|X|^3)`.
+* :class:`BlockTriangularSystem`: when :math:`X` splits into strongly
+  connected components none larger than :data:`BTF_LARGEST` of it, number
+  :math:`X` component by component in topological order: :math:`M` is block
+  triangular, each block (consecutive components, at least :data:`BTF_BLOCK`
+  states) is factorised alone and the off-block terms are sums of
+  non-negative numbers. One factorisation of :math:`X` fills the triangle
+  between components; block by block there is no such fill. One process.
+* :class:`ReplicatedSystem`: a small :math:`X` gathered and factorised on
+  every process, with transposed solves (the adjoint solves of
+  :func:`ctmc.joint_passage.first_passage` from a few sources whose corner of
+  the chain is small, where a distributed factorisation spans every state).
+
+``auto`` chooses them (:func:`ctmc.passage._auto`) in first-passage analyses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .backends.base import SolveReport, System
+from .linalg import TripletLU
+from .results import Status
+
+__all__ = ["BTF_BLOCK", "BTF_LARGEST", "DenseSystem", "TriangularPlan", "BlockTriangularSystem", "ReplicatedSystem"]
+
+#: block-triangular solves: consecutive strongly connected components are grouped into blocks of at
+#: least this many states (one sparse factorisation each; the fill between the components of a block
+#: is at most its size per row)
+BTF_BLOCK = 256
+#: ... and are used when the largest component holds at most this fraction of the set
+BTF_LARGEST = 0.25
+#: blocks of up to this many states are factorised without supernodes (less workspace)
+_SMALL_BLOCK = 4096
+
+
+class DenseSystem(System):
+    """``M = s I - Q_XX`` gathered on every process and factorised by :class:`~ctmc.linalg.TripletLU`.
+
+    The row sums of ``M`` are ``s`` plus the rates leaving ``X``, summed
+    without a subtraction, so the elimination is subtraction-free.
+    """
+
+    def __init__(self, op, members, shift: float):
+        self.op = op
+        full = op.gather(members.astype(float), "all") > 0.5
+        self.idx = np.flatnonzero(full)
+        rows = op.gather_rows(members)          # |X| x n, replicated
+        inside = rows[:, self.idx].toarray()
+        leak = np.asarray(rows[:, np.flatnonzero(~full)].sum(axis=1)).ravel()
+        self.lu = TripletLU(inside, float(shift) + leak) if self.idx.size else None
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
+        self.info = {"solver": "dense subtraction-free elimination"}
+
+    def solve(self, b, transpose=False):
+        if transpose:
+            raise ValueError("transpose: the subtraction-free solver has no transposed solve")
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.lu is None:
+            return x, SolveReport()
+        op = self.op
+        cols = b.reshape(b.shape[0], -1)
+        full = np.column_stack([op.gather(cols[:, c], "all") for c in range(cols.shape[1])])
+        sol = self.lu.solve(full[self.idx])
+        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
+        return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
+
+
+class ReplicatedSystem(System):
+    """``M = s I - Q_XX`` of a small set gathered on every process and factorised there (SuperLU, diagonal
+    pivots), with transposed solves: the adjoint solves of :func:`~ctmc.joint_passage.first_passage` from a few sources whose
+    corner of the chain is small, where a distributed factorisation would span every state."""
+
+    def __init__(self, op, members, shift: float):
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+        self.op = op
+        members = np.asarray(members, dtype=bool)
+        full = op.gather(members.astype(float), "all") > 0.5
+        self.idx = np.flatnonzero(full)
+        rows = op.gather_rows(members)                      # |X| x n, replicated
+        q = op.gather(op.exit_rates[members], "all")        # in X's (global) order
+        M = (sp.diags(float(shift) + q) - rows[:, self.idx]).tocsc()
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
+        self.failure, self.lu = None, None
+        if self.idx.size:
+            try:
+                self.lu = sla.splu(M, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            except RuntimeError as exc:
+                self.failure = f"SuperLU failed: {exc}"
+        self.info = {"solver": f"sparse LU of {self.idx.size} unknowns on every process"}
+
+    def solve(self, b, transpose=False):
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.failure is not None:
+            return x, SolveReport(Status.BREAKDOWN, self.failure)
+        if self.lu is None:
+            return x, SolveReport()
+        cols = b.reshape(b.shape[0], -1)
+        whole = self.op.gather(cols[self._local], "all").reshape(self.idx.size, cols.shape[1])
+        sol = self.lu.solve(np.ascontiguousarray(whole), trans="T" if transpose else "N")
+        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
+        return x, SolveReport(Status.SUCCESS, "sparse LU (replicated)")
+
+
+@dataclass(frozen=True)
+class TriangularPlan:
+    """The strongly connected components of a set, in an order that makes ``M`` block triangular."""
+
+    n: int
+    n_components: int
+    largest: int
+    matrix: object          # M = -Q_XX (diagonal: exit rates) in CSR, numbered along X
+    order: np.ndarray       # X's states, component by component, sinks first
+    cuts: np.ndarray        # block boundaries in ``order`` (at component boundaries)
+
+
+class BlockTriangularSystem(System):
+    r"""``M = sI - Q_XX`` solved block by block along the strongly connected components of ``X``.
+
+    Numbered component by component with the components in topological
+    order (a component before those it can move to is after them: sinks
+    first), ``M`` is block lower triangular; the components are grouped in
+    consecutive blocks of at least :data:`BTF_BLOCK` states, each factorised
+    alone (sparse LU, diagonal pivots). Then
+
+    .. math::
+
+        x_G = M_{GG}^{-1}\big(b_G + R_{G,<G}\, x_{<G}\big), \qquad
+        y_G = M_{GG}^{-T}\big(e_G + R_{>G,G}^T\, y_{>G}\big)
+
+    block after block (forward: first block first; transposed: last first):
+    the off-block terms are sums of non-negative numbers (subtraction-free,
+    as the dense elimination is), and there is no fill between blocks, where
+    one factorisation of the whole matrix fills the triangle between
+    components. A level process whose level never grows before the target
+    (the JSQ chain before the first equality: 2000 levels of at most 2000
+    states at K = 2000) is solved in time and memory linear in its size.
+
+    Used by ``auto`` in :func:`~ctmc.joint_passage.first_passage` on one process when the largest
+    component holds at most :data:`BTF_LARGEST` of the set (:meth:`plan`).
+    """
+
+    @staticmethod
+    def plan(op, members) -> Optional[TriangularPlan]:
+        """The components of ``X = members`` when a block-triangular solve pays, else None."""
+        from scipy.sparse.csgraph import connected_components
+        from .backends.csr import principal_block
+        if op.size != 1:
+            return None
+        members = np.asarray(members, dtype=bool)
+        n = int(members.sum())
+        if n < 4 * BTF_BLOCK:
+            return None
+        M = principal_block(op.generator_rows(), members, op.exit_rates[members])
+        nc, lab = connected_components(M, directed=True, connection="strong")
+        largest = int(np.bincount(lab).max())
+        if nc < 2 or largest > BTF_LARGEST * n:
+            return None
+        coo = M.tocoo()
+        cross = lab[coo.row] != lab[coo.col]
+        if not np.all(lab[coo.row[cross]] > lab[coo.col[cross]]):
+            return None       # the components are not numbered in topological order: no plan
+        order = np.argsort(lab, kind="stable")
+        sizes = np.bincount(lab, minlength=nc)
+        ends = np.cumsum(sizes)                        # component boundaries in ``order``
+        cuts, last = [0], 0
+        for e in ends:
+            if e - last >= BTF_BLOCK:
+                cuts.append(int(e))
+                last = int(e)
+        if cuts[-1] != n:
+            cuts.append(n)
+        return TriangularPlan(n, int(nc), largest, M, order, np.asarray(cuts))
+
+    def __init__(self, op, members, shift: float, plan: TriangularPlan):
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+        from ._sparse_lu import choose_ordering
+        self.op = op
+        self.idx = np.flatnonzero(members)
+        o = plan.order
+        Mp = plan.matrix[o][:, o].tocsr()
+        if shift:
+            Mp = (Mp + float(shift) * sp.identity(plan.n, format="csr")).tocsr()
+        self._Mp, self._MpT, self._order = Mp, None, o
+        self._blocks, fill = [], 0
+        self.failure = None
+        for g0, g1 in zip(plan.cuts[:-1], plan.cuts[1:]):
+            rows = Mp[g0:g1]
+            D = rows[:, g0:g1].tocsc()
+            # the ordering by the rule of every sparse LU (natural where the block is nearly banded, as a
+            # component in state order often is); diagonal pivots (an M-matrix); a small block is
+            # factorised without supernodes, whose workspace is most of the memory of a small SuperLU
+            small = {"PanelSize": 1, "Relax": 1} if g1 - g0 <= _SMALL_BLOCK else None
+            try:
+                lu = sla.splu(D, permc_spec=choose_ordering(D), diag_pivot_thresh=0.0, options=small or {})
+            except RuntimeError as exc:
+                self.failure = f"block {g0}:{g1}: {exc}"
+                break
+            fill += int(lu.nnz)
+            self._blocks.append((int(g0), int(g1), lu, rows[:, :g0].tocsr()))
+        self.info = {"solver": "block-triangular sparse LU", "blocks": len(self._blocks),
+                     "components": plan.n_components, "largest_component": plan.largest, "fill": fill}
+
+    def solve(self, b, transpose=False):
+        b = np.asarray(b, dtype=float)
+        x = np.zeros_like(b)
+        if self.failure is not None:
+            return x, SolveReport(Status.BREAKDOWN, self.failure)
+        bp = b[self.idx][self._order]
+        xp = np.zeros_like(bp)
+        if not transpose:
+            for g0, g1, lu, before in self._blocks:
+                r = bp[g0:g1] - before @ xp[:g0] if g0 else bp[g0:g1]
+                xp[g0:g1] = lu.solve(np.ascontiguousarray(r))
+        else:
+            if self._MpT is None:       # the blocks' columns below them, made at the first transposed solve
+                MpT = self._Mp.T.tocsr()
+                self._MpT = [MpT[g0:g1, g1:].tocsr() for g0, g1, _, _ in self._blocks]
+            for (g0, g1, lu, _), after in zip(reversed(self._blocks), reversed(self._MpT)):
+                r = bp[g0:g1] - after @ xp[g1:] if after.nnz else bp[g0:g1]
+                xp[g0:g1] = lu.solve(np.ascontiguousarray(r), trans="T")
+        out = np.empty_like(xp)
+        out[self._order] = xp
+        x[self.idx] = out
+        if not np.all(np.isfinite(out)):
+            return x, SolveReport(Status.BREAKDOWN, "block-triangular solve: a non-finite value")
+        return x, SolveReport(Status.SUCCESS, "block-triangular sparse LU")
+
+    def close(self):
+        self._blocks, self._Mp, self._MpT = [], None, None
