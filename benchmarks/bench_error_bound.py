@@ -55,7 +55,11 @@ from bench_auto import cases  # noqa: E402  (the same cases and option as bench_
 import ctmc.stationary  # noqa: E402
 from ctmc.backends import operator_for  # noqa: E402
 from ctmc.kernels.classes import closed_classes  # noqa: E402
-from ctmc.kernels.evidence import BOUND_BRACKET, RETURN_GMRES, return_time_bound  # noqa: E402
+from ctmc.kernels.evidence import RETURN_GMRES, return_time_bound  # noqa: E402
+try:   # --base may be a tree from before the bracket stop
+    from ctmc.kernels.evidence import BOUND_BRACKET  # noqa: E402
+except ImportError:
+    BOUND_BRACKET = None
 from ctmc.report import format_table  # noqa: E402
 
 _CPU = []
