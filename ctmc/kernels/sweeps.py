@@ -217,9 +217,12 @@ class Sweeper:
         self.local = one_index_type(local)                 # converted once, not on every sweep
         self._zero = np.zeros(local.shape[0])              # the right-hand side of Q^T x = 0
         if op.size > 1:
-            g = A.tolil()
-            g[:, op.start:op.stop] = 0.0
-            self.ghosts = g.tocsr()
+            # the other blocks' columns: the entries of A whose column is not owned, taken by
+            # masking A's stored entries (a column assignment on A would densify it)
+            off = (A.indices < op.start) | (A.indices >= op.stop)
+            g = sp.csr_matrix((np.where(off, A.data, 0.0), A.indices, A.indptr), shape=A.shape)
+            g.eliminate_zeros()
+            self.ghosts = g
 
     def __call__(self, x, omega=1.0, direction="forward"):
         """One sweep on ``x`` (owned, contiguous), in place; then ``x`` is renormalised.
