@@ -193,17 +193,26 @@ class Sweeper:
     Calling it sweeps ``Q^T x = 0`` on the set ``support`` and renormalises
     (the stationary iterations); :meth:`relax` sweeps the passage system
     ``(shift I - Q_XX) x = b`` (``transpose=False``) or its transpose on
-    ``X = support``, without renormalising.
+    ``X = support``, without renormalising. ``order`` (a permutation of the
+    owned states, optional) is the order of a forward sweep: the matrix is
+    permuted once, the iterate on each sweep.
     """
 
-    def __init__(self, op, support, shift: float = 0.0, transpose: bool = True):
+    def __init__(self, op, support, shift: float = 0.0, transpose: bool = True, order=None):
         self.op, self.support = op, support
         self.ghosts = None
+        self.order = None
+        if order is not None:
+            order = np.asarray(order, dtype=np.int64)
+            m = op.stop - op.start
+            if order.shape != (m,) or not np.array_equal(np.sort(order), np.arange(m)):
+                raise ValueError(f"order: expected a permutation of the {m} owned states")
+            self.order = order
         if (op.size == 1 and shift == 0 and transpose and bool(np.all(support)) and op.n > 1
                 and bool(np.all(op.exit_rates > 0))):
             # the whole chain on one process: R^T - diag(q) is Q^T itself (every diagonal entry
             # stored, none zero): sweep its own rows, the same terms in the same order, no copy
-            self.local = one_index_type(op.generator_rows(True))
+            self.local = one_index_type(self._ordered(op.generator_rows(True)))
             self._zero = np.zeros(op.n)
             return
         A = op.local_rows(transpose=transpose).tocsr()     # rates R (or R^T): owned rows, global columns
@@ -212,6 +221,7 @@ class Sweeper:
         A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
         # R_XX - diag(shift + q) on the owned block (unit rows outside the set keep x = 0 there)
         local = (A[:, op.start:op.stop] - sp.diags(np.where(support, float(shift) + op.exit_rates, -1.0))).tocsr()
+        local = self._ordered(local)
         local.sort_indices()
         local.data = np.ascontiguousarray(local.data, dtype=float)
         self.local = one_index_type(local)                 # converted once, not on every sweep
@@ -223,6 +233,14 @@ class Sweeper:
             g = sp.csr_matrix((np.where(off, A.data, 0.0), A.indices, A.indptr), shape=A.shape)
             g.eliminate_zeros()
             self.ghosts = g
+
+    def _ordered(self, A):
+        """``A`` (owned rows and columns) with rows and columns in sweep order."""
+        if self.order is None:
+            return A
+        A = sp.csr_matrix(A)[self.order][:, self.order].tocsr()
+        A.sort_indices()
+        return A
 
     def __call__(self, x, omega=1.0, direction="forward"):
         """One sweep on ``x`` (owned, contiguous), in place; then ``x`` is renormalised.
@@ -244,7 +262,19 @@ class Sweeper:
             rhs -= self.ghosts @ op.gather(x, "all")
         else:
             rhs = self._zero if b is None else -np.where(self.support, b, 0.0)
-        sweep(self.local, x, rhs, omega, direction)
+        if self.order is None:
+            sweep(self.local, x, rhs, omega, direction)
+            return
+        xo = np.ascontiguousarray(x[self.order])
+        sweep(self.local, xo, np.ascontiguousarray(rhs[self.order]), omega, direction)
+        x[self.order] = xo
+
+    def relax_ordered(self, xo, rhs, direction="forward", omega=1.0):
+        """One sweep on ``xo``, an iterate already in sweep order (``order``), with the right-hand
+        side ``rhs`` in that order, in place; one process only (no other blocks to take)."""
+        if self.ghosts is not None:
+            raise ValueError("relax_ordered: a distributed sweep takes the other blocks; use relax")
+        sweep(self.local, xo, rhs, omega, direction)
 
 
 def polish_sweeps(sweep_pair, measure, budget: int, tail_tol: float):
