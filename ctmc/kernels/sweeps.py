@@ -69,15 +69,21 @@ class Stop:
     predicts from the last two checks how many iterations may pass before the
     next, and :meth:`state` / :meth:`restore` let a block of iterations be
     replayed to find the first one where the rule's answer changed.
+
+    With ``patience`` > 0 the iteration goes on past that point for as long
+    as the balance error falls by at least 10 % over ``patience`` iterations
+    (a method whose tail converges as a front, far behind the norm).
     """
 
-    def __init__(self, op, opts):
+    def __init__(self, op, opts, patience: int = 0):
         self.op, self.opts = op, opts
+        self.patience = int(patience)
         self.norm_it = None
         self.rel = np.inf
         self.bal = np.inf
         self._last = None          # (iteration, log distance to the target, phase) of the last check
         self._rate = None          # the log distance's fall per iteration between the last two checks
+        self._tail = ()            # (iteration, balance error) of the checks past the normwise cap
 
     def __call__(self, it, x, r) -> bool:
         op = self.op
@@ -91,7 +97,15 @@ class Stop:
             self.norm_it = it
         self.bal = balance_error(op, x, r, floor=_TINY * g[1])   # x is normalised only every few steps
         self._note(it, self.bal / self.opts.tail_tol)
-        return self.bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
+        if self.bal <= self.opts.tail_tol:
+            return True
+        if it < 2 * self.norm_it + 10:
+            return False
+        if not self.patience:
+            return True
+        self._tail = self._tail + ((it, self.bal),)
+        old = [b for i, b in self._tail if i <= it - self.patience]
+        return bool(old) and not self.bal <= 0.9 * old[-1]
 
     def _note(self, it, ratio):
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -112,15 +126,15 @@ class Stop:
         if rate is None:
             return 1
         left = d / rate if rate > 0 else np.inf
-        if self.norm_it is not None:
+        if self.norm_it is not None and not self.patience:
             left = min(left, 2 * (2 * self.norm_it + 10 - it))    # halved below: lands before the cap
         return int(max(1, min(most, left // 2)))
 
     def state(self):
-        return self.norm_it, self.rel, self.bal, self._last, self._rate
+        return self.norm_it, self.rel, self.bal, self._last, self._rate, self._tail
 
     def restore(self, state):
-        self.norm_it, self.rel, self.bal, self._last, self._rate = state
+        self.norm_it, self.rel, self.bal, self._last, self._rate, self._tail = state
 
 
 #: the most iterations :func:`checked_sweeps` runs between two checks of the stopping rule
