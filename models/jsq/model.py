@@ -194,17 +194,20 @@ class JSQ2:
 
         :math:`\rho^{N} r^{d}` with :math:`d = y - x` and :math:`r = \mu_1/(\rho + \mu_2)`,
         the ratio of the rates that move :math:`d` up and down away from the
-        boundary, floored at 1e-300 (positive on every state). The uniform
-        start of the solvers puts a mass of :math:`1/n` on states whose
-        probability is :math:`10^{-200}`, which Gauss-Seidel sweeps then
-        take hundreds of sweeps to remove; the level masses are recomputed
-        by the first aggregation either way.
+        boundary, floored at 1e-310 (positive on every state; a subnormal,
+        below the 2.2e-308 where the balance check starts: a floor of 1e-300
+        made a plateau of states whose probability underflows, which the
+        sweeps wore down for hundreds of iterations). The uniform start of
+        the solvers puts a mass of :math:`1/n` on states whose probability is
+        :math:`10^{-200}`, which Gauss-Seidel sweeps then take hundreds of
+        sweeps to remove; the level masses are recomputed by the first
+        aggregation either way.
         """
         st = self.chain().states
         x, y = st["s"].astype(float), st["l"].astype(float)
         r = max(self.mu1, 1e-300) / (self.rho + self.mu2)
         logx = (x + y) * np.log(self.rho) + (y - x) * np.log(r)
-        return np.maximum(np.exp(logx - logx.max()), 1e-300)
+        return np.maximum(np.exp(logx - logx.max()), 1e-310)
 
     def stationary(self, method: str | None = None, **options):
         """Stationary law of the reduced chain (a :class:`ctmc.StationaryResult`, cached per method).
