@@ -1,17 +1,32 @@
-"""ctmc.models.jsq at scale: K up to 2000 (about 2e6 states) on the default backend.
+"""ctmc.models.jsq at scale: K = 1000 .. 4500 (5e5 .. 1.0e7 states), answers against the closed forms.
 
-For each K, times the public calls of :class:`ctmc.models.jsq.JSQ2` (build,
-stationary law, blocking probability, mean time to saturation from every
-state) and checks their answers against the closed forms of
-:mod:`ctmc.models.jsq`. Baseline in the same run: the naive stationary solve
-(``spsolve`` with one balance equation replaced by the normalisation), run
-while it fits its time budget, and the closed forms themselves.
+For each K, in a process of its own (so that its peak resident memory is its
+own), times the public calls of :class:`ctmc.models.jsq.JSQ2`: the build, the
+stationary law by the model's default route (``auto``, a pinned sparse LU, up
+to ``JSQ2.LEVEL_STATES`` states; ``level_iad`` on the level N = x + y beyond),
+with the part of it spent on the error bound, the blocking probability (from
+the cached law: no second solve) and the mean time to saturation from every
+state. Each answer is compared with the closed forms of
+:mod:`ctmc.models.jsq` (the baseline in the same run, with their own time):
+the relative error of P_block and the largest relative error of E[tau] over
+all states. Saturation means are run up to ``--saturation-max-states`` (their
+route is the sparse LU, whose fill is 5.4 GB at K = 3000).
 
-Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 500 1000 2000] [--backend petsc]
+rho defaults to 0.95: P_block ~ rho^(2K) must stay a double at K = 4500
+(0.9^9000 underflows; 0.95^9000 = 1e-200).
+
+``--method-only`` times the level route's iterations alone (``level_iad`` on
+N = x + y from the model's start, without the error bound that the public
+call adds), with P_block against the closed form, at every K.
+
+Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 1000 2000 3000 4500] [--rho 0.95] [--method-only]
+     mpirun -n 2 .venv/bin/python benchmarks/bench_jsq.py --backend petsc --K 1000   (in-process)
 """
 import argparse
-import gc
+import json
+import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,71 +34,135 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import git_state, naive_stationary, warm_up  # noqa: E402
+from bench_core import git_state, warm_up  # noqa: E402
 
 from ctmc.models.jsq import JSQ2  # noqa: E402
 from ctmc.report import format_table  # noqa: E402
 
-RHO, MU2 = 0.9, 0.5
+MU2 = 0.5
 
 
 def timed(fn, *a, **kw):
-    """Call ``fn``; return (result, wall seconds, CPU seconds of this process)."""
-    c0, t0 = time.process_time(), time.perf_counter()
+    """Call ``fn``; return (result, wall seconds)."""
+    t0 = time.perf_counter()
     out = fn(*a, **kw)
-    return out, time.perf_counter() - t0, time.process_time() - c0
+    return out, time.perf_counter() - t0
 
 
 def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def run(K, naive_budget, backend="scipy"):
-    q = JSQ2(K, RHO, MU2)
-    chain, t_build, _ = timed(q.chain)
-    res, t_stat, c_stat = timed(q.stationary, backend=backend)
-    pb, t_pb, _ = timed(q.blocking_probability)
+def one(K, rho, backend="scipy", saturation_max_states=5_000_000):
+    """The measurements of one K (a dict)."""
+    import warnings
+
+    import ctmc
+    warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
+    q = JSQ2(K, rho, MU2, backend=backend)
+    chain, t_build = timed(q.chain)
+    res, t_stat = timed(q.stationary)
+    pb, t_pb = timed(q.blocking_probability)
+    pb_cf, t_pbcf = timed(q.blocking_probability, "closed_form")
+    row = dict(K=K, states=int(q.n_states), build=t_build, stationary=t_stat, method=res.method,
+               status=res.status.value, iterations=int(res.iterations),
+               bound_s=float(res.info.get("error_bound_seconds", 0.0)), balance=float(res.balance_error),
+               pb=float(pb), pb_err=abs(pb / pb_cf - 1), pb_s=t_pb, rss_stationary=rss_gib())
+    if q.n_states <= saturation_max_states:
+        sat, t_sat = timed(q.saturation_analysis)
+        cf, t_cf = timed(q.saturation_times, source="closed_form")
+        fin = cf > 0
+        row.update(saturation=t_sat, sat_method=sat.method, sat_status=sat.status.value, closed_form_s=t_cf,
+                   tau_err=float(np.max(np.abs(sat.mean[fin] / cf[fin] - 1))),
+                   tau0=float(sat.mean[chain.index(s=0, l=0)]))
+    row["rss"] = rss_gib()
+    return row
+
+
+def method_only(K, rho):
+    """The level route's iterations alone (``level_iad`` from the model's start, no error bound):
+    what the public call costs beyond its bound."""
+    import ctmc.stationary as cs
+    from ctmc.backends import operator_for
+    from ctmc.kernels.evidence import stationary_evidence
+    q = JSQ2(K, rho, MU2)
+    chain, t_build = timed(q.chain)
+    t0 = time.perf_counter()
+    op = operator_for(chain, "scipy")
+    opts = cs.LevelIADOptions(levels=q.levels(), x0=q.start_vector())
+    x, it, status, _ = cs._level_iad(op, np.ones(chain.n_states, bool), opts, None,
+                                     cs._Context(info={}, backend_options={}, size=chain.n_states))
+    t_solve = time.perf_counter() - t0
+    pi = x / x.sum()
+    residual, balance, _, _ = stationary_evidence(op, pi)
     pb_cf = q.blocking_probability("closed_form")
-    cf, t_cf, _ = timed(q.saturation_times, source="closed_form")
-    sat, t_sat, c_sat = timed(q.saturation_analysis, backend=backend)
-    fin = cf > 0
-    sat_err = float(np.max(np.abs(sat.mean[fin] / cf[fin] - 1)))
-    naive = "-"
-    if naive_budget > 0:
-        pn, t_naive, _ = timed(naive_stationary, chain.Q)
-        pbn = pn[chain.index(s=K, l=K)]
-        naive = f"{t_naive:.2f} s, rel.err {abs(pbn / pb_cf - 1):.1e}"
-    row = [K, chain.n_states, f"{t_build:.2f}", f"{t_stat:.2f} / {c_stat:.2f} ({res.method})", f"{res.residual:.1e}",
-           f"{pb:.4e}", f"{abs(pb / pb_cf - 1):.1e}", f"{t_pb:.4f}",
-           f"{t_sat:.2f} / {c_sat:.2f} ({sat.method}, {sat.status.value})", f"{sat_err:.1e}", f"{t_cf:.2f}", naive,
-           f"{rss_gib():.1f}"]
-    del q, chain, res, sat, cf
-    gc.collect()
-    return row, t_stat
+    return dict(K=K, states=int(q.n_states), build=t_build, solve=t_solve, iterations=int(it),
+                residual=float(residual), balance=float(balance), pb=float(pi[-1]),
+                pb_err=abs(pi[-1] / pb_cf - 1), rss=rss_gib())
+
+
+def table(rows):
+    out = []
+    for r in rows:
+        sat = (f"{r['saturation']:.1f} ({r['sat_method']}, {r['sat_status']})" if "saturation" in r
+               else "not run (LU fill beyond memory)")
+        out.append([r["K"], f"{r['states']:.3g}", f"{r['build']:.1f}",
+                    f"{r['stationary']:.1f} ({r['method']}, {r['status']}, {r['iterations']} it.)",
+                    f"{r['bound_s']:.1f}", f"{r['pb']:.3e}", f"{r['pb_err']:.1e}", f"{r['pb_s']:.4f}", sat,
+                    f"{r['tau_err']:.1e}" if "tau_err" in r else "-",
+                    f"{r['closed_form_s']:.1f}" if "closed_form_s" in r else "-", f"{r['rss']:.2f}"])
+    return format_table(out, ["K", "states", "build s", "stationary s (route)", "of which bound s", "P_block",
+                              "rel.err P_block", "P_block s (cached)", "saturation s (route)",
+                              "max rel.err E[tau]", "closed forms s", "peak RSS GiB"])
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="K = 100, 300 only (< 20 s)")
     ap.add_argument("--K", type=int, nargs="*", default=None)
-    ap.add_argument("--backend", default="scipy", help="backend of the chain's analyses (scipy or petsc)")
-    ap.add_argument("--naive-max-states", type=int, default=150_000,
-                    help="run the naive spsolve baseline up to this many states")
+    ap.add_argument("--rho", type=float, default=0.95)
+    ap.add_argument("--backend", default="scipy", help="scipy (one process per K) or petsc (in this process, "
+                                                       "run under mpirun)")
+    ap.add_argument("--saturation-max-states", type=int, default=5_000_000,
+                    help="run the saturation means up to this many states (default 5e6, K = 3160)")
+    ap.add_argument("--method-only", action="store_true",
+                    help="time level_iad's iterations alone (no error bound, no saturation), every K")
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    Ks = a.K or ([100, 300] if a.quick else [500, 1000, 1500, 2000])
+    if a.one is not None:                          # a child: one K, JSON on stdout
+        warm_up()
+        out = method_only(a.one, a.rho) if a.method_only else one(a.one, a.rho, a.backend,
+                                                                   a.saturation_max_states)
+        print(json.dumps(out))
+        return 0
+    Ks = a.K or ([100, 300] if a.quick else [1000, 2000, 3000, 4500])
     print(git_state())
-    print(f"backend {a.backend}; JSQ2(K, rho={RHO}, mu2={MU2}): stationary (pinned sparse LU), blocking vs closed form, "
-          "mean time to (K,K) from every state (ctmc hitting times vs closed form)")
-    warm_up()
+    print(f"backend {a.backend}; JSQ2(K, rho={a.rho}, mu2={MU2}); load {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores at the start")
     rows = []
     for K in Ks:
-        n = (K + 1) * (K + 2) // 2
-        row, _ = run(K, 1 if n <= a.naive_max_states else 0, a.backend)
-        rows.append(row)
-        print(f"  done K={K}", flush=True)
-    print(format_table(rows, ["K", "states", "build s", "stationary wall/cpu s", "residual", "P_block",
-                              "rel.err", "P_block s", "saturation (chain) wall/cpu s", "max rel.err",
-                              "closed form s", "baseline naive spsolve", "peak RSS GiB"]))
+        if a.backend == "petsc":
+            warm_up()
+            rows.append(one(K, a.rho, "petsc", a.saturation_max_states))
+        else:
+            cmd = [sys.executable, __file__, "--one", str(K), "--rho", str(a.rho),
+                   "--saturation-max-states", str(a.saturation_max_states)] + (
+                ["--method-only"] if a.method_only else [])
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"  K={K} failed: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
+                continue
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        print(f"  done K={K} (load {os.getloadavg()[0]:.1f})", flush=True)
+    from ctmc.backends import petsc
+    if a.method_only:
+        print(format_table([[r["K"], f"{r['states']:.3g}", f"{r['build']:.1f}", f"{r['solve']:.1f}",
+                             r["iterations"], f"{r['residual']:.1e}", f"{r['balance']:.1e}", f"{r['pb']:.3e}",
+                             f"{r['pb_err']:.1e}", f"{r['rss']:.2f}"] for r in rows],
+                           ["K", "states", "build s", "level_iad s (no bound)", "it.", "residual",
+                            "balance error", "P_block", "rel.err P_block", "peak RSS GiB"]))
+    elif a.backend != "petsc" or not petsc.available() or petsc.load_petsc().COMM_WORLD.getRank() == 0:
+        print(table(rows))
     return 0
 
 

@@ -455,3 +455,146 @@ def test_cli_prints_main_measures(capsys):
     diffs = [float(tok) for line in out.splitlines() if "rel. diff" in line
              for tok in [line.split("rel. diff")[1].split()[0]]]
     assert len(diffs) == 2 and max(diffs) < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# large K: the level route of the stationary law
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("K,rho,mu2,nu", [(150, 0.9, 0.5, None), (120, 1.3, 0.25, 0.6), (150, 0.7, 0.8, 0.2)])
+def test_level_route_keeps_the_tail(K, rho, mu2, nu):
+    """``level_iad`` from the model's start (the default beyond LEVEL_STATES) against the closed form
+    of P_block and the law of N, and against LU state by state down to the smallest probabilities."""
+    q = JSQ2(K, rho, mu2, nu)
+    lvl = q.stationary("level_iad", tol=1e-13)
+    assert lvl.method == "level_iad" and lvl.status == "success"
+    pb = lvl.pi[q.chain().index(s=K, l=K)]
+    assert abs(pb / blocking_probability(K, rho, mu2, nu) - 1) < 1e-9
+    law = np.bincount(q.levels(), weights=lvl.pi)[K:]
+    law /= law.sum()
+    ref = total_number_law(K, rho, mu2, nu)         # the law of N given N >= K
+    assert np.max(np.abs(law / ref - 1)) < 1e-9
+    # the far corners (1e-100 and below) converge after the level law, as a front: level_iad goes
+    # on while its balance error falls, to the default tail_tol 1e-6
+    lu = q.stationary("lu")
+    big = lu.pi > 1e-250
+    assert np.max(np.abs(lvl.pi[big] / lu.pi[big] - 1)) < 1e-4
+    assert q.stationary("level_iad", tol=1e-13) is lvl      # cached, not solved again
+
+
+def test_default_method_switches_to_the_level_route(monkeypatch):
+    q = JSQ2(40, 0.9, 0.5)
+    monkeypatch.setattr(JSQ2, "LEVEL_STATES", 100)
+    assert q.stationary().method == "level_iad"
+    assert q.blocking_probability() == q.stationary().pi[-1]      # reuses the cached law
+    assert abs(q.blocking_probability() / q.blocking_probability("closed_form") - 1) < 1e-9
+
+
+def test_start_vector_is_positive_even_without_shortest_service():
+    x0 = JSQ2(30, 0.9, 1.0).start_vector()
+    assert x0.min() > 0 and np.isfinite(x0).all()
+
+
+def test_backend_is_checked_before_any_build():
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        JSQ2(10, 0.9, 0.5, backend="cuda")
+
+
+# ---------------------------------------------------------------------------
+# PETSc: JSQ2(..., backend="petsc") under mpirun -n 2 against the scipy route
+# ---------------------------------------------------------------------------
+#: the MPI job's cases: (K, rho, mu2, nu, stationary methods); the default suite runs the first
+MPI_CASES = {"small": (25, 0.5, 0.3, 0.6, ("lu", "gauss_seidel")),
+             # K = 1000: MUMPS's root front is large enough to go to ScaLAPACK, whose row
+             # interchanges cost P_block 7.8e-8 (41,416 negative states) before diagonal pivots
+             "mumps_root": (1000, 0.9, 0.5, None, ("lu",))}
+
+
+def _mpi_job(case, out_path):
+    import json
+    import warnings
+
+    from ctmc.backends.petsc_backend import load_petsc
+
+    warnings.simplefilter("ignore")
+    K, rho, mu2, nu, methods = MPI_CASES[case]
+    q = JSQ2(K, rho, mu2, nu, backend="petsc")
+    ref = JSQ2(K, rho, mu2, nu)
+    out = {"size": load_petsc().COMM_WORLD.getSize(), "rows": [q.chain().start, q.chain().stop]}
+    tiny = ref.stationary("lu").pi
+    big = tiny > 1e-250
+    for m in methods:
+        opts = {"tol": 1e-14, "tail_tol": 1e-12} if m in ("gauss_seidel", "level_iad") else {}
+        r = q.stationary(m, **opts)
+        out[m] = {"status": r.status.value, "min_pi": float(tiny[big].min()),
+                  "rel_pi": float(np.max(np.abs(r.pi[big] / tiny[big] - 1))),
+                  "pb_closed_form": abs(float(r.pi[-1]) / ref.blocking_probability("closed_form") - 1)}
+    m, mr = q.measures(), ref.measures()
+    out["measures"] = {f: abs(getattr(m, f) / getattr(mr, f) - 1)
+                       for f in ("blocking_probability", "mean_total", "throughput", "mean_sojourn_time")}
+    if case == "small":
+        sat, sat_ref = q.saturation_analysis(), ref.saturation_analysis()
+        pos = sat_ref.mean > 0                       # all but the target itself
+        out["saturation"] = {"status": sat.status.value, "states": int(pos.sum()),
+                             "rel": float(np.max(np.abs(sat.mean[pos] / sat_ref.mean[pos] - 1)))}
+    if load_petsc().COMM_WORLD.getRank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(out, f)
+
+
+def _run_mpi(case, tmp_path, timeout):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ctmc.backends.petsc_backend import INSTALL_HELP, available
+    if not available():
+        pytest.skip(f"petsc4py not installed: {INSTALL_HELP}")
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found (apt-get install openmpi-bin)")
+    here = Path(__file__).resolve().parent
+    out = tmp_path / f"{case}.json"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1",
+               PYTHONPATH=os.pathsep.join([str(here.parent), str(here), os.environ.get("PYTHONPATH", "")]))
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), case, str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(here.parent))
+    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    data = json.loads(out.read_text())
+    assert data["size"] == 2
+    return data
+
+
+def _check_mpi(data, methods):
+    for m in methods:
+        r = data[m]
+        assert r["status"] == "success", (m, r)
+        assert r["rel_pi"] < 1e-9, (m, r)           # down to the smallest probabilities
+        assert r["pb_closed_form"] < 1e-9, (m, r)
+    assert max(data["measures"].values()) < 1e-9, data["measures"]
+
+
+@pytest.mark.petsc
+def test_petsc_two_ranks_match_scipy(tmp_path):
+    """JSQ2(..., backend="petsc") on two MPI processes: the stationary law by MUMPS and by Gauss-Seidel
+    sweeps (the other block's ghosts), the measures and the saturation means, against the scipy
+    route state by state (smallest probability 2.8e-21)."""
+    data = _run_mpi("small", tmp_path, 240)
+    assert data["rows"][0] == 0 and 0 < data["rows"][1] < 351      # rank 0 owns the first block only
+    _check_mpi(data, MPI_CASES["small"][4])
+    assert data["lu"]["min_pi"] < 1e-20
+    assert data["saturation"]["status"] == "success" and data["saturation"]["rel"] < 1e-9, data["saturation"]
+
+
+@pytest.mark.slow
+@pytest.mark.petsc
+def test_petsc_two_ranks_mumps_keeps_the_tail_at_K1000(tmp_path):
+    """MUMPS on two processes with ctmc's diagonal pivots: P_block (3.4e-93) to 1e-9 of the closed form."""
+    _check_mpi(_run_mpi("mumps_root", tmp_path, 600), MPI_CASES["mumps_root"][4])
+
+
+if __name__ == "__main__":          # the MPI job: python tests/test_jsq.py CASE OUT.json (under mpirun)
+    import sys
+    _mpi_job(sys.argv[1], sys.argv[2])

@@ -69,15 +69,21 @@ class Stop:
     predicts from the last two checks how many iterations may pass before the
     next, and :meth:`state` / :meth:`restore` let a block of iterations be
     replayed to find the first one where the rule's answer changed.
+
+    With ``patience`` > 0 the iteration goes on past that point for as long
+    as the balance error falls by at least 10 % over ``patience`` iterations
+    (a method whose tail converges as a front, far behind the norm).
     """
 
-    def __init__(self, op, opts):
+    def __init__(self, op, opts, patience: int = 0):
         self.op, self.opts = op, opts
+        self.patience = int(patience)
         self.norm_it = None
         self.rel = np.inf
         self.bal = np.inf
         self._last = None          # (iteration, log distance to the target, phase) of the last check
         self._rate = None          # the log distance's fall per iteration between the last two checks
+        self._tail = ()            # (iteration, balance error) of the checks past the normwise cap
 
     def __call__(self, it, x, r) -> bool:
         op = self.op
@@ -91,7 +97,15 @@ class Stop:
             self.norm_it = it
         self.bal = balance_error(op, x, r, floor=_TINY * g[1])   # x is normalised only every few steps
         self._note(it, self.bal / self.opts.tail_tol)
-        return self.bal <= self.opts.tail_tol or it >= 2 * self.norm_it + 10
+        if self.bal <= self.opts.tail_tol:
+            return True
+        if it < 2 * self.norm_it + 10:
+            return False
+        if not self.patience:
+            return True
+        self._tail = self._tail + ((it, self.bal),)
+        old = [b for i, b in self._tail if i <= it - self.patience]
+        return bool(old) and not self.bal <= 0.9 * old[-1]
 
     def _note(self, it, ratio):
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -112,15 +126,15 @@ class Stop:
         if rate is None:
             return 1
         left = d / rate if rate > 0 else np.inf
-        if self.norm_it is not None:
+        if self.norm_it is not None and not self.patience:
             left = min(left, 2 * (2 * self.norm_it + 10 - it))    # halved below: lands before the cap
         return int(max(1, min(most, left // 2)))
 
     def state(self):
-        return self.norm_it, self.rel, self.bal, self._last, self._rate
+        return self.norm_it, self.rel, self.bal, self._last, self._rate, self._tail
 
     def restore(self, state):
-        self.norm_it, self.rel, self.bal, self._last, self._rate = state
+        self.norm_it, self.rel, self.bal, self._last, self._rate, self._tail = state
 
 
 #: the most iterations :func:`checked_sweeps` runs between two checks of the stopping rule
@@ -193,17 +207,26 @@ class Sweeper:
     Calling it sweeps ``Q^T x = 0`` on the set ``support`` and renormalises
     (the stationary iterations); :meth:`relax` sweeps the passage system
     ``(shift I - Q_XX) x = b`` (``transpose=False``) or its transpose on
-    ``X = support``, without renormalising.
+    ``X = support``, without renormalising. ``order`` (a permutation of the
+    owned states, optional) is the order of a forward sweep: the matrix is
+    permuted once, the iterate on each sweep.
     """
 
-    def __init__(self, op, support, shift: float = 0.0, transpose: bool = True):
+    def __init__(self, op, support, shift: float = 0.0, transpose: bool = True, order=None):
         self.op, self.support = op, support
         self.ghosts = None
+        self.order = None
+        if order is not None:
+            order = np.asarray(order, dtype=np.int64)
+            m = op.stop - op.start
+            if order.shape != (m,) or not np.array_equal(np.sort(order), np.arange(m)):
+                raise ValueError(f"order: expected a permutation of the {m} owned states")
+            self.order = order
         if (op.size == 1 and shift == 0 and transpose and bool(np.all(support)) and op.n > 1
                 and bool(np.all(op.exit_rates > 0))):
             # the whole chain on one process: R^T - diag(q) is Q^T itself (every diagonal entry
             # stored, none zero): sweep its own rows, the same terms in the same order, no copy
-            self.local = one_index_type(op.generator_rows(True))
+            self.local = one_index_type(self._ordered(op.generator_rows(True)))
             self._zero = np.zeros(op.n)
             return
         A = op.local_rows(transpose=transpose).tocsr()     # rates R (or R^T): owned rows, global columns
@@ -212,14 +235,26 @@ class Sweeper:
         A = (sp.diags(keep) @ A @ sp.diags(full_support)).tocsr()
         # R_XX - diag(shift + q) on the owned block (unit rows outside the set keep x = 0 there)
         local = (A[:, op.start:op.stop] - sp.diags(np.where(support, float(shift) + op.exit_rates, -1.0))).tocsr()
+        local = self._ordered(local)
         local.sort_indices()
         local.data = np.ascontiguousarray(local.data, dtype=float)
         self.local = one_index_type(local)                 # converted once, not on every sweep
         self._zero = np.zeros(local.shape[0])              # the right-hand side of Q^T x = 0
         if op.size > 1:
-            g = A.tolil()
-            g[:, op.start:op.stop] = 0.0
-            self.ghosts = g.tocsr()
+            # the other blocks' columns: the entries of A whose column is not owned, taken by
+            # masking A's stored entries (a column assignment on A would densify it)
+            off = (A.indices < op.start) | (A.indices >= op.stop)
+            g = sp.csr_matrix((np.where(off, A.data, 0.0), A.indices, A.indptr), shape=A.shape)
+            g.eliminate_zeros()
+            self.ghosts = g
+
+    def _ordered(self, A):
+        """``A`` (owned rows and columns) with rows and columns in sweep order."""
+        if self.order is None:
+            return A
+        A = sp.csr_matrix(A)[self.order][:, self.order].tocsr()
+        A.sort_indices()
+        return A
 
     def __call__(self, x, omega=1.0, direction="forward"):
         """One sweep on ``x`` (owned, contiguous), in place; then ``x`` is renormalised.
@@ -241,7 +276,19 @@ class Sweeper:
             rhs -= self.ghosts @ op.gather(x, "all")
         else:
             rhs = self._zero if b is None else -np.where(self.support, b, 0.0)
-        sweep(self.local, x, rhs, omega, direction)
+        if self.order is None:
+            sweep(self.local, x, rhs, omega, direction)
+            return
+        xo = np.ascontiguousarray(x[self.order])
+        sweep(self.local, xo, np.ascontiguousarray(rhs[self.order]), omega, direction)
+        x[self.order] = xo
+
+    def relax_ordered(self, xo, rhs, direction="forward", omega=1.0):
+        """One sweep on ``xo``, an iterate already in sweep order (``order``), with the right-hand
+        side ``rhs`` in that order, in place; one process only (no other blocks to take)."""
+        if self.ghosts is not None:
+            raise ValueError("relax_ordered: a distributed sweep takes the other blocks; use relax")
+        sweep(self.local, xo, rhs, omega, direction)
 
 
 def polish_sweeps(sweep_pair, measure, budget: int, tail_tol: float):

@@ -15,7 +15,10 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_parameters"]
+__all__ = ["check_parameters", "check_backend", "BACKENDS"]
+
+#: where a :class:`~models.jsq.model.JSQ2` chain lives and is solved
+BACKENDS = ("scipy", "petsc")
 
 
 def _real(name, v, allow_none=False):
@@ -71,3 +74,15 @@ def check_parameters(K, rho, mu2, idle_rate):
         raise ValueError("idle_rate: rate of the lone busy server must lie in [0, 1] "
                          f"(1 = full pooling of both servers), got {idle_rate!r}")
     return int(K), rho, mu2, nu
+
+
+def check_backend(backend) -> str:
+    """Validate the ``backend`` of :class:`~models.jsq.model.JSQ2` (one of :data:`BACKENDS`).
+
+    >>> from ctmc.models.jsq.parameters import check_backend
+    >>> check_backend("petsc")
+    'petsc'
+    """
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {BACKENDS}, got {backend!r}")
+    return backend
