@@ -291,3 +291,18 @@ def test_full_pooling_constant_and_kac():
         saturation_mean_expansion(10, 1.0, 0.3)
     with pytest.raises(ValueError, match="^state:"):
         saturation_mean_expansion(10, 0.9, 0.3, state=(5, 6))
+
+
+@pytest.mark.parametrize("K, rho, mu2, nu", [(9, 0.9, 0.3, None), (15, 1.3, 0.5, 0.8)])
+def test_jsq2_saturation_laplace_closed_form_route_is_the_chains(K, rho, mu2, nu):
+    """``JSQ2.saturation_laplace(source="closed_form")`` gives the chain's transform, state by state."""
+    q = JSQ2(K=K, rho=rho, mu2=mu2, idle_rate=nu)
+    s = [0.0, 0.02, 3.0]
+    chain = q.saturation_laplace(s).values
+    formula = q.saturation_laplace(s, source="closed_form")
+    assert formula.status == "success"
+    np.testing.assert_allclose(formula.values, chain, rtol=1e-10, atol=0)
+    with pytest.raises(ValueError, match="source"):
+        q.saturation_laplace(s, source="tibi")
+    with pytest.raises(ValueError, match="options"):
+        q.saturation_laplace(s, source="closed_form", method="lu")

@@ -13,6 +13,7 @@ import numpy as np
 import ctmc
 
 from .closed_forms import blocking_probability, saturation_mean
+from .tibi import saturation_laplace as tibi_saturation_laplace
 from .parameters import check_backend, check_parameters
 
 __all__ = ["JSQ2", "JSQMeasures"]
@@ -306,8 +307,35 @@ class JSQ2:
         """The full :class:`ctmc.HittingResult` (status, residual, method) for saturation."""
         return self.chain().hitting_times(self._saturated(), moments=moments, **options)
 
-    def saturation_laplace(self, s, **options):
-        r"""Laplace transform :math:`E_{(x,y)}[e^{-s\tau}]` from every state (a :class:`ctmc.LaplaceResult`)."""
+    def saturation_laplace(self, s, source: str = "chain", **options):
+        r"""Laplace transform :math:`E_{(x,y)}[e^{-s\tau}]` from every state.
+
+        Parameters
+        ----------
+        s : float or array_like
+            Transform points, ``>= 0``.
+        source : {"chain", "closed_form"}
+            ``"chain"``: ctmc's hitting-time transform on the chain (a
+            :class:`ctmc.LaplaceResult`); ``"closed_form"``: the level recursion
+            :func:`models.jsq.tibi.saturation_laplace` (a ``SaturationLaplace``
+            in log space, :math:`O(K^2)` per point, any K), in chain order.
+
+        Examples
+        --------
+        >>> q = JSQ2(K=12, rho=0.9, mu2=0.3)
+        >>> a = q.saturation_laplace([0.05]).values
+        >>> b = q.saturation_laplace([0.05], source="closed_form").values
+        >>> bool(np.allclose(a, b, rtol=1e-10, atol=0))
+        True
+        """
+        if source == "closed_form":
+            if options:
+                raise ValueError(f"options: {sorted(options)} apply to source='chain' only")
+            st = self.chain().states
+            return tibi_saturation_laplace(self.K, self.rho, self.mu2, self.nu, s,
+                                           states=np.column_stack([st["s"], st["l"]]))
+        if source != "chain":
+            raise ValueError(f"source: expected 'chain' or 'closed_form', got {source!r}")
         return self.chain().hitting_laplace(self._saturated(), s, **options)
 
     def first_equality(self, s=None, t=None, sources=None, levels=None, **options):
