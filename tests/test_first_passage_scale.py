@@ -11,9 +11,6 @@ When run as a script (``mpirun -n 2 python tests/test_first_passage_scale.py OUT
 file is the two-rank job: each rank computes, rank 0 writes the numbers to ``OUT``.
 """
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tracemalloc
 from fractions import Fraction as Fr
@@ -82,6 +79,7 @@ from ctmc.models.jsq.first_equality import level_blocks  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from reference import fraction_solve  # noqa: E402
+from mpi_jobs import needs_mpi, run_job  # noqa: E402
 
 
 def _random_chain(n=60, seed=3, density=0.06):
@@ -272,26 +270,10 @@ def test_level_blocks_cover_every_level_once():
 # --------------------------------------------------------------------------
 # two MPI ranks against scipy
 # --------------------------------------------------------------------------
-def _petsc_ready():
-    try:
-        from ctmc.backends.petsc_backend import available
-    except ImportError:
-        return False
-    return available() and shutil.which("mpirun") is not None
-
-
 @pytest.mark.petsc
-@pytest.mark.skipif(not _petsc_ready(), reason="petsc4py or mpirun not available")
+@needs_mpi
 def test_two_ranks_first_equality_matches_scipy(tmp_path):
-    out = tmp_path / "fp.json"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=str(ROOT))
-    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    r = json.loads(out.read_text())
-    assert r["size"] == 2
+    r = run_job(__file__, tmp_path / "fp.json", timeout=240)
     assert min(r[name]["smallest"] for name in ("one_source", "two_sources", "levels")) < 1e-17
     assert r["corner"]["method"] == "lu-replicated" and r["corner"]["n_reach"] == [45, 45]
     for name in ("one_source", "two_sources", "levels", "corner"):

@@ -18,6 +18,7 @@ import pytest
 import scipy.linalg as sla
 import scipy.stats as st
 
+from mpi_jobs import needs_mpi, run_job
 from hysteresis_cases import (dense_hitting, dense_stationary, exact_stationary, full_width, gth_stationary,
                               hand_built_mm1, mg1r_classic, mm1r, poisson_mixing_quad)
 
@@ -915,32 +916,13 @@ def test_backend_and_method_errors_are_clear():
         q.stationary_ctmc("levels")
 
 
-def _petsc_ready():
-    import shutil
-    from ctmc.backends.petsc_backend import available
-    return available() and shutil.which("mpirun") is not None
-
-
 @pytest.mark.petsc
-@pytest.mark.skipif(not _petsc_ready(), reason="petsc4py or mpirun not installed")
+@needs_mpi
 def test_petsc_backend_on_two_processes_matches_the_level_elimination(tmp_path):
-    import json
-    import os
-    import shutil
-    import subprocess
-    import sys
     from pathlib import Path
     from hysteresis_cases import petsc_queue
-    here = Path(__file__).resolve().parent
-    out = tmp_path / "hyst.json"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1",
-               PYTHONPATH=os.pathsep.join([str(here.parent), str(here), os.environ.get("PYTHONPATH", "")]))
-    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(here / "hysteresis_cases.py"), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(here.parent))
-    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    job = json.loads(out.read_text())
-    assert job["size"] == 2 and job["backend"] == "petsc" and job["status"] == "success"
+    job = run_job(Path(__file__).resolve().parent / "hysteresis_cases.py", tmp_path / "hyst.json")
+    assert job["backend"] == "petsc" and job["status"] == "success"
     q = petsc_queue("scipy")
     ref = q.stationary_ctmc().pi
     pi = np.array(job["pi"])

@@ -542,29 +542,10 @@ def _mpi_job(case, out_path):
 
 
 def _run_mpi(case, tmp_path, timeout):
-    import json
-    import os
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from ctmc.backends.petsc_backend import INSTALL_HELP, available
-    if not available():
-        pytest.skip(f"petsc4py not installed: {INSTALL_HELP}")
-    if shutil.which("mpirun") is None:
-        pytest.skip("mpirun not found (apt-get install openmpi-bin)")
-    here = Path(__file__).resolve().parent
-    out = tmp_path / f"{case}.json"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1",
-               PYTHONPATH=os.pathsep.join([str(here.parent), str(here), os.environ.get("PYTHONPATH", "")]))
-    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), case, str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=str(here.parent))
-    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    data = json.loads(out.read_text())
-    assert data["size"] == 2
-    return data
+    from mpi_jobs import mpi_ready, run_job
+    if not mpi_ready():
+        pytest.skip("petsc4py or mpirun not installed (scripts/bootstrap.sh)")
+    return run_job(__file__, tmp_path / f"{case}.json", case, timeout=timeout)
 
 
 def _check_mpi(data, methods):

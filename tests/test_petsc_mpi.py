@@ -7,7 +7,6 @@ petsc4py or mpirun.
 """
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -228,33 +227,15 @@ if __name__ == "__main__":
 # --------------------------------------------------------------------------
 sys.path.insert(0, str(HERE))
 import reference as ref  # noqa: E402
+from mpi_jobs import mpirun_env, needs_mpi, run_job  # noqa: E402
 
-from ctmc.backends.petsc_backend import INSTALL_HELP, available  # noqa: E402
 
-pytestmark = [pytest.mark.petsc,
-              pytest.mark.skipif(not available(), reason=f"petsc4py not installed: {INSTALL_HELP}"),
-              pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found (apt-get install "
-                                 "openmpi-bin)")]
+pytestmark = [pytest.mark.petsc, needs_mpi]
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("mpi") / "results.json"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(ROOT))
-    assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    data = json.loads(out.read_text())
-    assert data["size"] == 2
-    return data
-
-
-def _mpirun_env():
-    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                OMPI_MCA_rmaps_base_oversubscribe="1",
-                PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
+    return run_job(__file__, tmp_path_factory.mktemp("mpi") / "results.json")
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +245,7 @@ def contract_job(tmp_path_factory):
     script = HERE / "test_backend_contract.py"
     cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(script), str(out)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun_env(), timeout=120,
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=mpirun_env(), timeout=120,
                               cwd=str(ROOT))
     except subprocess.TimeoutExpired as exc:  # a collective left unmatched by one rank hangs
         pytest.fail(f"contract job timed out (unmatched collectives?):\n{exc.stdout}\n{exc.stderr}")
@@ -339,7 +320,7 @@ def test_two_ranks_closed_class_in_one_block(tmp_path):
     out = tmp_path / "closed_class.json"
     cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out),
            "closed_class"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_mpirun_env(), timeout=120, cwd=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=mpirun_env(), timeout=120, cwd=str(ROOT))
     assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stderr[-3000:]}"
     status, err = json.loads(out.read_text())
     assert status == "success" and err < 1e-8

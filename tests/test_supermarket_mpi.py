@@ -11,9 +11,6 @@ state by state, once the two numberings are matched by ``occupancy_rank``.
 Skipped, with the reason, without petsc4py or mpirun.
 """
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -67,27 +64,15 @@ if __name__ == "__main__":
     sys.exit(0)
 
 
-from ctmc.backends.petsc_backend import INSTALL_HELP, available  # noqa: E402
 
-pytestmark = [pytest.mark.petsc,
-              pytest.mark.skipif(not available(), reason=f"petsc4py not installed: {INSTALL_HELP}"),
-              pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found (apt-get install "
-                                 "openmpi-bin)")]
+from mpi_jobs import needs_mpi, run_job  # noqa: E402
+
+pytestmark = [pytest.mark.petsc, needs_mpi]
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("mpi_supermarket") / "results.json"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]))
-    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(ROOT))
-    assert proc.returncode == 0 and out.exists(), \
-        f"mpirun job failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    data = json.loads(out.read_text())
-    assert data["size"] == 2
-    return data
+    return run_job(__file__, tmp_path_factory.mktemp("mpi_supermarket") / "results.json")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
