@@ -106,6 +106,7 @@ from .kernels.classes import (closed_classes, count, describe_classes, global_ar
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
+from .kernels.levels import LevelSystem
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps, start_vector, state_levels
@@ -566,6 +567,7 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     if (x[support] <= 0).any():
         raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
     if op.size == 1:
+        ctx.info["_levels"] = lev_full         # for the return times of the error bound (_evaluate)
         return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
     IN = op.local_rows(transpose=True).tocsr()
     own = np.flatnonzero(support)
@@ -764,6 +766,7 @@ class _Evaluated:
 def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`, :func:`grade_bound`)."""
     ret = ctx.info.pop("_return", None)
+    levels = ctx.info.pop("_levels", None)
     if x is None:
         return _Evaluated(None, status, msg, info={})
     x = np.where(support, x, 0.0)
@@ -797,8 +800,13 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]
+            system = None
+            if method == "level_iad" and levels is not None and op.size == 1:
+                # the level structure solves the return times (the bound is proven the same way)
+                system = LevelSystem(op, support & ~unit_mask(op, pin), levels, pi)
             bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
-                                          error_tol=opts.error_tol)
+                                          error_tol=opts.error_tol, system=system)
+            system = None
             info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)
         info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb

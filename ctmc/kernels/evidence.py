@@ -605,7 +605,7 @@ BOUND_LU_STATES = 5000
 
 
 def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict,
-                    error_tol: float = np.inf) -> tuple:
+                    error_tol: float = np.inf, system=None) -> tuple:
     """The error bound of an iterative method's answer: ``(bound, kind)``; evidence into ``info``.
 
     Proven (:func:`error_bound`) when the return-time system is solved well
@@ -622,6 +622,11 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     without a bound, the first-order :func:`correction_estimate`, accepted only
     where the condition (from the unconverged return times, a lower estimate)
     leaves its own 1e-8 solve a digit: ``inf`` otherwise.
+
+    A ``system`` of the return-time system ``M = -Q_XX`` (``X`` the class without
+    ``pin``; e.g. :class:`ctmc.kernels.levels.LevelSystem`, which knows the chain's
+    structure) is tried first; the bound from it is proven by the same residual
+    check, whatever it is; the route above runs only when it gives none.
     """
     specs = [RETURN_SPEC, RETURN_GMRES] + ([dataclasses.replace(RETURN_SPEC, kind="lu")]
                                            if size <= BOUND_LU_STATES else [])
@@ -632,15 +637,22 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
         """Whether the bound from this iterate keeps the answer within ``error_tol`` (then its looseness is harmless)."""
         return error_bound(op, support, pi, pin, f * top, residual, (m_hat, f)) <= error_tol
 
-    m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs, info=info,
-                                       bracket=BOUND_BRACKET, enough=enough)
+    m_bound = np.inf
+    if system is not None:
+        m_bound, m_est = return_time_bound(op, support, pin, system=system, info=info, bracket=BOUND_BRACKET,
+                                           enough=enough)
+        info["return_time_solver"] = getattr(system, "kind", "given")
+    if not np.isfinite(m_bound):
+        system = None
+        m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs,
+                                           info=info, bracket=BOUND_BRACKET, enough=enough)
     upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
         bound = error_bound(op, support, pi, pin, m_bound, residual, upper)
         if error_tol < bound <= error_tol / (1 - BOUND_RESIDUAL) ** 2:
-            tight, _ = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs,
-                                         info=info, target=RETURN_TIGHT, steps=2 * RETURN_STEPS)
+            tight, _ = return_time_bound(op, support, pin, system=system, backend_options=backend_options,
+                                         specs=specs, info=info, target=RETURN_TIGHT, steps=2 * RETURN_STEPS)
             info["return_time_refined"] = True
             bound = min(bound, error_bound(op, support, pi, pin, tight, residual,
                                            info.pop("return_time_upper", None)))
