@@ -154,27 +154,29 @@ def mixed_service_matrices(service, A, Lam):
 # ---------------------------------------------------------------------------
 # the embedded chain and the time-stationary law (Markov renewal)
 # ---------------------------------------------------------------------------
-def stationary_law(q) -> HysteresisLaw:
-    t0 = time.perf_counter()
+MEMORY_BUDGET = 4.0e9
+"""Bytes the embedded route may hold in its (about four) dense matrices of
+the reachable order; :func:`check_size` refuses larger queues before any heavy work."""
+
+
+def _structure(q):
+    """The service-period generator, the departure map and the busy-period starts,
+    restricted to the states reachable from the empty system, in level-major order.
+
+    Returns ``(A, s, n, idx, dep, start, idle_rate)`` on the kept states: ``idx`` their
+    index ``s*(r+1)+n`` in the full space, ``dep`` the (kept) index of the state a
+    departure leaves, ``start[sm]`` the law of the first state of a busy period begun in
+    mode ``sm`` (dense over the kept states), ``idle_rate[sm]`` the rate of admitted batches.
+    """
     r = q.capacity
     N = 3 * (r + 1)
     A, s, n = service_period(q)
-    Lam = float(max(q.lam, q.lam_overload))
-    if q.is_phase_type:
-        Ma, Mb = ph_service_matrices(q.service, A, n)
-        mix = None
-    else:
-        Ma, Mb, mix = mixed_service_matrices(q.service, A, Lam)
-    # departure map (s, m) -> (decide(s, m - 1), m - 1), m >= 1
     m_ = np.maximum(n - 1, 0)
     s_dep = decide(np.where, s, m_, q.L, q.H, q.R)
     dep = np.where(n >= 1, s_dep * (r + 1) + m_, np.arange(N))
-    Dm = sp.csr_matrix((np.ones(N), (np.arange(N), dep)), shape=(N, N))
-    # start of a busy period from (s, 0): first admitted batch
-    g = q.batch_pmf()
     start = np.zeros((3, N))
     idle_rate = np.zeros(3)
-    for k, gk in enumerate(g, start=1):
+    for k, gk in enumerate(q.batch_pmf(), start=1):
         n_new, ok = q.acceptance.admit(0, k, r)
         if not ok or gk == 0:
             continue
@@ -187,54 +189,153 @@ def stationary_law(q) -> HysteresisLaw:
         idle_rate[sm] = q.rates[sm] * acc
         if acc > 0:
             start[sm] /= acc
-    rows_a = Ma.copy()
-    rows_b = Mb.copy()
-    for sm in range(3):
-        i0 = sm * (r + 1)
-        rows_a[i0] = start[sm] @ Ma
-        rows_b[i0] = start[sm] @ Mb
-    Pd = np.asarray((Dm.T @ rows_a.T).T)
-    # embedded states reachable from the empty system
+    # the graph of the whole process: arrivals in service, departures, busy-period starts
+    off = A.copy()
+    off.setdiag(0)
+    off.eliminate_zeros()
+    busy = np.flatnonzero(n >= 1)
+    s0 = np.flatnonzero(n == 0)
+    st_r, st_c = np.nonzero(start[s[s0]])
+    G = (off + sp.csr_matrix((np.ones(busy.size), (busy, dep[busy])), shape=(N, N))
+         + sp.csr_matrix((np.ones(st_r.size), (s0[st_r], st_c)), shape=(N, N)))
+    keep = breadth_first_order(G.tocsr(), 0, directed=True, return_predecessors=False)
+    idx = keep[np.lexsort((s[keep], n[keep]))]                # level-major
+    pos = np.full(N, -1)
+    pos[idx] = np.arange(idx.size)
+    return (A[idx][:, idx].tocsr(), s[idx], n[idx], idx, pos[dep[idx]],
+            start[:, idx], idle_rate, s_dep[idx])
+
+
+def check_size(q):
+    """Raise ``ValueError`` (naming ``capacity``) when the dense matrices of the reachable
+    embedded chain would exceed :data:`MEMORY_BUDGET`; return the number of kept states."""
+    size = _structure(q)[0].shape[0]
+    need = 4 * 8.0 * size * size
+    if need > MEMORY_BUDGET:
+        top = int(np.sqrt(MEMORY_BUDGET / 32.0))
+        raise ValueError(
+            f"capacity: route 'embedded' holds dense matrices of the {size} reachable states "
+            f"(about {need / 1e9:.1f} GB > {MEMORY_BUDGET / 1e9:.1f} GB); it allows at most "
+            f"{top} reachable states, i.e. capacity <= about {top // 3} when all three modes "
+            f"reach every level (got capacity={q.capacity}); use route='ctmc' for phase-type "
+            f"service")
+    return size
+
+
+def gth_hessenberg(P, level):
+    r"""Stationary law of a stochastic matrix that is upper Hessenberg by levels, by GTH.
+
+    ``P`` (dense, overwritten) has its states in non-decreasing ``level`` and
+    :math:`P_{ij} = 0` when ``level[j] < level[i] - 1`` (down by at most one
+    level per step). The states are eliminated from the last one (GTH: the
+    pivot is the sum of the pivot row's remaining entries, never
+    :math:`1 - P_{kk}`). The pivot row reaches only its own and the level
+    below, so every update is a rank-one change of the columns of those two
+    levels, the band keeps its shape, and the cost is :math:`O(N^2 w)`
+    (:math:`w` the width of two levels) instead of :math:`O(N^3)`. Only
+    additions of non-negative terms, products and divisions occur: small
+    probabilities keep their relative accuracy.
+
+    Returns ``(pi, ok)``; ``ok`` is False when a pivot vanishes (the chain is
+    not irreducible on these states).
+    """
+    N = P.shape[0]
+    level = np.asarray(level)
+    lo = np.searchsorted(level, level - 1, side="left")
+    piv = np.empty(N)
+    ok = True
+    for k in range(N - 1, 0, -1):
+        a = lo[k]
+        row = P[k, a:k]
+        sk = row.sum()
+        piv[k] = sk
+        if not sk > 0:
+            ok = False
+            break
+        col = P[:k, k]
+        nz = np.flatnonzero(col)
+        if nz.size:
+            P[nz[:, None], np.arange(a, k)[None, :]] += np.outer(col[nz] / sk, row)
+    pi = np.zeros(N)
+    if not ok:
+        return pi, False
+    pi[0] = 1.0
+    for k in range(1, N):
+        pi[k] = (pi[:k] @ P[:k, k]) / piv[k]
+    return pi / pi.sum(), True
+
+
+def stationary_law(q) -> HysteresisLaw:
+    t0 = time.perf_counter()
+    r = q.capacity
+    N = 3 * (r + 1)
+    check_size(q)
+    A, s, n, idx, dep, start, idle_rate, s_dep = _structure(q)
+    K = idx.size
+    Lam = float(max(q.lam, q.lam_overload))
+    if q.is_phase_type:
+        Ma, Mb = ph_service_matrices(q.service, A, n)
+        mix = None
+    else:
+        Ma, Mb, mix = mixed_service_matrices(q.service, A, Lam)
+    # rows of the embedded chain: from (s, 0) a busy period starts (in place: Ma, Mb
+    # become the rows "end of the next service" and "occupation until the next departure")
+    for i0 in np.flatnonzero(n == 0):
+        Ma[i0] = start[s[i0]] @ Ma
+        Mb[i0] = start[s[i0]] @ Mb
+    # then the departure (s, m) -> (decide(s, m - 1), m - 1): merge the columns
+    Pd = np.zeros((K, K))
+    for j in range(K):
+        Pd[:, dep[j]] += Ma[:, j]
+    # embedded states reachable from the empty system (level-major order kept)
     pattern = sp.csr_matrix(Pd > 0)
     reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
-    sub = Pd[np.ix_(reach, reach)]
-    # dense chain with entries down to 1e-300: GTH (no subtractions) keeps
-    # its small probabilities; LU may return negative ones there
-    emb = ctmc.CTMC.from_rates(sub).stationary(method="gth")
-    pid = emb.pi
-    occ = pid @ rows_b[reach]
+    sub = Pd if reach.size == K else Pd[np.ix_(reach, reach)]
+    del Pd, pattern
+    # upper Hessenberg by levels: GTH from the top level, O(K^2), subtraction-free
+    pid, ok = gth_hessenberg(sub, n[reach])
+    del sub
+    occ = pid @ Mb[reach]
     for e, pe in zip(reach, pid):
         if n[e] == 0:
             occ[e] += pe / idle_rate[s[e]]
-    res = float(np.abs(pid @ sub - pid).sum())
+    end = pid @ Ma[reach]
+    step = np.zeros(K)
+    np.add.at(step, dep, end)
+    res = float(np.abs(step[reach] - pid).sum() + step[np.setdiff1d(np.arange(K), reach)].sum())
     dep_rate = 1.0 / occ.sum()  # departures per unit time (Markov-renewal)
     # mode changes decided at departures: rate of (mode at the end of a
     # service) -> (mode after the decision), per pair of modes
-    end = pid @ rows_a[reach]
     at_dep = np.zeros((3, 3))
     busy = n >= 1
     np.add.at(at_dep, (s[busy], s_dep[busy]), end[busy])
     at_dep *= dep_rate
-    p = (occ / occ.sum()).reshape(3, r + 1)
+    full = np.zeros(N)
+    full[idx] = occ / occ.sum()
+    p = full.reshape(3, r + 1)
+    emb_status = ctmc.Status.SUCCESS if ok else ctmc.Status.BREAKDOWN
     if mix is None:
-        status = emb.status
+        status = emb_status
         message = "phase-type service: exact service matrices (relative accuracy)"
         terms, tail = 0, 0.0
     else:
-        status = emb.status if mix.status.ok else mix.status
+        status = emb_status if mix.status.ok else mix.status
         terms, tail = mix.a.size, mix.tail
         if isinstance(q.service, Deterministic):
             message = f"deterministic service: Poisson mixing to tail {tail:.1e} (relative accuracy)"
         else:
             message = (f"general service by quadrature: accuracy is absolute only (about "
                        f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
+    if not ok:
+        message += "; the embedded chain is not irreducible on the reachable states"
+    rowsum = Ma.sum(axis=1)
     return HysteresisLaw(p=p, route="embedded", status=status, residual=res,
                          wall_time=time.perf_counter() - t0,
                          info={"n_embedded": reach.size, "mixing_terms": terms,
-                               "mixing_tail": tail, "embedded_method": emb.method,
-                               "departure_law": (reach, pid), "departure_rate": dep_rate,
+                               "mixing_tail": tail, "embedded_method": "gth-hessenberg",
+                               "departure_law": (idx[reach], pid), "departure_rate": dep_rate,
                                "switches_at_departures": at_dep,
-                               "leak": float(np.abs(Pd.sum(axis=1) - 1)[reach].max()),
+                               "leak": float(np.abs(rowsum - 1)[reach].max()),
                                "accuracy": "absolute" if mix is not None and not isinstance(
                                    q.service, Deterministic) else "relative"},
                          message=message)
