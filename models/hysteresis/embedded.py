@@ -91,7 +91,7 @@ def service_period(q):
     A = R - sp.diags(np.asarray(R.sum(axis=1)).ravel())
     return A.tocsr(), s, n
 
-def ph_service_matrices(ph, A, level):
+def ph_service_matrices(ph, A, level, occupation=True):
     r"""Exact :math:`\int e^{At} dG(t)` and :math:`\int e^{At}(1 - G(t)) dt` for PH service.
 
     With :math:`W_x = \int_0^\infty e^{St}c \otimes e_x e^{At}\,dt`
@@ -103,60 +103,136 @@ def ph_service_matrices(ph, A, level):
     subtractions (:class:`ctmc.linalg.TripletLU`) and every other step adds
     non-negative terms, so even the smallest entries keep their relative
     accuracy (a truncated Poisson series gives them only to about 1e-15
-    absolute). Columns are done in blocks to bound the memory.
+    absolute). Columns are done in blocks to bound the memory; a block of
+    columns is reached only from its own and lower levels, so the states
+    above it are skipped. With ``occupation=False`` only the first matrix
+    is formed (the second is returned as None).
     """
     m, N = ph.n_phases, A.shape[0]
     A = A.tocsr()
     diag = -A.diagonal()
-    c = np.stack([ph.exit_rates, np.ones(m)], axis=1)          # (m, 2)
-    inverses = {}
+    c = (np.stack([ph.exit_rates, np.ones(m)], axis=1) if occupation
+         else ph.exit_rates[:, None])                            # (m, nc)
+    nc = c.shape[1]
     order = np.argsort(-level, kind="stable")                    # top level first
     Ma = np.empty((N, N))
-    Mb = np.empty((N, N))
-    width = max(1, min(N, int(2.5e7 // (N * m * 2))))           # about 200 MB of W
+    Mb = np.empty((N, N)) if occupation else None
+    width = max(1, min(N, int(2.5e7 // (N * m * nc))))          # about 200 MB of W
     for c0 in range(0, N, width):
         cols = np.arange(c0, min(N, c0 + width))
-        W = np.zeros((N, m, 2, cols.size))
-        for x in order:
+        top = level[cols].max()
+        W = np.zeros((N, m, nc, cols.size))
+        for x in order[level[order] <= top]:
             lo, hi = A.indptr[x], A.indptr[x + 1]
             nb, rates = A.indices[lo:hi], A.data[lo:hi]
             off = nb != x
             rhs = (np.tensordot(rates[off], W[nb[off]], axes=1) if off.any()
-                   else np.zeros((m, 2, cols.size)))
+                   else np.zeros((m, nc, cols.size)))
             if c0 <= x < c0 + cols.size:
                 rhs[:, :, x - c0] += c
-            key = float(diag[x])
-            if key not in inverses:
-                # (d_x I - S)^{-1}: the M-matrix with off-diagonal rates S and row sums
-                # s_0 + d_x, inverted column by column without subtractions
-                inverses[key] = TripletLU(ph.S, ph.exit_rates + key).solve(np.eye(m))
-            W[x] = np.tensordot(inverses[key], rhs, axes=1)
-        out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, 2, cols)
+            W[x] = np.tensordot(_ph_inverse(ph, float(diag[x])), rhs, axes=1)
+        out = np.tensordot(ph.alpha, W, axes=([0], [1]))         # (N, nc, cols)
         Ma[:, cols] = out[:, 0]
-        Mb[:, cols] = out[:, 1]
+        if occupation:
+            Mb[:, cols] = out[:, 1]
     return Ma, Mb
 
-def mixed_service_matrices(service, A, Lam):
-    """The same matrices by uniformisation and the service law's Poisson mixing series."""
+
+def _ph_inverse(ph, d, _cache={}):
+    """(d I - S)^{-1} >= 0: the M-matrix with off-diagonal rates S and row sums s_0 + d,
+    inverted column by column without subtractions (cached per law and d)."""
+    key = (id(ph), d)
+    if key not in _cache:
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[key] = (ph, TripletLU(ph.S, ph.exit_rates + d).solve(np.eye(ph.n_phases)))
+    return _cache[key][1]
+
+
+def ph_weighted_rows(ph, A, w):
+    r"""``(w Ma, w Mb)`` for PH service without the matrices: the forward equation.
+
+    :math:`z_y = \int_0^\infty (w\,e^{At})_y\, \alpha e^{St} dt` solves
+    :math:`z_y (d_y I - S) = w_y \alpha + \sum_{x \ne y} z_x A_{xy}`; arrivals
+    only raise the level, so the :math:`z_y` follow from the bottom level up,
+    with non-negative terms only. Then :math:`(w M_a)_y = z_y s_0` and
+    :math:`(w M_b)_y = z_y \mathbf 1`. ``A``'s states must be in level order.
+    """
+    N = A.shape[0]
+    AT = A.T.tocsr()
+    diag = -A.diagonal()
+    z = np.zeros((N, ph.n_phases))
+    for y in range(N):
+        lo, hi = AT.indptr[y], AT.indptr[y + 1]
+        nb, rates = AT.indices[lo:hi], AT.data[lo:hi]
+        off = nb != y
+        rhs = w[y] * ph.alpha + rates[off] @ z[nb[off]]
+        z[y] = rhs @ _ph_inverse(ph, float(diag[y]))
+    return z @ ph.exit_rates, z.sum(axis=1)
+
+
+def _window(level, first, reach_levels):
+    """Index just past the states of level <= ``reach_levels`` (states in level order)."""
+    return int(np.searchsorted(level, reach_levels, side="right"))
+
+
+def mixed_service_matrices(service, A, Lam, level=None, occupation=True, block=512):
+    """The same matrices by uniformisation and the service law's Poisson mixing series.
+
+    Rows are formed in blocks (memory: the result plus ``block`` rows per term).
+    With ``level`` (states in level order), a row of :math:`P^k` from level
+    :math:`\\ell` reaches at most level :math:`\\ell + k b` (:math:`b` the
+    largest level step of ``A``), so each term works on that window only.
+    With ``occupation=False`` only the first matrix is formed.
+    """
+    N = A.shape[0]
+    P = (sp.identity(N, format="csr") + A / Lam).tocsr()
+    PT = P.T.tocsr()
+    mix = service.mixing(Lam)
+    Ma = np.zeros((N, N))
+    Mb = np.zeros((N, N)) if occupation else None
+    if level is None:
+        level = np.zeros(N, dtype=int)
+        step = 0
+    else:
+        Ac = A.tocoo()
+        step = int((level[Ac.col] - level[Ac.row]).max(initial=0))
+    big = level.max() + 1 if step > 0 else None
+    for r0 in range(0, N, block):
+        rows = np.arange(r0, min(N, r0 + block))
+        lo = r0
+        XT = np.zeros((N - lo, rows.size))                      # (P^T)^k[lo:, rows]
+        XT[rows - lo, np.arange(rows.size)] = 1.0
+        hi = N if big is None else _window(level, 0, level[rows[-1]])
+        for ak, bk in zip(mix.a, mix.b):
+            Ma[r0:r0 + rows.size, lo:hi] += ak * XT[:hi - lo].T
+            if occupation:
+                Mb[r0:r0 + rows.size, lo:hi] += bk * XT[:hi - lo].T
+            nhi = N if big is None else _window(level, 0, min(level[hi - 1] + step, big))
+            XT[:nhi - lo] = PT[lo:nhi, lo:hi] @ XT[:hi - lo]
+            hi = nhi
+    return Ma, Mb, mix
+
+
+def mixed_weighted_rows(service, A, Lam, w):
+    """``(w Ma, w Mb)`` by the mixing series applied to the vector ``w``."""
     N = A.shape[0]
     P = (sp.identity(N, format="csr") + A / Lam).tocsr()
     mix = service.mixing(Lam)
-    Ma = np.zeros((N, N))
-    Mb = np.zeros((N, N))
-    X = np.eye(N)
-    PT = P.T.tocsr()
+    ea, eb, v = np.zeros(N), np.zeros(N), np.asarray(w, dtype=float).copy()
     for ak, bk in zip(mix.a, mix.b):
-        Ma += ak * X
-        Mb += bk * X
-        X = (PT @ X.T).T
-    return Ma, Mb, mix
+        ea += ak * v
+        eb += bk * v
+        v = P.T @ v
+    return ea, eb, mix
 
 # ---------------------------------------------------------------------------
 # the embedded chain and the time-stationary law (Markov renewal)
 # ---------------------------------------------------------------------------
-MEMORY_BUDGET = 4.0e9
-"""Bytes the embedded route may hold in its (about four) dense matrices of
-the reachable order; :func:`check_size` refuses larger queues before any heavy work."""
+MEMORY_BUDGET = 4.5e9
+"""Bytes the embedded route may hold: one dense matrix on the reachable
+states and the working blocks; :func:`check_size` refuses larger queues
+before any heavy work."""
 
 
 def _structure(q):
@@ -206,20 +282,26 @@ def _structure(q):
             start[:, idx], idle_rate, s_dep[idx])
 
 
-def check_size(q):
-    """Raise ``ValueError`` (naming ``capacity``) when the dense matrices of the reachable
-    embedded chain would exceed :data:`MEMORY_BUDGET`; return the number of kept states."""
-    size = _structure(q)[0].shape[0]
-    need = 4 * 8.0 * size * size
+def _memory_need(K):
+    """Bytes of the dense embedded chain on ``K`` states plus the working blocks."""
+    return 8.0 * K * K + 3.0e8
+
+
+def check_size(q, K=None):
+    """Raise ``ValueError`` (naming ``capacity``) when the dense embedded chain on the
+    reachable states would exceed :data:`MEMORY_BUDGET`; return the number of kept states."""
+    if K is None:
+        K = _structure(q)[0].shape[0]
+    need = _memory_need(K)
     if need > MEMORY_BUDGET:
-        top = int(np.sqrt(MEMORY_BUDGET / 32.0))
+        top = int(np.sqrt((MEMORY_BUDGET - 3.0e8) / 8.0))
         raise ValueError(
-            f"capacity: route 'embedded' holds dense matrices of the {size} reachable states "
-            f"(about {need / 1e9:.1f} GB > {MEMORY_BUDGET / 1e9:.1f} GB); it allows at most "
-            f"{top} reachable states, i.e. capacity <= about {top // 3} when all three modes "
-            f"reach every level (got capacity={q.capacity}); use route='ctmc' for phase-type "
-            f"service")
-    return size
+            f"capacity: route 'embedded' holds one dense matrix on the {K} states reachable "
+            f"from the empty system (about {need / 1e9:.1f} GB > MEMORY_BUDGET = "
+            f"{MEMORY_BUDGET / 1e9:.1f} GB); it allows at most {top} such states (capacity up "
+            f"to about {top // 3} when the three modes reach every level, {top // 2} with "
+            f"two); got capacity={q.capacity}. Use route='ctmc' for phase-type service")
+    return K
 
 
 def gth_hessenberg(P, level):
@@ -269,40 +351,60 @@ def stationary_law(q) -> HysteresisLaw:
     t0 = time.perf_counter()
     r = q.capacity
     N = 3 * (r + 1)
-    check_size(q)
     A, s, n, idx, dep, start, idle_rate, s_dep = _structure(q)
-    K = idx.size
+    K = check_size(q, idx.size)
     Lam = float(max(q.lam, q.lam_overload))
+    # rows "end of the service begun in x": one dense matrix, level-upper-triangular
     if q.is_phase_type:
-        Ma, Mb = ph_service_matrices(q.service, A, n)
+        Ma, _ = ph_service_matrices(q.service, A, n, occupation=False)
+    else:
+        Ma, _, mix = mixed_service_matrices(q.service, A, Lam, level=n, occupation=False)
+    # from (s, 0) a busy period starts with the first admitted batch
+    idle = np.flatnonzero(n == 0)
+    for i0 in idle:
+        Ma[i0] = start[s[i0]] @ Ma
+    leak = np.abs(Ma.sum(axis=1) - 1)
+    # then the departure (s, m) -> (decide(s, m - 1), m - 1): merge the columns in
+    # place; dep[j] lies one level below j, so the columns still to be read are intact
+    targets = np.zeros(K, dtype=bool)
+    busy_idx = np.flatnonzero(n >= 1)
+    order = np.argsort(dep[busy_idx], kind="stable")
+    by_target = np.split(busy_idx[order], np.flatnonzero(np.diff(dep[busy_idx][order])) + 1)
+    for group in by_target:
+        c = dep[group[0]]
+        Ma[:, c] = Ma[:, group].sum(axis=1) if group.size > 1 else Ma[:, group[0]]
+        targets[c] = True
+    Ma[:, ~targets] = 0.0
+    Pd = Ma
+    del Ma
+    # embedded states reachable from the empty system, compacted in place (level order kept)
+    reach = np.sort(breadth_first_order(sp.csr_matrix(Pd > 0), 0, directed=True,
+                                        return_predecessors=False))
+    Kr = reach.size
+    if Kr < K:
+        for i, ri in enumerate(reach):
+            Pd[i, :Kr] = Pd[ri, reach]
+    # upper Hessenberg by levels: GTH from the top level, O(K^2), subtraction-free
+    pid, ok = gth_hessenberg(Pd[:Kr, :Kr], n[reach])
+    del Pd
+    # one service from the departure law: its end (-> residual, switches) and occupation
+    w = np.zeros(K)
+    w[reach] = pid
+    for i0 in idle:
+        if w[i0] > 0:
+            w += w[i0] * start[s[i0]] * (np.arange(K) != i0)
+            w[i0] *= start[s[i0], i0]
+    if q.is_phase_type:
+        end, occ = ph_weighted_rows(q.service, A, w)
         mix = None
     else:
-        Ma, Mb, mix = mixed_service_matrices(q.service, A, Lam)
-    # rows of the embedded chain: from (s, 0) a busy period starts (in place: Ma, Mb
-    # become the rows "end of the next service" and "occupation until the next departure")
-    for i0 in np.flatnonzero(n == 0):
-        Ma[i0] = start[s[i0]] @ Ma
-        Mb[i0] = start[s[i0]] @ Mb
-    # then the departure (s, m) -> (decide(s, m - 1), m - 1): merge the columns
-    Pd = np.zeros((K, K))
-    for j in range(K):
-        Pd[:, dep[j]] += Ma[:, j]
-    # embedded states reachable from the empty system (level-major order kept)
-    pattern = sp.csr_matrix(Pd > 0)
-    reach = np.sort(breadth_first_order(pattern, 0, directed=True, return_predecessors=False))
-    sub = Pd if reach.size == K else Pd[np.ix_(reach, reach)]
-    del Pd, pattern
-    # upper Hessenberg by levels: GTH from the top level, O(K^2), subtraction-free
-    pid, ok = gth_hessenberg(sub, n[reach])
-    del sub
-    occ = pid @ Mb[reach]
+        end, occ, mix = mixed_weighted_rows(q.service, A, Lam, w)
     for e, pe in zip(reach, pid):
         if n[e] == 0:
             occ[e] += pe / idle_rate[s[e]]
-    end = pid @ Ma[reach]
     step = np.zeros(K)
-    np.add.at(step, dep, end)
-    res = float(np.abs(step[reach] - pid).sum() + step[np.setdiff1d(np.arange(K), reach)].sum())
+    np.add.at(step, dep[busy_idx], end[busy_idx])
+    res = float(np.abs(step[reach] - pid).sum() + np.delete(step, reach).sum())
     dep_rate = 1.0 / occ.sum()  # departures per unit time (Markov-renewal)
     # mode changes decided at departures: rate of (mode at the end of a
     # service) -> (mode after the decision), per pair of modes
@@ -328,14 +430,13 @@ def stationary_law(q) -> HysteresisLaw:
                        f"{max(tail, 1e-13):.0e}); probabilities below that are not resolved")
     if not ok:
         message += "; the embedded chain is not irreducible on the reachable states"
-    rowsum = Ma.sum(axis=1)
     return HysteresisLaw(p=p, route="embedded", status=status, residual=res,
                          wall_time=time.perf_counter() - t0,
-                         info={"n_embedded": reach.size, "mixing_terms": terms,
+                         info={"n_embedded": Kr, "mixing_terms": terms,
                                "mixing_tail": tail, "embedded_method": "gth-hessenberg",
                                "departure_law": (idx[reach], pid), "departure_rate": dep_rate,
                                "switches_at_departures": at_dep,
-                               "leak": float(np.abs(rowsum - 1)[reach].max()),
+                               "leak": float(leak[reach].max()),
                                "accuracy": "absolute" if mix is not None and not isinstance(
                                    q.service, Deterministic) else "relative"},
                          message=message)
