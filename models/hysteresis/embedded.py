@@ -62,8 +62,9 @@ from ctmc.linalg import TripletLU
 from .law import HysteresisLaw, decide
 from .service import Deterministic
 
-__all__ = ["service_period", "ph_service_matrices", "mixed_service_matrices", "stationary_law",
-           "switch_rates", "mean_stay"]
+__all__ = ["service_period", "ph_service_matrices", "mixed_service_matrices", "ph_weighted_rows",
+           "mixed_weighted_rows", "gth_hessenberg", "check_size", "stationary_law",
+           "dense_departure_law", "switch_rates", "mean_stay", "MEMORY_BUDGET"]
 
 
 # ---------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def ph_weighted_rows(ph, A, w):
     return z @ ph.exit_rates, z.sum(axis=1)
 
 
-def _window(level, first, reach_levels):
+def _window(level, reach_levels):
     """Index just past the states of level <= ``reach_levels`` (states in level order)."""
     return int(np.searchsorted(level, reach_levels, side="right"))
 
@@ -203,12 +204,12 @@ def mixed_service_matrices(service, A, Lam, level=None, occupation=True, block=5
         lo = r0
         XT = np.zeros((N - lo, rows.size))                      # (P^T)^k[lo:, rows]
         XT[rows - lo, np.arange(rows.size)] = 1.0
-        hi = N if big is None else _window(level, 0, level[rows[-1]])
+        hi = N if big is None else _window(level, level[rows[-1]])
         for ak, bk in zip(mix.a, mix.b):
             Ma[r0:r0 + rows.size, lo:hi] += ak * XT[:hi - lo].T
             if occupation:
                 Mb[r0:r0 + rows.size, lo:hi] += bk * XT[:hi - lo].T
-            nhi = N if big is None else _window(level, 0, min(level[hi - 1] + step, big))
+            nhi = N if big is None else _window(level, min(level[hi - 1] + step, big))
             XT[:nhi - lo] = PT[lo:nhi, lo:hi] @ XT[:hi - lo]
             hi = nhi
     return Ma, Mb, mix
@@ -229,7 +230,7 @@ def mixed_weighted_rows(service, A, Lam, w):
 # ---------------------------------------------------------------------------
 # the embedded chain and the time-stationary law (Markov renewal)
 # ---------------------------------------------------------------------------
-MEMORY_BUDGET = 4.5e9
+MEMORY_BUDGET = 5.0e9
 """Bytes the embedded route may hold: one dense matrix on the reachable
 states and the working blocks; :func:`check_size` refuses larger queues
 before any heavy work."""
@@ -284,7 +285,7 @@ def _structure(q):
 
 def _memory_need(K):
     """Bytes of the dense embedded chain on ``K`` states plus the working blocks."""
-    return 8.0 * K * K + 3.0e8
+    return 8.0 * K * K + 1.0e9
 
 
 def check_size(q, K=None):
@@ -294,7 +295,7 @@ def check_size(q, K=None):
         K = _structure(q)[0].shape[0]
     need = _memory_need(K)
     if need > MEMORY_BUDGET:
-        top = int(np.sqrt((MEMORY_BUDGET - 3.0e8) / 8.0))
+        top = int(np.sqrt((MEMORY_BUDGET - 1.0e9) / 8.0))
         raise ValueError(
             f"capacity: route 'embedded' holds one dense matrix on the {K} states reachable "
             f"from the empty system (about {need / 1e9:.1f} GB > MEMORY_BUDGET = "
@@ -302,6 +303,21 @@ def check_size(q, K=None):
             f"to about {top // 3} when the three modes reach every level, {top // 2} with "
             f"two); got capacity={q.capacity}. Use route='ctmc' for phase-type service")
     return K
+
+
+def _reach_dense(P, root=0, chunk=256):
+    """Sorted states reachable from ``root`` along the positive entries of dense ``P``
+    (breadth first, each row read once: O(K^2) time, O(K) extra memory)."""
+    seen = np.zeros(P.shape[0], dtype=bool)
+    seen[root] = True
+    frontier = np.array([root])
+    while frontier.size:
+        hit = np.zeros(P.shape[0], dtype=bool)
+        for c0 in range(0, frontier.size, chunk):
+            hit |= (P[frontier[c0:c0 + chunk]] > 0).any(axis=0)
+        frontier = np.flatnonzero(hit & ~seen)
+        seen[frontier] = True
+    return np.flatnonzero(seen)
 
 
 def gth_hessenberg(P, level):
@@ -378,8 +394,7 @@ def stationary_law(q) -> HysteresisLaw:
     Pd = Ma
     del Ma
     # embedded states reachable from the empty system, compacted in place (level order kept)
-    reach = np.sort(breadth_first_order(sp.csr_matrix(Pd > 0), 0, directed=True,
-                                        return_predecessors=False))
+    reach = _reach_dense(Pd)
     Kr = reach.size
     if Kr < K:
         for i, ri in enumerate(reach):
@@ -415,6 +430,7 @@ def stationary_law(q) -> HysteresisLaw:
     full = np.zeros(N)
     full[idx] = occ / occ.sum()
     p = full.reshape(3, r + 1)
+    o_full = np.argsort(idx[reach])        # the departure law in the order s*(r+1)+n
     emb_status = ctmc.Status.SUCCESS if ok else ctmc.Status.BREAKDOWN
     if mix is None:
         status = emb_status
@@ -434,12 +450,49 @@ def stationary_law(q) -> HysteresisLaw:
                          wall_time=time.perf_counter() - t0,
                          info={"n_embedded": Kr, "mixing_terms": terms,
                                "mixing_tail": tail, "embedded_method": "gth-hessenberg",
-                               "departure_law": (idx[reach], pid), "departure_rate": dep_rate,
+                               "departure_law": (idx[reach][o_full], pid[o_full]), "departure_rate": dep_rate,
                                "switches_at_departures": at_dep,
                                "leak": float(leak[reach].max()),
                                "accuracy": "absolute" if mix is not None and not isinstance(
                                    q.service, Deterministic) else "relative"},
                          message=message)
+
+
+def dense_departure_law(q):
+    """Reference: the departure law by dense GTH on all :math:`3(r+1)` states, :math:`O(N^3)`.
+
+    The plain construction (every state, the full service matrix, the
+    departure map as a matrix product, :meth:`ctmc.CTMC.stationary` with
+    ``method="gth"``); :func:`stationary_law` must give the same law. For
+    tests and benchmarks only (small capacities).
+
+    Returns ``(states, pi)``: indices ``s*(r+1)+n`` and their probabilities.
+    """
+    r = q.capacity
+    N = 3 * (r + 1)
+    A, s, n = service_period(q)
+    if q.is_phase_type:
+        Ma, _ = ph_service_matrices(q.service, A, n, occupation=False)
+    else:
+        Ma, _, _ = mixed_service_matrices(q.service, A, float(max(q.lam, q.lam_overload)),
+                                          occupation=False)
+    m_ = np.maximum(n - 1, 0)
+    dep = np.where(n >= 1, decide(np.where, s, m_, q.L, q.H, q.R) * (r + 1) + m_, np.arange(N))
+    Dm = sp.csr_matrix((np.ones(N), (np.arange(N), dep)), shape=(N, N))
+    for sm in range(3):
+        start = np.zeros(N)
+        for k, gk in enumerate(q.batch_pmf(), start=1):
+            n_new, ok = q.acceptance.admit(0, k, r)
+            if ok and gk > 0:
+                s_new = (int(decide(np.where, sm, n_new, q.L, q.H, q.R))
+                         if q.policy.on_arrival else sm)
+                start[s_new * (r + 1) + n_new] += gk
+        if start.sum() > 0:
+            Ma[sm * (r + 1)] = (start / start.sum()) @ Ma
+    Pd = np.asarray((Dm.T @ Ma.T).T)
+    reach = np.sort(breadth_first_order(sp.csr_matrix(Pd > 0), 0, directed=True,
+                                        return_predecessors=False))
+    return reach, ctmc.CTMC.from_rates(Pd[np.ix_(reach, reach)]).stationary(method="gth").pi
 
 
 # ---------------------------------------------------------------------------
