@@ -360,6 +360,8 @@ def gth_hessenberg(P, level):
     pi[0] = 1.0
     for k in range(1, N):
         pi[k] = (pi[:k] @ P[:k, k]) / piv[k]
+        if pi[k] > 1e250:            # the law grows up the levels: rescale, never overflow
+            pi[:k + 1] /= pi[k]
     return pi / pi.sum(), True
 
 
