@@ -1015,3 +1015,21 @@ def test_embedded_route_medium_capacity_vs_ctmc_and_level_crossing():
     down = law.info["departure_rate"] * pdn[:r]
     assert down[down > 0].min() < 1e-30
     np.testing.assert_allclose(down, up, rtol=1e-10, atol=0)
+
+
+def test_hessenberg_gth_law_growing_over_1e308_up_the_levels():
+    # overloaded: each level ~1e4 likelier than the one below, over 90 levels; the
+    # unnormalised back-substitution would overflow, the normalised law must not
+    import ctmc
+    from ctmc.models.hysteresis.embedded import gth_hessenberg
+    rng = np.random.default_rng(3)
+    level = np.repeat(np.arange(90), 2)
+    K = level.size
+    P = rng.random((K, K)) * (level[None, :] >= level[:, None])
+    P[level[None, :] == level[:, None] - 1] = 1e-4 * rng.random(np.sum(level[None, :] == level[:, None] - 1))
+    P /= P.sum(axis=1, keepdims=True)
+    pi, ok = gth_hessenberg(P.copy(), level)
+    assert ok and np.isfinite(pi).all() and pi[pi > 0].min() < 1e-300
+    # balance pi P = pi, state by state, relative to each state's own probability
+    keep = pi > 1e-290
+    np.testing.assert_allclose((pi @ P)[keep], pi[keep], rtol=1e-12, atol=0)
