@@ -23,6 +23,27 @@ far below 1e-16 then keep their relative accuracy. For a general law
 given by a CDF the :math:`b_k` come from quadrature and the accuracy is
 absolute only (about 1e-13; :attr:`~models.hysteresis.law.HysteresisLaw.message` says so).
 
+Only the states reachable from the empty system are kept, in level order
+(:math:`K` of them). Arrivals only raise the level during a service and a
+departure lowers it by one, so the embedded matrix :math:`P^d` is upper
+Hessenberg by levels: :math:`P^d_{xy} = 0` when
+:math:`\text{level}(y) < \text{level}(x) - 1`. GTH eliminating the states from
+the top (:func:`gth_hessenberg`) then updates, for each pivot, only the
+columns of its own level and the level below: the censored chain keeps the
+Hessenberg shape, the cost is :math:`O(K^2)` instead of :math:`O(K^3)`, and
+the arithmetic stays subtraction-free (pivots are sums of the remaining row,
+never :math:`1 - P_{kk}`), so probabilities far below 1e-16, and laws that
+grow by more than 1e308 up the levels, keep their relative accuracy. The
+route holds one dense :math:`K \times K` matrix: the rows "end of the next
+service" are formed, their columns merged in place by the departure map
+(every column moves one level down), and the occupation matrix is never
+formed: only its product with the departure law is needed, which a forward
+pass gives (:func:`ph_weighted_rows`, :func:`mixed_weighted_rows`).
+:func:`check_size` refuses, with a ``ValueError`` naming ``capacity``, a
+queue whose matrix would exceed :data:`MEMORY_BUDGET`, before any heavy work.
+:func:`dense_departure_law` is the plain :math:`O(N^3)` construction on all
+:math:`3(r+1)` states, kept as the reference for tests and benchmarks.
+
 By the Markov-renewal argument the time-stationary law is
 
 .. math::
