@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_hysteresis.py --phases   # Table 0 only: hundreds of phases (a few minutes)
     .venv/bin/python benchmarks/bench_hysteresis.py            # Tables 0-2 (r up to 8000)
     .venv/bin/python benchmarks/bench_hysteresis.py --quick    # small sizes only (seconds)
-    .venv/bin/python benchmarks/bench_hysteresis.py --embedded # Table 3 only: route (b), r = 1000..10000
+    .venv/bin/python benchmarks/bench_hysteresis.py --embedded   # Table 3 only: route (b), r to 10000
 
 Table 0 (many phases) runs every row in its own process (peak resident
 memory per row): the queue with lam = 1.05, lam_overload = 0.8, thresholds
@@ -204,13 +204,19 @@ def run_embedded_table(rows, old_max):
             diff = "-"
             if old is not None and "error" not in old and "error" not in new:
                 a, b = res["new_law"], res["old_law"]
-                diff = f"{np.max(np.abs(a[1] - b[1]) / b[1]):.1e}" if np.array_equal(a[0], b[0]) else "states differ"
-            old_s = ("-" if old is None else old.get("error") or f"{old['seconds']:.2f} / {old['rss_gb']:.2f}")
+                if np.array_equal(a[0], b[0]):
+                    both = (a[1] > 1e-300) & (b[1] > 1e-300)     # below: subnormal in one of them
+                    diff = f"{np.max(np.abs(a[1] - b[1])[both] / b[1][both]):.1e}"
+                else:
+                    diff = "states differ"
+            old_s = ("-" if old is None
+                     else old.get("error") or f"{old['seconds']:.2f} / {old['rss_gb']:.2f}")
             if "error" in new:
                 out_rows.append([r, batch, "-", new["error"], "-", "-", "-", "-", old_s, diff])
             else:
-                out_rows.append([r, batch, new["states"], f"{new['seconds']:.2f}", f"{new['rss_gb']:.2f}",
-                                 new["status"], f"{new['residual']:.0e}", f"{new['min_pi']:.1e}", old_s, diff])
+                out_rows.append([r, batch, new["states"], f"{new['seconds']:.2f}",
+                                 f"{new['rss_gb']:.2f}", new["status"], f"{new['residual']:.0e}",
+                                 f"{new['min_pi']:.1e}", old_s, diff])
             print(f"  done r={r} batch={batch}", file=sys.stderr, flush=True)
     return out_rows
 
