@@ -5,6 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_hysteresis.py --phases   # Table 0 only: hundreds of phases (a few minutes)
     .venv/bin/python benchmarks/bench_hysteresis.py            # Tables 0-2 (r up to 8000)
     .venv/bin/python benchmarks/bench_hysteresis.py --quick    # small sizes only (seconds)
+    .venv/bin/python benchmarks/bench_hysteresis.py --embedded   # Table 3 only: route (b), r to 10000
 
 Table 0 (many phases) runs every row in its own process (peak resident
 memory per row): the queue with lam = 1.05, lam_overload = 0.8, thresholds
@@ -38,6 +39,16 @@ Table 2 (route (b)) times the embedded chain at departure epochs for the same
 queue with deterministic service (the Erlang-k limit; dense matrices of
 order 3(r+1), so r stays small) and the distance of route (a) with Erlang-20
 to it: the Erlang-k approximation error of deterministic service, about 1/k.
+
+Table 3 (``--embedded``, route (b) at scale) runs every row in its own
+process (peak resident memory per row): the same queue (capacity r = R)
+with deterministic service of mean 1, instant policy, and single arrivals
+or batches {1: .5, 2: .3, 4: .2}. Route **new**: ``stationary("embedded")``
+(one dense level-upper-triangular matrix on the reachable states, GTH from
+the top level). Route **old**, in the same run:
+``embedded.dense_departure_law`` (every 3(r+1) states, dense GTH, O(N^3)),
+run for r <= ``--old-max`` (default 1000). ``max rel diff`` compares the two
+departure laws state by state.
 """
 from __future__ import annotations
 
@@ -154,6 +165,62 @@ def run_phase_table(rows, old_budget):
     return out_rows
 
 
+EMBEDDED_ROWS = [(1000, "1"), (1000, "{1,2,4}"), (3000, "1"), (3000, "{1,2,4}"), (10000, "1")]
+
+
+def embedded_row(r, batch, route, out):
+    """One row of Table 3 in this process: seconds, peak RSS, the departure law saved to ``out``."""
+    from ctmc.models.hysteresis.embedded import dense_departure_law
+    q = HysteresisQueue(r // 3, 2 * r // 3, r, LAM, LAM1, service=deterministic(1.0), batch=BATCHES[batch])
+    t0 = time.perf_counter()
+    if route == "new":
+        law = q.stationary("embedded")
+        states, pid = law.info["departure_law"]
+        extra = {"status": str(law.status.value), "residual": law.residual}
+    else:
+        states, pid = dense_departure_law(q)
+        extra = {}
+    secs = time.perf_counter() - t0
+    np.save(out, np.vstack([states, pid]))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return dict(seconds=secs, rss_gb=rss, states=int(states.size), min_pi=float(pid[pid > 0].min()), **extra)
+
+
+def run_embedded_table(rows, old_max):
+    out_rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r, batch in rows:
+            res = {}
+            for route in ("new", "old"):
+                if route == "old" and r > old_max:
+                    continue
+                out = os.path.join(tmp, f"{route}.npy")
+                proc = subprocess.run([sys.executable, __file__, "--embedded-row", str(r), batch, route, out],
+                                      capture_output=True, text=True)
+                res[route] = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {
+                    "error": proc.stderr.strip().splitlines()[-1][:60] if proc.stderr.strip() else "failed"}
+                res[route + "_law"] = np.load(out) if proc.returncode == 0 else None
+            new, old = res["new"], res.get("old")
+            diff = "-"
+            if old is not None and "error" not in old and "error" not in new:
+                a, b = res["new_law"], res["old_law"]
+                if np.array_equal(a[0], b[0]):
+                    both = (a[1] > 1e-300) & (b[1] > 1e-300)     # below: subnormal in one of them
+                    diff = f"{np.max(np.abs(a[1] - b[1])[both] / b[1][both]):.1e}"
+                else:
+                    diff = "states differ"
+            old_s = ("-" if old is None
+                     else old.get("error") or f"{old['seconds']:.2f} / {old['rss_gb']:.2f}")
+            if "error" in new:
+                out_rows.append([r, batch, "-", new["error"], "-", "-", "-", "-", old_s, diff])
+            else:
+                out_rows.append([r, batch, new["states"], f"{new['seconds']:.2f}",
+                                 f"{new['rss_gb']:.2f}", new["status"], f"{new['residual']:.0e}",
+                                 f"{new['min_pi']:.1e}", old_s, diff])
+            print(f"  done r={r} batch={batch}", file=sys.stderr, flush=True)
+    return out_rows
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--row"]:
@@ -164,9 +231,16 @@ def main(argv=None):
             row = {"error": f"{type(exc).__name__}: {str(exc)[:60]}"}
         print(json.dumps(row))
         return 0
+    if argv[:1] == ["--embedded-row"]:
+        r, batch, route, out = argv[1:5]
+        print(json.dumps(embedded_row(int(r), batch, route, out)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--phases", action="store_true", help="Table 0 (many phases) only")
+    ap.add_argument("--embedded", action="store_true", help="Table 3 (route (b) at scale) only")
+    ap.add_argument("--old-max", type=int, default=1000,
+                    help="largest r for the old dense embedded route in Table 3")
     ap.add_argument("--old-budget", type=float, default=120.0,
                     help="seconds allowed to the old route (build + solve + measures) per row")
     ap.add_argument("--budget", type=float, default=60.0,
@@ -174,6 +248,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print(f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.embedded:
+        rows = run_embedded_table(EMBEDDED_ROWS, args.old_max)
+        print("\nTable 3: route (b), deterministic service; new = stationary('embedded') (banded GTH), "
+              "old = dense GTH on all 3(r+1) states (s / peak GiB)")
+        print(format_table(rows, ["r", "batch", "departure states", "new s", "new peak GiB", "status",
+                                  "residual", "min pi", "old s / GiB", "max rel diff"]))
+        return 0
     rows = run_phase_table(QUICK_PHASE_ROWS if args.quick else PHASE_ROWS, args.old_budget)
     print("\nTable 0: route (a) with many phases; new = assembly by levels + elimination over the levels,"
           " old = Model.build + stationary(auto) + hitting times (build + solve + measures s)")

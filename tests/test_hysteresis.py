@@ -699,8 +699,8 @@ def test_route_errors_are_clear():
         q.return_times()
     with pytest.raises(ValueError, match="route"):
         q.stationary("magic")
-    big = HysteresisQueue(2, 5, 1500, 1.0, 0.5)
-    with pytest.raises(ValueError, match="capacity"):
+    big = HysteresisQueue(2, 5, 10, 1.0, 0.5, capacity=40_000, policy="departure-epoch")
+    with pytest.raises(ValueError, match="capacity.*MEMORY_BUDGET"):   # refused before heavy work
         big.stationary("embedded")
 
 
@@ -942,3 +942,94 @@ def test_levels_hand_over_to_ctmc_beyond_their_memory_budget(monkeypatch):
     res = make().stationary_ctmc()
     assert ref.method == "levels" and res.method != "levels" and res.status == "success"
     assert np.max(np.abs(res.pi - ref.pi) / ref.pi) < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# embedded route: GTH from the top on the level-Hessenberg chain
+# ---------------------------------------------------------------------------
+def test_hessenberg_gth_against_dense_gth_far_tails():
+    # a random chain, down by at most one level per step, entries spread over
+    # 1e-20..1 and decaying upwards: the banded elimination must equal ctmc's dense GTH to rounding
+    import ctmc
+    from ctmc.models.hysteresis.embedded import gth_hessenberg
+    rng = np.random.default_rng(7)
+    level = np.repeat(np.arange(40), 3)
+    K = level.size
+    up = np.maximum(level[None, :] - level[:, None], 0)
+    P = rng.random((K, K)) * 10.0 ** rng.uniform(-20, 0, (K, K)) * 1e-3 ** up   # tails ~1e-90
+    P[level[None, :] < level[:, None] - 1] = 0.0
+    P[np.arange(3, K), np.arange(0, K - 3)] += 0.5          # keep it irreducible downwards
+    P /= P.sum(axis=1, keepdims=True)
+    ref = ctmc.CTMC.from_rates(P.copy()).stationary(method="gth").pi
+    pi, ok = gth_hessenberg(P.copy(), level)
+    assert ok and ref.min() < 1e-60
+    np.testing.assert_allclose(pi, ref, rtol=1e-13, atol=0)
+
+
+EMBEDDED_DENSE_CASES = [
+    dict(L=2, H=6, R=10, lam=1.3, lam_overload=0.7, capacity=14, batch={1: .5, 2: .3, 4: .2},
+         service=deterministic(1.0), acceptance="whole"),
+    dict(L=3, H=9, R=15, lam=0.4, lam_overload=0.2, capacity=18, batch={1: .6, 3: .4},
+         service=erlang(3), policy="departure-epoch"),
+    dict(L=10, H=40, R=80, lam=0.9, lam_overload=0.5, capacity=120, batch={1: .5, 2: .5},
+         service=deterministic(1.0), policy="departure-epoch"),   # tail ~1e-66
+]
+
+
+@pytest.mark.parametrize("kw", EMBEDDED_DENSE_CASES)
+def test_embedded_route_equals_dense_gth_reference(kw):
+    from ctmc.models.hysteresis.embedded import dense_departure_law
+    q = HysteresisQueue(**kw)
+    states, pi = q.stationary("embedded").info["departure_law"]
+    ref_states, ref = dense_departure_law(q)
+    np.testing.assert_array_equal(states, ref_states)
+    np.testing.assert_allclose(pi, ref, rtol=1e-13, atol=0)
+
+
+def test_embedded_route_medium_capacity_vs_ctmc_and_level_crossing():
+    # capacity 400, Erlang-2 service, batches, departure-epoch policy (every level
+    # reachable): the embedded route against the CTMC route (another algorithm on
+    # another chain), tails included; and for deterministic service, where no CTMC
+    # exists, the level-crossing identity of the time-average law
+    #   nu P^d(n) = sum_s lam_s sum_{j <= n} p(s, j) P(X > n - j),  n < r
+    # (nu the departure rate, P^d the law left by departures; partial acceptance).
+    kw = dict(L=50, H=200, R=300, lam=1.1, lam_overload=0.45, capacity=400,
+              batch={1: .5, 2: .3, 3: .2}, policy="departure-epoch")
+    q = HysteresisQueue(service=erlang(2), **kw)
+    a, b = q.stationary("ctmc"), q.stationary("embedded")
+    pa, pb = full_width(q, "ctmc"), full_width(q, "embedded")
+    assert pa[pa > 0].min() < 1e-40
+    np.testing.assert_allclose(pb, pa, rtol=1e-9, atol=0)
+    qd = HysteresisQueue(service=deterministic(1.0), **kw)
+    law = qd.stationary("embedded")
+    r = qd.capacity
+    states, pid = law.info["departure_law"]
+    pdn = np.zeros(r + 1)
+    np.add.at(pdn, states % (r + 1), pid)
+    g = qd.batch_pmf()
+    tail = np.concatenate([[1.0], 1.0 - np.cumsum(g)])          # P(X > k), k = 0..
+    tail = np.concatenate([tail, np.zeros(r + 1)])
+    p = law.p
+    up = np.array([sum(qd.rates[s] * (p[s, :n + 1] @ tail[n - np.arange(n + 1)]) for s in range(3))
+                   for n in range(r)])
+    down = law.info["departure_rate"] * pdn[:r]
+    assert down[down > 0].min() < 1e-30
+    np.testing.assert_allclose(down, up, rtol=1e-10, atol=0)
+
+
+def test_hessenberg_gth_law_growing_over_1e308_up_the_levels():
+    # overloaded: each level ~1e4 likelier than the one below, over 90 levels; the
+    # unnormalised back-substitution would overflow, the normalised law must not
+    import ctmc
+    from ctmc.models.hysteresis.embedded import gth_hessenberg
+    rng = np.random.default_rng(3)
+    level = np.repeat(np.arange(90), 2)
+    K = level.size
+    P = rng.random((K, K)) * (level[None, :] >= level[:, None])
+    P[level[None, :] == level[:, None] - 1] = 1e-4 * rng.random(np.sum(level[None, :] == level[:, None] - 1))
+    P /= P.sum(axis=1, keepdims=True)
+    pi, ok = gth_hessenberg(P.copy(), level)
+    assert ok and np.isfinite(pi).all() and pi[pi > 0].min() < 1e-300
+    # balance pi P = pi, state by state, relative to each state's own probability
+    keep = pi > 1e-290
+    np.testing.assert_allclose((pi @ P)[keep], pi[keep], rtol=1e-12, atol=0)

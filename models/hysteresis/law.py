@@ -73,7 +73,8 @@ class HysteresisLaw:
         discard) with ``n`` customers in the system. Route "ctmc" stores the
         levels up to the highest one reachable from the empty system
         (``top <= r``; above it every probability is 0, and a capacity far
-        beyond reach costs nothing); route "embedded" (``r <= 2000``) stores
+        beyond reach costs nothing); route "embedded" (reachable states within
+        ``embedded.MEMORY_BUDGET``) stores
         every level, ``top = r``. :meth:`levels` gives either on a common width.
     route : str
         ``"ctmc"`` or ``"embedded"``.

@@ -125,7 +125,6 @@ __all__ = ["HysteresisQueue", "HysteresisLaw", "POLICIES", "ACCEPTANCE", "ROUTES
 
 MODES = ("normal", "overload", "discard")
 BACKENDS = ("scipy", "petsc")
-_EMBEDDED_MAX_CAPACITY = 1000
 
 
 # ---------------------------------------------------------------------------
@@ -394,9 +393,6 @@ class HysteresisQueue:
         if route == "ctmc" and not self.is_phase_type:
             raise ValueError(f"route: 'ctmc' needs phase-type service, got {self.service.name}; use "
                              "route='embedded', or erlang(k) to approximate deterministic service")
-        if route == "embedded" and self.capacity > _EMBEDDED_MAX_CAPACITY:
-            raise ValueError(f"route: 'embedded' uses dense matrices of order 3(r+1); capacity must be "
-                             f"<= {_EMBEDDED_MAX_CAPACITY}, got {self.capacity} (use route='ctmc')")
         return route
 
     # -- route (a): the CTMC (models.hysteresis.ctmc_route) ----------------------
