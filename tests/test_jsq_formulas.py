@@ -44,8 +44,8 @@ def rational_table(K, rho, mu1, nu):
     return states, rates
 
 
-def rational_transform(states, rates, target, s):
-    """E_i[exp(-s T_target)] for every state, exactly."""
+def rational_transform(states, rates, target, s, gain=None):
+    """E_i[exp(-s T_target) gain(X_T)] for every state off the target, exactly (``gain`` 1 by default)."""
     free = [st for st in states if not target(st)]
     pos = {st: i for i, st in enumerate(free)}
     A = [[Fr(0)] * len(free) for _ in free]
@@ -55,7 +55,7 @@ def rational_transform(states, rates, target, s):
         A[i][i] = s + sum((r for _, r in rates[st]), Fr(0))
         for nb, r in rates[st]:
             if target(nb):
-                b[i] += r
+                b[i] += r * (1 if gain is None else gain(nb))
             else:
                 A[i][pos[nb]] -= r
     sol = fraction_solve(A, b)
@@ -142,20 +142,7 @@ def test_saturation_laplace_mean_by_small_s():
 # ---------------------------------------------------------------------------
 def rational_first_equality(states, rates, s, k):
     """E_i[exp(-s T); x_T = k], T the first time x = y, for every unequal state, exactly."""
-    free = [st for st in states if st[0] < st[1]]
-    pos = {st: i for i, st in enumerate(free)}
-    A = [[Fr(0)] * len(free) for _ in free]
-    b = [Fr(0)] * len(free)
-    for st in free:
-        i = pos[st]
-        A[i][i] = s + sum((r for _, r in rates[st]), Fr(0))
-        for nb, r in rates[st]:
-            if nb[0] == nb[1]:
-                b[i] += r if nb == (k, k) else 0
-            else:
-                A[i][pos[nb]] -= r
-    sol = fraction_solve(A, b)
-    return {st: sol[pos[st]] for st in free}
+    return rational_transform(states, rates, lambda st: st[0] == st[1], s, gain=lambda st: int(st == (k, k)))
 
 
 @pytest.mark.parametrize("rho,mu2,nu", CASES)
