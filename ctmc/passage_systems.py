@@ -43,7 +43,33 @@ BTF_LARGEST = 0.25
 _SMALL_BLOCK = 4096
 
 
-class DenseSystem(System):
+class _GatheredSystem(System):
+    """A system of the set ``X`` gathered on every process: ``idx`` (its global indices, in order),
+    the right-hand sides gathered on it and the solution's owned part scattered back."""
+
+    def _gather_set(self, op, members):
+        """``(X on every process, R's rows of X on every process)``; sets ``idx`` and the owned part."""
+        self.op = op
+        members = np.asarray(members, dtype=bool)
+        full = op.gather(members.astype(float), "all") > 0.5
+        self.idx = np.flatnonzero(full)
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
+        return full, op.gather_rows(members)          # |X| x n, replicated
+
+    def _whole(self, b):
+        """The right-hand sides (owned rows, one or more columns) on ``X``, every process, ``|X| x columns``."""
+        cols = b.reshape(b.shape[0], -1)
+        return self.op.gather(cols[self._local], "all").reshape(self.idx.size, cols.shape[1])
+
+    def _owned(self, b, sol):
+        """The owned part, shaped like ``b``, of a solution ``sol`` on ``X`` (zero off ``X``)."""
+        x = np.zeros_like(b)
+        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
+        return x
+
+
+class DenseSystem(_GatheredSystem):
     """``M = s I - Q_XX`` gathered on every process and factorised by :class:`~ctmc.linalg.TripletLU`.
 
     The row sums of ``M`` are ``s`` plus the rates leaving ``X``, summed
@@ -51,33 +77,23 @@ class DenseSystem(System):
     """
 
     def __init__(self, op, members, shift: float):
-        self.op = op
-        full = op.gather(members.astype(float), "all") > 0.5
-        self.idx = np.flatnonzero(full)
-        rows = op.gather_rows(members)          # |X| x n, replicated
+        full, rows = self._gather_set(op, members)
         inside = rows[:, self.idx].toarray()
         leak = np.asarray(rows[:, np.flatnonzero(~full)].sum(axis=1)).ravel()
         self.lu = TripletLU(inside, float(shift) + leak) if self.idx.size else None
-        own = (self.idx >= op.start) & (self.idx < op.stop)
-        self._own, self._local = own, self.idx[own] - op.start
         self.info = {"solver": "dense subtraction-free elimination"}
 
     def solve(self, b, transpose=False):
         if transpose:
             raise ValueError("transpose: the subtraction-free solver has no transposed solve")
         b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
         if self.lu is None:
-            return x, SolveReport()
-        op = self.op
-        cols = b.reshape(b.shape[0], -1)
-        full = np.column_stack([op.gather(cols[:, c], "all") for c in range(cols.shape[1])])
-        sol = self.lu.solve(full[self.idx])
-        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
-        return x, SolveReport(Status.SUCCESS, "dense subtraction-free elimination")
+            return np.zeros_like(b), SolveReport()
+        return self._owned(b, self.lu.solve(self._whole(b))), SolveReport(Status.SUCCESS,
+                                                                           "dense subtraction-free elimination")
 
 
-class ReplicatedSystem(System):
+class ReplicatedSystem(_GatheredSystem):
     """``M = s I - Q_XX`` of a small set gathered on every process and factorised there (SuperLU, diagonal
     pivots), with transposed solves: the adjoint solves of :func:`~ctmc.joint_passage.first_passage` from a few sources whose
     corner of the chain is small, where a distributed factorisation would span every state."""
@@ -85,15 +101,9 @@ class ReplicatedSystem(System):
     def __init__(self, op, members, shift: float):
         import scipy.sparse as sp
         import scipy.sparse.linalg as sla
-        self.op = op
-        members = np.asarray(members, dtype=bool)
-        full = op.gather(members.astype(float), "all") > 0.5
-        self.idx = np.flatnonzero(full)
-        rows = op.gather_rows(members)                      # |X| x n, replicated
-        q = op.gather(op.exit_rates[members], "all")        # in X's (global) order
+        _, rows = self._gather_set(op, members)
+        q = op.gather(op.exit_rates[np.asarray(members, dtype=bool)], "all")   # in X's (global) order
         M = (sp.diags(float(shift) + q) - rows[:, self.idx]).tocsc()
-        own = (self.idx >= op.start) & (self.idx < op.stop)
-        self._own, self._local = own, self.idx[own] - op.start
         self.failure, self.lu = None, None
         if self.idx.size:
             try:
@@ -104,16 +114,12 @@ class ReplicatedSystem(System):
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
         if self.failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self.failure)
+            return np.zeros_like(b), SolveReport(Status.BREAKDOWN, self.failure)
         if self.lu is None:
-            return x, SolveReport()
-        cols = b.reshape(b.shape[0], -1)
-        whole = self.op.gather(cols[self._local], "all").reshape(self.idx.size, cols.shape[1])
-        sol = self.lu.solve(np.ascontiguousarray(whole), trans="T" if transpose else "N")
-        x.reshape(b.shape[0], -1)[self._local] = sol[self._own]
-        return x, SolveReport(Status.SUCCESS, "sparse LU (replicated)")
+            return np.zeros_like(b), SolveReport()
+        sol = self.lu.solve(np.ascontiguousarray(self._whole(b)), trans="T" if transpose else "N")
+        return self._owned(b, sol), SolveReport(Status.SUCCESS, "sparse LU (replicated)")
 
 
 @dataclass(frozen=True)
