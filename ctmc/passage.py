@@ -60,7 +60,8 @@ Methods (the registry :data:`METHODS`)
     :func:`ctmc.kernels.plan.auto_plan`): ``gth`` up to 1000 unknowns, ``lu``
     on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
     preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
-    factorisation of up to 4000 unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`
+    factorisation of up to :data:`~ctmc.kernels.plan.DENSE_FALLBACK` (4000)
+    unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`
     on one process, a set whose strongly connected components are each at
     most a quarter of it is solved block-triangularly along them
     (``btf``, :class:`~ctmc.passage_systems.BlockTriangularSystem`: one small factorisation per
@@ -81,7 +82,11 @@ solve whose own status counts). Probability invariants (values in
 :math:`[0, 1]`, rows summing to one where the target is reached almost
 surely, non-negative finite moments) are checked on every answer. When a
 sparse solve of hitting times is too ill-conditioned (a rare target), the
-mean is recomputed through a regeneration state (:func:`_regenerative_mean`).
+mean is recomputed through a regeneration state
+(:func:`ctmc.passage_means.regenerative_mean`). Means beyond the double range
+are solved in a scale of a power of two (:mod:`ctmc.passage_means`): the status
+is ``INACCURATE``, the message names the overflow, ``mean`` is ``inf`` where it
+overflows and ``info["log10_mean"]`` holds log10 of every mean.
 """
 from __future__ import annotations
 
@@ -96,10 +101,9 @@ import numpy as np
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport, System, worst
 from .linalg import inverse_norm_bound
-from .kernels.classes import global_argmax, slowest_exit
 from .kernels.evidence import (COND_RTOL, grade_bound, grade_passage, inverse_norm_bound_of, mass_defect,
                                passage_bound)
-from .kernels.plan import auto_plan, structure_facts
+from .kernels.plan import DENSE_FALLBACK, auto_plan, structure_facts
 from .kernels.sweeps import Sweeper, polish_sweeps
 from .kernels.registry import Method, deprecated_aliases
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
@@ -110,14 +114,14 @@ from ._util import as_points
 from .progress import Progress, scoped
 from .results import FirstPassageResult, HittingResult, LaplaceResult, Status
 from .passage_systems import BlockTriangularSystem, DenseSystem, ReplicatedSystem
+from .passage_means import Scaled, overflow_text, regenerative_mean, scaled_solve
+from .passage_means import row_norms as _row_norms
 from .sets import owned_mask
-from .sets import unit_mask as _unit
 
 __all__ = ["METHODS", "Route", "passage_bound", "PassageSetup", "hitting_times", "hitting_laplace",
            "first_passage", "grade_passage"]
 
 _EPS = np.finfo(float).eps
-_DENSE_FALLBACK = 4000
 #: why a failed solver was replaced (:class:`Route`)
 _FALLBACK_TEXT = {"gmres": "GMRES: {status} ({reason}); used the sparse direct solver",
                   "lu": "sparse LU failed ({reason}); used the dense subtraction-free solver",
@@ -273,7 +277,7 @@ class PassageSetup:
         if on not in self._kind:
             self._route[on] = route = METHODS[self.method].run(self, on)
             k = route.kind
-            if k == "gth" and self.count(on) > getattr(self.opts, "max_states", _DENSE_FALLBACK + 1000):
+            if k == "gth" and self.count(on) > getattr(self.opts, "max_states", DENSE_FALLBACK + 1000):
                 raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={self.opts.max_states}; "
                                  f"this system has {self.count(on)} unknowns (use 'lu' or raise max_states)")
             self._kind[on] = k
@@ -353,7 +357,7 @@ class PassageSetup:
             self._note(s, on, x, b, rep)
         if rep.status in (Status.BREAKDOWN, Status.MAX_ITERATIONS):
             nxt = dict(self._route[on].fallback).get(kind)
-            if nxt == "gth" and (transpose or self.count(on) > _DENSE_FALLBACK):
+            if nxt == "gth" and (transpose or self.count(on) > DENSE_FALLBACK):
                 nxt = None                # the dense solver has no transposed solve, and a size limit
             if nxt is not None:
                 self._switch(on, nxt, _FALLBACK_TEXT[kind].format(status=rep.status.value, reason=rep.reason))
@@ -508,12 +512,6 @@ class PassageSetup:
         self._checked = None
 
 
-def _row_norms(op, X, s, transpose: bool = False) -> np.ndarray:
-    """Absolute row sums of ``M = sI - Q_XX`` (or of ``M^T``) on the owned part of ``X``; 0 elsewhere."""
-    one = X.astype(float)
-    return np.where(X, (float(s) + op.exit_rates) + one * op.rates(one, transpose), 0.0)
-
-
 def _bound_and_grade(op, kind, cond, err, n, status, msg, opts) -> tuple:
     """:func:`passage_bound` of an answer and its grade against ``error_tol`` (:func:`ctmc.options.grade_bound`).
 
@@ -577,22 +575,33 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
     prev = np.ones(F.size)
     err = bal = 0.0
     st, reason, iters = Status.SUCCESS, "", 0
-    regen = None
+    regen = scaled = None      # scaled: the means as y 2^j when they leave the double range
     if moments == 1 and ps.kind("finite") == "lu" and ps.count("finite") > 1:
         # the mean through a regeneration state is exact for any target, keeps relative
         # accuracy when the mean is huge (rare target) and costs one factorisation, where
         # the direct solve would need a second one to find out it is ill-conditioned
-        regen = _regenerative_mean(op, ps, r, "lu")
+        regen = regenerative_mean(op, ps, r, "lu")
         if regen[3].status is not Status.SUCCESS:
             regen = None
+    computed = moments
     for k in range(1, moments + 1 if regen is None else 1):
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
+        if k == 1 and rep.status is Status.SUCCESS and op.allmin(float(np.isfinite(x[F]).all())) < 1:
+            scaled, rep = scaled_solve(ps, b)         # means beyond the double range: y 2^j
+            x, b = scaled.y, scaled.scale(b)
         iters += rep.iterations
         st, reason = worst(st, rep.status), rep.reason
         e, bl = ps.errors(0.0, "finite", x, b)
         err, bal = max(err, e), max(bal, bl)
-        out[k - 1, F] = x[F]
+        if scaled is not None:
+            out[0, F] = scaled.values[F]
+            if scaled.overflows(op, F):    # no moment k >= 2 in this scale: not computed
+                out[1:, F], computed = np.nan, 1
+                break
+            x = out[0]
+        else:
+            out[k - 1, F] = x[F]
         prev = x
     kind = ps.kind("finite")
     info = dict(ps.info, n_finite=ps.count("finite"))
@@ -602,37 +611,47 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         if st is Status.SUCCESS and (_EPS * cond > COND_RTOL or cst is not Status.SUCCESS):
             # ill-conditioned (rare target): the mean through a regeneration
             # state z, whose cycle is measured by an accurate stationary-type solve
-            regen = _regenerative_mean(op, ps, r, kind)
+            regen = regenerative_mean(op, ps, r, kind)
             if regen[3].status is not Status.SUCCESS:
                 info.update(regen[2])
                 cond, st, reason = regen[1], regen[3].status, regen[3].reason
                 regen = None
+    rF = np.where(F, r, 0.0)
     if regen is not None:
         # the mean through the regeneration state replaces the direct one
-        mean, cond, rinfo, _ = regen
+        scaled, cond, rinfo, _ = regen
         info.update(rinfo)
-        out[0, F] = mean[F]
-        err, bal = ps.errors(0.0, "finite", mean, np.where(F, r, 0.0))
+        out[0, F] = scaled.values[F]
+        err, bal = ps.errors(0.0, "finite", scaled.y, scaled.scale(rF))
         cst, creason = Status.SUCCESS, ""
         kind = f"{kind}-regenerative"
-    finite_vals = out[:, F]
+    sc = scaled if scaled is not None else Scaled(out[0])
+    finite_vals = np.vstack([sc.y[F], out[1:computed, F]])
     defect = op.allmax(0.0 if (np.all(np.isfinite(finite_vals)) and (finite_vals >= 0).all()) else np.inf)
     status, msg = grade_passage(kind, err=err, bal=bal, opts=opts, cond=cond, solve_status=st, reason=reason,
                                 cond_status=cst, cond_reason=creason, defect=defect, what="moments")
     if kind.endswith("-regenerative"):
         # a proven but normwise bound for a mean kept accurate entrywise by another argument:
-        # ||M^-1|| <= ||h|| / min r on F (M h = r), from the computed h and its residual
-        Fm = ps.finite
-        rmin = op.allmin(float(r[Fm].min()) if Fm.any() else np.inf)
-        hn = op.allmax(float(np.abs(out[0, Fm]).max(initial=0.0)))
+        # ||M^-1|| <= ||h|| / min r on F (M h = r), from the computed h and its residual (in h's scale)
+        Fm, rs = ps.finite, sc.scale(r)
+        rmin = op.allmin(float(rs[Fm].min()) if Fm.any() else np.inf)
+        hn = op.allmax(float(np.abs(sc.y[Fm]).max(initial=0.0)))
         norm_m = op.allmax(ps.row_norms(0.0, "finite").max(initial=0.0))
         gam = op.product_roundoff()
-        rho = (err + gam) * (norm_m * hn + op.allmax(float(np.abs(r[Fm]).max(initial=0.0))))
+        rho = (err + gam) * (norm_m * hn + op.allmax(float(np.abs(rs[Fm]).max(initial=0.0))))
         bound = passage_bound("lu", norm_m * inverse_norm_bound(hn, rho, rmin), err, ps.count("finite"),
                               gam)[0]
         bkind = "normwise"
     else:
         status, msg, bound, bkind = _bound_and_grade(op, kind, cond, err, ps.count("finite"), status, msg, opts)
+    if sc.exponent:
+        with np.errstate(divide="ignore"):
+            info["log10_mean"] = op.gather(np.where(F, sc.log10(), np.log10(out[0])), mode)
+        if sc.overflows(op, F):
+            status, msg = worst(status, Status.INACCURATE), f"{overflow_text(op, sc, F)}; {msg}"
+            if out.shape[0] > 1:       # nor kept from a direct solve that the regenerative mean replaced
+                out[1:, F] = np.nan
+                msg += "; moments >= 2 are not computed (nan)"
     if moments > 1 and kind.endswith("-regenerative") and status is Status.SUCCESS:
         status = Status.INACCURATE
         msg += ("; moments >= 2 of this ill-conditioned problem are not reliable from sparse solves "
@@ -650,61 +669,6 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
                         residual=err, wall_time=time.perf_counter() - t0, info=info, mean=mom[0], moments=mom, finite=op.gather(F | tgt, mode).astype(bool),
                         target=op.gather(tgt, mode).astype(bool), error_bound=bound)
     return res.check(check)
-
-
-def _regenerative_mean(op, ps, r, kind):
-    r"""Mean accumulated reward until ``A`` through a regeneration state ``z``.
-
-    With ``B = A + {z}``, ``E_i[R_A] = E_i[R_B] + P_i(T_z < T_A) E_z[R_A]``;
-    the first two terms come from the well-conditioned system on
-    ``F' = F - {z}`` (``z`` a high-probability state), and
-    ``E_z[R_A] = sum_F x_j r_j / x_a`` from the stationary law ``x`` of the
-    chain restarted at ``z`` from ``A`` (rate 1), which is the transposed
-    solve on the same ``F'`` pinned at ``x_z = 1`` and keeps relative
-    accuracy on ``x_a``. One set-up system serves both.
-
-    Returns ``(mean (owned), condition of the F' system, info, SolveReport)``.
-    """
-    F = ps.finite
-    hint = None
-    if op.initial is not None and len(op.initial):
-        i0 = int(op.initial[0])
-        if op.allsum(float((F & _unit(op, i0)).sum())) > 0:
-            hint = i0
-    z = hint if hint is not None else slowest_exit(op, F)
-    into_a = np.where(F, op.rates(ps.target.astype(float)), 0.0)
-    spec = ps._spec(kind, "finite")
-    info = {}
-    for attempt in range(2):
-        e = _unit(op, z)
-        Fp = F & ~e
-        sysm = op.system(Fp, 0.0, spec, ps.bo)
-        info.update(sysm.info)
-        bz = np.where(Fp, op.rates(e.astype(float), transpose=True), 0.0)      # R_{z, F'}
-        x, rep = sysm.solve(bz, transpose=True)
-        x[e] = 1.0
-        if rep.status is not Status.SUCCESS:
-            sysm.close()
-            return None, np.inf, info, SolveReport(rep.status, f"regenerative solve: {rep.reason}")
-        xmax = op.allmax(float(x.max(initial=0.0)))
-        xz = op.allmax(float(x[e].max(initial=-np.inf)))
-        if attempt == 0 and xz < 1e-3 * xmax:
-            z = global_argmax(op, np.where(F, x, -np.inf))[1]
-            sysm.close()
-            continue
-        break
-    x_a = op.allsum(float(np.dot(x, into_a)))
-    H = op.allsum(float(np.dot(np.where(F, x, 0.0), r))) / x_a
-    rhs = np.column_stack([np.where(Fp, r, 0.0), np.where(Fp, op.rates(e.astype(float)), 0.0), Fp.astype(float)])
-    sol, rep = sysm.solve(rhs)
-    sysm.close()
-    if rep.status is not Status.SUCCESS:
-        return None, np.inf, info, SolveReport(rep.status, f"regenerative solve: {rep.reason}")
-    mean = np.where(Fp, sol[:, 0] + sol[:, 1] * H, 0.0)
-    mean[e] = H
-    cond = op.allmax(_row_norms(op, Fp, 0.0).max(initial=0.0)) * op.allmax(float(np.abs(sol[:, 2]).max(initial=0.0)))
-    info.update(regeneration_state=int(z), cycle_mean=H)
-    return mean, cond, info, SolveReport()
 
 
 # --------------------------------------------------------------------------

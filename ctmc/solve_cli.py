@@ -470,7 +470,19 @@ def _hitting(chain, args, p0vec) -> Report:
         raise ValueError(f"--hitting {expr!r}: holds in no state")
     if args.moments < 1:
         raise ValueError(f"--moments: expected a positive integer, got {args.moments}")
-    res = chain.hitting_times(A, moments=args.moments, method=args.method, backend=args.backend)
+    from .results import SolverError
+    try:
+        res = chain.hitting_times(A, moments=args.moments, method=args.method, backend=args.backend)
+    except SolverError as exc:
+        lg = exc.result.info.get("log10_mean") if exc.result is not None else None
+        if lg is None or p0vec is None:
+            raise
+        # means beyond the double range: their log10 from the start, sum_i p_i 10^lg_i in log scale
+        sel = p0vec > 0
+        top = float(np.max(lg[sel]))
+        start = top + math.log10(float(p0vec[sel] @ 10.0 ** (lg[sel] - top))) if np.isfinite(top) else top
+        msg = f"{exc}; from {_start_text(chain, p0vec)}: log10 E[T] = {start:.6g}"
+        raise SolverError(msg, exc.result) from None
     heads = ["E[T]"] + [f"E[T^{m}]" for m in range(2, args.moments + 1)]
     cols = [res.moments[m] for m in range(args.moments)]
     rep = Report("hitting", f"hitting time T of {{{expr}}} ({int(A.sum())} of {chain.n_states} states)",
