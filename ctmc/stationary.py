@@ -71,6 +71,10 @@ Methods (the registry :data:`METHODS`)
     :func:`ctmc.kernels.plan.memory_plan`): the GMRES basis that fits, else
     BiCGStab and Gauss-Seidel sweeps (``info["auto"]["memory_plan"]`` says why),
     and a budget too small for the error bound's solve is an error before any solve.
+    When no planned method succeeds on a class small enough for it
+    (:func:`ctmc.kernels.plan.dense_fallback`: up to 4000 states, its dense
+    matrix within the budget), ``gth`` is the last resort
+    (``info["auto"]["last_resort"]``; the failures in ``info["fallbacks"]``).
 
 Evidence
 --------
@@ -689,7 +693,7 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
             ctx.info["auto"]["memory_plan"] = note
             ctx.info["auto"]["reason"] = f"{reason}; {note}"
     common = {"tol": opts.tol, "tail_tol": opts.tail_tol, "error_tol": opts.error_tol}
-    tried, best = [], None
+    tried, best, ended = [], None, None
     for i, m in enumerate(steps):
         name, kw, run = m, dict(common), None
         if m in ("gmres-probe", "gmres-long", "gmres"):
@@ -713,9 +717,21 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         accept = ev.status is Status.SUCCESS or (not m.endswith("-probe") and ev.status is not Status.BREAKDOWN)
         if ev.pi is not None and (best is None or _RANK[ev.status] < _RANK[best[1].status]):
             best = ((x, its, status, msg), ev, name)
+        ended = f"{m}: {ev.status.value} ({ev.message})"
         if accept or last:
             break
-        tried.append(f"{m}: {ev.status.value} ({ev.message})")
+        tried.append(ended)
+    if (best is None or best[1].status is not Status.SUCCESS) and "gth" not in steps \
+            and plan.dense_fallback(ctx.size, budget):
+        # every planned method failed: the dense subtraction-free elimination, exact on any conditioning
+        if ended is not None and ended not in tried:
+            tried.append(ended)
+        x, its, status, msg = _gth(op, support, METHODS["gth"].options(**common), hint, ctx)
+        ev = _evaluate(op, support, x, status, f"{msg}, the last resort after every planned method failed",
+                       METHODS["gth"].options(**common), ctx, "gth")
+        ctx.info["auto"]["last_resort"] = "gth"
+        if ev.pi is not None and (best is None or _RANK[ev.status] <= _RANK[best[1].status]):
+            best = ((x, its, status, msg), ev, "gth")
     if best is None:
         raise SolverError("auto: every method failed: " + "; ".join(tried))
     out, ev, name = best

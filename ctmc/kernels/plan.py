@@ -11,6 +11,9 @@ sparse direct solve on banded or at most two-dimensional chains; on
 many-dimensional chains, where a direct solve fills in badly, a GMRES probe
 with a Gauss-Seidel preconditioner, Gauss-Seidel sweeps while they converge
 fast, then the direct solve, GMRES with its whole budget and power iteration.
+When every planned method fails on a class small enough (:func:`dense_fallback`:
+up to :data:`DENSE_FALLBACK` states, its dense matrix within the memory budget),
+the dense elimination is the last resort.
 The stationary ``auto`` runs the plan; the passage ``auto`` takes its first
 step that a passage system has.
 
@@ -40,10 +43,16 @@ from ..backends.csr import lowest_columns
 from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
+           "DENSE_FALLBACK", "DENSE_BYTES", "dense_fallback",
            "PROBE_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
 
 AUTO_GTH = 1000
+#: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
+#: planned method failed, on up to this many states (GTH took 3 s on 1500 states, about 1 min on 4000)
+DENSE_FALLBACK = 4000
+#: bytes a dense elimination holds per squared state (the gathered matrix and its working copy)
+DENSE_BYTES = 16.0
 #: a state variable counts as a dimension of the chain when it takes more than this many values
 #: (binary variables count: fifteen of them make a 15-dimensional hypercube, where LU fills in)
 DIM_VALUES = 1
@@ -174,6 +183,16 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
         f"lean: GMRES({LEAN_MIN_RESTART}) needs {_size(need('gmres', LEAN_MIN_RESTART))}, above the budget "
         f"of {_size(budget)}: BiCGStab ({_size(need('bicgstab'))}) then Gauss-Seidel sweeps on Q^T in "
         "place instead, and no direct solve")
+
+
+def dense_fallback(states: int, budget: float) -> bool:
+    """Whether ``auto``'s dense last resort fits a class: at most :data:`DENSE_FALLBACK` states and
+    :data:`DENSE_BYTES` ``* states**2`` bytes within the plan's ``budget``.
+
+    >>> dense_fallback(1500, 24e9), dense_fallback(5000, 24e9), dense_fallback(3000, 1e8)
+    (True, False, False)
+    """
+    return int(states) <= DENSE_FALLBACK and DENSE_BYTES * float(states) ** 2 <= budget
 
 
 def probe_restart(owned_states: int, memory, entries_per_state: float = None) -> int:
