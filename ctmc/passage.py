@@ -423,7 +423,8 @@ class PassageSetup:
         d = float(s) + op.exit_rates
         d = d if np.ndim(x) == 1 else d[:, None]
         rx = self.rates_in(on, x, transpose)
-        r = d * x - rx - b
+        with np.errstate(invalid="ignore"):      # inf - inf of an overflowing answer: err = inf below
+            r = d * x - rx - b
         norm_rows = self.row_norms(s, on, transpose)
         with np.errstate(invalid="ignore"):
             g = np.array([np.abs(r).max(initial=0.0), norm_rows.max(initial=0.0), np.abs(x).max(initial=0.0),
@@ -588,8 +589,9 @@ def hitting_times(chain, target, moments=1, method="auto", *, reward=None, backe
         b = np.where(F, k * r * prev, 0.0)
         x, rep = ps.solve(0.0, "finite", b)
         if k == 1 and rep.status is Status.SUCCESS and op.allmin(float(np.isfinite(x[F]).all())) < 1:
-            scaled, rep = scaled_solve(ps, b)         # means beyond the double range: y 2^j
-            x, b = scaled.y, scaled.scale(b)
+            trial, rep = scaled_solve(ps, b)          # means beyond the double range: y 2^j
+            if rep.status is Status.SUCCESS:
+                scaled, x, b = trial, trial.y, trial.scale(b)
         iters += rep.iterations
         st, reason = worst(st, rep.status), rep.reason
         e, bl = ps.errors(0.0, "finite", x, b)

@@ -82,6 +82,19 @@ def test_check_raises_one_solver_error_naming_the_overflow_with_the_answer_attac
     assert abs(err.value.result.info["log10_mean"][0] - ref[0]) < 1e-12 * ref[0]
 
 
+def test_a_reward_scales_the_overflowing_means_and_a_mean_beyond_the_scaled_range_is_refused(backend):
+    c, up, down = birth_death(1100)
+    ref = exact_log10_means(up, down) + math.log10(2.0)       # reward 2 a unit of time: twice the mean
+    res = c.hitting_times(top(1100), reward=np.full(1101, 2.0), backend=backend, check=False)
+    assert res.status is Status.INACCURATE
+    assert np.max(np.abs(res.info["log10_mean"][:1100] - ref)) < 1e-12 * ref[0]
+    # about 10^658, beyond what a scaled regenerative solve represents: said so, no log10 claimed
+    c, up, down = birth_death(1900)
+    res = c.hitting_times(top(1900), backend=backend, check=False)
+    assert res.status is Status.INACCURATE and "log10_mean" not in res.info
+    assert "means beyond about 10^" in res.message
+
+
 def test_several_moments_and_the_transform_on_an_overflowing_chain_have_an_honest_status(backend):
     N = 1100
     c, up, down = birth_death(N)
