@@ -726,10 +726,15 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         # every planned method failed: the dense subtraction-free elimination, exact on any conditioning
         if ended is not None and ended not in tried:
             tried.append(ended)
-        x, its, status, msg = _gth(op, support, METHODS["gth"].options(**common), hint, ctx)
+        ctx.info["auto"]["last_resort"] = "gth"
+        try:
+            x, its, status, msg = _gth(op, support, METHODS["gth"].options(**common), hint, ctx)
+        except MemoryError as exc:
+            x, its, status, msg = None, 0, Status.BREAKDOWN, f"out of memory ({exc})"
         ev = _evaluate(op, support, x, status, f"{msg}, the last resort after every planned method failed",
                        METHODS["gth"].options(**common), ctx, "gth")
-        ctx.info["auto"]["last_resort"] = "gth"
+        if ev.pi is None:
+            tried.append(f"gth (last resort): {ev.status.value} ({ev.message})")
         if ev.pi is not None and (best is None or _RANK[ev.status] <= _RANK[best[1].status]):
             best = ((x, its, status, msg), ev, "gth")
     if best is None:
