@@ -868,7 +868,8 @@ static PyMethodDef methods[] = {
 #ifndef _WIN32
     {"arm_sigint", py_arm_sigint, METH_VARARGS,
      "arm_sigint(message: bytes): SIGINT writes message to fd 2 and ends the process with _exit(130)"},
-    {"sigint_armed", py_sigint_armed, METH_NOARGS, "sigint_armed() -> whether arm_sigint's handler is SIGINT's"},
+    {"sigint_armed", py_sigint_armed, METH_NOARGS,
+     "sigint_armed() -> whether arm_sigint's handler is SIGINT's"},
 #endif
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
     {NULL, NULL, 0, NULL}

@@ -228,10 +228,13 @@ def main(argv=None) -> int:
     With ``argv`` (a call from Python) the arguments are parsed and the
     command runs; without it (the ``ctmc`` script, ``python -m ctmc``) Ctrl-C
     is armed first (:func:`arm_interrupt`) and a closed standard output ends
-    the command with :data:`EXIT_BROKEN_PIPE`, no traceback.
+    the command with :data:`EXIT_BROKEN_PIPE`, no traceback. Under ``mpirun``
+    (``--backend petsc``) an error status of one process aborts the job
+    (:func:`ctmc.backends.petsc.abort_job`): the others would wait for ever.
     """
     if argv is not None:
         return _main(argv)
+    from .backends.petsc import abort_job
     arm_interrupt()
     try:
         status = _main(None)
@@ -240,7 +243,11 @@ def main(argv=None) -> int:
         # Python would flush stdout again at exit and print a second error: point it at /dev/null
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        status = EXIT_BROKEN_PIPE
+    except SystemExit as exc:       # a usage error (status 2) of this process alone, under mpirun
+        abort_job(exc.code if isinstance(exc.code, int) else int(exc.code is not None))   # --help: 0
+        raise
+    abort_job(status)               # under mpirun, an error status ends every process
     return status
 
 

@@ -85,7 +85,7 @@ def test_ctrl_c_during_a_sparse_factorisation_ends_the_command_at_once(tmp_path)
     reader.start()
     try:
         started.wait(timeout=300)
-        assert proc.poll() is None and b"factorising" in err, f"no factorisation seen:\n{err.decode()[-2000:]}"
+        assert proc.poll() is None and b"factorising" in err, f"no factorisation:\n{err.decode()[-2000:]}"
         proc.send_signal(signal.SIGINT)
         try:
             code = proc.wait(timeout=10)
