@@ -20,6 +20,10 @@
  * bssor    block SSOR(1): the same two solves inside each of a fixed set of row blocks, the
  *          couplings between blocks taken from the forward solve's result (Jacobi between the
  *          blocks): the blocks run in parallel, and the result does not depend on the threads.
+ * exit_on_sigint (arm_sigint, sigint_armed)
+ *          the command line's Ctrl-C: one line on standard error and exit status 130 at once, also
+ *          inside a call that holds no GIL for long (SuperLU's factorisation), where Python's own
+ *          handler would run only when the call returns. Armed by ctmc.cli only, never on import.
  *
  * Determinism: every reduction over rows is done per block of BLOCK rows (a partition that does
  * not depend on the number of threads) and the block sums are added in block order, so the
@@ -33,6 +37,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
+#include <signal.h>
+#include <unistd.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #else
@@ -771,6 +779,48 @@ static PyObject *py_set_threads(PyObject *self, PyObject *args)
 
 static PyObject *py_get_threads(PyObject *self, PyObject *noargs) { return PyLong_FromLong(nthreads); }
 
+/* ---- Ctrl-C of the command line ------------------------------------------------------------ */
+
+#ifndef _WIN32
+static char sigint_message[256];      /* the line to print, set once by arm_sigint before the handler */
+static size_t sigint_length;
+
+/* Async-signal-safe: write(2) and _exit(2) only (no stdio, no Python, no allocation). */
+static void exit_on_sigint(int sig)
+{
+    ssize_t written = write(2, sigint_message, sigint_length);
+    (void)sig; (void)written;
+    _exit(130);
+}
+
+static PyObject *py_arm_sigint(PyObject *self, PyObject *args)
+{
+    const char *msg;
+    Py_ssize_t len;
+    struct sigaction sa;
+    if (!PyArg_ParseTuple(args, "y#", &msg, &len)) return NULL;
+    if (len < 0 || (size_t)len >= sizeof sigint_message) {
+        PyErr_Format(PyExc_ValueError, "arm_sigint: the message must be shorter than %d bytes",
+                     (int)sizeof sigint_message);
+        return NULL;
+    }
+    memcpy(sigint_message, msg, (size_t)len);
+    sigint_length = (size_t)len;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = exit_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_sigint_armed(PyObject *self, PyObject *noargs)
+{
+    struct sigaction old;
+    if (sigaction(SIGINT, NULL, &old) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    return PyBool_FromLong(old.sa_handler == exit_on_sigint);
+}
+#endif
+
 #include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
 
 static PyMethodDef methods[] = {
@@ -815,6 +865,12 @@ static PyMethodDef methods[] = {
     {"lowcols", py_lowcols, METH_VARARGS, "lowcols(indptr, indices, data, low): low = min(low, first non-zero column)"},
     {"walk", py_walk, METH_VARARGS,
      "walk(indptr, indices, data, first, q, s, u, path) -> jumps made: the jump chain from row s"},
+#ifndef _WIN32
+    {"arm_sigint", py_arm_sigint, METH_VARARGS,
+     "arm_sigint(message: bytes): SIGINT writes message to fd 2 and ends the process with _exit(130)"},
+    {"sigint_armed", py_sigint_armed, METH_NOARGS,
+     "sigint_armed() -> whether arm_sigint's handler is SIGINT's"},
+#endif
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
     {NULL, NULL, 0, NULL}
 };

@@ -18,14 +18,36 @@
     text. The core never imports a family by name.
 ``ctmc --version``
     The installed version (:data:`ctmc.__version__`).
+
+Run as a command (the ``ctmc`` script, ``python -m ctmc``: :func:`main`
+called without ``argv``), two signals end it quietly:
+
+* Ctrl-C prints one line, :data:`INTERRUPTED_MESSAGE`, on standard error and
+  exits with status 130 (128 + SIGINT) at once, also inside a sparse
+  factorisation: the handler is C's (``exit_on_sigint`` in ``ctmc/_kernels.c``),
+  because Python's own runs only when SuperLU returns. Without the compiled
+  extension a Python handler does the same when the call returns.
+  :func:`arm_interrupt` installs it; importing ctmc never does, nor does
+  ``main(argv)`` called from Python.
+* A closed pipe (``ctmc solve ... | head``) ends the command with exit
+  status 141 (128 + SIGPIPE, what the shell reports for a program killed by
+  it) and no traceback.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 
-__all__ = ["main", "run_command", "core_study", "load_families", "ENTRY_POINT_GROUP"]
+__all__ = ["main", "run_command", "core_study", "load_families", "arm_interrupt", "ENTRY_POINT_GROUP",
+           "INTERRUPTED_MESSAGE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
+
+#: the one line (on standard error) of a command ended by Ctrl-C
+INTERRUPTED_MESSAGE = "ctmc: interrupted"
+#: exit status after Ctrl-C (128 + SIGINT) and after a closed pipe on standard output (128 + SIGPIPE)
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 128 + 2, 128 + 13
 
 #: entry-point group of model families: name -> module with ``add_arguments``,
 #: ``run`` and ``report``.
@@ -163,8 +185,73 @@ def run_command(parser, name: str, run, args) -> int:
 BUILTIN_COMMANDS = ("demo", "report", "solve")
 
 
+def _interrupt_line() -> bytes:
+    # on a terminal, first erase the line (a progress bar, the echoed ^C)
+    return ("\r\033[K" if os.isatty(2) else "").encode() + f"{INTERRUPTED_MESSAGE}\n".encode()
+
+
+def _exit_on_sigint(signum, frame):   # the fallback without the compiled handler
+    os.write(2, _interrupt_line())
+    os._exit(EXIT_INTERRUPTED)
+
+
+def arm_interrupt() -> str:
+    """Make Ctrl-C (SIGINT) end the process at once: one line, exit status 130.
+
+    Only the command line calls this (the process ends without unwinding:
+    no ``finally`` block runs, buffered standard output is dropped).
+
+    Returns
+    -------
+    str
+        ``"c"``: the compiled handler, which acts even while a C call (a
+        SuperLU factorisation) runs; ``"python"``: the fallback when the
+        extension ``ctmc._kernels`` is absent or older than the handler,
+        which acts when the running C call returns; ``"ignored"``: the
+        process was started with SIGINT ignored and is left so.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return "ignored"        # started with Ctrl-C ignored (a background job of a script): keep it so
+    try:
+        import ctmc._relax  # noqa: F401  (sets OMP_WAIT_POLICY before the extension's OpenMP loads)
+        import ctmc._kernels as kernels
+        kernels.arm_sigint(_interrupt_line())
+        return "c"
+    except (ImportError, AttributeError):
+        signal.signal(signal.SIGINT, _exit_on_sigint)
+        return "python"
+
+
 def main(argv=None) -> int:
-    """Entry point of the ``ctmc`` command."""
+    """Entry point of the ``ctmc`` command.
+
+    With ``argv`` (a call from Python) the arguments are parsed and the
+    command runs; without it (the ``ctmc`` script, ``python -m ctmc``) Ctrl-C
+    is armed first (:func:`arm_interrupt`) and a closed standard output ends
+    the command with :data:`EXIT_BROKEN_PIPE`, no traceback. Under ``mpirun``
+    (``--backend petsc``) an error status of one process aborts the job
+    (:func:`ctmc.backends.petsc.abort_job`): the others would wait for ever.
+    """
+    if argv is not None:
+        return _main(argv)
+    from .backends.petsc import abort_job
+    arm_interrupt()
+    try:
+        status = _main(None)
+        sys.stdout.flush()          # a closed pipe shows here at the latest, not at interpreter exit
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and print a second error: point it at /dev/null
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    except SystemExit as exc:       # a usage error (status 2) of this process alone, under mpirun
+        abort_job(exc.code if isinstance(exc.code, int) else int(exc.code is not None))   # --help: 0
+        raise
+    abort_job(status)               # under mpirun, an error status ends every process
+    return status
+
+
+def _main(argv) -> int:
     from . import solve_cli
     from ._version import __version__
     from .report import add_plots_argument

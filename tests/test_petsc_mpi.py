@@ -217,8 +217,39 @@ def _closed_class_job(out_path):
         Path(out_path).write_text(json.dumps([b.status.value, float(np.abs(b.pi - a.pi).max())]))
 
 
+def _exception_on_one_rank_job(out_path):
+    """Rank 1 raises before a collective that rank 0 has entered.
+
+    Without the abort-on-exception hook of the PETSc backend rank 0 waits in the
+    barrier for ever; a watchdog (90 s, its "Timeout" dump on standard error) ends
+    each rank anyway, so the test can tell an abort from a hang without orphans.
+    """
+    import faulthandler
+    faulthandler.dump_traceback_later(90, exit=True)
+    from ctmc.backends.petsc_backend import load_petsc
+    comm = load_petsc().COMM_WORLD
+    if comm.getRank() == 1:
+        if sys.argv[3:] == ["cli"]:     # the ctmc command, failing on this process only: exit status 2
+            import ctmc.cli
+            sys.argv = ["ctmc", "solve", str(Path(out_path).with_suffix(".missing.drn"))]
+            sys.exit(ctmc.cli.main())
+        raise RuntimeError("rank 1 fails before the collective")
+    comm.barrier()
+    Path(out_path).write_text("rank 0 passed the barrier")
+
+
+def _excepthook_job(out_path):
+    """Each rank writes whether ``sys.excepthook`` is still Python's own after the backend loaded."""
+    from ctmc.backends.petsc_backend import load_petsc
+    comm = load_petsc().COMM_WORLD
+    Path(f"{out_path}.{comm.getRank()}").write_text(json.dumps(sys.excepthook is sys.__excepthook__))
+
+
+JOBS = {"closed_class": _closed_class_job, "exception_on_one_rank": _exception_on_one_rank_job,
+        "excepthook": _excepthook_job}
+
 if __name__ == "__main__":
-    (_closed_class_job if sys.argv[2:] == ["closed_class"] else _job)(sys.argv[1])
+    JOBS.get(sys.argv[2] if len(sys.argv) > 2 else "", _job)(sys.argv[1])
     sys.exit(0)
 
 
@@ -324,6 +355,55 @@ def test_two_ranks_closed_class_in_one_block(tmp_path):
     assert proc.returncode == 0 and out.exists(), f"mpirun job failed:\n{proc.stderr[-3000:]}"
     status, err = json.loads(out.read_text())
     assert status == "success" and err < 1e-8
+
+
+@pytest.mark.parametrize("how", ["exception", "cli"])
+def test_two_ranks_exception_on_one_rank_aborts_the_job(tmp_path, how):
+    """An exception (or the ctmc command's error status) on one process ends the whole job (MPI_Abort).
+
+    Its message is printed first; the other process, waiting in a barrier, is ended instead of hanging.
+    """
+    out = tmp_path / "passed"
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out),
+           "exception_on_one_rank", how]
+    env = {k: v for k, v in mpirun_env().items() if k != "CTMC_MPI_ABORT"}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=str(ROOT))
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the job hung:\n{exc.stderr}")
+    assert proc.returncode != 0 and not out.exists()
+    message = ("missing.drn: no such file" if how == "cli" else
+               "RuntimeError: rank 1 fails before the collective")
+    assert message in proc.stderr, proc.stderr[-3000:]
+    assert "Timeout (" not in proc.stderr, f"ended by the watchdog, not by an abort:\n{proc.stderr[-3000:]}"
+
+
+def test_two_ranks_abort_hook_opt_out(tmp_path):
+    """``CTMC_MPI_ABORT=0``: the backend leaves ``sys.excepthook`` alone on every rank."""
+    out = tmp_path / "hook"
+    cmd = [shutil.which("mpirun"), "-n", "2", sys.executable, str(Path(__file__).resolve()), str(out),
+           "excepthook"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(mpirun_env(), CTMC_MPI_ABORT="0"),
+                          timeout=120, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [json.loads(Path(f"{out}.{r}").read_text()) for r in (0, 1)] == [True, True]
+
+
+def test_mpi_abort_ends_the_process_through_the_mpi_library():
+    """One process (no hook there: nothing else to abort): ``mpi_abort`` calls MPI_Abort, not a plain exit."""
+    code = ("from ctmc.backends.petsc_backend import load_petsc\n"
+            "from ctmc.backends.petsc import mpi_abort\n"
+            "import os, sys\n"
+            "P = load_petsc()\n"
+            "assert sys.excepthook is sys.__excepthook__\n"
+            "real_exit = os._exit\n"
+            "os._exit = lambda c: (print('fallback exit', flush=True), real_exit(99))\n"
+            "mpi_abort(P.COMM_WORLD, 3)\n"
+            "print('not aborted')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=str(ROOT))
+    # MPI_Abort never returns: no line from the fallback exit (status 99) or after it
+    assert proc.returncode == 3 and proc.stdout == "", (proc.stdout, proc.stderr[-2000:])
 
 
 def test_two_ranks_distributed_assembly(job):

@@ -74,12 +74,13 @@ crossings of the longest path, not its length.
 """
 from __future__ import annotations
 
-from ._env import INSTALL_HELP, load_petsc, load_slepc
+from ._env import ABORT_ENV, INSTALL_HELP, abort_job, load_petsc, load_slepc, mpi_abort
 from .distributed import DistributedChain, operator
 from .options import BACKEND_OPTIONS, PRECONDITIONERS, PREFIX, check_backend_options
 
-__all__ = ["DistributedChain", "operator", "BACKEND_OPTIONS", "PRECONDITIONERS", "check_backend_options", "PREFIX",
-           "INSTALL_HELP", "load_petsc", "load_slepc", "available", "slepc_available"]
+__all__ = ["DistributedChain", "operator", "BACKEND_OPTIONS", "PRECONDITIONERS", "check_backend_options",
+           "PREFIX", "INSTALL_HELP", "load_petsc", "load_slepc", "mpi_abort", "abort_job", "ABORT_ENV",
+           "available", "slepc_available"]
 
 
 def available() -> bool:
