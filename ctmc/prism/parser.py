@@ -35,7 +35,8 @@ OTHER_TYPES = {"dtmc", "probabilistic", "mdp", "nondeterministic", "pta", "pomdp
 REFUSED = {"invariant": "invariants (a PTA feature)", "observables": "observables (a POMDP feature)",
            "observable": "observables (a POMDP feature)", "player": "players (an SMG feature)",
            "endinvariant": "invariants (a PTA feature)", "clock": "clock variables (a PTA feature)"}
-KEYWORDS = {"ctmc", "stochastic", "const", "int", "double", "bool", "rate", "prob", "formula", "label", "global",
+KEYWORDS = {"ctmc", "stochastic", "const", "int", "double", "bool", "rate", "prob", "formula", "label",
+            "global",
             "module", "endmodule", "rewards", "endrewards", "init", "endinit", "system", "endsystem", "true",
             "false", "func", *OTHER_TYPES, *REFUSED}
 FUNCTIONS = {"min", "max", "floor", "ceil", "pow", "mod", "log"}
@@ -217,7 +218,8 @@ class _Parser:
             raise self.error(f"variable {name!r}: {self.peek()[1]} variables are not supported "
                              "(ctmc reads CTMCs: int ranges [lo..hi] and bool)")
         else:
-            raise self.error(f"expected a range [lo..hi] or 'bool' for variable {name!r}, found {self.found()}")
+            raise self.error(f"expected a range [lo..hi] or 'bool' for variable {name!r}, "
+                             f"found {self.found()}")
         init = None
         if self.at("init"):
             self.next()
@@ -413,8 +415,8 @@ class _Parser:
             self.next()
             if self.at("("):
                 if value not in FUNCTIONS:
-                    raise self.error(f"unknown function {value!r} (PRISM's are {', '.join(sorted(FUNCTIONS))})",
-                                     pos)
+                    raise self.error(f"unknown function {value!r} (PRISM's are "
+                                     f"{', '.join(sorted(FUNCTIONS))})", pos)
                 self.next()
                 args = [value, self.expr()]
                 while self.at(","):

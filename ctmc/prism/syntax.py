@@ -79,7 +79,10 @@ class VarDecl:
 
 @dataclass(frozen=True)
 class Command:
-    """``[action] guard -> rate : updates + ...;``: ``branches`` is ``((rate, ((var, value, pos), ...)), ...)``."""
+    """``[action] guard -> rate : updates + ...;``.
+
+    ``branches`` is ``((rate, ((var, value, pos), ...)), ...)``.
+    """
 
     action: str
     guard: Node

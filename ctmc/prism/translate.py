@@ -52,6 +52,11 @@ __all__ = ["translate"]
 _INIT_BOX_LIMIT = 10 ** 7     # points of the box an init ... endinit block is evaluated on
 
 
+def _a(t: str) -> str:
+    """``"a bool"``, ``"an int"``."""
+    return f"an {t}" if t == "int" else f"a {t}"
+
+
 def _const(v) -> bool:
     return not isinstance(v, Expr)
 
@@ -176,7 +181,7 @@ class _Translator:
     def typed(self, node, ren, constant, want, what):
         v, t = self.value(node, ren, constant)
         if t != want and not (want == "double" and t == "int"):
-            raise self.err(f"{what}: expected a {want} expression, got a {t}", node.pos)
+            raise self.err(f"{what}: expected {_a(want)} expression, got {_a(t)}", node.pos)
         return v
 
     def numeric(self, t, pos, what):
@@ -187,7 +192,7 @@ class _Translator:
         if ta == tb:
             return ta
         if "bool" in (ta, tb):
-            raise self.err(f"{what}: a {ta} and a {tb} do not mix", pos)
+            raise self.err(f"{what}: {_a(ta)} and {_a(tb)} do not mix", pos)
         return "double"
 
     def ident(self, name, ren, pos, constant):
@@ -214,7 +219,7 @@ class _Translator:
         if op in ("&", "|", "=>", "<=>"):
             for t in (ta, tb):
                 if t != "bool":
-                    raise self.err(f"{op}: expected bool operands, got a {t}", pos)
+                    raise self.err(f"{op}: expected bool operands, got {_a(t)}", pos)
             if op == "&":
                 return _land(a, b), "bool"
             if op == "|":
@@ -224,7 +229,7 @@ class _Translator:
             return (a == b if both else _as_bool(a) == _as_bool(b)), "bool"
         if op in ("=", "!="):
             if (ta == "bool") != (tb == "bool"):
-                raise self.err(f"{op}: a {ta} and a {tb} cannot be compared", pos)
+                raise self.err(f"{op}: {_a(ta)} and {_a(tb)} cannot be compared", pos)
             return ((a == b) if op == "=" else (a != b)), "bool"
         self.numeric(ta, pos, op)
         self.numeric(tb, pos, op)
@@ -233,10 +238,8 @@ class _Translator:
                  ">=": lambda x, y: x >= y}[op]
             return f(a, b), "bool"
         if op == "/":
-            if both:
-                if b == 0:
-                    raise self.err("division by zero in a constant expression", pos)
-                return a / b, "double"
+            if both and b == 0:
+                raise self.err("division by zero in a constant expression", pos)
             return a / b, "double"
         t = "int" if ta == tb == "int" else "double"
         if op == "+":
@@ -275,8 +278,6 @@ class _Translator:
         if fname == "pow":
             if allint and _const(xs[1]) and xs[1] < 0:
                 raise self.err("pow: a negative int exponent of an int (write a double base)", pos)
-            if _const(xs[0]) and _const(xs[1]):
-                return xs[0] ** xs[1], ("int" if allint else "double")
             return xs[0] ** xs[1], ("int" if allint else "double")
         # log(x, b)
         if _const(xs[0]) and _const(xs[1]):
@@ -389,10 +390,11 @@ def _state_expr(v):
     return v
 
 
-def _update_value(tr, value, vtype, pos, name):
-    if vtype == "bool" or isinstance(value, (bool, np.bool_)):
-        return int(value) if _const(value) else where(_as_bool(value), 1, 0)
-    return value
+def _update_value(value, vtype):
+    """A new value as the integer ctmc stores (a bool as 0 or 1)."""
+    if vtype != "bool" or isinstance(value, Var):
+        return value
+    return int(value) if _const(value) else where(value, 1, 0)
 
 
 def _commands(tr, instances):
@@ -415,7 +417,8 @@ def _commands(tr, instances):
                         raise tr.err(f"update of {vname!r}, which is not a variable", apos)
                     var, vtype, owner = tr.vars[vname]
                     if owner is not None and owner != mname:
-                        raise tr.err(f"module {mname!r} updates {vname!r}, a variable of module {owner!r}", apos)
+                        raise tr.err(f"module {mname!r} updates {vname!r}, a variable of module {owner!r}",
+                                     apos)
                     if owner is None and action:
                         raise tr.err(f"global variable {vname!r} is updated by a command labelled [{action}] "
                                      "(PRISM allows it in unlabelled commands only)", apos)
@@ -423,8 +426,9 @@ def _commands(tr, instances):
                         raise tr.err(f"{vname!r} is updated twice in one update", apos)
                     val, t = tr.value(vnode, ren)
                     if t != vtype:
-                        raise tr.err(f"update of {vname!r}: a {vtype} variable cannot take a {t} value", vnode.pos)
-                    update[vname] = _update_value(tr, val, vtype, vnode.pos, vname)
+                        raise tr.err(f"update of {vname!r}: {_a(vtype)} variable cannot take {_a(t)} value",
+                                     vnode.pos)
+                    update[vname] = _update_value(val, vtype)
                 branches.append((rate, update))
             cmds.append((action, guard, branches, cmd.pos))
         out.append((mname, cmds))
