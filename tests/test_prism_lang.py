@@ -319,3 +319,53 @@ def test_prism_error_is_a_model_error_with_its_position():
     with pytest.raises(ctmc.ModelError) as info:
         ctmc.prism.load("ctmc\n\n  pta\n")
     assert (info.value.file, info.value.line, info.value.column) == ("<string>", 3, 3)
+
+
+# ---------------------------------------------------------------- properties: S=? and R=? [S]
+@pytest.mark.parametrize("make, size", [(kanban, 1), (tandem, 5), (cluster, 2), (polling, 3), (fms, 1)],
+                         ids=["kanban:1", "tandem:5", "cluster:2", "polling:3", "fms:1"])
+def test_check_long_run_property_against_a_dense_solve(make, size):
+    gm = make(size)
+    chain = ctmc.prism.load(gm.prism_program(), constants=gm.prism_constants).build()
+    res = ctmc.prism.check(chain, gm.prism_property)
+    # independent: pi from a dense least-squares solve of pi Q = 0, sum pi = 1, and the gallery's own reward
+    Q = chain.Q.toarray()
+    A = np.vstack([Q.T, np.ones(chain.n_states)])
+    pi = np.linalg.lstsq(A, np.r_[np.zeros(chain.n_states), 1.0], rcond=None)[0]
+    ref = gm.chain()
+    pa, pb = assert_same_chain(chain, ref)
+    want = float(pi[pa] @ np.asarray(gm.reward(ref), dtype=float)[pb])
+    assert res.status == ctmc.Status.SUCCESS and res.method.startswith("long_run(")
+    assert res.value == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert res.error_bound < 1e-6
+
+
+def test_check_on_a_hand_built_chain_reads_its_variables_and_labels():
+    m = ctmc.Model("mm1k")
+    n = m.var("n", 0, 4)
+    m.event("arrival", guard=n < 4, rate=1.0, update={n: n + 1})
+    m.event("departure", guard=n > 0, rate=2.0, update={n: n - 1})
+    m.label("empty", n == 0)
+    m.reward("size", n)
+    chain = m.build(initial={"n": 0})
+    pi = np.array([0.5 ** k for k in range(5)]) / sum(0.5 ** k for k in range(5))
+    assert ctmc.prism.check(chain, 'S=? [ n >= 3 | "empty" ]').value == pytest.approx(pi[3] + pi[4] + pi[0])
+    assert ctmc.prism.check(chain, 'R{"size"}=? [ S ]').value == pytest.approx(pi @ np.arange(5))
+    assert ctmc.prism.check(chain, 'R=? [ S ]').value == pytest.approx(pi @ np.arange(5))
+
+
+@pytest.mark.parametrize("prop, message", [
+    ('P=? [ F "full" ]', r"<property>:1:1: expected S=\? \[ \.\.\. \] or R"),
+    ('R{"size"}=? [ C<=2 ]', r"<property>:1:15: R=\? \[ \.\.\. \]: only the long-run reward"),
+    ('S=? [ "nope" ]', r"<property>:1:7: label 'nope' is not a label of the chain"),
+    ('S=? [ n + 1 ]', r"<property>:1:9: S=\? \[ phi \]: phi must be a bool expression"),
+    ('S=? [ n > 1 ] x', r"<property>:1:15: unexpected 'x' after the property"),
+    ('R{"other"}=? [ S ]', r"R\{'other'\}: no reward structure of that name"),
+])
+def test_check_refuses_unsupported_and_wrong_properties(prop, message):
+    chain = ctmc.prism.load("""ctmc
+    module q n : [0..2] init 0; [] n<2 -> 1 : (n'=n+1); [] n>0 -> 2 : (n'=n-1); endmodule
+    label "full" = n = 2;
+    rewards "size" true : n; endrewards""").build()
+    with pytest.raises(PrismError, match=message):
+        ctmc.prism.check(chain, prop)

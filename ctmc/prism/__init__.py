@@ -25,7 +25,8 @@ over the grammar of the PRISM manual; the translation
 (:mod:`ctmc.prism.translate`) gives PRISM's CTMC semantics (synchronised
 actions multiply rates, conjoin guards and join updates). Errors are
 :class:`~ctmc.prism.syntax.PrismError` (a :class:`ctmc.ModelError`) naming
-``file:line:column``.
+``file:line:column``. :func:`check` answers the long-run properties
+``S=? [phi]`` and ``R{"r"}=? [S]`` (:mod:`ctmc.prism.properties`).
 """
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ from pathlib import Path
 
 from .model import PrismModel
 from .parser import parse
+from .properties import PropertyResult, check
 from .syntax import PrismError
 from .translate import translate
 
-__all__ = ["load", "parse", "PrismModel", "PrismError"]
+__all__ = ["load", "check", "parse", "PrismModel", "PrismError", "PropertyResult"]
 
 _SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
 

@@ -33,6 +33,7 @@ class PrismModel(Model):
         self.initial: dict = {}
         self.constants: dict = {}
         self.bool_variables: tuple = ()
+        self.scope = None      # the program's names (constants, formulas, variables) for properties
 
     def build(self, initial=None, **options):
         """:meth:`ctmc.Model.build` from ``initial``, by default the program's initial state(s)."""

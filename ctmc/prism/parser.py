@@ -28,7 +28,7 @@ import re
 
 from .syntax import Command, Module, Node, Pos, PrismError, Program, RewardItem, VarDecl
 
-__all__ = ["parse", "tokenize"]
+__all__ = ["parse", "tokenize", "Parser"]
 
 OTHER_TYPES = {"dtmc", "probabilistic", "mdp", "nondeterministic", "pta", "pomdp", "popta", "smg", "lts",
                "csg", "tsg", "ma"}
@@ -77,7 +77,9 @@ def tokenize(text: str, file: str = "<string>"):
     return out
 
 
-class _Parser:
+class Parser:
+    """The parser's state: the tokens, the position, the program being filled (see :func:`parse`)."""
+
     def __init__(self, text: str, file: str):
         self.file = file
         self.toks = tokenize(text, file)
@@ -425,6 +427,9 @@ class _Parser:
                 self.expect(")", f" closing the call of {value}")
                 return self.call(args, pos)
             return Node("ident", (value,), pos)
+        if kind == "string":
+            self.next()
+            return Node("label", (value[1:-1],), pos)
         if kind == "keyword" and value in REFUSED:
             raise self.error(f"{REFUSED[value]} are not supported (ctmc reads CTMCs)")
         raise self.error(f"expected an expression, found {self.found()}")
@@ -460,4 +465,4 @@ def parse(text: str, file: str = "<string>") -> Program:
     PrismError
         For a syntax error or a refused feature, naming ``file:line:column``.
     """
-    return _Parser(text, file).program()
+    return Parser(text, file).program()

@@ -41,7 +41,8 @@ class Pos:
 @dataclass(frozen=True)
 class Node:
     """An expression: ``kind`` is ``"int" | "double" | "bool"`` (a literal: ``args = (value,)``),
-    ``"ident"`` (``args = (name,)``), ``"call"`` (``args = (function, arg, ...)``), ``"?"``
+    ``"ident"`` (``args = (name,)``), ``"label"`` (``"name"``, in properties),
+    ``"call"`` (``args = (function, arg, ...)``), ``"?"``
     (``args = (cond, a, b)``), ``"neg" | "!"`` (one operand) or a binary operator symbol
     (``"+" "-" "*" "/" "=" "!=" "<" "<=" ">" ">=" "&" "|" "=>" "<=>"``, two operands)."""
 
@@ -55,7 +56,7 @@ class Node:
             return self
         if self.kind == "ident":
             return Node("ident", (mapping.get(self.args[0], self.args[0]),), self.pos)
-        if self.kind in ("int", "double", "bool"):
+        if self.kind in ("int", "double", "bool", "label"):
             return self
         if self.kind == "call":
             return Node("call", (self.args[0], *(a.rename(mapping) for a in self.args[1:])), self.pos)

@@ -47,7 +47,7 @@ from ..results import ModelError
 from .model import PrismModel
 from .syntax import Pos, PrismError, Program
 
-__all__ = ["translate"]
+__all__ = ["translate", "Scope", "as_bool", "is_const"]
 
 _INIT_BOX_LIMIT = 10 ** 7     # points of the box an init ... endinit block is evaluated on
 
@@ -57,40 +57,48 @@ def _a(t: str) -> str:
     return f"an {t}" if t == "int" else f"a {t}"
 
 
-def _const(v) -> bool:
+def is_const(v) -> bool:
     return not isinstance(v, Expr)
 
 
-def _as_bool(v):
+def as_bool(v):
     """A boolean expression of a bool value (a bare bool variable is an integer in 0..1)."""
     return (v == 1) if isinstance(v, Var) else v
 
 
 def _land(a, b):
-    if _const(a):
+    if is_const(a):
         return b if a else False
-    if _const(b):
+    if is_const(b):
         return a if b else False
     return a & b
 
 
 def _lor(a, b):
-    if _const(a):
+    if is_const(a):
         return True if a else b
-    if _const(b):
+    if is_const(b):
         return True if b else a
     return a | b
 
 
 def _mul(a, b):
-    if _const(a) and a == 1:
+    if is_const(a) and a == 1:
         return b
-    if _const(b) and b == 1:
+    if is_const(b) and b == 1:
         return a
     return a * b
 
 
-class _Translator:
+class Scope:
+    """The names of a program (constants, formulas, variables) and the translation of its expressions.
+
+    :meth:`value` gives ``(value, type)`` of an expression node: a Python
+    number or bool when it is constant, else a :class:`ctmc.expr.Expr`. Kept
+    on the model (``PrismModel.scope``) so properties can use the program's
+    names; ``labels`` holds a chain's labels while a property is evaluated.
+    """
+
     def __init__(self, prog: Program, constants):
         self.prog = prog
         self.given = dict(constants or {})
@@ -98,6 +106,7 @@ class _Translator:
         self.vars: dict = {}           # name -> (Var, type, owner module or None)
         self.busy: set = set()         # constants and formulas being evaluated (cycle detection)
         self.formula_cache: dict = {}
+        self.labels: dict = {}         # name -> boolean mask over a chain's states (properties only)
         unknown = sorted(set(self.given) - set(prog.constants))
         if unknown:
             raise PrismError(f"constants={{...}} names {unknown}, which the program does not declare "
@@ -155,6 +164,16 @@ class _Translator:
             return args[0], kind
         if kind == "ident":
             return self.ident(ren.get(args[0], args[0]), ren, pos, constant)
+        if kind == "label":
+            if args[0] not in self.labels:
+                where_ = "the chain" if self.labels else "the model (labels belong in properties)"
+                raise self.err(f"label {args[0]!r} is not a label of {where_}; labels: {sorted(self.labels)}",
+                               pos)
+            mask = self.labels[args[0]]
+
+            def label(env):
+                return mask
+            return as_expr(label), "bool"
         if kind == "call":
             return self.call(args[0], [self.value(a, ren, constant) for a in args[1:]], pos)
         if kind == "?":
@@ -162,18 +181,18 @@ class _Translator:
             a, ta = self.value(args[1], ren, constant)
             b, tb = self.value(args[2], ren, constant)
             t = self.join(ta, tb, pos, "the branches of ?:")
-            if _const(c):
+            if is_const(c):
                 return (a if c else b), t
             if t == "bool":
-                a, b = _as_bool(a), _as_bool(b)
-            return where(_as_bool(c), a, b), t
+                a, b = as_bool(a), as_bool(b)
+            return where(as_bool(c), a, b), t
         if kind == "neg":
             a, t = self.value(args[0], ren, constant)
             self.numeric(t, pos, "unary -")
             return -a, t
         if kind == "!":
             a = self.typed(args[0], ren, constant, "bool", "!")
-            return (not a) if _const(a) else ~a, "bool"
+            return (not a) if is_const(a) else ~a, "bool"
         a, ta = self.value(args[0], ren, constant)
         b, tb = self.value(args[1], ren, constant)
         return self.binary(kind, a, ta, b, tb, pos)
@@ -215,7 +234,7 @@ class _Translator:
         raise self.err(f"unknown identifier {name!r} (not a variable, constant or formula)", pos)
 
     def binary(self, op, a, ta, b, tb, pos):
-        both = _const(a) and _const(b)
+        both = is_const(a) and is_const(b)
         if op in ("&", "|", "=>", "<=>"):
             for t in (ta, tb):
                 if t != "bool":
@@ -225,8 +244,8 @@ class _Translator:
             if op == "|":
                 return _lor(a, b), "bool"
             if op == "=>":
-                return _lor((not a) if _const(a) else ~a, b), "bool"
-            return (a == b if both else _as_bool(a) == _as_bool(b)), "bool"
+                return _lor((not a) if is_const(a) else ~a, b), "bool"
+            return (a == b if both else as_bool(a) == as_bool(b)), "bool"
         if op in ("=", "!="):
             if (ta == "bool") != (tb == "bool"):
                 raise self.err(f"{op}: {_a(ta)} and {_a(tb)} cannot be compared", pos)
@@ -257,7 +276,7 @@ class _Translator:
         if fname in ("min", "max"):
             out = xs[0]
             for x in xs[1:]:
-                if _const(out) and _const(x):
+                if is_const(out) and is_const(x):
                     out = min(out, x) if fname == "min" else max(out, x)
                 else:
                     out = minimum(out, x) if fname == "min" else maximum(out, x)
@@ -266,21 +285,21 @@ class _Translator:
             x = xs[0]
             if types[0] == "int":
                 return x, "int"
-            if _const(x):
+            if is_const(x):
                 return (math.floor(x) if fname == "floor" else math.ceil(x)), "int"
             return (x // 1 if fname == "floor" else -((-x) // 1)), "int"
         if fname == "mod":
             if not allint:
                 raise self.err("mod: expected int arguments", pos)
-            if _const(xs[1]) and xs[1] == 0:
+            if is_const(xs[1]) and xs[1] == 0:
                 raise self.err("mod: division by zero", pos)
             return xs[0] % xs[1], "int"
         if fname == "pow":
-            if allint and _const(xs[1]) and xs[1] < 0:
+            if allint and is_const(xs[1]) and xs[1] < 0:
                 raise self.err("pow: a negative int exponent of an int (write a double base)", pos)
             return xs[0] ** xs[1], ("int" if allint else "double")
         # log(x, b)
-        if _const(xs[0]) and _const(xs[1]):
+        if is_const(xs[0]) and is_const(xs[1]):
             if xs[0] <= 0 or xs[1] <= 0 or xs[1] == 1:
                 raise self.err(f"log({xs[0]}, {xs[1]}) is undefined", pos)
             return math.log(xs[0], xs[1]), "double"
@@ -353,7 +372,7 @@ def _instances(prog: Program):
 
 def translate(prog: Program, constants=None) -> PrismModel:
     """The :class:`~ctmc.prism.model.PrismModel` of a parsed program (see the module docstring)."""
-    tr = _Translator(prog, constants)
+    tr = Scope(prog, constants)
     for name in prog.constants:
         tr.constant(name)
     instances = _instances(prog)
@@ -370,18 +389,19 @@ def translate(prog: Program, constants=None) -> PrismModel:
     for name, _, guard, rate, update in events:
         model.event(name, guard=guard, rate=rate, update=update)
     for name, node in prog.labels.items():
-        model.label(name, _state_expr(_as_bool(tr.typed(node, {}, False, "bool", f"label {name!r}"))))
+        model.label(name, _state_expr(as_bool(tr.typed(node, {}, False, "bool", f"label {name!r}"))))
     for k, (name, items, _) in enumerate(prog.rewards, start=1):
         model.reward(name if name is not None else str(k), _state_expr(_reward(tr, items, events)))
     model.initial = _init_block(tr, model) if prog.init is not None else initial
     model.constants = {k: v for k, (v, _) in tr.consts.items()}
     model.bool_variables = tuple(k for k, (_, t, _) in tr.vars.items() if t == "bool")
+    model.scope = tr
     return model
 
 
 def _state_expr(v):
     """An expression of the state for a label or reward (a constant as an array)."""
-    if _const(v):
+    if is_const(v):
         c = v
 
         def constant(env):
@@ -394,7 +414,7 @@ def _update_value(value, vtype):
     """A new value as the integer ctmc stores (a bool as 0 or 1)."""
     if vtype != "bool" or isinstance(value, Var):
         return value
-    return int(value) if _const(value) else where(value, 1, 0)
+    return int(value) if is_const(value) else where(value, 1, 0)
 
 
 def _commands(tr, instances):
@@ -404,11 +424,11 @@ def _commands(tr, instances):
         cmds = []
         for cmd in mod.commands:
             action = ren.get(cmd.action, cmd.action) if cmd.action else ""
-            guard = _as_bool(tr.typed(cmd.guard, ren, False, "bool", "the guard"))
+            guard = as_bool(tr.typed(cmd.guard, ren, False, "bool", "the guard"))
             branches = []
             for rate_node, assigns in cmd.branches:
                 rate = tr.typed(rate_node, ren, False, "double", "the rate")
-                if _const(rate) and not (rate >= 0 and math.isfinite(rate)):
+                if is_const(rate) and not (rate >= 0 and math.isfinite(rate)):
                     raise tr.err(f"rate {rate!r}: rates must be finite and >= 0", rate_node.pos)
                 update = {}
                 for vname, vnode, apos in assigns:
@@ -447,8 +467,8 @@ def _events(tr, instances):
             k += 1
             name = f"{base}#{k}"
         names.add(name)
-        if not (_const(guard) and not guard) and not (_const(rate) and rate == 0):
-            events.append((name, action, True if _const(guard) else guard, rate, update))
+        if not (is_const(guard) and not guard) and not (is_const(rate) and rate == 0):
+            events.append((name, action, True if is_const(guard) else guard, rate, update))
 
     actions = []
     for mname, cmds in modules:
@@ -485,18 +505,18 @@ def _reward(tr, items, events):
         g = tr.typed(item.guard, {}, False, "bool", "the reward's guard")
         v = tr.typed(item.value, {}, False, "double", "the reward's value")
         if item.action is None:
-            part = _mul(1.0, v) if _const(g) and g else (0.0 if _const(g) else where(_as_bool(g), v, 0.0))
-            total = part if _const(total) and total == 0 else total + part
+            part = _mul(1.0, v) if is_const(g) and g else (0.0 if is_const(g) else where(as_bool(g), v, 0.0))
+            total = part if is_const(total) and total == 0 else total + part
             continue
         for _, action, eg, rate, _ in events:
             if action != item.action:
                 continue
             cond = _land(eg, g)
-            if _const(cond) and not cond:
+            if is_const(cond) and not cond:
                 continue
             amount = _mul(rate, v)
-            part = amount if _const(cond) else where(_as_bool(cond), amount, 0.0)
-            total = part if _const(total) and total == 0 else total + part
+            part = amount if is_const(cond) else where(as_bool(cond), amount, 0.0)
+            total = part if is_const(total) and total == 0 else total + part
     return total
 
 
@@ -512,7 +532,7 @@ def _init_block(tr, model):
     grids = np.meshgrid(*(np.arange(v.lo, v.hi + 1, dtype=np.int64) for v in vars_), indexing="ij")
     env = {v.name: g.ravel() for v, g in zip(vars_, grids)}
     try:
-        mask = np.broadcast_to(np.asarray(_as_bool(cond) if _const(cond) else _as_bool(cond).evaluate(env),
+        mask = np.broadcast_to(np.asarray(as_bool(cond) if is_const(cond) else as_bool(cond).evaluate(env),
                                           dtype=bool), (size,))
     except (ModelError, ValueError, ArithmeticError) as exc:
         raise tr.err(f"init ... endinit: {exc}", prog.init.pos) from None
