@@ -251,7 +251,8 @@ def test_constants_given_defined_and_missing():
 
 def test_an_update_leaving_the_range_is_an_error_at_build():
     prog = "ctmc\nmodule M x : [0..2] init 0; [] true -> 1 : (x'=x+1); endmodule\n"
-    with pytest.raises(ctmc.ModelError, match=r"x"):
+    with pytest.raises(ctmc.ModelError, match=r"event 'M \(line 2\)': update leaves the declared bounds "
+                                               r"from state \(x=2\)"):
         ctmc.prism.load(prog).build()
 
 
@@ -369,3 +370,10 @@ def test_check_refuses_unsupported_and_wrong_properties(prop, message):
     rewards "size" true : n; endrewards""").build()
     with pytest.raises(PrismError, match=message):
         ctmc.prism.check(chain, prop)
+
+
+def test_check_knows_prisms_init_label():
+    chain = ctmc.prism.load("""ctmc
+    module q n : [0..2] init 1; [] n<2 -> 1 : (n'=n+1); [] n>0 -> 2 : (n'=n-1); endmodule""").build()
+    pi = np.array([4.0, 2.0, 1.0]) / 7.0          # detailed balance: pi_{k+1} = pi_k / 2
+    assert ctmc.prism.check(chain, 'S=? [ "init" ]').value == pytest.approx(pi[1], rel=1e-12)

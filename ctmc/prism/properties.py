@@ -16,7 +16,8 @@ analyses, keeping their evidence:
 
 ``phi`` is a PRISM expression of the model's variables, constants and
 formulas (when the chain was built from :func:`ctmc.prism.load`) and of the
-chain's labels, written ``"name"``. The error bound is the law's proven
+chain's labels, written ``"name"`` (``"init"``: the initial states, when
+the chain has no label of that name). The error bound is the law's proven
 :math:`\ell_1` bound times :math:`\max_x |r_x|` (1 for a probability):
 :math:`|\pi r - \tilde\pi r| \le \|\pi - \tilde\pi\|_1 \max|r|`.
 """
@@ -146,6 +147,8 @@ def check(chain, prop: str, **options) -> PropertyResult:
     if kind == "S":
         tr = _scope(chain)
         tr.labels = dict(chain.labels)
+        if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in label
+            tr.labels["init"] = np.isin(np.arange(chain.n_states), chain.initial)
         try:
             v, t = tr.value(arg, {})
         except PrismError as exc:

@@ -455,6 +455,11 @@ def _commands(tr, instances):
     return out
 
 
+def _tag(module, pos, branch, n_branches):
+    """How an event names a command: ``"M (line 12)"``, ``"M (line 12, branch 2)"``."""
+    return f"{module} (line {pos.line}" + (f", branch {branch + 1})" if n_branches > 1 else ")")
+
+
 def _events(tr, instances):
     """``(name, action, guard, rate, update)`` of every event: unlabelled branches, then each action's
     products over the modules sharing it."""
@@ -475,8 +480,7 @@ def _events(tr, instances):
         for action, guard, branches, pos in cmds:
             if not action:
                 for b, (rate, update) in enumerate(branches):
-                    add(f"{mname}@{pos.line}" + (f".{b + 1}" if len(branches) > 1 else ""), "", guard, rate,
-                        update)
+                    add(_tag(mname, pos, b, len(branches)), "", guard, rate, update)
             elif action not in actions:
                 actions.append(action)
     for action in actions:
@@ -493,7 +497,7 @@ def _events(tr, instances):
                         raise tr.err(f"action [{action}]: variable(s) {sorted(clash)} updated by two modules",
                                      pos)
                     update.update(u)
-                    tags.append(f"{mname}@{pos.line}" + (f".{b + 1}" if len(branches) > 1 else ""))
+                    tags.append(_tag(mname, pos, b, len(branches)))
                 add(f"[{action}] " + " * ".join(tags), action, guard, rate, update)
     return events
 
