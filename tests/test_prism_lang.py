@@ -9,6 +9,7 @@ against values computed in Python, and every refused feature or syntax error
 must name ``file:line:column``.
 """
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +37,14 @@ def assert_same_chain(ours, ref):
     b, pb = _columns(ref, names)
     assert ours.n_states == ref.n_states and ours.n_transitions == ref.n_transitions
     np.testing.assert_array_equal(a[pa], b[pb])
-    Qa, Qb = ours.Q[pa][:, pa].toarray(), ref.Q[pb][:, pb].toarray()
-    np.testing.assert_allclose(Qa, Qb, rtol=1e-14, atol=0)
+    assert_same_generator(ours.Q[pa][:, pa], ref.Q[pb][:, pb])
     return pa, pb
+
+
+def assert_same_generator(A, B, rtol=1e-14):
+    """Entrywise ``|A - B| <= rtol |B|`` (sparse)."""
+    excess = (abs(A - B) - rtol * abs(B)).tocsr()
+    assert excess.nnz == 0 or excess.max() <= 0, f"generators differ by up to {abs(A - B).max()}"
 
 
 # ---------------------------------------------------------------- the gallery through PRISM
@@ -377,3 +383,30 @@ def test_check_knows_prisms_init_label():
     module q n : [0..2] init 1; [] n<2 -> 1 : (n'=n+1); [] n>0 -> 2 : (n'=n-1); endmodule""").build()
     pi = np.array([4.0, 2.0, 1.0]) / 7.0          # detailed balance: pi_{k+1} = pi_k / 2
     assert ctmc.prism.check(chain, 'S=? [ "init" ]').value == pytest.approx(pi[1], rel=1e-12)
+
+
+# ---------------------------------------------------------------- PRISM's own case-study files (optional)
+#: PRISM's prism-examples/ctmcs files are GPL-2.0 and not copied here: point CTMC_PRISM_EXAMPLES at a
+#: checkout's ``prism-examples/ctmcs`` folder to run these (file, constants, gallery model, unused variables)
+EXAMPLES = os.environ.get("CTMC_PRISM_EXAMPLES", "")
+PRISM_FILES = [("kanban/kanban.sm", {"t": 2}, kanban, 2, ()), ("fms/fms.sm", {"n": 2}, fms, 2, ("P1d",)),
+               ("cluster/cluster.sm", {"N": 2}, cluster, 2, ()),
+               ("tandem/tandem.sm", {"c": 5}, tandem, 5, ()),
+               ("embedded/embedded.sm", {"MAX_COUNT": 2}, embedded, 2, ()),
+               ("polling/poll3.sm", {}, polling, 3, ()), ("polling/poll5.sm", {}, polling, 5, ()),
+               ("peer2peer/peer2peer4_4.sm", {}, peer2peer, 4, ())]
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="CTMC_PRISM_EXAMPLES (a prism-examples/ctmcs folder) is not set")
+@pytest.mark.parametrize("file, constants, make, size, unused", PRISM_FILES, ids=[f[0] for f in PRISM_FILES])
+def test_prisms_case_study_file_gives_the_gallery_chain(file, constants, make, size, unused):
+    model = ctmc.prism.load(Path(EXAMPLES) / file, constants=constants)
+    ours, ref = model.build(), make(size).chain()
+    for name in unused:                       # a variable the gallery leaves out must be constant
+        assert np.unique(ours.states[name]).size == 1
+    names = [v.name for v in ref.model.variables]
+    a, pa = _columns(ours, names)
+    b, pb = _columns(ref, names)
+    assert (ours.n_states, ours.n_transitions) == (ref.n_states, ref.n_transitions)
+    np.testing.assert_array_equal(a[pa], b[pb])
+    assert_same_generator(ours.Q[pa][:, pa], ref.Q[pb][:, pb])
