@@ -410,3 +410,14 @@ def test_prisms_case_study_file_gives_the_gallery_chain(file, constants, make, s
     assert (ours.n_states, ours.n_transitions) == (ref.n_states, ref.n_transitions)
     np.testing.assert_array_equal(a[pa], b[pb])
     assert_same_generator(ours.Q[pa][:, pa], ref.Q[pb][:, pb])
+
+
+def test_bool_and_double_constants_given_at_load():
+    prog = """ctmc
+    const bool fast; const double r;
+    module M x : [0..1] init 0; [] x=0 -> (fast ? 10 * r : r) : (x'=1); [] x=1 -> 1 : (x'=0); endmodule"""
+    for fast, want in ((True, 25.0), ("false", 2.5)):
+        chain = ctmc.prism.load(prog, constants={"fast": fast, "r": 2.5}).build()
+        assert chain.Q[chain.index(x=0), chain.index(x=1)] == want
+    with pytest.raises(PrismError, match=r"constant 'fast' is declared bool, got 1"):
+        ctmc.prism.load(prog, constants={"fast": 1, "r": 2})
