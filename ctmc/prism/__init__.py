@@ -1,0 +1,88 @@
+r"""Models written in the PRISM language.
+
+:func:`load` reads a PRISM program of type ``ctmc`` and returns a
+:class:`~ctmc.prism.model.PrismModel`, a :class:`ctmc.Model` whose
+:meth:`~ctmc.prism.model.PrismModel.build` starts from the program's
+initial state(s):
+
+>>> import ctmc.prism
+>>> m = ctmc.prism.load('''
+... ctmc
+... const int K;
+... module queue
+...     n : [0..K] init 0;
+...     [] n < K -> 0.5 : (n'=n+1);
+...     [] n > 0 -> 1.0 : (n'=n-1);
+... endmodule
+... rewards "size" true : n; endrewards
+... ''', constants={"K": 10})
+>>> chain = m.build()
+>>> float(chain.stationary().pi[chain.index(n=10)] / chain.stationary().pi[0])  # 0.5 ** 10
+0.0009765625
+
+The parser (:mod:`ctmc.prism.parser`) is a hand-written recursive descent
+over the grammar of the PRISM manual; the translation
+(:mod:`ctmc.prism.translate`) gives PRISM's CTMC semantics (synchronised
+actions multiply rates, conjoin guards and join updates). Errors are
+:class:`~ctmc.prism.syntax.PrismError` (a :class:`ctmc.ModelError`) naming
+``file:line:column``. :func:`check` answers the long-run properties
+``S=? [phi]`` and ``R{"r"}=? [S]`` (:mod:`ctmc.prism.properties`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .model import PrismModel
+from .parser import parse
+from .properties import PropertyResult, check
+from .syntax import PrismError
+from .translate import translate
+
+__all__ = ["load", "check", "parse", "PrismModel", "PrismError", "PropertyResult"]
+
+_SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
+
+
+def load(path_or_text, constants=None) -> PrismModel:
+    """Read a PRISM CTMC program.
+
+    Parameters
+    ----------
+    path_or_text : str or os.PathLike
+        A file name (a :class:`~pathlib.Path`, or a one-line string naming an
+        existing file or ending in ``.sm``/``.prism``/``.pm``), or the
+        program's text.
+    constants : dict, optional
+        Values of the program's undefined constants, ``{"N": 3}`` (a string
+        such as ``"3"`` is read as the constant's type).
+
+    Returns
+    -------
+    PrismModel
+        A :class:`ctmc.Model`; ``build()`` starts from the program's initial
+        state(s); its labels and reward structures are the chain's.
+
+    Raises
+    ------
+    PrismError
+        For a syntax or type error, an undefined constant, or a PRISM feature
+        not supported (named), with ``file:line:column``.
+    FileNotFoundError
+        For a file name that does not exist.
+    """
+    if isinstance(path_or_text, os.PathLike) or (
+            isinstance(path_or_text, str) and "\n" not in path_or_text
+            and (os.path.isfile(path_or_text) or path_or_text.strip().endswith(_SUFFIXES))):
+        path = Path(path_or_text)
+        if not path.is_file():
+            raise FileNotFoundError(f"path_or_text: no PRISM file {str(path)!r}")
+        text, file = path.read_text(encoding="utf-8"), str(path)
+    elif isinstance(path_or_text, str):
+        text, file = path_or_text, "<string>"
+    else:
+        raise TypeError(f"path_or_text: expected a file name or the program's text, got "
+                        f"{type(path_or_text).__name__}")
+    if constants is not None and not hasattr(constants, "items"):
+        raise TypeError(f"constants: expected a dict {{name: value}}, got {type(constants).__name__}")
+    return translate(parse(text, file), constants)
