@@ -384,6 +384,14 @@ def _bound(sym: str, a: tuple, b: tuple):
     return min(c), max(c), False
 
 
+def _unary_range(op: str, a: tuple) -> tuple:
+    """Exact bounds of ``-x`` (``op`` "neg") or ``abs(x)`` for integers ``x`` in ``a``."""
+    lo, hi = a
+    if op == "neg":
+        return -hi, -lo
+    return (0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+
+
 _ARITH = ("+", "-", "*", "//", "%", "**")
 
 
@@ -453,9 +461,7 @@ def _kind_of(e: Expr, parts: list):
     if op in ("neg", "abs"):
         if kinds[0] == "b":
             return (None, None) if op == "neg" else ("b", (0, 1))
-        lo, hi = rngs[0]
-        lo, hi = (-hi, -lo) if op == "neg" else ((0 if lo <= 0 <= hi else min(abs(lo), abs(hi))),
-                                                  max(abs(lo), abs(hi)))
+        lo, hi = _unary_range(op, rngs[0])
     else:
         if kinds == ["b", "b"] or (node[1] == "**" and rngs[1][0] < 0):
             return None, None
@@ -630,9 +636,7 @@ def _step(e: Expr, parts: list, env):
         v = -vals[0] if op == "neg" else np.abs(vals[0])
         if not _is_int(v):
             return v, _range_of(v), faults[0]
-        lo, hi = parts[0][1]
-        cand = [-hi, -lo] if op == "neg" else [abs(lo), abs(hi)]
-        return _checked_int(e, v, (min(cand), max(cand)), [vals[0]], faults[0],
+        return _checked_int(e, v, _unary_range(op, parts[0][1]), [vals[0]], faults[0],
                             (lambda x: -x) if op == "neg" else abs, None)
     sym = node[1]
     fa, fb = faults
@@ -683,5 +687,7 @@ def _checked_int(e, v, rng, operands, prior, exact_op, divides):
         good = np.asarray(v)[np.logical_not(np.logical_or(over, bad))] if np.ndim(v) else (
             np.asarray([v]) if not np.any(over) and not np.any(bad) else np.asarray([0]))
         out = (int(good.min()), int(good.max())) if good.size else (0, 0)
+    if type(v) is int and not lim[0] <= v <= lim[1]:
+        v = 0                           # Python's exact value of constants (faulted): numpy takes no such int
     own = Faults(items) if items else None
     return v, out, _merge(prior, own)

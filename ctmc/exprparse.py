@@ -144,7 +144,10 @@ class _Builder:
         return op(as_expr(self.build(node.left)), as_expr(self.build(node.right)))
 
     def _UnaryOp(self, node):
-        x = as_expr(self.build(node.operand))
+        arg = node.operand
+        if isinstance(node.op, ast.USub) and isinstance(arg, ast.Constant) and type(arg.value) is int:
+            return self._Constant(ast.Constant(-arg.value))     # -9223372036854775808 is one constant
+        x = as_expr(self.build(arg))
         if isinstance(node.op, ast.USub):
             return -x
         if isinstance(node.op, ast.UAdd):
