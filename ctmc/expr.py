@@ -560,7 +560,11 @@ class Faults:
 
 def _state(e: Expr, env, k) -> str:
     """`` in state (x=1, y=2)``: the values at position ``k`` (0 if ``None``) of the names ``e`` reads."""
-    names = dict.fromkeys(x._node[1] for x in _nodes(e) if x._node is not None and x._node[0] == "var")
+    names = {x._node[1] for x in _nodes(e) if x._node is not None and x._node[0] == "var"}
+    try:
+        names = [nm for nm in env if nm in names]    # in the environment's order (the variables')
+    except TypeError:
+        names = sorted(names)
     vals = []
     for nm in names:
         try:
@@ -588,6 +592,10 @@ def _merge(*faults):
 def _checked(root: Expr, env):
     """``(value, faults)`` of ``root`` node by node (a loop), integers exact or faulted."""
     memo: dict = {}
+    uses: dict = {}                                  # parents yet to read each result: freed after the last
+    for e in _nodes(root):
+        for k in _kids(e):
+            uses[id(k)] = uses.get(id(k), 0) + 1
     stack = [(root, False)]
     with np.errstate(all="ignore"):
         while stack:
@@ -600,6 +608,10 @@ def _checked(root: Expr, env):
                 stack += [(k, False) for k in kids if id(k) not in memo]
                 continue
             memo[id(e)] = _step(e, [memo[id(k)] for k in kids], env)
+            for k in kids:
+                uses[id(k)] -= 1
+                if not uses[id(k)]:
+                    del memo[id(k)]
     value, _, faults = memo[id(root)]
     return value, faults
 

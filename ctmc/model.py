@@ -523,7 +523,7 @@ class Model:
             if ev.name == name:
                 with np.errstate(all="ignore"):
                     g = transitions.guard(ev, env, n)
-                    r = transitions.values(ev, "rate", ev.rate.evaluate(env), n, float)
+                    r = transitions.rate_where(ev, env, n, g)
                     if self._immediates:
                         g = g & ~vanishing_mask(self, env, n)
                 return np.where(g, r, 0.0)

@@ -19,7 +19,7 @@ import numpy as np
 from .encoding import LazyEnv
 from .results import ModelError
 
-__all__ = ["expand", "fire", "guard", "values", "kind", "state_text"]
+__all__ = ["expand", "fire", "guard", "values", "kind", "state_text", "rate_where"]
 
 
 def expand(model, codes, layout, strict: bool, detail: bool = False):
@@ -200,6 +200,18 @@ def guard(ev, env, n, faulty=None):
         faulty.append(err)
         g = g | err
     return g
+
+
+def rate_where(ev, env, n, g):
+    """The rate (weight) of ``ev`` on ``env`` as floats of shape ``(n,)``, where the mask ``g`` (its
+    guard) holds: an integer fault elsewhere does not count (the rate is not used there)."""
+    what = "weight" if ev.immediate else "rate"
+    value, faults = ev.rate.evaluate_faults(env)
+    if faults is not None:
+        faults = faults.restrict(g)
+        if faults is not None:
+            raise ModelError(f"{kind(ev)} {ev.name!r}: {what}: {faults.message(env)}")
+    return values(ev, what, value, n, float)
 
 
 def _evaluate(ev, what, expr, env, n, err, lenient):

@@ -284,6 +284,23 @@ def test_unused_values_do_not_count_and_both_builders_agree():
     assert np.array_equal(chains[0].Q.indices, chains[1].Q.indices)
 
 
+def test_event_rates_and_weights_count_faults_only_where_the_guard_holds():
+    # 10 // n at n = 0 is outside the guard: Model.event_rate and the immediate weights do not use it
+    m = ctmc.Model("g")
+    n = m.var("n", 0, 3)
+    m.event("a", guard=(n > 0) & (n < 3), rate=10 // n, update={n: n + 1})
+    m.event("b", guard=n > 0, rate=1.0, update={n: n - 1})
+    m.event("c", guard=n == 0, rate=1.0, update={n: n + 1})
+    m.immediate("i", guard=n == 3, weight=6 // (n - 2), update={n: 0})
+    chain = m.build(initial={"n": 0})
+    assert chain.n_states == 3                                  # n = 3 is vanishing
+    env = {"n": np.arange(4, dtype=np.int64)}
+    assert m.event_rate("a", env).tolist() == [0.0, 10.0, 5.0, 0.0]
+    m.event("bad", guard=n < 2, rate=10 // n, update={n: n + 1})
+    with pytest.raises(ctmc.ModelError, match=r"event 'bad': rate: \(10 // n\) divides an integer by zero"):
+        m.event_rate("bad", env)
+
+
 def test_a_fault_in_an_unreachable_corner_of_the_box_is_not_an_error():
     # y = 4 is never reached (y stays <= 2): 12 // (y - 4) is not evaluated on a reachable state
     m = ctmc.Model("corner")
