@@ -45,7 +45,8 @@ def trees():
 
     def grow(sub):
         return st.one_of(
-            st.builds(lambda s, a, b: ("bin", s, a, b), st.sampled_from(["+", "-", "*", "//", "%"]), sub, sub),
+            st.builds(lambda s, a, b: ("bin", s, a, b), st.sampled_from(["+", "-", "*", "//", "%"]),
+                      sub, sub),
             st.builds(lambda a, k: ("pow", a, k), sub, st.integers(0, 70)),
             st.builds(lambda k, a: (k, a), st.sampled_from(["neg", "abs"]), sub),
             st.builds(lambda s, a, b, c, d: ("where", s, a, b, c, d), st.sampled_from(["<", "==", ">="]),
@@ -142,7 +143,8 @@ def check_values(got_value, got_mask, t):
     return want_mask.any()
 
 
-ENV = {"x": np.array([x for x, _ in GRID], dtype=np.int64), "y": np.array([y for _, y in GRID], dtype=np.int64)}
+ENV = {"x": np.array([x for x, _ in GRID], dtype=np.int64),
+       "y": np.array([y for _, y in GRID], dtype=np.int64)}
 
 
 @settings(max_examples=200, deadline=None)
@@ -233,7 +235,8 @@ def test_overflowing_guard_is_refused(engine):
             _build(m, engine)
         return
     with pytest.raises(ctmc.ModelError, match=r"event 'up': guard: \(n \* 4611686018427387904\) is "
-                                              r"9223372036854775808, beyond the 64-bit integer range.*\(n=2\)"):
+                                              r"9223372036854775808, beyond the 64-bit integer "
+                                              r"range.*\(n=2\)"):
         _build(m, engine)
 
 
@@ -370,3 +373,16 @@ def test_solve_refuses_in_one_line(tmp_path, capsys, option, text, why):
     assert status == 2 and out.out == ""
     assert out.err.count("\n") == 1 and out.err.startswith(f"ctmc solve: error: expression {text!r}: ")
     assert re.search(why, out.err), out.err
+
+
+def test_solve_refuses_a_model_that_divides_by_zero(tmp_path, capsys):
+    path = tmp_path / "bd.py"
+    path.write_text(MODEL.replace("rate=1.0, update={n: n + 1}", "rate=1.0, update={n: n + 1 + n % (n - 2)}"))
+    try:
+        status = main(["solve", str(path)])
+    except SystemExit as exc:
+        status = exc.code
+    out = capsys.readouterr()
+    assert status == 2 and out.out == "" and out.err.count("\n") == 1
+    assert re.search(r"model 'bd': event 'up': update of 'n': \(n % \(n - 2\)\) divides an integer by zero "
+                     r"in state \(n=2\)", out.err), out.err
