@@ -386,3 +386,33 @@ def test_solve_refuses_a_model_that_divides_by_zero(tmp_path, capsys):
     assert status == 2 and out.out == "" and out.err.count("\n") == 1
     assert re.search(r"model 'bd': event 'up': update of 'n': \(n % \(n - 2\)\) divides an integer by zero "
                      r"in state \(n=2\)", out.err), out.err
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["+", "-", "*", "//", "%", "**", "neg", "abs"]),
+       st.tuples(st.integers(-6, 6), st.integers(0, 6)), st.tuples(st.integers(-6, 6), st.integers(0, 6)),
+       st.sampled_from([1, 2 ** 20, 2 ** 61]))
+def test_interval_bounds_hold_every_value(sym, a, b, scale):
+    """The bounds that let numpy's int64 run unchecked: every exact value lies inside them (brute force)."""
+    from ctmc.expr import _bound, _unary_range
+    A = range(a[0] * scale, a[0] * scale + a[1] + 1)
+    e0 = (b[0] + 6) * 6                                  # exponents 0 .. 78, past 64 where capped
+    B = range(e0, e0 + b[1] + 1) if sym == "**" else range(b[0] * scale, b[0] * scale + b[1] + 1)
+    if sym in ("neg", "abs"):
+        lo, hi = _unary_range(sym, (A[0], A[-1]))
+        vals = [-x if sym == "neg" else abs(x) for x in A]
+        assert lo <= min(vals) and max(vals) <= hi
+        return
+    lo, hi, zero = _bound(sym, (A[0], A[-1]), (B[0], B[-1]))
+    assert zero == (sym in ("//", "%") and 0 in B)
+    f = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+         "//": lambda x, y: x // y, "%": lambda x, y: x % y, "**": lambda x, y: x ** y}[sym]
+    vals = [f(x, y) for x in A for y in B if not (sym in ("//", "%") and y == 0)]
+    if not vals:
+        return
+    if sym != "**":
+        assert lo <= min(vals) and max(vals) <= hi
+    elif LO <= lo and hi <= HI:                          # what the unchecked path relies on
+        assert lo <= min(vals) and max(vals) <= hi
+    else:                                                # beyond: some value is (capping kept that)
+        assert min(vals) < LO or max(vals) > HI or lo <= min(vals) and max(vals) <= hi
