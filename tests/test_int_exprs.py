@@ -325,6 +325,12 @@ def test_integer_constants_beyond_64_bits_are_refused_where_written(value):
     assert parse_expr("-9223372036854775808 + n", ["n"]).evaluate({"n": np.array([1])}).tolist() == [LO + 1]
 
 
+@pytest.mark.parametrize("lo, hi", [(0, 2 ** 63), (-2 ** 63 - 1, 0)])
+def test_variable_bounds_beyond_64_bits_are_refused(lo, hi):
+    with pytest.raises(ctmc.ModelError, match="must lie in the 64-bit range"):
+        ctmc.Model("v").var("n", lo, hi)
+
+
 def test_a_10000_deep_expression_builds():
     m = ctmc.Model("deep")
     n = m.var("n", 0, 3)
