@@ -20,8 +20,12 @@ and int64/float64/bool constants (other widths, such as ``np.int8`` or
 integer results are never ``-0.0``; a power needs a constant exponent that
 is a non-negative integer (numpy raises for a negative one, and its float
 power is not libm's ``pow`` to the last bit). At run time: integer
-arithmetic leaving :math:`\pm 2^{53}` (where doubles stop being exact), an
-integer division or remainder by zero. The engine answers only on the happy
+arithmetic reaching :math:`\pm 2^{53}` (where doubles stop being exact), an
+integer division or remainder by zero. There the engine stops and the
+vectorised builder, whose integers are exact or refused (:mod:`ctmc.expr`),
+gives the exact value or the error. Updates are evaluated wherever the guard
+holds, also where the rate is 0, as the vectorised builder evaluates them (so
+a fault there is an error for both). The engine answers only on the happy
 path. An expression it cannot compile (a user function, the cases above,
 arithmetic on two booleans, ...) means the vectorised builder builds the
 model; anything the vectorised builder reports or treats specially at run

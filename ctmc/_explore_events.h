@@ -325,8 +325,9 @@ static int expand(const model_t *M, const double *vals, const int32_t *ivals, in
         } else if (eval(M->code + E->rate_prog, vals, M->consts, &r)) {
             return ST_FALLBACK;
         }
-        if (r == 0.0) continue;
-        if (!(r > 0.0 && r < INFINITY)) return ST_FALLBACK;      /* NaN, negative, infinite */
+        if (!(r >= 0.0 && r < INFINITY)) return ST_FALLBACK;     /* NaN, negative, infinite */
+        /* updates are evaluated where the rate is 0 too, as the vectorised builder evaluates them
+           (an integer fault there is an error); only their values are not checked there */
         for (int u = 0; u < E->nu; u++) {
             const upd_t *U = E->ups + u;
             int var = U->var;
@@ -337,14 +338,16 @@ static int expand(const model_t *M, const double *vals, const int32_t *ivals, in
                 x = U->k;
             } else {
                 if (eval(M->code + U->prog, vals, M->consts, &x)) return ST_FALLBACK;
+                if (r == 0.0) continue;
                 if (!(x == floor(x))) return ST_FALLBACK;          /* not an integer */
             }
+            if (r == 0.0) continue;
             if (x < (double)M->lo[var] || x > (double)(M->lo[var] + M->span[var] - 1))
                 return ST_FALLBACK;                                /* out of bounds */
             newv[u] = x;
             c1 += ((int64_t)x - (int64_t)vals[var]) * M->strides[var];
         }
-        if (c1 == c0) continue;          /* a self-loop changes nothing in a generator */
+        if (r == 0.0 || c1 == c0) continue;   /* no transition; a self-loop changes nothing in a generator */
         c1s[t] = c1;
         rs[t] = r;
         evi[t] = e;

@@ -22,6 +22,12 @@ Anything else (attribute access, subscripts, calls of other functions,
 lambdas, strings, ...) raises a :class:`ValueError` of one line naming the
 offending part of the text. Nothing of the text is ever executed.
 
+Arithmetic is :mod:`ctmc.expr`'s: integers are exact or refused (an integer
+constant beyond the 64-bit range, a value leaving it, ``//`` or ``%`` by zero
+raise :class:`ctmc.expr.ExpressionError`, a :class:`ValueError`, naming the
+part and the state), and :func:`eval_on_chain` refuses a value that is not a
+finite number (``nan``, ``inf``): a measure of it would be no number.
+
 Examples
 --------
 >>> import numpy as np
@@ -47,7 +53,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .expr import Expr, as_expr, maximum, minimum, where
+from .expr import Expr, ExpressionError, as_expr, maximum, minimum, where
 
 __all__ = ["parse_expr", "eval_on_chain", "FUNCTIONS"]
 
@@ -116,7 +122,10 @@ class _Builder:
 
     def _Constant(self, node):
         if isinstance(node.value, (bool, int, float)):
-            return as_expr(node.value)
+            try:
+                return as_expr(node.value)
+            except ExpressionError as exc:      # an integer beyond 64 bits, refused where written
+                raise ValueError(f"expression {self.text!r}: {exc}") from None
         raise self.fail(node, f"{type(node.value).__name__} constant")
 
     def _Name(self, node):
@@ -135,7 +144,10 @@ class _Builder:
         return op(as_expr(self.build(node.left)), as_expr(self.build(node.right)))
 
     def _UnaryOp(self, node):
-        x = as_expr(self.build(node.operand))
+        arg = node.operand
+        if isinstance(node.op, ast.USub) and isinstance(arg, ast.Constant) and type(arg.value) is int:
+            return self._Constant(ast.Constant(-arg.value))     # -9223372036854775808 is one constant
+        x = as_expr(self.build(arg))
         if isinstance(node.op, ast.USub):
             return -x
         if isinstance(node.op, ast.UAdd):
@@ -212,6 +224,14 @@ def eval_on_chain(text: str, chain, *, boolean: bool = False) -> np.ndarray:
     states: 1 where they hold) and its rewards, in that order of precedence
     when a name is both.
 
+    Raises
+    ------
+    ValueError
+        What :func:`parse_expr` refuses; an integer fault
+        (:class:`ctmc.expr.ExpressionError`); a value that is not a finite
+        number in some state (named); numbers where ``boolean`` asks for a
+        condition.
+
     Examples
     --------
     >>> import ctmc
@@ -231,10 +251,17 @@ def eval_on_chain(text: str, chain, *, boolean: bool = False) -> np.ndarray:
         env.update(group)                            # later groups take precedence
     expr = parse_expr(text, env)
     with np.errstate(all="ignore"):
-        val = np.asarray(expr.evaluate(env))
+        try:
+            val = np.asarray(expr.evaluate(env))
+        except ExpressionError as exc:
+            raise ValueError(f"expression {text!r}: {exc}") from None
     if val.dtype.kind not in "biuf":
         raise ValueError(f"expression {text!r}: gives {val.dtype} values, expected numbers")
     val = np.broadcast_to(val, (chain.n_states,))
+    if val.dtype.kind == "f" and not np.all(np.isfinite(val)):
+        k = int(np.flatnonzero(~np.isfinite(val))[0])
+        state = ", ".join(f"{nm}={int(v[k])}" for nm, v in chain.states.as_dict().items())
+        raise ValueError(f"expression {text!r}: gives {val[k]} in state ({state}), not a finite number")
     if boolean:
         if val.dtype.kind != "b" and not np.all((val == 0) | (val == 1)):
             raise ValueError(f"expression {text!r}: a set of states needs a condition (such as n1 == 5), "

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .results import ModelError, ModelWarning
-from .transitions import expand, guard, state_text, values
+from .transitions import expand, guard, rate_where, state_text
 
 __all__ = ["eliminate", "trap_error", "vanishing", "flow"]
 
@@ -109,8 +109,8 @@ def vanishing(model, env, n):
     """Mask of the states of ``env`` where an immediate move is enabled with a non-zero weight."""
     van = np.zeros(n, dtype=bool)
     for ev in model.immediates:
-        w = values(ev, "weight", ev.rate.evaluate(env), n, float)
-        van |= guard(ev, env, n) & (w != 0)
+        g = guard(ev, env, n)
+        van |= g & (rate_where(ev, env, n, g) != 0)
     return van
 
 

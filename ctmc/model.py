@@ -97,7 +97,7 @@ import scipy.sparse as sp
 from . import exploration, transitions
 from .chain import CTMC, StateTable
 from .encoding import StateLayout
-from .expr import Expr, Var, as_expr, calls_function
+from .expr import INT64, Expr, Var, as_expr, calls_function
 from .immediate import flow as immediate_flow, vanishing as vanishing_mask
 from .results import ModelError
 
@@ -167,7 +167,7 @@ class Model:
         Raises
         ------
         ModelError
-            For a duplicate or invalid name, or ``lo > hi``.
+            For a duplicate or invalid name, bounds beyond the 64-bit range, or ``lo > hi``.
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise ModelError(f"var name: expected an identifier, got {name!r}")
@@ -176,6 +176,9 @@ class Model:
         for label, b in (("lo", lo), ("hi", hi)):
             if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
                 raise ModelError(f"var {name!r}: {label} must be an integer, got {b!r}")
+            if not INT64[0] <= int(b) <= INT64[1]:       # values are 64-bit integers (ctmc.expr)
+                raise ModelError(f"var {name!r}: {label} must lie in the 64-bit range [-2**63, 2**63 - 1], "
+                                 f"got {b!r}")
         if lo > hi:
             raise ModelError(f"var {name!r}: bounds must satisfy lo <= hi, got lo={lo}, hi={hi}")
         v = Var(name, int(lo), int(hi))
@@ -523,7 +526,7 @@ class Model:
             if ev.name == name:
                 with np.errstate(all="ignore"):
                     g = transitions.guard(ev, env, n)
-                    r = transitions.values(ev, "rate", ev.rate.evaluate(env), n, float)
+                    r = transitions.rate_where(ev, env, n, g)
                     if self._immediates:
                         g = g & ~vanishing_mask(self, env, n)
                 return np.where(g, r, 0.0)

@@ -438,6 +438,14 @@ def _weighted(p0vec, col) -> float:
     return float(p0vec[sel] @ np.asarray(col)[sel])
 
 
+def _finite(value: float, expr: str) -> float:
+    """``value``, an expectation of ``--expect expr``, refused when it is no finite number: never a
+    ``nan`` or ``inf`` beside a status of success (its values are finite: the sum overflowed)."""
+    if not np.isfinite(value):
+        raise ValueError(f"--expect {expr!r}: the expectation is {value} (beyond the float range)")
+    return value
+
+
 def _marginals(res, chain, specs, key):
     out = {}
     for spec in specs:
@@ -458,7 +466,7 @@ def _stationary(chain, args, p0vec) -> Report:
                  _state_rows(chain, [res.pi]), _evidence(res), order=np.argsort(-res.pi, kind="stable"),
                  order_note="most probable")
     for e in args.expect:
-        rep.values[f"E[{e}]"] = float(res.pi @ eval_on_chain(e, chain))
+        rep.values[f"E[{e}]"] = _finite(float(res.pi @ eval_on_chain(e, chain)), e)
     rep.marginals = _marginals(res, chain, args.marginal, lambda m: {"": m})
     return rep
 
@@ -505,7 +513,7 @@ def _transient(chain, args, p0vec) -> Report:
     for e in args.expect:
         v = P @ eval_on_chain(e, chain)
         for t, x in zip(ts, v):
-            rep.values[f"E[{e}] at t={t:g}"] = float(x)
+            rep.values[f"E[{e}] at t={t:g}"] = _finite(float(x), e)
     rep.marginals = _marginals(res, chain, args.marginal, lambda ms: {
         f"t={t:g}": m for t, m in zip(ts, ms if isinstance(ms, list) else [ms])})
     return rep

@@ -19,7 +19,7 @@ import numpy as np
 from .encoding import LazyEnv
 from .results import ModelError
 
-__all__ = ["expand", "fire", "guard", "values", "kind", "state_text"]
+__all__ = ["expand", "fire", "guard", "values", "kind", "state_text", "rate_where"]
 
 
 def expand(model, codes, layout, strict: bool, detail: bool = False):
@@ -94,24 +94,27 @@ def fire(ev, env, n, codes, layout, strict, eager, where):
     """
     names, strides = layout.names, layout.strides
     what = "weight" if ev.immediate else "rate"
-    g = guard(ev, env, n)
+    faulty = None if strict else []
+    g = guard(ev, env, n, faulty)
     if where is not None:
         g = g & where
     pos = np.flatnonzero(g)
     if pos.size == 0:
         return None
+    # lenient pass: states whose guard, rate or update has no exact integer value (an error if reachable)
+    err = faulty[0][pos] if faulty else None
     # the enabled states' values, each variable taken when first read
     if eager:
         sub = {k: v[pos] for k, v in env.items()}
     else:
         sub = env if pos.size == n else LazyEnv(names, lambda nm, pos=pos: env[nm][pos])
-    rv = ev.rate.evaluate(sub)
+    rv, err = _evaluate(ev, what, ev.rate, sub, pos.size, err, not strict)
     bad = None
-    if type(rv) in (int, float) and rv > 0 and rv < np.inf:
+    if err is None and type(rv) in (int, float) and rv > 0 and rv < np.inf:
         # a constant rate (most events): every enabled state is live, nothing to check per state
         r, live = np.full(pos.size, float(rv)), np.ones(pos.size, dtype=bool)
     else:
-        if type(rv) in (int, float) and rv == 0:
+        if err is None and type(rv) in (int, float) and rv == 0:
             return None
         r = values(ev, what, rv, pos.size, float)
         live = r != 0  # NaN stays live and is caught below
@@ -129,7 +132,7 @@ def fire(ev, env, n, codes, layout, strict, eager, where):
     oob = np.zeros(pos.shape, dtype=bool)
     for var, expr in ev.update:
         old = sub[var.name]
-        new = expr.evaluate(sub)
+        new, err = _evaluate(ev, f"update of {var.name!r}", expr, sub, pos.size, err, not strict)
         if type(new) is int:
             # a constant value: one bounds test for the whole batch
             if not var.lo <= new <= var.hi:
@@ -156,6 +159,8 @@ def fire(ev, env, n, codes, layout, strict, eager, where):
         # state is reachable), also for an event that leaves the state as it is
         oob |= bad
     oob &= live
+    if err is not None:
+        oob |= err                      # faults count wherever the guard holds, as in strict mode
     if strict and oob.any():
         k = int(np.flatnonzero(oob)[0])
         raise ModelError(
@@ -177,16 +182,49 @@ def kind(ev):
     return "immediate move" if ev.immediate else "event"
 
 
-def guard(ev, env, n):
-    """The guard of ``ev`` on ``env`` as a boolean array of shape ``(n,)``; a non-boolean guard is an error."""
-    g = ev.guard.evaluate(env)
-    if type(g) is np.ndarray and g.dtype == bool and g.shape == (n,):
+def guard(ev, env, n, faulty=None):
+    """The guard of ``ev`` on ``env`` as a boolean array of shape ``(n,)``; a non-boolean guard is an error.
+
+    A state where the guard has no exact integer value (:class:`ctmc.expr.ExpressionError`) is an
+    error, or with a list ``faulty``, enabled and its mask appended there.
+    """
+    g, err = _evaluate(ev, "guard", ev.guard, env, n, None, faulty is not None)
+    if err is None and type(g) is np.ndarray and g.dtype == bool and g.shape == (n,):
         return g                        # the common case, without the checks' conversions
     g = np.asarray(g)
     if g.dtype != bool:
         raise ModelError(f"{kind(ev)} {ev.name!r}: guard must be boolean (comparisons such as n < 5 combined with "
                          f"&, |, ~), got values of type {g.dtype} (write e.g. n != 4 instead of n - 4)")
-    return values(ev, "guard", g, n)
+    g = values(ev, "guard", g, n)
+    if err is not None:
+        faulty.append(err)
+        g = g | err
+    return g
+
+
+def rate_where(ev, env, n, g):
+    """The rate (weight) of ``ev`` on ``env`` as floats of shape ``(n,)``, where the mask ``g`` (its
+    guard) holds: an integer fault elsewhere does not count (the rate is not used there)."""
+    what = "weight" if ev.immediate else "rate"
+    value, faults = ev.rate.evaluate_faults(env)
+    if faults is not None:
+        faults = faults.restrict(g)
+        if faults is not None:
+            raise ModelError(f"{kind(ev)} {ev.name!r}: {what}: {faults.message(env)}")
+    return values(ev, what, value, n, float)
+
+
+def _evaluate(ev, what, expr, env, n, err, lenient):
+    """``(value, err)``: ``expr`` of event ``ev`` on ``env`` (``n`` states). A state without an exact
+    integer value raises :class:`~ctmc.results.ModelError` naming the event, the part ``what`` and the
+    state; in the ``lenient`` pass such states are added to the mask ``err`` (``None``: none yet)."""
+    value, faults = expr.evaluate_faults(env)
+    if faults is None:
+        return value, err
+    if not lenient:
+        raise ModelError(f"{kind(ev)} {ev.name!r}: {what}: {faults.message(env)}")
+    mask = np.array(_full(faults.mask, n), dtype=bool)
+    return value, mask if err is None else (err | mask)
 
 
 def values(ev, what, value, n, dtype=None):

@@ -173,14 +173,27 @@ def test_errors_on_the_way_are_numpys():
         _mm1k()[0].build(initial={"n": 0}, max_states=3)
 
 
-def test_integer_semantics_are_numpys():
-    """Integer division and remainder by zero are 0 in numpy: the engine hands such a model back."""
+def test_integer_division_by_zero_is_refused_by_both_builders():
+    """An integer ``//`` or ``%`` by zero is an error (never numpy's silent 0): the engine stops,
+    numpy builds again and names the event and the state; where no divisor is 0 both agree."""
+    for engine in ("auto", "numpy"):
+        m, n = _mm1k()
+        k = m.var("k", 0, 3)
+        m.event("odd", guard=(n // (n - 2) == 0) & (k < 3), rate=1.0 + n % 2, update={k: k + 1})
+        with pytest.raises(ctmc.ModelError, match=r"event 'odd': guard: \(n // \(n - 2\)\) divides an "
+                                                  r"integer by zero in state \(n=2\)"):
+            m.build(initial={"n": 0, "k": 0}, engine=engine)
     m, n = _mm1k()
     k = m.var("k", 0, 3)
-    m.event("odd", guard=(n // (n - 2) == 0) & (k < 3), rate=1.0 + n % 2, update={k: k + 1})
+    m.event("odd", guard=(n // (n - 7) == -1) & (k < 3), rate=1.0 + n % 2, update={k: k + 1})
     a, b = m.build(initial={"n": 0, "k": 0}), m.build(initial={"n": 0, "k": 0}, engine="numpy")
     _same(a, b)
-    assert a.build_info["engine"] == "numpy"         # n - 2 == 0 was met: numpy built it again
+    assert a.build_info["engine"] == "compiled"
+    # the rate of "odd" from each state, by Python's integers
+    at = {(int(x), int(y)): i for i, (x, y) in enumerate(zip(a.states["n"], a.states["k"]))}
+    for (x, y), i in at.items():
+        want = 1.0 + x % 2 if x // (x - 7) == -1 and y < 3 else 0.0
+        assert (a.Q[i, at[(x, y + 1)]] if y < 3 else 0.0) == want
 
 
 def test_rows_of_states_that_are_not_the_models_are_refused_by_numpys_rule():
