@@ -340,7 +340,8 @@ def uniformised_tails(alpha, csr, s, pts, *, what: str = "PH"):
                 break
             if n >= check:                         # a check sums every term so far: space them out
                 check = n + max(block, n // 8)
-                # terms after n: at most P(N > n) * {v_n 1, max(s) v_n 1, 1}; P(N > n) <= p(n+1) / (1 - mu/(n+2))
+                # terms after n: at most P(N > n) * {v_n 1, max(s) v_n 1, 1},
+                # with P(N > n) <= p(n+1) / (1 - mu/(n+2))
                 logs = _sums(mus, np.array([la, lb, lc]))
                 tail = poisson_logpmf(n + 1, mus) - np.log1p(-mus / (n + 2))
                 lim = np.array([la[-1], la[-1] + lsmax, 0.0])[:, None]

@@ -30,6 +30,16 @@ function               scv                   law
 :func:`fit_coxian2`    :math:`c^2 \ge 1/2`   Coxian-2 [Marie80]_
 =====================  ====================  ==========================================
 
+Large laws and accuracy
+-----------------------
+The builders keep :math:`S` as a CSR matrix above 512 phases
+(:attr:`PhaseType.is_sparse`, :attr:`PhaseType.S_dense`, :attr:`PhaseType.phase_moves`):
+an Erlang-:math:`10^6` is a bidiagonal matrix of 2e6 entries. Moments take one (sparse)
+LU of :math:`-S`, the variance is a sum of non-negative terms, and :meth:`PhaseType.sf`,
+:meth:`PhaseType.cdf` and :meth:`PhaseType.pdf` keep their relative accuracy down to the
+smallest doubles (closed forms where :math:`S` is diagonal or one rate along a chain,
+log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``).
+
 Service stations
 ----------------
 :func:`add_service` declares the service of a single-server station of a
@@ -325,7 +335,9 @@ class PhaseType:
 
 def _short(a) -> str:
     """A vector for an error message: its entries, or the first ten of a long one."""
-    return str(a.tolist()) if a.size <= 10 else f"[{', '.join(map(str, a[:10].tolist()))}, ...] ({a.size} entries)"
+    if a.size <= 10:
+        return str(a.tolist())
+    return f"[{', '.join(map(str, a[:10].tolist()))}, ...] ({a.size} entries)"
 
 
 # ---------------------------------------------------------------------------
@@ -537,7 +549,8 @@ def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
     mu = (k - p) / m
     a = np.zeros(k)
     a[0], a[1] = 1.0 - p, p
-    return PhaseType(a, _chain(np.full(k, mu), np.full(k - 1, mu)), name=f"E{k - 1},{k}(mean={m:g}, scv={c2:g})")
+    S = _chain(np.full(k, mu), np.full(k - 1, mu))
+    return PhaseType(a, S, name=f"E{k - 1},{k}(mean={m:g}, scv={c2:g})")
 
 
 # ---------------------------------------------------------------------------

@@ -629,8 +629,8 @@ def test_bad_x0_is_named_for_every_entry_point(call, x0, match):
 @pytest.mark.parametrize("call", ["refined", "refined_transient", "chain"])
 def test_N_must_be_a_whole_number_at_least_one(call, N):
     m = sis()
-    run = {"refined": lambda: m.refined(N), "refined_transient": lambda: m.refined_transient(1.0, [0.5, 0.5], N),
-           "chain": lambda: m.chain(N)}[call]
+    run = {"refined": lambda: m.refined(N), "chain": lambda: m.chain(N),
+           "refined_transient": lambda: m.refined_transient(1.0, [0.5, 0.5], N)}[call]
     with pytest.raises(ValueError, match=r"N: expected a whole number of individuals >= 1"):
         run()
 
