@@ -160,6 +160,10 @@ class PhaseType:
         object.__setattr__(self, "_csr", csr)
         object.__setattr__(self, "_solver", None)
 
+    def __getstate__(self):
+        """For pickling: the cached factorisation of ``-S`` is rebuilt when needed."""
+        return {**self.__dict__, "_solver": None}
+
     def __repr__(self) -> str:
         return (f"PhaseType({self.name}: {self.n_phases} phase{'s' if self.n_phases > 1 else ''}, "
                 f"mean={self.mean:.6g}, scv={self.scv:.6g})")

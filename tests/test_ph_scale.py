@@ -108,6 +108,14 @@ def test_erlang_of_a_million_phases_is_sparse_small_and_exact_in_its_moments():
         law.S_dense
 
 
+def test_a_law_with_its_factorisation_cached_still_pickles():
+    import pickle
+    law = ph.erlang(1000, mean=2.0)
+    mean = law.mean                       # caches the LU of -S
+    back = pickle.loads(pickle.dumps(law))
+    assert back.is_sparse and back.mean == mean and back.variance == law.variance
+
+
 def test_hypoexponential_chain_moments_by_sparse_lu():
     rates = np.linspace(1.0, 50.0, 20000)
     law = ph.coxian(rates, np.ones(rates.size - 1))
