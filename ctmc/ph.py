@@ -30,6 +30,16 @@ function               scv                   law
 :func:`fit_coxian2`    :math:`c^2 \ge 1/2`   Coxian-2 [Marie80]_
 =====================  ====================  ==========================================
 
+Large laws and accuracy
+-----------------------
+The builders keep :math:`S` as a CSR matrix above 512 phases
+(:attr:`PhaseType.is_sparse`, :attr:`PhaseType.S_dense`, :attr:`PhaseType.phase_moves`):
+an Erlang-:math:`10^6` is a bidiagonal matrix of 2e6 entries. Moments take one (sparse)
+LU of :math:`-S`, the variance is a sum of non-negative terms, and :meth:`PhaseType.sf`,
+:meth:`PhaseType.cdf` and :meth:`PhaseType.pdf` keep their relative accuracy down to the
+smallest doubles (closed forms where :math:`S` is diagonal or one rate along a chain,
+log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``).
+
 Service stations
 ----------------
 :func:`add_service` declares the service of a single-server station of a
@@ -39,7 +49,9 @@ follows this convention:
 
 * :math:`j = 0` when the station is empty (:math:`n = 0`), and
   :math:`j \in 1..m` is the phase of the job in service when :math:`n > 0`;
-* ``{name}_phase_{i}_{k}``: phase :math:`i \to k` at rate :math:`S_{ik}`;
+* ``{name}_phase_{i}_{k}``: phase :math:`i \to k` at rate :math:`S_{ik}` (a run of equal
+  moves :math:`i \to i + d`, :math:`i = i_0..i_1`, is one event
+  ``{name}_phase_{i0}_{k0}_through_{i1}_{k1}``);
 * ``{name}_done_{i}...``: completion from phase :math:`i` at rate
   :math:`s_i`; :math:`n \to n - 1`, and the next job, if any, starts in phase
   :math:`k` with probability :math:`\alpha_k` (suffix ``_next_{k}``, one
@@ -75,7 +87,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 import numpy as np
+import scipy.sparse as sp
 
+from ._phnum import (DENSE_MAX, SPARSE_FROM, Solver, chain_tails, check_subgenerator, diagonal_tails, runs,
+                     structure, uniformised_tails)
 from .expr import Var
 from .model import Model
 from .options import positive_number
@@ -84,9 +99,8 @@ __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "
            "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
 
 
-#: points with ``q x`` up to this are evaluated by uniformisation (see :meth:`PhaseType.cdf`)
-_UNIFORMIZE_MAX = 1000.0  # q x up to which uniformisation is used (about 2200 small steps at most)
-_UNIFORMIZE_TAIL = 1e-300  # Poisson mass left out: relative accuracy for values far below 1
+#: a dense law's points with ``q x`` above this are evaluated by stochastic_exp (see :meth:`PhaseType.sf`)
+_UNIFORMIZE_MAX = 1000.0
 
 
 # ---------------------------------------------------------------------------
@@ -129,62 +143,82 @@ class PhaseType:
     def __post_init__(self):
         try:
             a = np.atleast_1d(np.asarray(self.alpha, dtype=float))
-            S = np.atleast_2d(np.asarray(self.S, dtype=float))
         except (TypeError, ValueError):
             raise ValueError("alpha, S: expected a vector and a square matrix of numbers") from None
         m = a.size
         if a.ndim != 1 or m == 0:
             raise ValueError(f"alpha: expected a non-empty 1-D array, got shape {a.shape}")
-        if S.shape != (m, m):
-            raise ValueError(f"S: expected shape ({m}, {m}) to match alpha, got {S.shape}")
         if not np.all(np.isfinite(a)):
-            raise ValueError(f"alpha: entries must be finite, got {a.tolist()}")
-        if not np.all(np.isfinite(S)):
-            raise ValueError("S: entries must be finite")
+            raise ValueError(f"alpha: entries must be finite, got {_short(a)}")
         if (a < 0).any() or abs(a.sum() - 1) > 1e-12:
-            raise ValueError(f"alpha: entries must be >= 0 and sum to 1 (no atom at 0), got {a.tolist()} "
+            raise ValueError(f"alpha: entries must be >= 0 and sum to 1 (no atom at 0), got {_short(a)} "
                              f"summing to {a.sum()!r}")
-        off = S - np.diag(np.diag(S))
-        if (off < 0).any():
-            raise ValueError("S: off-diagonal entries must be >= 0")
-        if (np.diag(S) >= 0).any():
-            raise ValueError("S: diagonal entries must be < 0")
-        exit_ = -S.sum(axis=1)
-        if (exit_ < -1e-12 * np.abs(np.diag(S))).any():
-            raise ValueError("S: row sums must be <= 0 (exit rates s = -S 1 >= 0)")
-        exit_ = np.maximum(exit_, 0.0)
-        # phases from which absorption is reachable: a fixed point over the graph of S
-        ok = exit_ > 0
-        while True:
-            new = ok | ((off > 0) & ok[None, :]).any(axis=1)
-            if new.sum() == ok.sum():
-                break
-            ok = new
-        if not ok.all():
-            bad = (np.flatnonzero(~ok) + 1).tolist()
-            raise ValueError(f"S: phases {bad} (numbered from 1) never reach absorption (S is singular: "
-                             "not a phase-type law)")
+        S, csr = check_subgenerator(a, self.S)
         object.__setattr__(self, "alpha", a)
         object.__setattr__(self, "S", S)
         object.__setattr__(self, "name", str(self.name))
+        object.__setattr__(self, "_csr", csr)
+        object.__setattr__(self, "_solver", None)
+
+    def __getstate__(self):
+        """For pickling: the cached factorisation of ``-S`` is rebuilt when needed."""
+        return {**self.__dict__, "_solver": None}
 
     def __repr__(self) -> str:
         return (f"PhaseType({self.name}: {self.n_phases} phase{'s' if self.n_phases > 1 else ''}, "
                 f"mean={self.mean:.6g}, scv={self.scv:.6g})")
 
-    # moments ------------------------------------------------------------------
+    # representation -----------------------------------------------------------
     @property
     def n_phases(self) -> int:
         """The order :math:`m`."""
         return self.alpha.size
 
     @property
+    def is_sparse(self) -> bool:
+        """Whether ``S`` is stored as a ``scipy.sparse`` CSR matrix (the builders do so above
+        512 phases; any law given a sparse ``S`` keeps it)."""
+        return sp.issparse(self.S)
+
+    @property
+    def S_dense(self) -> np.ndarray:
+        """``S`` as a dense array (a copy when stored sparse).
+
+        Raises
+        ------
+        ValueError
+            For more than 8192 phases (512 MiB): use ``S`` (sparse) instead.
+        """
+        if not self.is_sparse:
+            return self.S
+        m = self.n_phases
+        if m > DENSE_MAX:
+            raise ValueError(f"S_dense: {self.name} has {m} phases; a dense S would take {8.0 * m * m:.3g} "
+                             f"bytes (allowed up to {DENSE_MAX} phases): use the sparse S")
+        return self.S.toarray()
+
+    @property
+    def phase_moves(self) -> tuple:
+        """The phase moves of ``S`` as maximal runs ``(first, last, shift, rate)``, phases
+        numbered from 1: every phase ``i`` in ``first..last`` moves to ``i + shift`` at ``rate``
+        (an Erlang-k is the single run ``(1, k - 1, 1, k/mean)``)."""
+        return tuple((i0 + 1, i1 + 1, d, r) for i0, i1, d, r in runs(self._csr))
+
+    # moments ------------------------------------------------------------------
+    @property
     def exit_rates(self) -> np.ndarray:
         r"""The exit rates :math:`s = -S\mathbf 1` (shape (m,))."""
-        return np.maximum(-self.S.sum(axis=1), 0.0)
+        return np.maximum(-np.asarray(self._csr.sum(axis=1)).ravel(), 0.0)
+
+    def _solve(self):
+        if self._solver is None:
+            object.__setattr__(self, "_solver", Solver(self._csr, dense=not self.is_sparse))
+        return self._solver
 
     def moment(self, k: int = 1) -> float:
         r"""The moment :math:`E[T^k] = k!\,\alpha(-S)^{-k}\mathbf 1` (Neuts 1981, thm. 2.2.1).
+
+        By :math:`k` solves with one LU factorisation of :math:`-S` (sparse when ``S`` is).
 
         Parameters
         ----------
@@ -192,12 +226,10 @@ class PhaseType:
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise ValueError(f"k: the order of a moment must be an integer >= 0, got {k!r}")
-        import scipy.linalg as sl
-        lu = sl.lu_factor(-self.S)
         x = np.ones(self.n_phases)
         f = 1.0
         for i in range(1, int(k) + 1):
-            x = sl.lu_solve(lu, x)
+            x = self._solve().solve(x)
             f *= i
         return float(f * self.alpha @ x)
 
@@ -208,57 +240,60 @@ class PhaseType:
 
     @property
     def variance(self) -> float:
-        """:math:`E[T^2] - E[T]^2`."""
-        return self.moment(2) - self.mean ** 2
+        """:math:`\\operatorname{Var} T`, as a sum of non-negative terms (``ctmc._phnum``):
+        no cancellation of :math:`E[T^2] - E[T]^2` (an Erlang-:math:`10^6` keeps all digits)."""
+        return self._solve().variance(self._csr, self.alpha, self.exit_rates)
 
     @property
     def scv(self) -> float:
         """The squared coefficient of variation :math:`\\mathrm{Var}\\,T / E[T]^2`."""
-        return self.moment(2) / self.mean ** 2 - 1.0
+        return self.variance / self.mean ** 2
 
     # distribution -------------------------------------------------------------
     def _at(self, x):
         """``(sf, cdf, pdf)`` at the points ``x``, each of the shape of ``x`` (method: :meth:`sf`)."""
-        from .transient import stochastic_exp
         try:
             x = np.asarray(x, dtype=float)
         except (TypeError, ValueError):
             raise ValueError(f"x: expected numbers, got {x!r}") from None
         if np.isnan(x).any():
             raise ValueError("x: must not contain NaN")
-        m = self.n_phases
         s = self.exit_rates
-        G = np.zeros((m + 1, m + 1))
-        G[:m, :m] = self.S
-        G[:m, m] = s
-        q = float(np.max(-np.diag(self.S)))
         flat = x.reshape(-1)
-        rows = np.zeros((flat.size, m + 1))
-        rows[flat <= 0, :m] = self.alpha
-        rows[np.isposinf(flat), m] = 1.0
+        sf = np.where(flat <= 0, 1.0, 0.0)
+        cdf = np.where(flat <= 0, 0.0, 1.0)
+        pdf = np.where(flat == 0, float(self.alpha @ s), 0.0)      # at 0: the right limit alpha s
         live = np.flatnonzero((flat > 0) & np.isfinite(flat))
         if live.size:
             pts, inv = np.unique(flat[live], return_inverse=True)
-            out = np.empty((pts.size, m + 1))
-            small = q * pts <= _UNIFORMIZE_MAX
-            if small.any():
-                out[small] = self._uniformized(G, q, pts[small])
-            for i in np.flatnonzero(~small):
-                out[i] = self.alpha @ stochastic_exp(G, pts[i])[:m]
-            rows[live] = out[inv.reshape(-1)]
-        sf = rows[:, :m].sum(axis=1).reshape(x.shape)
-        cdf = rows[:, m].reshape(x.shape)
-        pdf = np.where(flat < 0, 0.0, rows[:, :m] @ s).reshape(x.shape)  # at 0: the right limit alpha s
-        return sf, cdf, pdf
+            out = self._tails(pts, s)
+            for arr, val in zip((sf, cdf, pdf), out):
+                arr[live] = val[inv.reshape(-1)]
+        return sf.reshape(x.shape), cdf.reshape(x.shape), pdf.reshape(x.shape)
 
-    def _uniformized(self, G, q, t):
-        """Rows ``alpha exp(G t_i)`` for ``q t_i <= _UNIFORMIZE_MAX`` (see :meth:`_at`), by the core's
-        uniformisation (:func:`ctmc.transient.uniformize_operator`) with a Poisson tail of 1e-300: all
-        terms are non-negative, so a CDF or survival far below 1 keeps its relative accuracy."""
-        from .transient import uniformize_operator
-        v0 = np.concatenate([self.alpha, [0.0]])
-        out, _ = uniformize_operator(lambda v: G.T @ v, v0, np.asarray(t, dtype=float), q, eps=_UNIFORMIZE_TAIL)
-        return out
+    def _tails(self, pts, s):
+        """``(sf, cdf, pdf)`` at the distinct points ``pts > 0`` (see :meth:`sf`)."""
+        kind, r = structure(self._csr)
+        if kind == "diagonal":
+            return diagonal_tails(self.alpha, -self._csr.diagonal(), s, pts)
+        if kind == "chain":
+            return chain_tails(self.alpha, r, pts)
+        q = float(np.max(-self._csr.diagonal()))
+        far = (q * pts > _UNIFORMIZE_MAX) & (not self.is_sparse)
+        out = [np.empty(pts.size) for _ in range(3)]
+        if (~far).any():
+            for arr, val in zip(out, uniformised_tails(self.alpha, self._csr, s, pts[~far], what=self.name)):
+                arr[~far] = val
+        if far.any():
+            from .transient import stochastic_exp
+            m = self.n_phases
+            G = np.zeros((m + 1, m + 1))
+            G[:m, :m] = self.S
+            G[:m, m] = s
+            for i in np.flatnonzero(far):
+                row = self.alpha @ stochastic_exp(G, pts[i])[:m]
+                out[0][i], out[1][i], out[2][i] = row[:m].sum(), row[m], row[:m] @ s
+        return tuple(out)
 
     def cdf(self, x) -> np.ndarray:
         r"""The distribution function :math:`F(x) = 1 - \alpha e^{Sx}\mathbf 1` (0 for ``x <= 0``).
@@ -272,29 +307,41 @@ class PhaseType:
     def sf(self, x) -> np.ndarray:
         r"""The survival function :math:`\bar F(x) = \alpha e^{Sx}\mathbf 1` (1 for ``x <= 0``).
 
-        It, :meth:`cdf` and :meth:`pdf` come from :math:`\alpha e^{Gx}` for the generator of the
-        absorbing chain :math:`G = \begin{pmatrix} S & s \\ 0 & 0\end{pmatrix}`:
-        its first :math:`m` entries are :math:`\alpha e^{Sx}` (summing to the
-        survival function; times :math:`s`, the density), its last is the
-        CDF. Each is computed directly, not as one minus the other, so both
-        tails keep their relative accuracy:
+        It, :meth:`cdf` and :meth:`pdf` are each computed directly, not as one minus the
+        other, as sums of non-negative terms, so both tails keep their relative accuracy down
+        to the smallest doubles (``ctmc._phnum``):
 
-        * where :math:`qx \le 1000` (:math:`q = \max_i |S_{ii}|`), by
-          uniformisation (:func:`ctmc.transient.uniformize_operator`):
-          :math:`\alpha e^{Gx} = \sum_n e^{-qx}(qx)^n/n!\; \alpha P^n` with
-          :math:`P = I + G/q \ge 0`, a sum of non-negative terms with a
-          Poisson tail of :math:`10^{-300}` left out (so a CDF of
-          :math:`10^{-100}` near 0 is accurate to a few ulps);
-        * elsewhere (far right tail) by :func:`ctmc.transient.stochastic_exp`
-          of :math:`Gx` (squarings of non-negative matrices), one
-          :math:`(m+1)`-square exponential per distinct point; values are
-          kept in :math:`[0, 1]`.
+        * ``S`` diagonal (exponential, hyperexponential): sums of exponentials;
+        * one rate along a chain of phases (Erlang, the fits of :func:`fit` below scv 1):
+          Poisson probabilities, :math:`\bar F(x) = \sum_i \alpha_i P(N < m - i + 1)` for
+          :math:`N \sim \mathrm{Poisson}(rx)`, at any number of phases;
+        * otherwise, where :math:`qx \le 1000` (:math:`q = \max_i |S_{ii}|`) or ``S`` is
+          sparse, by uniformisation summed from its first term in log scale
+          (:math:`\alpha e^{Gx} = \sum_n e^{-qx}(qx)^n/n!\; \alpha P^n` for the generator
+          :math:`G` of the absorbing chain, :math:`P = I + G/q \ge 0`); a sparse law whose
+          sum would need more than 4e9 multiply-adds raises :class:`~ctmc.SolverError`;
+        * a dense law far in its tail by :func:`ctmc.transient.stochastic_exp` of
+          :math:`Gx` (squarings of non-negative matrices), one :math:`(m+1)`-square
+          exponential per distinct point.
+
+        Examples
+        --------
+        >>> from ctmc import ph
+        >>> float(ph.exponential(1.0).sf(700.0))      # e^-700, not 0
+        9.85967654375977e-305
         """
         return self._at(x)[0]
 
     def pdf(self, x) -> np.ndarray:
         r"""The density :math:`f(x) = \alpha e^{Sx} s` for ``x >= 0`` (0 for ``x < 0``)."""
         return self._at(x)[2]
+
+
+def _short(a) -> str:
+    """A vector for an error message: its entries, or the first ten of a long one."""
+    if a.size <= 10:
+        return str(a.tolist())
+    return f"[{', '.join(map(str, a[:10].tolist()))}, ...] ({a.size} entries)"
 
 
 # ---------------------------------------------------------------------------
@@ -328,11 +375,18 @@ def erlang(k: int, mean: float = 1.0) -> PhaseType:
     """
     k = _count("k", k, "the number of Erlang phases")
     mean = positive_number("mean", mean)
-    r = k / mean
-    S = -r * np.eye(k) + r * np.eye(k, k=1)
     a = np.zeros(k)
     a[0] = 1.0
-    return PhaseType(a, S, name=f"E{k}(mean={mean:g})")
+    return PhaseType(a, _chain(np.full(k, k / mean), np.full(k - 1, k / mean)), name=f"E{k}(mean={mean:g})")
+
+
+def _chain(rates, moves):
+    """The sub-generator with diagonal ``-rates`` and superdiagonal ``moves``: dense, or CSR above
+    ``SPARSE_FROM`` phases (an Erlang-10^6 takes 2e6 entries, not 1e12)."""
+    m = rates.size
+    if m <= SPARSE_FROM:
+        return -np.diag(rates) + np.diag(moves, k=1)
+    return sp.diags([-rates, moves], [0, 1], shape=(m, m), format="csr")
 
 
 def hyperexponential(probs, rates) -> PhaseType:
@@ -347,7 +401,7 @@ def hyperexponential(probs, rates) -> PhaseType:
         raise ValueError(f"rates: must be finite and > 0, got {r.tolist()}")
     if not np.all(np.isfinite(p)) or (p < 0).any() or abs(p.sum() - 1) > 1e-12:
         raise ValueError(f"probs: must be >= 0 and sum to 1, got {p.tolist()}")
-    return PhaseType(p, -np.diag(r), name=f"H{p.size}")
+    return PhaseType(p, _chain(r, np.zeros(r.size - 1)), name=f"H{p.size}")
 
 
 def coxian(rates, probs_continue) -> PhaseType:
@@ -372,10 +426,9 @@ def coxian(rates, probs_continue) -> PhaseType:
         raise ValueError(f"rates: must be finite and > 0, got {r.tolist()}")
     if not np.all(np.isfinite(c)) or ((c < 0) | (c > 1)).any():
         raise ValueError(f"probs_continue: must lie in [0, 1], got {c.tolist()}")
-    S = -np.diag(r) + np.diag(r[:-1] * c, k=1)
     a = np.zeros(r.size)
     a[0] = 1.0
-    return PhaseType(a, S, name=f"Cox{r.size}")
+    return PhaseType(a, _chain(r, r[:-1] * c), name=f"Cox{r.size}")
 
 
 def phase_type(alpha, S) -> PhaseType:
@@ -498,9 +551,9 @@ def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
     p = (k * c2 - math.sqrt(max(k * (1 + c2) - k * k * c2, 0.0))) / (1 + c2)
     p = min(max(p, 0.0), 1.0)
     mu = (k - p) / m
-    S = -mu * np.eye(k) + mu * np.eye(k, k=1)
     a = np.zeros(k)
     a[0], a[1] = 1.0 - p, p
+    S = _chain(np.full(k, mu), np.full(k - 1, mu))
     return PhaseType(a, S, name=f"E{k - 1},{k}(mean={m:g}, scv={c2:g})")
 
 
@@ -593,7 +646,11 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
     when ``queue == 0`` and the phase (1..m) of the job in service otherwise.
     Declared events, all with constant rates (times ``speed``):
 
-    * ``{name}_phase_{i}_{k}`` (:math:`S_{ik} > 0`): phase :math:`i \to k`;
+    * ``{name}_phase_{i}_{k}`` (:math:`S_{ik} > 0`): phase :math:`i \to k`; a run of
+      phases :math:`i_0..i_1` all moving by the same shift :math:`d` at the same rate
+      (:attr:`PhaseType.phase_moves`) is one event
+      ``{name}_phase_{i0}_{k0}_through_{i1}_{k1}`` (:math:`k = i + d`), so an Erlang-10^4
+      service declares one phase event, not 10^4;
     * ``{name}_done_{i}`` (``queue == 1``): completion from phase :math:`i`
       at rate :math:`s_i`, the station empties (``phase = 0``);
     * ``{name}_done_{i}_next_{k}`` (``queue >= 2``): completion, the next job
@@ -716,10 +773,12 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
         return r if (isinstance(speed, (int, float)) and speed == 1.0) else speed * r
 
     moves = []
-    for i, k in zip(*np.nonzero(law.S - np.diag(np.diag(law.S)))):
-        nm = f"{name}_phase_{i + 1}_{k + 1}"
-        model.event(nm, guard=work & (j == int(i) + 1), rate=scaled(float(law.S[i, k])),
-                    update={j: int(k) + 1})
+    for i0, i1, d, rate in law.phase_moves:
+        if i0 == i1:
+            nm, at = f"{name}_phase_{i0}_{i0 + d}", (j == i0)
+        else:
+            nm, at = f"{name}_phase_{i0}_{i0 + d}_through_{i1}_{i1 + d}", (j >= i0) & (j <= i1)
+        model.event(nm, guard=work & at, rate=scaled(rate), update={j: j + d})
         moves.append(nm)
     own = [(n == 1, 1.0, {n: 0, j: 0}, "")]
     for k in np.flatnonzero(law.alpha > 0):

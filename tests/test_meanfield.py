@@ -589,3 +589,53 @@ def test_a_rare_self_sustaining_species_is_not_put_to_zero():
     mf = m.mean_field(x0=[0.5, 0.5])
     assert mf.fixed_point[0] == pytest.approx(1 / (1e20 + 2), rel=1e-12, abs=0)
     assert mf.stable
+
+
+# ---------------------------------------------------------------------------
+# issue 25: x0 as a dict, N a whole number >= 1
+# ---------------------------------------------------------------------------
+def test_x0_as_a_dict_is_the_same_start_as_the_array_in_species_order():
+    m = sirs()
+    # the dict's own order is not the species order: it is mapped by name
+    by_name = m.refined_transient(1.5, {"R": 0.0, "I": 0.1, "S": 0.9}, 40, order=2)
+    by_order = m.refined_transient(1.5, [0.9, 0.1, 0.0], 40, order=2)
+    assert np.array_equal(by_name.densities, by_order.densities)
+    mf = sis().mean_field(x0={"I": 0.3, "S": 0.7})
+    assert mf.fixed_point[1] == pytest.approx(sis_fixed_point(2.0, 0.1, 1.0), rel=1e-12)
+    assert sis().refined(20, x0={"S": 0.5, "I": 0.5}).densities == pytest.approx(sis().refined(20).densities,
+                                                                                  abs=1e-12)
+
+
+@pytest.mark.parametrize("x0,match", [
+    ({"S": 0.5, "Q": 0.5}, r"x0: unknown species \['Q'\]"),
+    ({"S": 1.0}, r"x0: missing .*\['I'\]"),
+    ({"S": 1.2, "I": -0.2}, r"x0: .*\['I'\] are negative"),
+    ({"S": float("nan"), "I": 0.5}, r"x0: .*\['S'\] are not finite"),
+    ({"S": float("inf"), "I": 0.5}, r"x0: .*\['S'\] are not finite"),
+    ({"S": 0.5, "I": 0.6}, "x0: .*sum to 1"),
+    ({"S": "a lot", "I": 0.0}, "x0: expected"),
+    ([0.5, 0.25, 0.25], r"x0: expected 2 densities .*shape \(3,\)"),
+])
+@pytest.mark.parametrize("call", ["mean_field", "refined", "refined_transient"])
+def test_bad_x0_is_named_for_every_entry_point(call, x0, match):
+    m = sis()
+    run = {"mean_field": lambda: m.mean_field(x0=x0), "refined": lambda: m.refined(10, x0=x0),
+           "refined_transient": lambda: m.refined_transient(1.0, x0, 10)}[call]
+    with pytest.raises(ValueError, match=match):
+        run()
+
+
+@pytest.mark.parametrize("N", [0.001, 0.5, 0, -3, 10.5, float("nan"), float("inf"), True, "10"])
+@pytest.mark.parametrize("call", ["refined", "refined_transient", "chain"])
+def test_N_must_be_a_whole_number_at_least_one(call, N):
+    m = sis()
+    run = {"refined": lambda: m.refined(N), "chain": lambda: m.chain(N),
+           "refined_transient": lambda: m.refined_transient(1.0, [0.5, 0.5], N)}[call]
+    with pytest.raises(ValueError, match=r"N: expected a whole number of individuals >= 1"):
+        run()
+
+
+def test_a_whole_float_N_is_that_integer():
+    m = sis()
+    assert m.refined(40.0).densities == pytest.approx(m.refined(40).densities, abs=0)
+    assert m.refined(np.int64(1)).N == 1

@@ -10,6 +10,8 @@ integrate them along the ODE.
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -182,12 +184,38 @@ class System:
         return L @ W @ L.T
 
     def check_x0(self, x0):
-        x0 = np.asarray(x0, dtype=float)
-        if x0.shape != (self.S,) or not np.isfinite(x0).all() or (x0 < 0).any() \
-                or abs(x0.sum() - 1) > 1e-9:
-            raise ValueError(f"x0: expected {self.S} non-negative densities summing to 1 "
-                             f"(species {list(self.species)}), got {x0!r}")
-        return x0
+        """``x0`` (densities in species order, or a dict ``{species: density}``) as a checked array.
+
+        Raises ValueError naming ``x0`` and the species at fault: unknown or missing
+        species in a dict, a non-finite or negative density, a sum other than 1.
+        """
+        species = list(self.species)
+        if isinstance(x0, Mapping):
+            unknown = sorted(str(k) for k in x0 if k not in species)
+            if unknown:
+                raise ValueError(f"x0: unknown species {unknown}; species are {species}")
+            missing = [s for s in species if s not in x0]
+            if missing:
+                raise ValueError(f"x0: missing the densities of species {missing} (give every one of "
+                                 f"{species}, summing to 1)")
+            x0 = [x0[s] for s in species]
+        try:
+            x = np.asarray(x0, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"x0: expected {self.S} densities (species {species}) or a dict "
+                             f"{{species: density}}, got {x0!r}") from None
+        if x.shape != (self.S,):
+            raise ValueError(f"x0: expected {self.S} densities (species {species}), got shape {x.shape}")
+        bad = [s for s, v in zip(species, x) if not math.isfinite(v)]
+        if bad:
+            raise ValueError(f"x0: the densities of {bad} are not finite, got {x.tolist()}")
+        neg = [s for s, v in zip(species, x) if v < 0]
+        if neg:
+            raise ValueError(f"x0: the densities of {neg} are negative (allowed: 0..1), got {x.tolist()}")
+        if abs(x.sum() - 1) > 1e-9:
+            raise ValueError(f"x0: the densities must sum to 1 (a closed population), got {x.tolist()} "
+                             f"summing to {x.sum()!r}")
+        return x
 
     def ode(self, t, x0):
         x0 = self.check_x0(x0)

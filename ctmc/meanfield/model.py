@@ -204,6 +204,10 @@ class PopulationModel:
     def mean_field(self, x0=None, *, tol: float = 1e-12, t_max: float = 1e6) -> MeanFieldResult:
         """Fixed point of the mean-field ODE, found from ``x0`` (default uniform).
 
+        ``x0`` holds densities in species order or is a dict ``{species: density}`` naming
+        every species; either way they are >= 0, finite and sum to 1 (ValueError naming
+        ``x0`` and the species at fault otherwise).
+
         The ODE is integrated until the drift is below ``1e-6`` times the
         total rate per individual (or up to ``t_max`` in units of the inverse
         rate at the start), then Newton's method with the symbolic Jacobian on the
@@ -224,12 +228,13 @@ class PopulationModel:
         MeanFieldError
             If Newton does not reach ``tol`` (the result's evidence is in the message).
         """
-        key = ("mf", None if x0 is None else tuple(np.asarray(x0, float)), tol)
+        sysm = self._system()
+        xs = None if x0 is None else sysm.check_x0(x0)
+        key = ("mf", None if xs is None else tuple(xs), tol)
         if key in self._cache:
             return self._cache[key]
         t0 = time.perf_counter()
-        sysm = self._system()
-        xs = np.full(sysm.S, 1.0 / sysm.S) if x0 is None else sysm.check_x0(x0)
+        xs = np.full(sysm.S, 1.0 / sysm.S) if xs is None else xs
         x, res, it = find_fixed_point(sysm, xs, tol, t_max)
         Jr = sysm.jac(x[:-1])
         eig = np.linalg.eigvals(Jr)
@@ -249,7 +254,8 @@ class PopulationModel:
         return mf
 
     def _coefficients(self, order, x0=None):
-        key = ("coef", order, None if x0 is None else tuple(np.asarray(x0, float)))
+        x0 = None if x0 is None else self._system().check_x0(x0)
+        key = ("coef", order, None if x0 is None else tuple(x0))
         if key in self._cache:
             return self._cache[key]
         mf = self._stable_point(x0)
@@ -265,9 +271,10 @@ class PopulationModel:
 
         Parameters
         ----------
-        N : number > 0
+        N : int >= 1
+            The number of individuals (a whole number; 50.0 is taken as 50).
         order : {1, 2}
-        x0 : array_like, optional
+        x0 : array_like or dict, optional
             Where the fixed point search starts (:meth:`mean_field`): picks the
             fixed point when there are several.
 
@@ -319,9 +326,6 @@ class PopulationModel:
         ``N * fixed_point`` (largest remainders, summing to ``N``).
         """
         N = _check_N(N)
-        if int(N) != N:
-            raise ValueError(f"N: the chain needs an integer population, got {N!r}")
-        N = int(N)
         sysm = self._system()
         m = Model(f"{self.name}[N={N}]")
         v = {s: m.var(s, 0, N) for s in self.species}
@@ -449,11 +453,17 @@ def _nearest_counts(x, N, species):
     return {s: int(k) for s, k in zip(species, c)}
 
 
-def _check_N(N):
-    if isinstance(N, bool) or not isinstance(N, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(N) or N <= 0:
-        raise ValueError(f"N: expected a positive population size, got {N!r}")
-    return N
+def _check_N(N) -> int:
+    """The population size ``N`` as an int: a whole number >= 1 (ValueError naming ``N`` otherwise).
+
+    ``N`` counts individuals, so 0.001 or 10.5 are refused rather than expanded in 1/N (a
+    float that is a whole number, e.g. 50.0, is accepted).
+    """
+    ok = not isinstance(N, bool) and isinstance(N, (int, float, np.integer, np.floating)) \
+        and math.isfinite(N) and N >= 1 and int(N) == N
+    if not ok:
+        raise ValueError(f"N: expected a whole number of individuals >= 1, got {N!r}")
+    return int(N)
 
 
 def _check_order(order):

@@ -110,7 +110,7 @@ class PhaseType(_ph.PhaseType):
     @classmethod
     def of(cls, law: _ph.PhaseType) -> "PhaseType":
         """The same law (``alpha``, ``S``, ``name``) as this class."""
-        return law if isinstance(law, cls) else cls(law.alpha, law.S, name=law.name)
+        return law if isinstance(law, cls) else cls(law.alpha, law.S_dense, name=law.name)
 
     def mixing(self, rate: float, tol: float = _TAIL) -> MixingResult:
         """Exact Poisson mixing ``a_k``, ``b_k`` (see the module docstring)."""
