@@ -45,7 +45,6 @@ value lies within its bound of ``p``.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -60,7 +59,7 @@ from ..transient import uniformize_operator
 from .syntax import PrismError
 from .translate import as_bool, is_const
 
-__all__ = ["Answer", "evaluate"]
+__all__ = ["Answer", "Context", "evaluate", "state_values"]
 
 _PER_STATE_LONG_RUN_LIMIT = 2000    # long-run laws computed one start state at a time (reducible chains)
 
@@ -121,7 +120,7 @@ def state_values(ctx, node):
 def _mask(ctx, node, what) -> np.ndarray:
     v, t = state_values(ctx, node)
     if t != "bool":
-        raise ctx.err(f"{what}: expected a bool expression, got {t}", node.pos)
+        raise ctx.err(f"{what} must be a bool expression, got {t}", node.pos)
     return v != 0
 
 
@@ -164,7 +163,8 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
         return Answer(v, res.status, bound, f"hitting_laplace(s=0, {res.method})", res)
     res = sub.prob_within(psi, t2)
     return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
-                  f"prob_within({res.method})", res, value=float(res.value) if res.value is not None else None)
+                  f"prob_within({res.method})", res,
+                  value=float(res.value) if res.value is not None else None)
 
 
 def _reward_vector(ctx, name, pos, what):
@@ -176,7 +176,8 @@ def _reward_vector(ctx, name, pos, what):
         name = names[0]
     elif isinstance(name, int):
         if not 1 <= name <= len(names):
-            raise ctx.err(f"R{{{name}}}: the chain has {len(names)} reward structure(s), 1..{len(names)}", pos)
+            raise ctx.err(f"R{{{name}}}: the chain has {len(names)} reward structure(s), "
+                          f"1..{len(names)}", pos)
         name = names[name - 1]
     elif name not in chain.rewards:
         raise ctx.err(f"R{{{name!r}}}: no reward structure of that name; the chain has {sorted(names)}", pos)
@@ -238,8 +239,9 @@ def _reward(ctx, node, need) -> Answer:
                       value=None if res.value is None else float(res.value))
     if what == "I":
         if _has_action_items(ctx, label):
-            raise ctx.err(f"R{{{label!r}}}=? [ I=t ]: the structure has action items, which PRISM leaves out of "
-                          "an instantaneous reward and ctmc holds as rates; use a structure of state items",
+            raise ctx.err(f"R{{{label!r}}}=? [ I=t ]: the structure has action items, which PRISM leaves "
+                          "out of an instantaneous reward and ctmc holds as rates; use a structure of "
+                          "state items",
                           node.pos)
         t = _constant(ctx, arg, "R=? [ I=t ]: t")
         v, b, steps = _backward(chain, r, t)
@@ -284,7 +286,8 @@ def evaluate(ctx, node, need=None) -> Answer:
             phim = np.ones(chain.n_states, bool) if phi is None else _mask(ctx, phi, "phi U psi: phi")
             ans = _until(ctx, phim, _mask(ctx, psi, "the path's target"), t1, t2)
         elif kind == "S":
-            ans = _long_run(ctx, _mask(ctx, node.args[1], "S=? [ phi ]: phi").astype(float), "S=? [ phi ]", need)
+            phi = _mask(ctx, node.args[1], "S=? [ phi ]: phi")
+            ans = _long_run(ctx, phi.astype(float), "S=? [ phi ]", need)
         else:
             ans = _reward(ctx, node, need)
         return ans if bound is None else _compare(ans, bound, ctx)
@@ -303,7 +306,8 @@ def _filter(ctx, node) -> Answer:
     ans = evaluate(ctx, prop, mask)
     v = ans.values[mask]
     if op in ("count", "forall", "exists") and ans.kind != "bool":
-        raise ctx.err(f"filter({op}, ...): expected a bool property (P>=p [...], an expression), got a number",
+        raise ctx.err(f"filter({op}, ...): expected a bool property (P>=p [...], an expression), "
+                      "got a number",
                       prop.pos)
     n = int(mask.sum())
     value, bound, kind = {

@@ -481,7 +481,8 @@ class PropertyParser(Parser):
         file     := (const | formula | label | [STRING ":"] prop [";"])*
         prop     := "filter" "(" FOP "," prop ["," expr] ")"
                   | "P" bound "[" path "]" | "S" bound "[" expr "]" | "T" "=" "?" "[" "F" expr "]"
-                  | "R" ["{" (STRING | INT) "}"] bound "[" ("S" | "C" "<=" arith | "I" "=" arith | "F" expr) "]"
+                  | "R" ["{" (STRING | INT) "}"] bound "[" rpath "]"
+        rpath    := "S" | "C" "<=" arith | "I" "=" arith | "F" expr
                   | expr
         bound    := "=" "?" | ("<" | "<=" | ">" | ">=") arith
         path     := "F" [time] expr | expr "U" [time] expr
@@ -498,7 +499,8 @@ class PropertyParser(Parser):
     """
 
     def properties(self) -> list:
-        """``[(name or None, Node, start, end)]`` of a properties file (``end``: just after its last token); its ``const``/``formula``/``label``
+        """``[(name or None, Node, start, end)]`` of a properties file (``end``: just after its last
+        token); its ``const``/``formula``/``label``
         declarations go to ``self.prog``."""
         out = []
         while self.peek()[0] != "eof":
@@ -621,9 +623,9 @@ class PropertyParser(Parser):
         if self.word("S"):
             self.next()
         elif self.word("C"):
-            self.next()
+            cpos = self.next()[2]
             if not self.at("<=", "<"):
-                raise self.error("R=? [ C ] (reward accumulated for ever) is not supported; give C<=t")
+                raise self.error("R=? [ C ] (reward accumulated for ever) is not supported; give C<=t", cpos)
             self.next()
             arg = self.binary(_ARITH)
         elif self.word("I"):

@@ -37,7 +37,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..expr import Var
-from .csl import Context, evaluate
+from .csl import Context, evaluate, state_values
 from .parser import PropertyParser
 from .syntax import PrismError, Program
 from .translate import Scope
@@ -104,9 +104,7 @@ def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
     if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in label
         tr.labels["init"] = np.isin(np.arange(chain.n_states), chain.initial)
     for name, node in decls.labels.items():
-        ctx = Context(chain, tr, file)
-        from .csl import state_values
-        v, t = state_values(ctx, node)
+        v, t = state_values(Context(chain, tr, file), node)
         if t != "bool":
             raise PrismError(f"label {name!r}: expected a bool expression, got {t}", file, node.pos.line,
                              node.pos.col)
@@ -124,10 +122,14 @@ def _answer(chain, tr, node, text, file, name, options) -> PropertyResult:
     else:
         law = chain.initial_law
         if law is None:
-            raise PrismError("the chain has no initial state: give one, or ask filter(op, prop, states)", file,
+            raise PrismError("the chain has no initial state: give one, or ask filter(op, prop, states)",
+                             file,
                              node.pos.line, node.pos.col)
         sel = np.asarray(law) > 0
-        value = float((values[sel] != 0).all()) if ans.kind == "bool" else float(np.asarray(law)[sel] @ values[sel])
+        if ans.kind == "bool":
+            value = float((values[sel] != 0).all())
+        else:
+            value = float(np.asarray(law)[sel] @ values[sel])
     return PropertyResult(text, float(value), ans.status, float(ans.error_bound), ans.method, ans.result,
                           None if node.kind == "filter" else values, name)
 
