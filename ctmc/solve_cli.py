@@ -10,6 +10,8 @@ r"""``ctmc solve FILE``: solve a model file from the command line.
   built from ``--initial "n1=0,n2=0"`` if given, else from the file's
   module-level ``initial`` dict, else from a chain the file built from the
   model;
+- a PRISM program (``.sm``, ``.prism``, ``.pm``: :func:`ctmc.prism.load`),
+  its undefined constants from ``--const N=3``;
 - an interchange file: Storm's ``.drn`` (:func:`ctmc.io.read_drn`), PRISM's
   ``.tra`` with the ``.sta``, ``.lab`` and ``.srew``/``.trew`` files of the
   same base name beside it (:func:`ctmc.io.read_prism`), or a ``.npz``
@@ -34,6 +36,10 @@ One analysis per run (the stationary law by default):
     may be a comma-separated list of times).
 ``--throughput EVENT``
     The long-run rate of a model event (repeatable).
+``--prop PROPERTY``, ``--props FILE``
+    Properties in PRISM's syntax, one row each with value, error bound,
+    status and method (:mod:`ctmc.prism.properties`, :mod:`ctmc.prism.cli`);
+    ``--const`` also gives the constants of the properties file.
 
 ``EXPR`` is an expression of the model's variables, labels (sets of states)
 and rewards, parsed safely by :mod:`ctmc.exprparse`. Output formats: ``table``
