@@ -100,6 +100,12 @@ def test_interval_reachability_is_a_transient_law_then_a_bounded_reachability(ch
     ref = scipy.linalg.expm(_absorbing(Q, phi) * t1) @ np.where(phi, u, 0.0)
     r = ctmc.prism.check(chain, f'P=? [ n!=1 U[{t1},{t2}] "full" ]')
     assert r.value == pytest.approx(ref[_i0(chain)], rel=1e-10)
+    # F>=t1: the probability of ever reaching "full" (a dense solve), from the law at t1
+    h = np.where(full, 1.0, 0.0)
+    T = ~full & ~d
+    h[T] = np.linalg.solve(Q[np.ix_(T, T)], -Q[np.ix_(T, full)].sum(axis=1))
+    ref = scipy.linalg.expm(Q * t1) @ h
+    assert ctmc.prism.check(chain, f'P=? [ F>={t1} "full" ]').value == pytest.approx(ref[_i0(chain)], rel=1e-10)
 
 
 def test_small_bounded_probability_keeps_its_relative_accuracy():
@@ -329,6 +335,19 @@ def test_cli_prop_props_and_const(chain, files, capsys):
     # the same with PRISM's comma-separated --const, as a table
     status, out = _solve([str(sm), "--const", "K=4,T=0.5", "--props", str(csl)], capsys)
     assert status == 0 and "reach" in out.out and "evidence:" in out.out
+
+
+def test_cli_prop_on_a_python_model_uses_its_variables(tmp_path, capsys):
+    py = tmp_path / "mm1.py"
+    py.write_text("import ctmc\nmodel = ctmc.Model('mm1')\nn = model.var('n', 0, 3)\n"
+                  "model.event('a', guard=n < 3, rate=1.0, update={n: n + 1})\n"
+                  "model.event('s', guard=n > 0, rate=2.0, update={n: n - 1})\ninitial = {'n': 0}\n")
+    status, out = _solve([str(py), "--prop", "T=? [ F n=3 ]", "--format", "csv"], capsys)
+    # birth-death: E_0[T_3] = sum_k (1/lam) sum_{j<=k} (mu/lam)^(k-j) = 1 + 3 + 7 = 11
+    assert status == 0 and float(out.out.splitlines()[1].split(",")[2]) == pytest.approx(11.0, rel=1e-12)
+    with pytest.raises(SystemExit):
+        _solve([str(py), "--const", "N=3"], capsys)
+    assert "--const: gives the constants of a PRISM program" in capsys.readouterr().err
 
 
 def test_cli_errors_are_one_line_usage_errors(files, capsys):
