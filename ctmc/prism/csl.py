@@ -94,10 +94,10 @@ def _graded(bound: float, scale: float) -> Status:
     return Status.SUCCESS if bound <= Tolerances.error_tol * max(scale, 1e-300) else Status.INACCURATE
 
 
-def _constant(ctx, node, what, want="double"):
+def _constant(ctx, node, what):
     """A constant number (a time, a probability bound), or an error naming it."""
     v, t = ctx.scope.value(node, {}, constant=True)
-    if t == "bool" or (want == "double" and not isinstance(v, (int, float))):
+    if t == "bool" or not isinstance(v, (int, float)):
         raise ctx.err(f"{what}: expected a number, got {t}", node.pos)
     v = float(v)
     if not np.isfinite(v) or v < 0:

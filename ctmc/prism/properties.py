@@ -37,6 +37,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..expr import Var
+from ..results import Status
 from .csl import Context, evaluate, state_values
 from .parser import PropertyParser
 from .syntax import PrismError, Program
@@ -71,7 +72,7 @@ class PropertyResult:
 
     property: str
     value: float
-    status: Any
+    status: Status
     error_bound: float
     method: str
     result: Any = field(repr=False, default=None)
