@@ -7,6 +7,7 @@ generator with the right states made absorbing, ``numpy.linalg.solve``,
 small probability), never by the analyses the properties map onto.
 """
 import json
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -132,6 +133,19 @@ def test_unbounded_reachability_and_until_match_a_dense_linear_solve(chain):
         assert r.value == pytest.approx(h[_i0(chain)], rel=1e-10)
         np.testing.assert_allclose(r.values, h, rtol=1e-10, atol=1e-15)
         assert r.method.startswith("hitting_laplace")
+
+
+def test_small_unbounded_probability_keeps_its_relative_accuracy():
+    # gambler's ruin: from 1, reach K before 0 at up rate 1, down rate 10: (1 - q) / (1 - q^K), q = 10
+    K = 14
+    c = ctmc.prism.load(f"""ctmc
+    module g n : [0..{K}] init 1;
+        [] n>0 & n<{K} -> 1 : (n'=n+1); [] n>0 & n<{K} -> 10 : (n'=n-1);
+    endmodule""").build()
+    exact = (1 - Fraction(10)) / (1 - Fraction(10) ** K)
+    r = ctmc.prism.check(c, f"P=? [ F n={K} ]")
+    assert float(exact) < 1e-12
+    assert r.value == pytest.approx(float(exact), rel=1e-12)
 
 
 def test_expected_time_and_reward_to_a_target_match_a_dense_solve(chain):
