@@ -54,14 +54,14 @@ def _usage(f):
 
 @_usage
 def load_program(path: Path, constants: dict, initial=None):
-    """``(chain, model name, build seconds, constants left for the properties)`` of a PRISM program."""
+    """``(chain, model name, load and build seconds, constants left for the properties)`` of a program."""
     from . import load
+    t0 = time.perf_counter()
     text = Path(path).read_text(encoding="utf-8")
     declared = parse(text, str(path)).constants
     mine = {k: v for k, v in constants.items() if k in declared}
     rest = {k: v for k, v in constants.items() if k not in declared}
     model = load(Path(path), constants=mine)
-    t0 = time.perf_counter()
     chain = model.build(initial)
     return chain, model.name, time.perf_counter() - t0, rest
 
