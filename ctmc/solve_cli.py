@@ -10,6 +10,8 @@ r"""``ctmc solve FILE``: solve a model file from the command line.
   built from ``--initial "n1=0,n2=0"`` if given, else from the file's
   module-level ``initial`` dict, else from a chain the file built from the
   model;
+- a PRISM program (``.sm``, ``.prism``, ``.pm``: :func:`ctmc.prism.load`),
+  its undefined constants from ``--const N=3``;
 - an interchange file: Storm's ``.drn`` (:func:`ctmc.io.read_drn`), PRISM's
   ``.tra`` with the ``.sta``, ``.lab`` and ``.srew``/``.trew`` files of the
   same base name beside it (:func:`ctmc.io.read_prism`), or a ``.npz``
@@ -34,6 +36,10 @@ One analysis per run (the stationary law by default):
     may be a comma-separated list of times).
 ``--throughput EVENT``
     The long-run rate of a model event (repeatable).
+``--prop PROPERTY``, ``--props FILE``
+    Properties in PRISM's syntax, one row each with value, error bound,
+    status and method (:mod:`ctmc.prism.properties`, :mod:`ctmc.prism.cli`);
+    ``--const`` also gives the constants of the properties file.
 
 ``EXPR`` is an expression of the model's variables, labels (sets of states)
 and rewards, parsed safely by :mod:`ctmc.exprparse`. Output formats: ``table``
@@ -95,7 +101,8 @@ _FMT = ".6g"
 def add_arguments(parser) -> None:
     """Arguments of ``ctmc solve``."""
     parser.add_argument("file", metavar="FILE",
-                        help="a Python file defining a ctmc.Model, or a .drn, .tra (PRISM) or .npz file")
+                        help="a Python file defining a ctmc.Model, a PRISM program (.sm, .prism, .pm), "
+                             "or a .drn, .tra (PRISM) or .npz file")
     parser.add_argument("--model", metavar="NAME", help="which model of the file (when it defines several)")
     parser.add_argument("--initial", metavar="STATE",
                         help='initial state, e.g. "n1=0,n2=0" (default: the file\'s)')
@@ -109,6 +116,11 @@ def add_arguments(parser) -> None:
                       help="probability of reaching the set EXPR within time T (T may be t1,t2,...)")
     what.add_argument("--throughput", metavar="EVENT", action="append",
                       help="long-run rate of a model event (repeatable)")
+    parser.add_argument("--const", metavar="NAME=VALUE", action="append", default=[],
+                        help="a constant of the PRISM program or properties file (repeatable, or N=3,T=1.5)")
+    parser.add_argument("--prop", metavar="PROPERTY", action="append", default=[],
+                        help="a property in PRISM's syntax, e.g. 'P=? [ F<=10 \"full\" ]' (repeatable)")
+    parser.add_argument("--props", metavar="FILE", help="a PRISM properties file (.csl, .props)")
     parser.add_argument("--expect", metavar="EXPR", action="append", default=[],
                         help="also the expectation of EXPR (--stationary, --transient; repeatable)")
     parser.add_argument("--marginal", metavar="VAR", action="append", default=[],
@@ -334,6 +346,19 @@ def _read_prism_beside(tra: Path):
                       trew=rewards(".trew"))
 
 
+def _load_program(path: Path, args) -> Loaded:
+    from .prism.cli import load_program, split_constants
+    if args.model is not None:
+        raise ValueError(f"--model: {path.suffix} files hold one model; --model is for Python files")
+    chain, name, seconds, rest = load_program(path, split_constants(args.const),
+                                              parse_initial(args.initial) if args.initial else None)
+    if rest and not args.props:
+        raise ValueError(f"--const: {sorted(rest)} are not constants of {path.name}"
+                         + ("" if args.prop else " (a --props file may declare them)"))
+    args.props_constants = rest
+    return Loaded(chain, name, seconds)
+
+
 def _read_drn(path):
     from .io import read_drn
     return read_drn(path)
@@ -350,6 +375,7 @@ LOADERS = {
     ".drn": _interchange(_read_drn),
     ".tra": _interchange(_read_prism_beside),
     ".npz": _interchange(_load_npz),
+    ".sm": _load_program, ".prism": _load_program, ".pm": _load_program,
 }
 
 
@@ -561,6 +587,19 @@ class Analysis:
     takes: frozenset = frozenset()
 
 
+def _props(chain, args, p0vec) -> Report:
+    from .prism.cli import answer, evidence, split_constants
+    t0 = time.perf_counter()
+    if p0vec is not None and (chain.initial_law is None or not np.array_equal(p0vec, chain.initial_law)):
+        chain.set_initial_law(p0vec)
+    rest = args.props_constants if hasattr(args, "props_constants") else split_constants(args.const)
+    found = answer(chain, args.prop, args.props, rest)
+    rows = [[r.name or "", r.property, r.value, r.error_bound, r.status.value, r.method] for r in found]
+    return Report("properties", "properties (value from the initial state, or the filter's)",
+                  ["name", "property", "value", "error_bound", "status", "method"], rows,
+                  evidence(found, time.perf_counter() - t0))
+
+
 def _stationary_methods():
     from .stationary import METHODS
     return METHODS
@@ -583,14 +622,19 @@ ANALYSES = {
     "transient": Analysis(_transient, _transient_methods, frozenset({"expect", "marginal"})),
     "prob_within": Analysis(_prob_within, None),
     "throughput": Analysis(_throughput, _stationary_methods),
+    "props": Analysis(_props, None),
 }
 
 
 def _which(args) -> str:
-    for name in ("hitting", "transient", "prob_within", "throughput"):
-        if getattr(args, name) is not None:
-            return name
-    return "stationary"
+    asked = [name for name in ("hitting", "transient", "prob_within", "throughput")
+             if getattr(args, name) is not None]
+    if args.prop or args.props:
+        if asked or args.stationary:
+            raise ValueError(f"--prop/--props answer properties; they do not combine with "
+                             f"{_option(asked[0] if asked else 'stationary')}")
+        return "props"
+    return asked[0] if asked else "stationary"
 
 
 def _option(name):
@@ -613,6 +657,9 @@ def _validate(args, name: str) -> None:
                          f"valid methods are {sorted(an.methods())}")
     if args.rows < 0:
         raise ValueError(f"--rows: expected N >= 0, got {args.rows}")
+    if args.const and name != "props" and Path(args.file).suffix.lower() not in (".sm", ".prism", ".pm"):
+        raise ValueError("--const: gives the constants of a PRISM program (.sm, .prism, .pm) or of a "
+                         "--props file")
     if args.format == "csv" and (args.expect or args.marginal):
         raise ValueError("--format csv writes the per-state table only; use --format json or table "
                          "for --expect and --marginal")

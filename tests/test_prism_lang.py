@@ -362,8 +362,8 @@ def test_check_on_a_hand_built_chain_reads_its_variables_and_labels():
 
 
 @pytest.mark.parametrize("prop, message", [
-    ('P=? [ F "full" ]', r"<property>:1:1: expected S=\? \[ \.\.\. \] or R"),
-    ('R{"size"}=? [ C<=2 ]', r"<property>:1:15: R=\? \[ \.\.\. \]: only the long-run reward"),
+    ('P=? [ G "full" ]', r"<property>:1:7: G \(globally\) is not supported"),
+    ('R{"size"}=? [ C ]', r"<property>:1:15: R=\? \[ C \] \(reward accumulated for ever\) is not supported"),
     ('S=? [ "nope" ]', r"<property>:1:7: label 'nope' is not a label of the chain"),
     ('S=? [ n + 1 ]', r"<property>:1:9: S=\? \[ phi \]: phi must be a bool expression"),
     ('S=? [ n > 1 ] x', r"<property>:1:15: unexpected 'x' after the property"),

@@ -25,8 +25,10 @@ over the grammar of the PRISM manual; the translation
 (:mod:`ctmc.prism.translate`) gives PRISM's CTMC semantics (synchronised
 actions multiply rates, conjoin guards and join updates). Errors are
 :class:`~ctmc.prism.syntax.PrismError` (a :class:`ctmc.ModelError`) naming
-``file:line:column``. :func:`check` answers the long-run properties
-``S=? [phi]`` and ``R{"r"}=? [S]`` (:mod:`ctmc.prism.properties`).
+``file:line:column``. :func:`check` answers a CSL property in PRISM's syntax
+(``P=? [F<=t phi]``, ``S=? [phi]``, ``R{"r"}=? [C<=t]``, ``T=? [F phi]``,
+``filter(...)``...) with the evidence of the analysis behind it, and
+:func:`check_file` a properties file (:mod:`ctmc.prism.properties`).
 """
 from __future__ import annotations
 
@@ -35,11 +37,11 @@ from pathlib import Path
 
 from .model import PrismModel
 from .parser import parse
-from .properties import PropertyResult, check
+from .properties import PropertyResult, check, check_file
 from .syntax import PrismError
 from .translate import translate
 
-__all__ = ["load", "check", "parse", "PrismModel", "PrismError", "PropertyResult"]
+__all__ = ["load", "check", "check_file", "parse", "PrismModel", "PrismError", "PropertyResult"]
 
 _SUFFIXES = (".sm", ".prism", ".pm", ".nm", ".smg")
 

@@ -28,7 +28,7 @@ import re
 
 from .syntax import Command, Module, Node, Pos, PrismError, Program, RewardItem, VarDecl
 
-__all__ = ["parse", "tokenize", "Parser"]
+__all__ = ["parse", "tokenize", "Parser", "PropertyParser", "FILTER_OPS"]
 
 OTHER_TYPES = {"dtmc", "probabilistic", "mdp", "nondeterministic", "pta", "pomdp", "popta", "smg", "lts",
                "csg", "tsg", "ma"}
@@ -466,3 +466,194 @@ def parse(text: str, file: str = "<string>") -> Program:
         For a syntax error or a refused feature, naming ``file:line:column``.
     """
     return Parser(text, file).program()
+
+
+# properties ------------------------------------------------------------------
+#: the filter operators supported (PRISM's manual, "Filters"), and those refused by name
+FILTER_OPS = ("min", "max", "sum", "avg", "count", "forall", "exists", "first", "state")
+FILTER_REFUSED = ("argmin", "argmax", "range", "print", "printall")
+_ARITH = 7          # Parser._LEVELS index of "+ -": a time bound or probability bound is arithmetic
+
+
+class PropertyParser(Parser):
+    r"""The CSL properties of a CTMC, on the expression grammar of :class:`Parser`::
+
+        file     := (const | formula | label | [STRING ":"] prop [";"])*
+        prop     := "filter" "(" FOP "," prop ["," expr] ")"
+                  | "P" bound "[" path "]" | "S" bound "[" expr "]" | "T" "=" "?" "[" "F" expr "]"
+                  | "R" ["{" (STRING | INT) "}"] bound "[" rpath "]"
+        rpath    := "S" | "C" "<=" arith | "I" "=" arith | "F" expr
+                  | expr
+        bound    := "=" "?" | ("<" | "<=" | ">" | ">=") arith
+        path     := "F" [time] expr | expr "U" [time] expr
+        time     := ("<=" | "<") arith | (">=" | ">") arith | "[" arith "," arith "]"
+
+    ``P``, ``S`` and ``R`` are PRISM's reserved words; ``T`` (ctmc's
+    shorthand for the expected time ``R=? [F phi]`` of PRISM's time reward)
+    is an operator only as ``T=?``, so ``T`` stays usable as a constant. The
+    nodes are :class:`~ctmc.prism.syntax.Node` of kind ``"P"`` (``(bound,
+    phi, psi, t1, t2)``: ``phi U[t1,t2] psi``, ``F psi`` being ``true U psi``),
+    ``"S"`` (``(bound, phi)``), ``"R"`` (``(bound, reward, what, arg)``),
+    ``"T"`` (``(None, phi)``), ``"filter"`` (``(op, prop, states)``), or
+    an expression. ``bound`` is None for ``=?``, else ``(op, Node)``.
+    """
+
+    def properties(self) -> list:
+        """``[(name or None, Node, start, end)]`` of a properties file (``end``: just after its last
+        token); its ``const``/``formula``/``label``
+        declarations go to ``self.prog``."""
+        out = []
+        while self.peek()[0] != "eof":
+            if self.at("const", "formula", "label", "rate", "prob"):
+                self.item()
+                continue
+            name = None
+            if self.peek()[0] == "string" and self.at(":", k=1):
+                name, _ = self.string("a property name")
+                self.next()
+            start = self.peek()[2]
+            node = self.prop()
+            _, last, lpos = self.toks[self.i - 1]
+            out.append((name, node, start, Pos(lpos.line, lpos.col + len(last))))
+            if self.at(";"):
+                self.next()
+        return out
+
+    def single(self) -> Node:
+        """One property, the whole text."""
+        node = self.prop()
+        if self.at(";"):
+            self.next()
+        if self.peek()[0] != "eof":
+            raise self.error(f"unexpected {self.found()} after the property")
+        return node
+
+    def word(self, *words, k: int = 0) -> bool:
+        kind, value, _ = self.peek(k)
+        return kind == "ident" and value in words
+
+    def prop(self) -> Node:
+        kind, value, pos = self.peek()
+        if self.word("filter") and self.at("(", k=1):
+            return self.filter()
+        if self.word("P", "S", "R") or (self.word("T") and self.at("=", k=1) and self.at("?", k=2)):
+            self.next()
+            if value == "R":
+                return self.reward(pos)
+            bound = self.bound(value)
+            self.expect("[", f" opening the path of {value}")
+            if value == "S":
+                node = Node("S", (bound, self.expr()), pos)
+            elif value == "P":
+                node = Node("P", (bound, *self.path()), pos)
+            else:
+                self.time_word("F", "T=? [ F phi ]: the expected time to reach phi")
+                node = Node("T", (None, self.expr()), pos)
+            self.expect("]", f" closing the path of {value}")
+            return node
+        if self.word("E", "A", "Pmin", "Pmax", "Rmin", "Rmax", "LRA"):
+            raise self.error(f"{value!r} is not supported (ctmc checks CTMCs: P, S, R, T and filter)")
+        return self.expr()
+
+    def time_word(self, word, what):
+        if not self.word(word):
+            raise self.error(f"{what}: expected {word!r}, found {self.found()}")
+        self.next()
+
+    def bound(self, op) -> tuple:
+        if self.at("="):
+            self.next()
+            self.expect("?", f" after {op}= (a query {op}=? [ ... ])")
+            return None
+        if self.at("<", "<=", ">", ">="):
+            cmp_ = self.next()[1]
+            return cmp_, self.binary(_ARITH)
+        raise self.error(f"expected =? or a bound (<, <=, >, >= p) after {op}, found {self.found()}")
+
+    def time(self) -> tuple:
+        """``(t1, t2)`` of a time bound (None: 0, resp. infinity)."""
+        if self.at("<=", "<"):
+            self.next()
+            return None, self.binary(_ARITH)
+        if self.at(">=", ">"):
+            self.next()
+            return self.binary(_ARITH), None
+        if self.at("["):
+            self.next()
+            t1 = self.expr()
+            self.expect(",", " in a time interval [t1, t2]")
+            t2 = self.expr()
+            self.expect("]", " closing the time interval [t1, t2]")
+            return t1, t2
+        if self.at("="):
+            raise self.error("a time bound =t is not a path bound (use [t, t])")
+        return None, None
+
+    def path(self) -> tuple:
+        """``(phi, psi, t1, t2)`` of ``F[t] psi`` (phi None: true) or ``phi U[t] psi``."""
+        for word, why in (("G", "G (globally) is not supported (1 - P=? [F !phi] loses the relative "
+                                "accuracy of a small probability)"),
+                          ("X", "X (next) is not supported"), ("W", "W (weak until) is not supported")):
+            if self.word(word):
+                raise self.error(why)
+        if self.word("F"):
+            self.next()
+            t1, t2 = self.time()
+            return None, self.expr(), t1, t2
+        phi = self.expr()
+        if self.word("R", "W"):
+            raise self.error(f"{self.peek()[1]} (release / weak until) is not supported; use U")
+        self.time_word("U", "P=? [ ... ]: the path is F psi or phi U psi")
+        t1, t2 = self.time()
+        return phi, self.expr(), t1, t2
+
+    def reward(self, pos) -> Node:
+        name = None
+        if self.at("{"):
+            self.next()
+            if self.peek()[0] == "int":
+                name = int(self.next()[1])
+            else:
+                name, _ = self.string("a reward structure's name or index")
+            self.expect("}")
+        bound = self.bound("R")
+        self.expect("[", " opening the reward's path")
+        kind, what, wpos = self.peek()
+        arg = None
+        if self.word("S"):
+            self.next()
+        elif self.word("C"):
+            cpos = self.next()[2]
+            if not self.at("<=", "<"):
+                raise self.error("R=? [ C ] (reward accumulated for ever) is not supported; give C<=t", cpos)
+            self.next()
+            arg = self.binary(_ARITH)
+        elif self.word("I"):
+            self.next()
+            self.expect("=", " in R=? [ I=t ]")
+            arg = self.binary(_ARITH)
+        elif self.word("F"):
+            self.next()
+            arg = self.expr()
+        else:
+            raise self.error(f"R=? [ ... ]: expected S, C<=t, I=t or F phi, found {self.found()}")
+        self.expect("]", " closing the reward's path")
+        return Node("R", (bound, name, what, arg), pos)
+
+    def filter(self) -> Node:
+        pos = self.next()[2]
+        self.expect("(")
+        kind, op, opos = self.peek()
+        if op in FILTER_REFUSED:
+            raise self.error(f"filter operator {op!r} is not supported (supported: {', '.join(FILTER_OPS)})")
+        if op not in FILTER_OPS:
+            raise self.error(f"expected a filter operator ({', '.join(FILTER_OPS)}), found {self.found()}")
+        self.next()
+        self.expect(",", " after the filter operator")
+        prop = self.prop()
+        states = Node("bool", (True,), pos)
+        if self.at(","):
+            self.next()
+            states = self.expr()
+        self.expect(")", " closing the filter")
+        return Node("filter", (op, prop, states), pos)

@@ -1,40 +1,49 @@
-r"""Long-run properties in PRISM's syntax: ``S=? [phi]`` and ``R{"r"}=? [S]``.
+r"""Properties in PRISM's syntax (CSL for CTMCs), answered on a built chain with their evidence.
 
-:func:`check` answers a property on a built chain with the existing
-analyses, keeping their evidence:
+:func:`check` answers one property, :func:`check_file` a properties file
+(``const``, ``formula`` and ``label`` lines, then properties, optionally
+named ``"name": prop``). The grammar is :class:`~ctmc.prism.parser.PropertyParser`
+(PRISM's expression grammar with the ``P``, ``S``, ``R``, ``T`` operators and
+``filter``); what each property maps onto, and its error bound, is
+:mod:`ctmc.prism.csl`:
 
-``S=? [ phi ]``
-    the long-run probability of the states satisfying ``phi``,
-    :math:`\sum_{x \models \phi} \pi_x`, with :math:`\pi` the long-run law
-    from the chain's initial law (:meth:`ctmc.CTMC.long_run`: the stationary
-    law of an irreducible chain; the closed classes weighted by the
-    probability of entering each otherwise);
-``R{"r"}=? [ S ]`` (``R=? [ S ]``: the first reward structure)
-    the long-run reward rate :math:`\sum_x \pi_x r_x` of the chain's reward
-    ``r`` (a PRISM action reward is already a rate there, see
-    :mod:`ctmc.prism.translate`).
+=================================  ==================================================
+``S=? [phi]``, ``R{"r"}=? [S]``    :meth:`ctmc.CTMC.long_run`
+``P=? [F phi]``, ``[phi U psi]``   :meth:`ctmc.CTMC.hitting_laplace` at ``s = 0``
+``P=? [F<=t phi]``, ``U<=t``       :meth:`ctmc.CTMC.prob_within` (``!phi & !psi`` absorbing)
+``P=? [F[t1,t2] phi]``, ``U[..]``  the above, then uniformisation on ``[0, t1]``
+``R{"r"}=? [C<=t]``                :meth:`ctmc.CTMC.cumulative_reward`
+``R{"r"}=? [I=t]``                 uniformisation of :math:`e^{Qt} r`
+``R{"r"}=? [F phi]``, ``T=?``      :meth:`ctmc.CTMC.hitting_times` (with ``reward``)
+``filter(op, prop, states)``       ``op`` over the values of ``prop`` in ``states``
+=================================  ==================================================
 
-``phi`` is a PRISM expression of the model's variables, constants and
-formulas (when the chain was built from :func:`ctmc.prism.load`) and of the
-chain's labels, written ``"name"`` (``"init"``: the initial states, when
-the chain has no label of that name). The error bound is the law's proven
-:math:`\ell_1` bound times :math:`\max_x |r_x|` (1 for a probability):
-:math:`|\pi r - \tilde\pi r| \le \|\pi - \tilde\pi\|_1 \max|r|`.
+The value of a property without a filter is the one "from the initial
+state": :math:`p_0 v`, :math:`p_0` the chain's initial law (uniform over
+several initial states; PRISM asks for one); for a bool property, whether it
+holds in every initial state (PRISM's default). Names are the model's
+variables, constants and formulas (for a chain from :func:`ctmc.prism.load`,
+else the chain's state variables) and the chain's labels as ``"name"``
+(``"init"``: the initial states, when the chain has no label of that name).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import copy
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 
 from ..expr import Var
 from ..results import Status
-from .parser import Parser
+from .csl import Context, evaluate, state_values
+from .parser import PropertyParser
 from .syntax import PrismError, Program
-from .translate import as_bool, is_const, Scope
+from .translate import Scope
 
-__all__ = ["check", "PropertyResult"]
+__all__ = ["check", "check_file", "PropertyResult"]
 
 
 @dataclass(frozen=True)
@@ -46,15 +55,19 @@ class PropertyResult:
     property : str
         The property as given.
     value : float
-        Its value (from the chain's initial law).
+        Its value: from the chain's initial law, or the filter's (a bool as 1.0 / 0.0).
     status : Status
         The analysis' status (:class:`ctmc.Status`).
     error_bound : float
-        A bound on ``|value - exact value|`` (see the module docstring).
+        A bound on ``|value - exact value|`` (see :mod:`ctmc.prism.csl`).
     method : str
         The analysis and its method, e.g. ``"long_run(gth)"``.
     result : object
-        The analysis result it came from (:class:`ctmc.StationaryResult`).
+        The analysis result it came from (e.g. :class:`ctmc.StationaryResult`), or None.
+    values : ndarray or None
+        The value from every state (``nan`` where it was not computed), for a property without filter.
+    name : str or None
+        The property's name in a properties file (``"name": prop``).
     """
 
     property: str
@@ -63,65 +76,79 @@ class PropertyResult:
     error_bound: float
     method: str
     result: Any = field(repr=False, default=None)
+    values: Optional[np.ndarray] = field(repr=False, default=None)
+    name: Optional[str] = None
 
 
-def _scope(chain):
-    """The names a property may use: the PRISM program's, or the chain's variables (as ints)."""
-    tr = getattr(getattr(chain, "model", None), "scope", None)
-    if isinstance(tr, Scope):
-        return tr
-    tr = Scope(Program(file="<property>", model_type="ctmc"), None)
-    for name in chain.states.names:
-        tr.vars[name] = (Var(name, 0, 0), "int", None)     # the bounds play no part in evaluating
+def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
+    """The names a property may use: the program's (or the chain's variables) and the file's declarations."""
+    base = getattr(getattr(chain, "model", None), "scope", None)
+    if not isinstance(base, Scope):
+        base = Scope(Program(file=file, model_type="ctmc"), None)
+        for name in chain.states.names:
+            base.vars[name] = (Var(name, 0, 0), "int", None)     # the bounds play no part in evaluating
+    decls = decls or Program(file=file)
+    for name, (_, _, pos) in decls.constants.items():
+        if name in base.prog.constants or name in base.vars or name in base.prog.formulas:
+            raise PrismError(f"constant {name!r} is already a name of the model", file, pos.line, pos.col)
+    given = dict(constants or {})
+    unknown = sorted(set(given) - set(decls.constants))
+    if unknown:
+        raise PrismError(f"constants={{...}} names {unknown}, which the properties do not declare "
+                         f"(their constants: {sorted(decls.constants) or 'none'})", file)
+    tr = copy.copy(base)
+    tr.prog = replace(base.prog, file=file, constants={**base.prog.constants, **decls.constants},
+                      formulas={**base.prog.formulas, **decls.formulas})
+    tr.given = {**base.given, **given}
+    tr.consts, tr.busy, tr.formula_cache = dict(base.consts), set(), {}
+    tr.labels = dict(chain.labels)
+    if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in label
+        tr.labels["init"] = np.isin(np.arange(chain.n_states), chain.initial)
+    for name, node in decls.labels.items():
+        v, t = state_values(Context(chain, tr, file), node)
+        if t != "bool":
+            raise PrismError(f"label {name!r}: expected a bool expression, got {t}", file, node.pos.line,
+                             node.pos.col)
+        tr.labels[name] = v != 0
     return tr
 
 
-def _parse(text: str):
-    """``("S", phi)`` or ``("R", reward name or None)``."""
-    p = Parser(text, "<property>")
-    kind, value, pos = p.peek()
-    if kind == "ident" and value == "S":
-        p.next()
-        p.expect("=")
-        p.expect("?")
-        p.expect("[")
-        phi = p.expr()
-        p.expect("]")
-        out = ("S", phi)
-    elif kind == "ident" and value == "R":
-        p.next()
-        name = None
-        if p.at("{"):
-            p.next()
-            name, _ = p.string("a reward structure's name")
-            p.expect("}")
-        p.expect("=")
-        p.expect("?")
-        p.expect("[")
-        if not (p.peek()[0] == "ident" and p.peek()[1] == "S"):
-            raise p.error(f"R=? [ ... ]: only the long-run reward R=? [ S ] is supported, found {p.found()}")
-        p.next()
-        p.expect("]")
-        out = ("R", name)
+def _answer(chain, tr, node, text, file, name, options) -> PropertyResult:
+    ans = evaluate(Context(chain, tr, file, options), node)
+    values = ans.values
+    if node.kind == "filter":
+        value = ans.value
+    elif ans.value is not None and ans.kind != "bool":
+        value = ans.value
     else:
-        raise p.error(f"expected S=? [ ... ] or R{{\"r\"}}=? [ S ] (the properties supported), "
-                      f"found {p.found()}")
-    if p.peek()[0] != "eof":
-        raise p.error(f"unexpected {p.found()} after the property")
-    return out
+        law = chain.initial_law
+        if law is None:
+            raise PrismError("the chain has no initial state: give one, or ask filter(op, prop, states)",
+                             file,
+                             node.pos.line, node.pos.col)
+        sel = np.asarray(law) > 0
+        if ans.kind == "bool":
+            value = float((values[sel] != 0).all())
+        else:
+            value = float(np.asarray(law)[sel] @ values[sel])
+    return PropertyResult(text, float(value), ans.status, float(ans.error_bound), ans.method, ans.result,
+                          None if node.kind == "filter" else values, name)
 
 
-def check(chain, prop: str, **options) -> PropertyResult:
-    """Answer ``S=? [phi]`` or ``R{"r"}=? [S]`` on ``chain``.
+def check(chain, prop: str, constants=None, **options) -> PropertyResult:
+    """Answer one property on ``chain``.
 
     Parameters
     ----------
     chain : CTMC
         A built chain (labels and rewards from :func:`ctmc.prism.load` or its own).
     prop : str
-        The property.
+        The property, e.g. ``'P=? [ F<=10 "full" ]'`` (the table of :mod:`ctmc.prism.properties`).
+    constants : dict, optional
+        Unused by a single property (its constants are the model's); see :func:`check_file`.
     **options
-        Passed to :meth:`ctmc.CTMC.long_run` (``method=``, ...).
+        Passed to the linear analyses (:meth:`ctmc.CTMC.long_run`, :meth:`ctmc.CTMC.hitting_times`:
+        ``method=``, ...).
 
     Returns
     -------
@@ -142,35 +169,66 @@ def check(chain, prop: str, **options) -> PropertyResult:
     >>> r = ctmc.prism.check(m.build(), 'S=? [ "full" ]')   # (1/2)^2 / (1 + 1/2 + 1/4)
     >>> round(r.value, 12), r.status.name
     (0.142857142857, 'SUCCESS')
+    >>> round(ctmc.prism.check(m.build(), 'T=? [ F "full" ]').value, 12)   # 1 + (1 + 2 * 1) / 1
+    4.0
     """
-    kind, arg = _parse(prop)
-    if kind == "S":
-        tr = _scope(chain)
-        tr.labels = dict(chain.labels)
-        if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in label
-            tr.labels["init"] = np.isin(np.arange(chain.n_states), chain.initial)
-        try:
-            v, t = tr.value(arg, {})
-        except PrismError as exc:
-            raise PrismError(exc.reason, "<property>", exc.line, exc.column) from None
-        finally:
-            tr.labels = {}
-        if t != "bool":
-            raise PrismError(f"S=? [ phi ]: phi must be a bool expression, got {t}", "<property>",
-                             arg.pos.line, arg.pos.col)
-        env = {name: np.asarray(chain.states[name]) for name in chain.states.names}
-        v = as_bool(v)
-        values = np.broadcast_to(np.asarray(v if is_const(v) else v.evaluate(env), dtype=float),
-                                 (chain.n_states,))
+    if not isinstance(prop, str):
+        raise TypeError(f"prop: expected the property as a string, got {type(prop).__name__}")
+    if constants:
+        raise ValueError("constants: a single property declares none; give the model's constants to "
+                         "ctmc.prism.load, or use check_file for a properties file with const lines")
+    node = PropertyParser(prop, "<property>").single()
+    return _answer(chain, _scope(chain, None, None, "<property>"), node, prop.strip(), "<property>", None,
+                   options)
+
+
+def check_file(chain, path_or_text, constants=None, **options) -> list:
+    """Answer every property of a properties file on ``chain``.
+
+    A properties file (PRISM's ``.csl``/``.props``) holds ``const``,
+    ``formula`` and ``label`` declarations and properties, one after the
+    other (optionally ``"name": prop`` and a ``;``). A list of results, not
+    one, since a file holds several properties: :func:`check` keeps its
+    single :class:`PropertyResult`.
+
+    Parameters
+    ----------
+    chain : CTMC
+    path_or_text : str or os.PathLike
+        A file name (a path, or a one-line string naming an existing file), or the text.
+    constants : dict, optional
+        Values of the file's undefined constants, ``{"T": 10}``.
+    **options
+        As for :func:`check`.
+
+    Returns
+    -------
+    list of PropertyResult
+        In the file's order, each with its ``property`` text and ``name``.
+
+    Raises
+    ------
+    PrismError
+        Naming ``file:line:column``.
+    """
+    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
+                                                   and os.path.isfile(path_or_text)):
+        path = Path(path_or_text)
+        text, file = path.read_text(encoding="utf-8"), str(path)
+    elif isinstance(path_or_text, str):
+        text, file = path_or_text, "<properties>"
     else:
-        if not chain.rewards:
-            raise PrismError("R=? [ S ]: the chain has no reward structure", "<property>", 1, 1)
-        name = arg if arg is not None else next(iter(chain.rewards))
-        if name not in chain.rewards:
-            raise PrismError(f"R{{{name!r}}}: no reward structure of that name; the chain has "
-                             f"{sorted(chain.rewards)}", "<property>", 1, 1)
-        values = np.asarray(chain.rewards[name], dtype=float)
-    res = chain.long_run(**options)
-    scale = float(np.max(np.abs(values))) if values.size else 0.0
-    bound = float(res.error_bound) * scale if scale else 0.0
-    return PropertyResult(prop, float(res.pi @ values), res.status, bound, f"long_run({res.method})", res)
+        raise TypeError(f"path_or_text: expected a file name or the properties' text, got "
+                        f"{type(path_or_text).__name__}")
+    p = PropertyParser(text, file)
+    props = p.properties()
+    if not props:
+        raise PrismError("no property in the file", file)
+    tr = _scope(chain, p.prog, constants, file)
+    starts = np.cumsum([0] + [len(x) for x in text.splitlines(keepends=True)])
+    out = []
+    for name, node, start, end in props:
+        source = text[starts[start.line - 1] + start.col - 1:starts[end.line - 1] + end.col - 1]
+        out.append(_answer(chain, tr, node, " ".join(source.split()), file, name, options))
+    return out
+

@@ -1,0 +1,326 @@
+r"""CSL on a built chain: each property of :class:`~ctmc.prism.parser.PropertyParser` on an analysis.
+
+Notation: :math:`Q` the generator, :math:`p_0` the chain's initial law,
+:math:`\Phi, \Psi` the states satisfying ``phi``, ``psi``, :math:`r` a reward
+rate per state, :math:`Q[\bar S]` the generator with the rows of the states
+outside :math:`S` set to zero (those states made absorbing).
+Every property gives a value per state :math:`v` (and :math:`p_0 v`):
+
+``P=? [ phi U[t1,t2] psi ]`` (``F psi`` is ``true U psi``)
+    ``t1 = 0``, ``t2`` finite: :math:`v = e^{Q' t_2} 1_\Psi`,
+    :math:`Q' = Q` with :math:`\Psi` and :math:`\overline{\Phi \cup \Psi}` absorbing
+    (:meth:`ctmc.CTMC.prob_within` on that chain: uniformisation, non-negative
+    terms, so small probabilities keep their relative accuracy);
+    ``t2`` infinite: the probability of ever reaching :math:`\Psi` on the same
+    chain (:meth:`ctmc.CTMC.hitting_laplace` at :math:`s = 0`);
+    ``t1 > 0``: :math:`v = e^{Q'' t_1} (1_\Phi\, u)` with :math:`u` the value of
+    ``phi U[0, t2-t1] psi`` and :math:`Q''` the generator with
+    :math:`\overline\Phi` absorbing (uniformisation of a non-negative vector).
+``R{"r"}=? [ C<=t ]``
+    :math:`\int_0^t e^{Qs} r\,ds` (:meth:`ctmc.CTMC.cumulative_reward`).
+``R{"r"}=? [ I=t ]``
+    :math:`e^{Qt} r` (uniformisation).
+``R{"r"}=? [ F phi ]``, ``T=? [ F phi ]``
+    :math:`E_i[\int_0^{T_\Phi} r(X_s)\,ds]` (:math:`r = 1` for ``T``):
+    :meth:`ctmc.CTMC.hitting_times` with ``reward``; infinite where
+    :math:`\Phi` is not reached with probability 1 (as PRISM).
+``S=? [ phi ]``, ``R{"r"}=? [ S ]``
+    the long-run mean of :math:`1_\Phi` or :math:`r` (:meth:`ctmc.CTMC.long_run`); from
+    every state, the same number on an irreducible chain, else one long-run law per state asked for.
+``P~p [ ... ]`` (and ``S``, ``R``, ``T`` with a bound)
+    the bool :math:`v \sim p` per state.
+``filter(op, prop, states)``
+    ``op`` over the values of ``prop`` in ``states`` (PRISM's manual,
+    "Filters"): ``min``, ``max``, ``sum``, ``avg``, ``count`` and
+    ``forall``/``exists`` (of a bool property: 1.0 for true), ``first`` (the
+    lowest-indexed state), ``state`` (the one state of ``states``).
+
+**Error bounds** are absolute bounds on every value: the analysis' own
+(uniformisation: the neglected Poisson mass times :math:`\max|v_0|`; a linear
+solve's relative normwise bound times :math:`\max|v|`; the long-run law's
+:math:`\ell_1` bound times :math:`\max|r|`); ``phi U[t1,t2] psi`` adds the
+bounds of its two stages (:math:`e^{Q''t}` does not expand the max-norm).
+A bool answer is 0 or 1 with bound 0; its status is ``inaccurate`` when a
+value lies within its bound of ``p``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..backends import operator_for
+from ..backends.base import worst
+from ..options import Tolerances
+from ..results import Status
+from ..transient import uniformize_operator
+from .syntax import PrismError
+from .translate import as_bool, is_const
+
+__all__ = ["Answer", "Context", "evaluate", "state_values"]
+
+_PER_STATE_LONG_RUN_LIMIT = 2000    # long-run laws computed one start state at a time (reducible chains)
+
+
+@dataclass
+class Answer:
+    """A property's values in every state (``nan`` where not computed) and its evidence."""
+
+    values: np.ndarray
+    status: Status = Status.SUCCESS
+    error_bound: float = 0.0
+    method: str = "expression"
+    result: Any = None
+    kind: str = "double"              # "bool", "int" or "double"
+    value: Optional[float] = None      # from the initial law, when the analysis gave it
+
+
+@dataclass
+class Context:
+    """What evaluating a property needs: the chain, the scope of names, the file for the messages."""
+
+    chain: Any
+    scope: Any
+    file: str = "<property>"
+    options: dict = field(default_factory=dict)
+
+    def err(self, message, pos) -> PrismError:
+        return PrismError(message, self.file, pos.line if pos else 0, pos.col if pos else 0)
+
+
+def _graded(bound: float, scale: float) -> Status:
+    return Status.SUCCESS if bound <= Tolerances.error_tol * max(scale, 1e-300) else Status.INACCURATE
+
+
+def _constant(ctx, node, what):
+    """A constant number (a time, a probability bound), or an error naming it."""
+    v, t = ctx.scope.value(node, {}, constant=True)
+    if t == "bool" or not isinstance(v, (int, float)):
+        raise ctx.err(f"{what}: expected a number, got {t}", node.pos)
+    v = float(v)
+    if not np.isfinite(v) or v < 0:
+        raise ctx.err(f"{what}: expected a finite number >= 0, got {v}", node.pos)
+    return v
+
+
+def state_values(ctx, node):
+    """``(values over the states, type)`` of an expression of the variables, constants, formulas, labels."""
+    chain = ctx.chain
+    v, t = ctx.scope.value(node, {})
+    if t == "bool":
+        v = as_bool(v)
+    if not is_const(v):
+        env = {name: np.asarray(chain.states[name]) for name in chain.states.names}
+        v = v.evaluate(env)
+    return np.broadcast_to(np.asarray(v, dtype=float), (chain.n_states,)).copy(), t
+
+
+def _mask(ctx, node, what) -> np.ndarray:
+    v, t = state_values(ctx, node)
+    if t != "bool":
+        raise ctx.err(f"{what} must be a bool expression, got {t}", node.pos)
+    return v != 0
+
+
+def _absorbing(chain, keep: np.ndarray):
+    """``chain`` with the rows of the states outside ``keep`` set to zero (absorbing), same initial law."""
+    from ..chain import CTMC
+    if keep.all():
+        return chain
+    Q = sp.diags(keep.astype(float)) @ chain.Q
+    law = chain.initial_law
+    return CTMC(sp.csr_matrix(Q), chain.states, initial=None if law is None else np.array(law), check=False)
+
+
+def _backward(chain, v0: np.ndarray, t: float):
+    """``(e^{Qt} v0, absolute bound, steps)`` by uniformisation (see the module docstring)."""
+    op = operator_for(chain, "scipy")
+    info: dict = {}
+    U, trunc = uniformize_operator(op.apply, np.asarray(v0, dtype=float), np.array([t]), 1.02 * op.qmax,
+                                   roundoff=op.product_roundoff(), info=info)
+    scale = float(np.abs(v0).max()) if v0.size else 0.0
+    return U[0], trunc * scale, info.get("steps", 0)
+
+
+def _until(ctx, phi, psi, t1, t2) -> Answer:
+    chain = ctx.chain
+    if t1 > 0:
+        u = _until(ctx, phi, psi, 0.0, None if t2 is None else t2 - t1)
+        v0 = np.where(phi, u.values, 0.0)
+        v, b, steps = _backward(_absorbing(chain, phi), v0, t1)
+        bound = u.error_bound + b
+        return Answer(v, worst(u.status, _graded(bound, 1.0)), bound,
+                      f"{u.method} then uniformization({steps} steps) on [0, {t1:g}]", u.result)
+    if not psi.any():
+        return Answer(np.zeros(chain.n_states), method="empty target: 0")
+    sub = _absorbing(chain, phi | psi)
+    if t2 is None:
+        res = sub.hitting_laplace(psi, 0.0)
+        v = np.asarray(res.values, dtype=float)
+        bound = float(res.error_bound) * float(v.max())
+        return Answer(v, res.status, bound, f"hitting_laplace(s=0, {res.method})", res)
+    res = sub.prob_within(psi, t2)
+    return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
+                  f"prob_within({res.method})", res,
+                  value=float(res.value) if res.value is not None else None)
+
+
+def _reward_vector(ctx, name, pos, what):
+    chain = ctx.chain
+    if not chain.rewards:
+        raise ctx.err(f"{what}: the chain has no reward structure", pos)
+    names = list(chain.rewards)
+    if name is None:
+        name = names[0]
+    elif isinstance(name, int):
+        if not 1 <= name <= len(names):
+            raise ctx.err(f"R{{{name}}}: the chain has {len(names)} reward structure(s), "
+                          f"1..{len(names)}", pos)
+        name = names[name - 1]
+    elif name not in chain.rewards:
+        raise ctx.err(f"R{{{name!r}}}: no reward structure of that name; the chain has {sorted(names)}", pos)
+    return name, np.asarray(chain.rewards[name], dtype=float)
+
+
+def _has_action_items(ctx, name) -> bool:
+    prog = getattr(ctx.scope, "prog", None)
+    for k, (rname, items, _) in enumerate(getattr(prog, "rewards", ()), start=1):
+        if (rname if rname is not None else str(k)) == name:
+            return any(item.action is not None for item in items)
+    return False
+
+
+def _long_run(ctx, values, what, need) -> Answer:
+    """The long-run mean of ``values`` from the initial law and, in the states of ``need``, from each."""
+    chain, opts = ctx.chain, ctx.options
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    out = np.full(chain.n_states, np.nan)
+    res, bound = None, 0.0
+    if chain.initial_law is not None:
+        res = chain.long_run(**opts)
+    elif chain.is_irreducible:
+        res = chain.stationary(**opts)
+    if res is not None:
+        bound = float(res.error_bound) * scale
+    if res is not None and chain.is_irreducible:
+        out[:] = res.pi @ values
+    elif need is not None and need.any():
+        idx = np.flatnonzero(need)
+        if idx.size > _PER_STATE_LONG_RUN_LIMIT:
+            raise ValueError(f"{what} in {idx.size} states of a reducible chain: one long-run law per "
+                             f"state; at most {_PER_STATE_LONG_RUN_LIMIT} (narrow the filter's states)")
+        for i in idx:
+            r = chain.long_run({int(i)}, **opts)
+            out[i] = r.pi @ values
+            bound = max(bound, float(r.error_bound) * scale)
+            res = res or r
+    if res is None:
+        raise ValueError(f"{what}: the chain has no initial state; use filter(..., states)")
+    value = float(res.pi @ values) if chain.initial_law is not None else None
+    return Answer(out, res.status, bound, f"long_run({res.method})", res, value=value)
+
+
+def _reward(ctx, node, need) -> Answer:
+    name, what, arg = (node.args[1:] if node.kind == "R" else (None, "F", None))
+    chain = ctx.chain
+    if node.kind == "T":
+        what, arg, label, r = "F", node.args[1], "time", np.ones(chain.n_states)
+    else:
+        label, r = _reward_vector(ctx, name, node.pos, f"R=? [ {what} ]")
+    if what == "S":
+        return _long_run(ctx, r, f'R{{"{label}"}}=? [ S ]', need)
+    if what == "C":
+        t = _constant(ctx, arg, "R=? [ C<=t ]: t")
+        res = chain.cumulative_reward(r, t)
+        return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
+                      f"cumulative_reward({res.method})", res,
+                      value=None if res.value is None else float(res.value))
+    if what == "I":
+        if _has_action_items(ctx, label):
+            raise ctx.err(f"R{{{label!r}}}=? [ I=t ]: the structure has action items, which PRISM leaves "
+                          "out of an instantaneous reward and ctmc holds as rates; use a structure of "
+                          "state items",
+                          node.pos)
+        t = _constant(ctx, arg, "R=? [ I=t ]: t")
+        v, b, steps = _backward(chain, r, t)
+        return Answer(v, _graded(b, float(np.abs(r).max()) if r.size else 0.0), b,
+                      f"uniformization({steps} steps)")
+    target = _mask(ctx, arg, "R=? [ F phi ]: phi")
+    if not target.any():
+        return Answer(np.full(chain.n_states, np.inf), method="empty target: infinite")
+    if (r < 0).any():
+        raise ctx.err(f"R{{{label!r}}}=? [ F phi ]: the rewards must be >= 0", node.pos)
+    res = chain.hitting_times(target, reward=None if label == "time" else r, **ctx.options)
+    v = np.asarray(res.mean, dtype=float)
+    finite = v[np.isfinite(v)]
+    bound = float(res.error_bound) * (float(finite.max()) if finite.size else 0.0)
+    return Answer(v, res.status, bound, f"hitting_times({res.method})", res)
+
+
+def _compare(ans: Answer, bound, ctx) -> Answer:
+    op, pnode = bound
+    p = _constant(ctx, pnode, f"the bound {op} p")
+    v = ans.values
+    out = {"<": v < p, "<=": v <= p, ">": v > p, ">=": v >= p}[op].astype(float)
+    near = np.isfinite(v) & (np.abs(v - p) <= ans.error_bound)
+    status = worst(ans.status, Status.INACCURATE) if near.any() else ans.status
+    return Answer(np.where(np.isnan(v), np.nan, out), status, 0.0, f"{ans.method}, compared {op} {p:g}",
+                  ans.result, "bool")
+
+
+def evaluate(ctx, node, need=None) -> Answer:
+    """The :class:`Answer` of property ``node``; ``need``: the states whose value a filter reads."""
+    kind, chain = node.kind, ctx.chain
+    if kind == "filter":
+        return _filter(ctx, node)
+    if kind in ("P", "S", "R", "T"):
+        bound = node.args[0]
+        if kind == "P":
+            _, phi, psi, t1n, t2n = node.args
+            t1 = 0.0 if t1n is None else _constant(ctx, t1n, "the time bound t1")
+            t2 = None if t2n is None else _constant(ctx, t2n, "the time bound t2")
+            if t2 is not None and t2 < t1:
+                raise ctx.err(f"the time interval [{t1:g}, {t2:g}] is empty", (t2n or node).pos)
+            phim = np.ones(chain.n_states, bool) if phi is None else _mask(ctx, phi, "phi U psi: phi")
+            ans = _until(ctx, phim, _mask(ctx, psi, "the path's target"), t1, t2)
+        elif kind == "S":
+            phi = _mask(ctx, node.args[1], "S=? [ phi ]: phi")
+            ans = _long_run(ctx, phi.astype(float), "S=? [ phi ]", need)
+        else:
+            ans = _reward(ctx, node, need)
+        return ans if bound is None else _compare(ans, bound, ctx)
+    values, t = state_values(ctx, node)
+    return Answer(values, kind=t)
+
+
+def _filter(ctx, node) -> Answer:
+    op, prop, states = node.args
+    mask = _mask(ctx, states, f"filter({op}, ...): the states")
+    if not mask.any():
+        raise ctx.err(f"filter({op}, ...): no state satisfies the filter's states", states.pos)
+    if op == "state" and mask.sum() != 1:
+        raise ctx.err(f"filter(state, ...): the states must be exactly one state, got {int(mask.sum())}",
+                      states.pos)
+    ans = evaluate(ctx, prop, mask)
+    v = ans.values[mask]
+    if op in ("count", "forall", "exists") and ans.kind != "bool":
+        raise ctx.err(f"filter({op}, ...): expected a bool property (P>=p [...], an expression), "
+                      "got a number",
+                      prop.pos)
+    n = int(mask.sum())
+    value, bound, kind = {
+        "min": lambda: (v.min(), ans.error_bound, ans.kind),
+        "max": lambda: (v.max(), ans.error_bound, ans.kind),
+        "sum": lambda: (v.sum(), ans.error_bound * n, ans.kind),
+        "avg": lambda: (v.mean(), ans.error_bound, "double"),
+        "count": lambda: (float((v != 0).sum()), 0.0, "int"),
+        "forall": lambda: (float((v != 0).all()), 0.0, "bool"),
+        "exists": lambda: (float((v != 0).any()), 0.0, "bool"),
+        "first": lambda: (v[0], ans.error_bound, ans.kind),
+        "state": lambda: (v[0], ans.error_bound, ans.kind),
+    }[op]()
+    out = np.full(ctx.chain.n_states, float(value))
+    return Answer(out, ans.status, float(bound), f"filter({op}) of {ans.method}", ans.result, kind,
+                  value=float(value))
