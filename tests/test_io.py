@@ -252,7 +252,7 @@ GOOD_TRA = "3 3\n0 1 1\n1 2 2\n2 0 4\n"
 BAD = [
     # (case, {file: text}, file that is wrong, line, message fragment)
     ("tra index out of range", {"tra": "3 3\n0 1 1\n1 3 2\n2 0 4\n"}, "tra", 3, "out of range"),
-    ("tra negative rate", {"tra": "3 3\n0 1 1\n1 2 -2\n2 0 4\n"}, "tra", 3, ">= 0"),
+    ("tra negative rate", {"tra": "3 3\n0 1 1\n1 2 -2\n2 0 4\n"}, "tra", 3, "> 0"),
     ("tra not a number", {"tra": "3 3\n0 1 fast\n1 2 2\n2 0 4\n"}, "tra", 2, "expected a number"),
     ("tra short line", {"tra": "3 3\n0 1\n1 2 2\n2 0 4\n"}, "tra", 2, "'i j rate'"),
     ("tra count", {"tra": "3 4\n0 1 1\n1 2 2\n2 0 4\n"}, "tra", 1, "announces 4"),

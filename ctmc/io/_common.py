@@ -1,8 +1,11 @@
 """What the file formats of :mod:`ctmc.io` share.
 
-Reading a text file (a :class:`ValueError` naming the file when it cannot be
-read or decoded), its data lines without blanks and comments, numbers parsed
-with the file and line in the message (``path:line: message``), the shortest
+Reading a text file (a :class:`ValueError` naming the file, and the line when
+it is not UTF-8), its data lines without blanks and comments, the one number
+rule of every reader (ASCII integers within int64, decimal floats, rationals;
+no ``_``, no other scripts' digits) with the file and line in each message
+(``path:line: message``), indices in ``0..n-1`` (never negative), names and
+states declared once, the vectorised reading of ``i j x`` lines, the shortest
 text of a float that reads back the same, and the chain-side pieces the PRISM
 and DRN files have in common: the ``init`` label, the generator from rate
 triples, the labels as sets, the chain from what a reader found.
@@ -10,6 +13,7 @@ triples, the labels as sets, the chain from what a reader found.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from typing import List, Optional, Tuple, Union
 
@@ -26,7 +30,21 @@ INIT = "init"
 
 
 # ---------------------------------------------------------------------------
-# text: lines, numbers, messages
+# text: bytes, lines, fields, numbers, messages
+#
+# One number rule for every reader: ASCII only (no '_' separators, no other
+# scripts' digits, no Unicode blanks), an integer is ``[+-]?[0-9]+`` within
+# int64, a number is a decimal float (``1``, ``-2.5``, ``.5``, ``3e-4``),
+# ``inf``/``nan`` (refused by the checks that need a finite value) or a
+# rational ``p/q`` of two such (Storm's ``@value_type: rational``).
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)",
+                    re.IGNORECASE)
+_BLANKS = " \t\r\f\v"                           # the blanks between fields (ASCII only)
+_FIELD_SEP = re.compile(r"[ \t\r\f\v]+")
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
 
 def fail(path, lineno: Optional[int], msg: str) -> ValueError:
     """The error ``path:lineno: msg`` (``path: msg`` without a line), to raise."""
@@ -34,62 +52,99 @@ def fail(path, lineno: Optional[int], msg: str) -> ValueError:
     return ValueError(f"{where}: {msg}")
 
 
-def read_lines(path) -> List[str]:
-    """The lines of the UTF-8 text file ``path``, or a ValueError naming the file."""
+def read_bytes(path) -> bytes:
+    """The content of the file ``path``, or a ValueError naming the file."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read().splitlines()
+        with open(path, "rb") as fh:
+            return fh.read()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+
+
+def decode(data: bytes, path, first_line: int = 1) -> str:
+    """``data`` (lines of ``path`` from ``first_line`` on) as UTF-8 text; else a ValueError naming the line."""
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: cannot read the file (not UTF-8 text: byte {exc.start} {exc.reason})") from None
+        line = first_line + data.count(b"\n", 0, exc.start)
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise fail(path, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x} in column {col}: "
+                   f"{exc.reason})") from None
 
 
-def data_lines(raw: List[str]) -> List[Tuple[int, str]]:
+def split_lines(text: str) -> List[str]:
+    r"""The lines of ``text``, cut at ``\n`` only (so line numbers are an editor's)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_lines(path) -> List[str]:
+    """The lines of the UTF-8 text file ``path``; a ValueError naming the file (and line) otherwise."""
+    return split_lines(decode(read_bytes(path), path))
+
+
+def data_lines(raw: List[str], first_line: int = 1) -> List[Tuple[int, str]]:
     """Non-blank, non-comment lines of a text file as ``(line number, stripped text)``.
 
-    ``raw`` is the file's lines (:func:`read_lines`); ``#`` and ``//`` start comments.
+    ``raw`` is the file's lines (:func:`read_lines`), the first of them line
+    ``first_line``; ``#`` and ``//`` start comments.
     """
     out = []
-    for k, line in enumerate(raw, start=1):
-        s = line.strip()
+    for k, line in enumerate(raw, start=first_line):
+        s = line.strip(_BLANKS)
         if s and not s.startswith("#") and not s.startswith("//"):
             out.append((k, s))
     return out
 
 
-def parse_float(tok: str, path, lineno, what: str) -> float:
-    """The number ``tok`` (a float, or a rational ``p/q``)."""
-    try:
-        if "/" in tok:  # Storm may write rationals as p/q
-            p, q = tok.split("/")
-            return float(p) / float(q)
-        return float(tok)
-    except (ValueError, ZeroDivisionError):
-        raise fail(path, lineno, f"{what}: expected a number, got {tok!r}") from None
+def fields(line: str) -> List[str]:
+    """The blank-separated fields of a stripped line (ASCII blanks only)."""
+    return _FIELD_SEP.split(line) if line else []
 
 
-def parse_int(tok: str, path, lineno, what: str) -> int:
-    """The integer ``tok``."""
-    try:
-        return int(tok)
-    except ValueError:
-        raise fail(path, lineno, f"{what}: expected an integer, got {tok!r}") from None
+def parse_int(tok: str, path, lineno, what: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
+    """The integer ``tok`` (``[+-]?[0-9]+``), in ``lo..hi`` (by default the int64 range)."""
+    if not _INT.fullmatch(tok):
+        raise fail(path, lineno, f"{what}: expected an integer, got {tok!r}")
+    v = int(tok)
+    if not lo <= v <= hi:
+        raise fail(path, lineno, f"{what} {tok} out of range: expected {lo}..{hi}")
+    return v
+
+
+def parse_count(tok: str, path, lineno, what: str, lo: int = 0) -> int:
+    """A count (a number of states, transitions...): an integer ``>= lo`` within int64."""
+    return parse_int(tok, path, lineno, what, lo=lo)
 
 
 def parse_index(tok: str, n: int, path, lineno, what: str = "state index") -> int:
-    """The state index ``tok``, in ``0..n-1``."""
-    i = parse_int(tok, path, lineno, what)
+    """The state index ``tok``, in ``0..n-1`` (never negative: ``-1`` is not the last state)."""
+    if not _INT.fullmatch(tok):
+        raise fail(path, lineno, f"{what}: expected an integer, got {tok!r}")
+    i = int(tok)
     if not 0 <= i < n:
         raise fail(path, lineno, f"{what} {i} out of range: the chain has {n} states (0..{n - 1})")
     return i
 
 
-def parse_rate(tok: str, path, lineno, what: str = "rate") -> float:
-    """The rate ``tok``: a finite number >= 0."""
+def parse_float(tok: str, path, lineno, what: str) -> float:
+    """The number ``tok``: a decimal float or a rational ``p/q`` (``q != 0``)."""
+    p, sep, q = tok.partition("/")
+    if _FLOAT.fullmatch(p) and (not sep or _FLOAT.fullmatch(q)):
+        if not sep:
+            return float(p)
+        if float(q) != 0:
+            return float(p) / float(q)
+    raise fail(path, lineno, f"{what}: expected a number, got {tok!r}")
+
+
+def parse_rate(tok: str, path, lineno, what: str = "rate", zero: bool = False) -> float:
+    """The rate ``tok``: finite and > 0 (>= 0 with ``zero``: an exit rate)."""
     x = parse_float(tok, path, lineno, what)
-    if not np.isfinite(x) or x < 0:
-        raise fail(path, lineno, f"{what} must be finite and >= 0, got {tok}")
+    if not (np.isfinite(x) and (x > 0 or (zero and x == 0))):
+        raise fail(path, lineno, f"{what} must be finite and {'>=' if zero else '>'} 0, got {tok}")
     return x
 
 
@@ -99,6 +154,78 @@ def parse_reward(tok: str, path, lineno) -> float:
     if not np.isfinite(x):
         raise fail(path, lineno, f"reward must be finite, got {tok}")
     return x
+
+
+def unique_names(names, path, lineno, what: str) -> list:
+    """``names`` as a list, refused (naming the first one) when a name occurs twice."""
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise fail(path, lineno, f"{what} {name!r} is declared twice")
+        seen.add(name)
+    return list(names)
+
+
+def distinct_states(table: np.ndarray, path, lines=None) -> None:
+    """Refuse two rows of ``table`` (states x variables) with the same values.
+
+    ``lines[i]`` (optional) is the line of state ``i``: the message names the
+    line of the second state. Two such states could not be told apart by
+    their values (``chain.index(...)``).
+    """
+    n = table.shape[0]
+    if n < 2 or table.shape[1] == 0:
+        return
+    order = np.lexsort(table.T[::-1])
+    same = (table[order[1:]] == table[order[:-1]]).all(axis=1)
+    if same.any():
+        a, b = sorted(order[[int(np.flatnonzero(same)[0]), int(np.flatnonzero(same)[0]) + 1]].tolist())
+        raise fail(path, None if lines is None else lines[b],
+                   f"states {a} and {b} have the same values {tuple(int(v) for v in table[a])}")
+
+
+# the fast route for 'i j x' lines: one pass of numpy over the bytes, then numpy's own conversions
+
+_KIND = np.full(256, 3, dtype=np.uint8)        # 0: a number's byte, 1: blank, 2: newline, 3: other
+_KIND[list(b"0123456789+-.eE")] = 0
+_KIND[list(b" \t\r")] = 1
+_KIND[ord("\n")] = 2
+
+
+def fast_triples(body: bytes):
+    """``(i, j, x)`` arrays of a body made only of lines ``int int number``, or None.
+
+    None when the body holds anything else (a comment, a blank line, a
+    fourth field, a byte that is not a digit, sign, point, exponent or
+    blank, a token that is not a number of the rule above): the caller then
+    reads the lines one by one, with the same rule, and names the line at
+    fault. On these bytes numpy's conversions accept exactly the rule's
+    integers and decimal floats (no '_', no letters but the exponent's).
+    """
+    if not body:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    kind = _KIND[np.frombuffer(body, dtype=np.uint8)]
+    if (kind == 3).any():
+        return None
+    tok = kind == 0
+    starts = np.flatnonzero(tok[1:] & ~tok[:-1]) + 1
+    if tok[0]:
+        starts = np.concatenate([[0], starts])
+    ends = np.flatnonzero(kind == 2)
+    if not body.endswith(b"\n"):
+        ends = np.concatenate([ends, [len(body)]])
+    del kind, tok
+    L = ends.size                       # exactly three tokens on every line
+    if starts.size != 3 * L or not ((starts[2::3] < ends).all() and (starts[3::3] > ends[:-1]).all()):
+        return None
+    toks = body.split()
+    try:
+        i = np.array(toks[0::3]).astype(np.int64)
+        j = np.array(toks[1::3]).astype(np.int64)
+        x = np.array(toks[2::3]).astype(float)
+    except (ValueError, OverflowError):
+        return None
+    return i, j, x
 
 
 def fmt(x) -> str:
