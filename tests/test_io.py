@@ -302,7 +302,7 @@ BAD_DRN = [
     ("parametric", "@type: CTMC\n@parameters\np q\n@nr_states\n1\n@model\n", 3, "parametric"),
     ("nr_states", "@type: CTMC\n@nr_states\nmany\n@model\n", 3, "expected an integer"),
     ("no model", "@type: CTMC\n@nr_states\n1\n", None, "no '@model'"),
-    ("too few states", DRN_HEAD + "state 0 !1\n\taction 0\n\t\t1 : 1\n", None, "lists 1 states"),
+    ("too few states", DRN_HEAD + "state 0 !1\n\taction 0\n\t\t1 : 1\n", 5, "lists 1 states"),
 ]
 
 

@@ -161,6 +161,7 @@ class _Header:
     n: int                      # @nr_states (checked against the blocks read, never allocated)
     reward_names: List[str]     # @reward_models, in the order of the reward brackets
     model: int                  # line number of @model: the state blocks follow it
+    n_line: int                 # line number of the value of @nr_states
 
 
 def _read_header(raw: List[str], path) -> _Header:
@@ -170,7 +171,7 @@ def _read_header(raw: List[str], path) -> _Header:
     ``@reward_models``, ``@nr_states`` and ``@nr_choices``; ``//`` comments.
     """
     k, N = 0, len(raw)
-    mtype = n = None
+    mtype = n = n_line = None
     reward_names: List[str] = []
 
     def next_line(after):
@@ -205,7 +206,7 @@ def _read_header(raw: List[str], path) -> _Header:
             reward_names = unique_names(fields(text), path, k, "reward model")
         elif line == "@nr_states":
             text = next_line(k)
-            n = parse_count(text, path, k, "number of states", lo=1)
+            n, n_line = parse_count(text, path, k, "number of states", lo=1), k
         elif line == "@nr_choices":
             text = next_line(k)
             parse_count(text, path, k, "number of choices")
@@ -219,7 +220,7 @@ def _read_header(raw: List[str], path) -> _Header:
         raise fail(path, None, "no '@type:' line before '@model'")
     if n is None:
         raise fail(path, None, "no '@nr_states' before '@model'")
-    return _Header(n, reward_names, k)
+    return _Header(n, reward_names, k, n_line)
 
 
 @dataclass
@@ -333,7 +334,7 @@ def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
         else:
             blocks.transition(line, k)
     if blocks.state != head.n - 1:
-        raise fail(path, None, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
+        raise fail(path, head.n_line, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
     return blocks
 
 

@@ -141,7 +141,7 @@ def _fast_tra(data: bytes, path) -> Optional[_Tra]:
         return None
     n, m = int(head[0]), int(head[1])
     got = fast_triples(data[nl + 1:])
-    if got is None or n < 1 or got[0].size != m:
+    if got is None or not 1 <= n <= INT64_MAX or got[0].size != m:
         return None
     i, j, x = got
     if not ((i >= 0).all() and (i < n).all() and (j >= 0).all() and (j < n).all()
