@@ -39,7 +39,8 @@ STA = "(a)\n0:(0)\n1:(1)\n2:(2)\n"
 LAB = '0="init" 1="busy"\n0: 0\n1: 1\n'
 SREW = "3 2\n0 1.5\n2 2\n"
 DRN_HEAD = "@type: CTMC\n@parameters\n\n@reward_models\nr\n@nr_states\n2\n@nr_choices\n2\n@model\n"
-DRN_BODY = "state 0 !3 [1] init\n//[x=0]\n\taction 0\n\t\t1 : 3\nstate 1 !1 [0]\n//[x=1]\n\taction 0\n\t\t0 : 1\n"
+DRN_BODY = ("state 0 !3 [1] init\n//[x=0]\n\taction 0\n\t\t1 : 3\n"      # lines 11-14
+            "state 1 !1 [0]\n//[x=1]\n\taction 0\n\t\t0 : 1\n")           # lines 15-18
 BIG = 2 ** 63            # one past the largest int64
 ARABIC_ONE = "\u0661"    # a digit of another script: int() takes it, the rule does not
 
@@ -57,7 +58,8 @@ def _chain():
 # (case, {suffix: text or bytes}, the file at fault, its line, a fragment of the message)
 PRISM_ROWS = [
     ("sta value 2^63", {"tra": TRA, "sta": f"(a)\n0:(0)\n1:({BIG})\n2:(2)\n"}, "sta", 3, "out of range"),
-    ("sta value -2^63-1", {"tra": TRA, "sta": f"(a)\n0:(0)\n1:(-{BIG + 1})\n2:(2)\n"}, "sta", 3, "out of range"),
+    ("sta value -2^63-1", {"tra": TRA, "sta": f"(a)\n0:(0)\n1:(-{BIG + 1})\n2:(2)\n"}, "sta", 3,
+     "out of range"),
     ("sta variable twice", {"tra": TRA, "sta": "(a,a)\n0:(0,0)\n1:(1,1)\n2:(2,2)\n"}, "sta", 1, "twice"),
     ("sta same values", {"tra": TRA, "sta": "(a)\n0:(0)\n1:(1)\n2:(1)\n"}, "sta", 4, "same values"),
     ("sta underscore", {"tra": TRA, "sta": "(a)\n0:(0)\n1:(1_0)\n2:(2)\n"}, "sta", 3, "integer"),
@@ -73,10 +75,12 @@ PRISM_ROWS = [
     ("tra header 2^63", {"tra": f"{BIG} 1\n0 1 1\n"}, "tra", 1, "out of range"),
     ("tra not utf-8", {"tra": b"3 3\n0 1 1\n1 2 \xff\n2 0 4\n"}, "tra", 3, "not UTF-8"),
     ("tra not utf-8 after comment", {"tra": b"# \xc3\n3 1\n0 1 1\n"}, "tra", 1, "not UTF-8"),
-    ("lab name twice", {"tra": TRA, "lab": '0="init" 1="a" 2="a"\n0: 0 1\n'}, "lab", 1, "'a' is declared twice"),
+    ("lab name twice", {"tra": TRA, "lab": '0="init" 1="a" 2="a"\n0: 0 1\n'}, "lab", 1,
+     "'a' is declared twice"),
     ("lab state twice", {"tra": TRA, "lab": '0="init" 1="a"\n0: 0\n0: 1\n'}, "lab", 3, "twice"),
     ("lab non-ascii number", {"tra": TRA, "lab": f'0="init" {ARABIC_ONE}="a"\n0: 0\n'}, "lab", 1, "header"),
-    ("storm lab name twice", {"tra": TRA, "lab": "#DECLARATION\ninit a a\n#END\n0 init\n"}, "lab", 2, "twice"),
+    ("storm lab name twice", {"tra": TRA, "lab": "#DECLARATION\ninit a a\n#END\n0 init\n"}, "lab", 2,
+     "twice"),
     ("lab not utf-8", {"tra": TRA, "lab": b'0="init"\n0: 0\n1: \xfe\n'}, "lab", 3, "not UTF-8"),
     ("srew state twice", {"tra": TRA, "srew": "3 2\n0 1\n0 2\n"}, "srew", 3, "twice"),
     ("srew underscore", {"tra": TRA, "srew": "3 1\n0 1_000\n"}, "srew", 2, "expected a number"),
@@ -386,7 +390,8 @@ def _mutations(draw, data: bytes):
     kind = draw(st.sampled_from(["flip", "insert", "delete", "cut", "swap", "repeat", "drop"]))
     pos = draw(st.integers(0, max(len(data) - 1, 0)))
     if kind == "flip":
-        return data[:pos] + bytes([draw(st.sampled_from(b"0123456789 -+._eE\n\t#\xff\xc3x"))]) + data[pos + 1:]
+        new = draw(st.sampled_from(b"0123456789 -+._eE\n\t#\xff\xc3x"))
+        return data[:pos] + bytes([new]) + data[pos + 1:]
     if kind == "insert":
         return data[:pos] + draw(st.sampled_from([b"0", b"_", b"-", b" ", b"\n", b"\xd9\xa1", b"9" * 20]))\
             + data[pos:]

@@ -41,7 +41,7 @@ INIT = "init"
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)",
                     re.IGNORECASE)
-_BLANKS = " \t\r\f\v"                           # the blanks between fields (ASCII only)
+BLANKS = " \t\r\f\v"                           # the blanks between fields (ASCII only)
 _FIELD_SEP = re.compile(r"[ \t\r\f\v]+")
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 
@@ -62,7 +62,7 @@ def read_bytes(path) -> bytes:
 
 
 def decode(data: bytes, path, first_line: int = 1) -> str:
-    """``data`` (lines of ``path`` from ``first_line`` on) as UTF-8 text; else a ValueError naming the line."""
+    """``data`` (``path`` from line ``first_line`` on) as UTF-8 text, or a ValueError naming the line."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -93,7 +93,7 @@ def data_lines(raw: List[str], first_line: int = 1) -> List[Tuple[int, str]]:
     """
     out = []
     for k, line in enumerate(raw, start=first_line):
-        s = line.strip(_BLANKS)
+        s = line.strip(BLANKS)
         if s and not s.startswith("#") and not s.startswith("//"):
             out.append((k, s))
     return out
@@ -102,6 +102,11 @@ def data_lines(raw: List[str], first_line: int = 1) -> List[Tuple[int, str]]:
 def fields(line: str) -> List[str]:
     """The blank-separated fields of a stripped line (ASCII blanks only)."""
     return _FIELD_SEP.split(line) if line else []
+
+
+def is_int(tok: str) -> bool:
+    """Whether ``tok`` is an integer of the rule (``[+-]?[0-9]+``, any size)."""
+    return _INT.fullmatch(tok) is not None
 
 
 def parse_int(tok: str, path, lineno, what: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:

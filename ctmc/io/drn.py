@@ -18,7 +18,7 @@ import numpy as np
 
 from .._version import __version__
 from ..chain import CTMC
-from ._common import (_BLANKS, INIT, PathLike, check_label_names, distinct_states, fail, fields, fmt,
+from ._common import (BLANKS, INIT, PathLike, check_label_names, distinct_states, fail, fields, fmt,
                       generator_from_rates, label_sets, make_chain, parse_count, parse_index, parse_int,
                       parse_rate, parse_reward, read_lines, unique_names, warn_initial_law)
 
@@ -116,16 +116,17 @@ def _valuation(text: str, path, lineno):
     """``{name: value}`` and the number of empty items of a Storm valuation comment ``[x=1\t& b\t& !c]``."""
     out, empty = {}, 0
     for item in text.split("&"):
-        item = item.strip(_BLANKS)
+        item = item.strip(BLANKS)
         if not item:
             empty += 1
             continue
         if "=" in item:
-            k, v = (s.strip(_BLANKS) for s in item.split("=", 1))
+            k, v = (s.strip(BLANKS) for s in item.split("=", 1))
             low = v.lower()
-            value = 1 if low == "true" else 0 if low == "false" else parse_int(v, path, lineno, f"variable {k!r}")
+            value = (1 if low == "true" else 0 if low == "false" else
+                     parse_int(v, path, lineno, f"variable {k!r}"))
         elif item.startswith("!"):
-            k, value = item[1:].strip(_BLANKS), 0
+            k, value = item[1:].strip(BLANKS), 0
         else:
             k, value = item, 1
         if k in out:
@@ -179,20 +180,20 @@ def _read_header(raw: List[str], path) -> _Header:
         if k >= N:
             raise fail(path, after, "the file ends here, a value was expected on the next line")
         k += 1
-        return raw[k - 1].strip(_BLANKS)
+        return raw[k - 1].strip(BLANKS)
 
     in_model = False
     while k < N and not in_model:
         k += 1
-        line = raw[k - 1].strip(_BLANKS)
+        line = raw[k - 1].strip(BLANKS)
         if not line or line.startswith("//"):
             continue
         if line.startswith("@type:"):
-            mtype = line[6:].strip(_BLANKS)
+            mtype = line[6:].strip(BLANKS)
             if mtype.upper() != "CTMC":
                 raise fail(path, k, f"model type {mtype!r}: only CTMC files can be read")
         elif line.startswith("@value_type:"):
-            vt = line.split(":", 1)[1].strip(_BLANKS)
+            vt = line.split(":", 1)[1].strip(BLANKS)
             if vt not in ("double", "rational"):
                 raise fail(path, k, f"value type {vt!r}: only numbers (double, rational) can be read")
         elif line == "@parameters":
@@ -261,13 +262,14 @@ class _Blocks:
     def state_line(self, line: str, k: int) -> None:
         """``state i !exit [r1, r2] label "a label"``: the next state, its exit rate, rewards and labels."""
         path, n = self.path, self.n
-        t = line[6:].strip(_BLANKS).split(None, 1)
+        t = line[6:].strip(BLANKS).split(None, 1)
         i = parse_int(t[0], path, k, "state id") if t else None
         if i != self.state + 1:
-            raise fail(path, k, f"states must be listed in order 0, 1, ...: expected state {self.state + 1}, got {i}")
+            raise fail(path, k, "states must be listed in order 0, 1, ...: "
+                       f"expected state {self.state + 1}, got {i}")
         if i >= n:
             raise fail(path, k, f"state {i} out of range: @nr_states is {n}")
-        rest = t[1].strip(_BLANKS) if len(t) > 1 else ""
+        rest = t[1].strip(BLANKS) if len(t) > 1 else ""
         if not rest.startswith("!"):
             raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
         tok, _, rest = rest[1:].partition(" ")
@@ -276,13 +278,13 @@ class _Blocks:
         self.vals.append(None); self.empties.append(0); self.val_line.append(k)
         self.state_rew.append([]); self.action_rew.append([])
         self.actions = 0
-        rest = rest.strip(_BLANKS)
+        rest = rest.strip(BLANKS)
         if rest.startswith("["):
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the state rewards")
-            self.state_rew[i] = [parse_reward(s.strip(_BLANKS), path, k) for s in rest[1:end].split(",")]
-            rest = rest[end + 1:].strip(_BLANKS)
+            self.state_rew[i] = [parse_reward(s.strip(BLANKS), path, k) for s in rest[1:end].split(",")]
+            rest = rest[end + 1:].strip(BLANKS)
         for mq in _LABEL_TOKEN.finditer(rest):
             states = self.labels.setdefault(mq.group(1) or mq.group(2), [])
             if not states or states[-1] != i:
@@ -297,12 +299,12 @@ class _Blocks:
         if self.actions > 1:
             raise fail(path, k, f"state {self.state} has a second action: a CTMC has one per state "
                        "(this is a Markov automaton or an MDP)")
-        rest = line[6:].strip(_BLANKS)
+        rest = line[6:].strip(BLANKS)
         if "[" in rest:
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the action rewards")
-            self.action_rew[self.state] = [parse_reward(s.strip(_BLANKS), path, k)
+            self.action_rew[self.state] = [parse_reward(s.strip(BLANKS), path, k)
                                            for s in rest[rest.find("[") + 1:end].split(",")]
 
     def transition(self, line: str, k: int) -> None:
@@ -313,20 +315,20 @@ class _Blocks:
         target, sep, value = line.partition(":")
         if not sep:
             raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
-        j = parse_index(target.strip(_BLANKS), self.n, path, k, "target state")
+        j = parse_index(target.strip(BLANKS), self.n, path, k, "target state")
         self.rows.append(self.state); self.cols.append(j)
-        self.rates.append(parse_rate(value.strip(_BLANKS), path, k))
+        self.rates.append(parse_rate(value.strip(BLANKS), path, k))
 
 
 def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
     """The state blocks after ``@model``: each line goes to the method of its kind."""
     blocks = _Blocks(head.n, path)
     for k in range(head.model + 1, len(raw) + 1):
-        line = raw[k - 1].strip(_BLANKS)
+        line = raw[k - 1].strip(BLANKS)
         if not line:
             continue
         if line.startswith("//"):
-            blocks.comment(line[2:].strip(_BLANKS), k)
+            blocks.comment(line[2:].strip(BLANKS), k)
         elif line.startswith("state "):
             blocks.state_line(line, k)
         elif line.startswith("action"):
@@ -347,7 +349,8 @@ def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
     bad = np.abs(row_sums - declared_exit) > 1e-5 * np.maximum(row_sums, declared_exit)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not the sum "
+        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not "
+                   "the sum "
                    f"of its rates ({fmt(row_sums[i])})")
     return row_sums
 

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..chain import CTMC
-from ._common import (_BLANKS, PathLike, decode, fail, fast_triples, fields, parse_count, parse_float,
+from ._common import (BLANKS, PathLike, decode, fail, fast_triples, fields, parse_count, parse_float,
                       parse_int, read_bytes, split_lines)
 
 __all__ = ["write_mtx", "read_mtx"]
@@ -37,7 +37,8 @@ def write_mtx(chain: CTMC, path: PathLike) -> Path:
     """
     import scipy.io
     p = Path(path)
-    scipy.io.mmwrite(str(p), chain.Q.tocoo(), comment="generator Q of a CTMC (rows sum to 0), written by ctmc",
+    scipy.io.mmwrite(str(p), chain.Q.tocoo(),
+                     comment="generator Q of a CTMC (rows sum to 0), written by ctmc",
                      field="real", symmetry="general")
     if not p.exists() and p.with_name(p.name + ".mtx").exists():
         p = p.with_name(p.name + ".mtx")
@@ -64,7 +65,7 @@ def _entries(data: bytes, path):
         end = data.find(b"\n", pos)
         end = len(data) if end < 0 else end
         k += 1
-        line = decode(data[pos:end], path, k).strip(_BLANKS)
+        line = decode(data[pos:end], path, k).strip(BLANKS)
         pos = end + 1
         if k == 1:
             banner = _BANNER.fullmatch(line)
@@ -124,7 +125,7 @@ def _entries(data: bytes, path):
 def _body_lines(body: bytes, path, first: int):
     """The data lines of the part of the file after the size line (``%`` comments and blanks skipped)."""
     for k, line in enumerate(split_lines(decode(body, path, first)), start=first):
-        s = line.strip(_BLANKS)
+        s = line.strip(BLANKS)
         if s and not s.startswith("%"):
             yield k, s
 

@@ -16,10 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..chain import CTMC
-from ._common import (_BLANKS, _INT, INIT, INT64_MAX, PathLike, check_label_names, data_lines, decode,
-                      distinct_states, fail, fast_triples, fields, fmt, generator_from_rates, label_sets,
-                      make_chain, parse_count, parse_index, parse_int, parse_rate, parse_reward, read_bytes,
-                      read_lines, split_lines, unique_names, warn_initial_law)
+from ._common import (BLANKS, INIT, INT64_MAX, PathLike, check_label_names, data_lines, decode,
+                      distinct_states, fail, fast_triples, fields, fmt, generator_from_rates, is_int,
+                      label_sets, make_chain, parse_count, parse_index, parse_int, parse_rate, parse_reward,
+                      read_bytes, read_lines, split_lines, unique_names, warn_initial_law)
 
 __all__ = ["write_prism", "read_prism"]
 
@@ -136,8 +136,8 @@ def _fast_tra(data: bytes, path) -> Optional[_Tra]:
     """
     nl = data.find(b"\n")
     nl = len(data) if nl < 0 else nl
-    head = fields(decode(data[:nl], path).strip(_BLANKS))
-    if len(head) != 2 or not all(_INT.fullmatch(t) for t in head):
+    head = fields(decode(data[:nl], path).strip(BLANKS))
+    if len(head) != 2 or not all(is_int(t) for t in head):
         return None
     n, m = int(head[0]), int(head[1])
     got = fast_triples(data[nl + 1:])
@@ -215,7 +215,7 @@ def _read_sta(lines: List[Tuple[int, str]], path, n: int) -> Dict[str, np.ndarra
     mh = re.fullmatch(r"\((.*)\)", head)
     if not mh:
         raise fail(path, k0, f"expected a header '(v1,...,vk)', got {head!r}")
-    names = [s.strip(_BLANKS) for s in mh.group(1).split(",")]
+    names = [s.strip(BLANKS) for s in mh.group(1).split(",")]
     if not all(names):
         raise fail(path, k0, f"variable names must be non-empty, got {head!r}")
     unique_names(names, path, k0, "variable")
@@ -225,10 +225,10 @@ def _read_sta(lines: List[Tuple[int, str]], path, n: int) -> Dict[str, np.ndarra
         ml = re.fullmatch(r"([^:]+):\s*\((.*)\)", line)
         if not ml:
             raise fail(path, k, f"expected 'i:(a1,...,ak)', got {line!r}")
-        i = parse_index(ml.group(1).strip(_BLANKS), n, path, k)
+        i = parse_index(ml.group(1).strip(BLANKS), n, path, k)
         if at[i]:
             raise fail(path, k, f"state {i} is listed twice (first on line {at[i]})")
-        toks = [s.strip(_BLANKS) for s in ml.group(2).split(",")]
+        toks = [s.strip(BLANKS) for s in ml.group(2).split(",")]
         if len(toks) != len(names):
             raise fail(path, k, f"{len(toks)} values for the {len(names)} variables {names}")
         for c, tok in enumerate(toks):
@@ -249,14 +249,14 @@ _LAB_DECL = re.compile(r'([0-9]+)\s*=\s*"([^"]*)"')
 def _read_lab(path, n: int) -> Dict[str, np.ndarray]:
     """The labels of a ``.lab`` file (PRISM's or Storm's), ``init`` among them."""
     raw = read_lines(path)
-    if next((s.strip(_BLANKS) for s in raw if s.strip(_BLANKS)), "") == "#DECLARATION":
+    if next((s.strip(BLANKS) for s in raw if s.strip(BLANKS)), "") == "#DECLARATION":
         return _read_storm_lab(raw, path, n)
     lines = data_lines(raw)
     if not lines:
         return {}  # no labels (what write_prism writes for a chain without labels or initial states)
     k0, head = lines[0]
     decl = _LAB_DECL.findall(head)
-    if not decl or _LAB_DECL.sub("", head).strip(_BLANKS):
+    if not decl or _LAB_DECL.sub("", head).strip(BLANKS):
         raise fail(path, k0, f'expected a header 0="init" 1="deadlock" ..., got {head!r}')
     ids = {}
     for num, name in decl:
@@ -269,7 +269,11 @@ def _read_lab(path, n: int) -> Dict[str, np.ndarray]:
 
 
 def _label_masks(lines, path, n, ids: dict, sep: Optional[str]) -> Dict[str, np.ndarray]:
-    """Masks of the labels ``ids`` (number or name -> name) from ``i: l1 l2`` (``sep=':'``) or ``i l1 l2`` lines."""
+    """Masks of the labels ``ids`` (number or name -> name).
+
+    From PRISM's ``i: l1 l2`` lines (``sep=':'``, label numbers) or Storm's
+    ``i l1 l2`` lines (``sep=None``, label names); each state on one line.
+    """
     masks = {name: np.zeros(n, dtype=bool) for name in ids.values()}
     listed = np.zeros(n, dtype=bool)
     for k, line in lines:
@@ -277,7 +281,7 @@ def _label_masks(lines, path, n, ids: dict, sep: Optional[str]) -> Dict[str, np.
             head, found, rest = line.partition(sep)
             if not found:
                 raise fail(path, k, f"expected 'i{sep} l1 l2 ...', got {line!r}")
-            head, toks = head.strip(_BLANKS), fields(rest.strip(_BLANKS))
+            head, toks = head.strip(BLANKS), fields(rest.strip(BLANKS))
         else:
             head, *toks = fields(line)
         i = parse_index(head, n, path, k)
@@ -295,7 +299,7 @@ def _label_masks(lines, path, n, ids: dict, sep: Optional[str]) -> Dict[str, np.
 
 def _read_storm_lab(lines: List[str], path, n: int) -> Dict[str, np.ndarray]:
     """Storm's labelling file: ``#DECLARATION``, the label names, ``#END``, then ``i l1 l2`` lines."""
-    raw = [(k, s.strip(_BLANKS)) for k, s in enumerate(lines, start=1) if s.strip(_BLANKS)]
+    raw = [(k, s.strip(BLANKS)) for k, s in enumerate(lines, start=1) if s.strip(BLANKS)]
     try:
         end = next(a for a, (_, s) in enumerate(raw) if s == "#END")
     except StopIteration:
@@ -318,18 +322,22 @@ def _reward_files(arg, kind: str) -> List[Tuple[Optional[str], PathLike]]:
     try:
         return [(None, p) for p in arg]
     except TypeError:
-        raise TypeError(f"{kind}: expected a path, a list of paths or a dict name -> path, got {arg!r}") from None
+        raise TypeError(f"{kind}: expected a path, a list of paths or a dict name -> path, "
+                        f"got {arg!r}") from None
 
 
 def _reward_name(raw: List[str], path, given: Optional[str]) -> Tuple[str, Optional[int]]:
-    """A reward's name and the line giving it: ``given``, the file's ``# Reward structure "name"``, its file name's."""
+    """A reward's name and the line giving it.
+
+    ``given``, else the file's ``# Reward structure "name"``, else its file name's.
+    """
     if given:
         return given, None
     for k, line in enumerate(raw, start=1):
         mm = re.match(r'\s*#\s*Reward structure\s+"([^"]+)"', line)
         if mm:
             return mm.group(1), k
-        if line.strip(_BLANKS) and not line.lstrip(_BLANKS).startswith(("#", "//")):
+        if line.strip(BLANKS) and not line.lstrip(BLANKS).startswith(("#", "//")):
             break
     stem = Path(path).stem
     return (stem.rsplit(".", 1)[-1] if "." in stem else stem), None
