@@ -68,6 +68,11 @@ PRISM_ROWS = [
     ("tra non-ascii digit", {"tra": f"3 3\n0 {ARABIC_ONE} 1\n1 2 2\n2 0 4\n"}, "tra", 2, "integer"),
     ("tra non-ascii header", {"tra": f"3 {ARABIC_ONE}\n0 1 1\n"}, "tra", 1, "integer"),
     ("tra negative index", {"tra": "ctmc\n0 1 1\n-1 0 1\n"}, "tra", 3, "out of range"),
+    ("tra rational of floats", {"tra": "3 3\n0 1 1\n1 2 2.1/05\n2 0 4\n"}, "tra", 3, "expected a number"),
+    ("tra rational over 0", {"tra": "3 3\n0 1 1\n1 2 1/0\n2 0 4\n"}, "tra", 3, "expected a number"),
+    ("tra 5000-digit index", {"tra": f"3 3\n0 1 1\n1 {'1' * 5000} 2\n2 0 4\n"}, "tra", 3, "out of range"),
+    ("sta 5000-digit value", {"tra": TRA, "sta": f"(a)\n0:(0)\n1:(-{'7' * 5000})\n2:(2)\n"}, "sta", 3,
+     "out of range"),
     ("tra zero rate", {"tra": "3 3\n0 1 0\n1 2 2\n2 0 4\n"}, "tra", 2, "> 0"),
     ("tra infinite rate", {"tra": "3 3\n0 1 inf\n1 2 2\n2 0 4\n"}, "tra", 2, "finite"),
     ("tra states beyond content", {"tra": "300000000 1\n0 1 1\n"}, "tra", 1, "at most 3 states"),
@@ -347,6 +352,20 @@ def test_a_tiny_file_declaring_3e8_states_costs_little(case, name, content, read
 
 _INT = re.compile(r"[+-]?[0-9]+")
 _NUM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_RATIO = re.compile(r"([+-]?[0-9]+)/([0-9]+)")
+
+
+def _number(tok: str):
+    """A decimal float or a rational ``p/q`` (q > 0) as the nearest double, None otherwise."""
+    if _NUM.fullmatch(tok):
+        return float(tok)
+    mq = _RATIO.fullmatch(tok)
+    if mq and int(mq.group(2)) > 0:
+        try:
+            return float(Fraction(int(mq.group(1)), int(mq.group(2))))
+        except OverflowError:
+            return float("inf")
+    return None
 
 
 def _reference_tra(data: bytes):
@@ -367,15 +386,19 @@ def _reference_tra(data: bytes):
     head = re.split(r"[ \t\r\f\v]+", lines[0])
     if len(head) != 2 or not all(_INT.fullmatch(t) for t in head):
         return None
+    if any(len(t.lstrip("+-").lstrip("0")) > 19 for t in head):
+        return None
     n, m = int(head[0]), int(head[1])
     if not (1 <= n < 2 ** 63 and 0 <= m < 2 ** 63) or len(lines) - 1 != m or n > 2 * m + 1:
         return None
     rates = {}
     for line in lines[1:]:
         t = re.split(r"[ \t\r\f\v]+", line)
-        if len(t) != 3 or not (_INT.fullmatch(t[0]) and _INT.fullmatch(t[1]) and _NUM.fullmatch(t[2])):
+        if len(t) != 3 or not (_INT.fullmatch(t[0]) and _INT.fullmatch(t[1])) or _number(t[2]) is None:
             return None
-        i, j, x = int(t[0]), int(t[1]), float(t[2])     # the rate as the double nearest to it
+        if any(len(s.lstrip("+-").lstrip("0")) > 19 for s in t[:2]):
+            return None
+        i, j, x = int(t[0]), int(t[1]), _number(t[2])     # the rate as the double nearest to it
         if not (0 <= i < n and 0 <= j < n) or not 0 < x < float("inf"):
             return None
         if i != j:

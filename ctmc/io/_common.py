@@ -36,9 +36,11 @@ INIT = "init"
 # scripts' digits, no Unicode blanks), an integer is ``[+-]?[0-9]+`` within
 # int64, a number is a decimal float (``1``, ``-2.5``, ``.5``, ``3e-4``),
 # ``inf``/``nan`` (refused by the checks that need a finite value) or a
-# rational ``p/q`` of two such (Storm's ``@value_type: rational``).
+# rational ``p/q`` of integers, ``q > 0`` (Storm's ``@value_type: rational``),
+# rounded once to the nearest double.
 
 _INT = re.compile(r"[+-]?[0-9]+")
+_RATIONAL = re.compile(r"([+-]?[0-9]+)/([0-9]+)")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:inf|infinity|nan)",
                     re.IGNORECASE)
 BLANKS = " \t\r\f\v"                           # the blanks between fields (ASCII only)
@@ -109,11 +111,19 @@ def is_int(tok: str) -> bool:
     return _INT.fullmatch(tok) is not None
 
 
+def _int(tok: str) -> Optional[int]:
+    """The integer ``tok``, None when it is not one; beyond 19 digits, a value past int64 (not parsed)."""
+    if not _INT.fullmatch(tok):
+        return None
+    digits = tok.lstrip("+-").lstrip("0")
+    return int(tok) if len(digits) <= 19 else (INT64_MAX + 1) * (-1 if tok.startswith("-") else 1) * 2
+
+
 def parse_int(tok: str, path, lineno, what: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
     """The integer ``tok`` (``[+-]?[0-9]+``), in ``lo..hi`` (by default the int64 range)."""
-    if not _INT.fullmatch(tok):
+    v = _int(tok)
+    if v is None:
         raise fail(path, lineno, f"{what}: expected an integer, got {tok!r}")
-    v = int(tok)
     if not lo <= v <= hi:
         raise fail(path, lineno, f"{what} {tok} out of range: expected {lo}..{hi}")
     return v
@@ -126,22 +136,24 @@ def parse_count(tok: str, path, lineno, what: str, lo: int = 0) -> int:
 
 def parse_index(tok: str, n: int, path, lineno, what: str = "state index") -> int:
     """The state index ``tok``, in ``0..n-1`` (never negative: ``-1`` is not the last state)."""
-    if not _INT.fullmatch(tok):
+    i = _int(tok)
+    if i is None:
         raise fail(path, lineno, f"{what}: expected an integer, got {tok!r}")
-    i = int(tok)
     if not 0 <= i < n:
-        raise fail(path, lineno, f"{what} {i} out of range: the chain has {n} states (0..{n - 1})")
+        raise fail(path, lineno, f"{what} {tok} out of range: the chain has {n} states (0..{n - 1})")
     return i
 
 
 def parse_float(tok: str, path, lineno, what: str) -> float:
-    """The number ``tok``: a decimal float or a rational ``p/q`` (``q != 0``)."""
-    p, sep, q = tok.partition("/")
-    if _FLOAT.fullmatch(p) and (not sep or _FLOAT.fullmatch(q)):
-        if not sep:
-            return float(p)
-        if float(q) != 0:
-            return float(p) / float(q)
+    """The number ``tok``: a decimal float, or a rational ``p/q`` of integers with ``q > 0``."""
+    if _FLOAT.fullmatch(tok):
+        return float(tok)
+    mq = _RATIONAL.fullmatch(tok)
+    if mq and int(mq.group(2)) > 0 and max(len(mq.group(1)), len(mq.group(2))) <= 4000:
+        try:
+            return int(mq.group(1)) / int(mq.group(2))      # correctly rounded
+        except OverflowError:
+            return float("inf") if not tok.startswith("-") else float("-inf")
     raise fail(path, lineno, f"{what}: expected a number, got {tok!r}")
 
 
