@@ -108,6 +108,7 @@ DRN_ROWS = [
     ("nr_states 3e8, two states", DRN_HEAD.replace("\n2\n@nr_choices", "\n300000000\n@nr_choices") + DRN_BODY,
      7, "lists 2 states"),
     ("reward model twice", DRN_HEAD.replace("\nr\n", "\nr r\n") + DRN_BODY, 5, "declared twice"),
+    ("reward bracket too long", DRN_HEAD + DRN_BODY.replace("[1]", "[1, 2]"), 11, "2 rewards"),
     ("reward underscore", DRN_HEAD + DRN_BODY.replace("[1]", "[1_0]"), 11, "expected a number"),
     ("not utf-8", (DRN_HEAD + DRN_BODY).encode().replace(b"init", b"in\xe9t"), 11, "not UTF-8"),
 ]

@@ -234,6 +234,7 @@ class _Blocks:
     """
     n: int                      # @nr_states: the bound of the state ids and targets
     path: object
+    n_rewards: Optional[int] = None   # values in each reward bracket (@reward_models), None: not declared
     rows: List[int] = field(default_factory=list)       # transitions: source, target, rate
     cols: List[int] = field(default_factory=list)
     rates: List[float] = field(default_factory=list)
@@ -283,7 +284,7 @@ class _Blocks:
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the state rewards")
-            self.state_rew[i] = [parse_reward(s.strip(BLANKS), path, k) for s in rest[1:end].split(",")]
+            self.state_rew[i] = self._rewards(rest[1:end], k)
             rest = rest[end + 1:].strip(BLANKS)
         for mq in _LABEL_TOKEN.finditer(rest):
             states = self.labels.setdefault(mq.group(1) or mq.group(2), [])
@@ -304,8 +305,15 @@ class _Blocks:
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the action rewards")
-            self.action_rew[self.state] = [parse_reward(s.strip(BLANKS), path, k)
-                                           for s in rest[rest.find("[") + 1:end].split(",")]
+            self.action_rew[self.state] = self._rewards(rest[rest.find("[") + 1:end], k)
+
+    def _rewards(self, text: str, k: int) -> List[float]:
+        """The values of a reward bracket, one a reward model of ``@reward_models`` when it is declared."""
+        values = [parse_reward(s.strip(BLANKS), self.path, k) for s in text.split(",")]
+        if self.n_rewards is not None and len(values) != self.n_rewards:
+            raise fail(self.path, k, f"{len(values)} rewards in the bracket for the {self.n_rewards} "
+                       "reward models of @reward_models")
+        return values
 
     def transition(self, line: str, k: int) -> None:
         """``j : rate``: a transition of the current state."""
@@ -322,7 +330,7 @@ class _Blocks:
 
 def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
     """The state blocks after ``@model``: each line goes to the method of its kind."""
-    blocks = _Blocks(head.n, path)
+    blocks = _Blocks(head.n, path, len(head.reward_names) if head.reward_names else None)
     for k in range(head.model + 1, len(raw) + 1):
         line = raw[k - 1].strip(BLANKS)
         if not line:
