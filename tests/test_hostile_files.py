@@ -313,6 +313,8 @@ def test_ctmc_solve_reports_the_sta_beside_the_tra(tmp_path, capsys):
 # memory: bounded by the file, never by the size it declares
 
 HUGE = 300_000_000
+FUZZ_ROUTES = settings(max_examples=60, deadline=None,
+                       suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _peak(fn) -> int:
@@ -346,6 +348,57 @@ def test_a_tiny_file_declaring_3e8_states_costs_little(case, name, content, read
         p = _write(tmp_path, name, content)
     assert p.stat().st_size < 4000
     assert _peak(lambda: reader(p)) < 4 * 2 ** 20
+
+
+def test_a_wide_number_does_not_widen_the_fast_route(tmp_path):
+    """3000 lines, one rate of 200,000 digits: read line by line, not as 3000 x 200 kB numpy strings."""
+    wide = "1." + "0" * 200_000
+    p = _write(tmp_path, "m.tra", "2 3000\n" + "0 1 1\n" * 2998 + f"0 1 {wide}\n1 0 2\n")
+    tracemalloc.start()
+    try:
+        chain = cio.read_prism(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert chain.Q.toarray().tolist() == [[-2999, 2999], [2, -2]]     # the 2999 rates 0 -> 1 summed
+    assert peak < 40 * 2 ** 20
+
+
+@st.composite
+def _tables(draw):
+    """A chain's files: n states, distinct int64 rows of k variables, transitions with any positive rates."""
+    n, k = draw(st.integers(1, 12)), draw(st.integers(1, 3))
+    rows = draw(st.lists(st.tuples(*[st.integers(-2 ** 63, 2 ** 63 - 1)] * k), min_size=n, max_size=n,
+                         unique=True))
+    order = draw(st.permutations(range(n)))
+    sta = f"({','.join(f'v{c}' for c in range(k))})\n" + "".join(
+        f"{i}:({','.join(map(str, rows[i]))})\n" for i in order)
+    pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=(n + 1) // 2,
+                          max_size=20))
+    rates = draw(st.lists(st.floats(min_value=5e-324, max_value=1e300), min_size=len(pairs),
+                          max_size=len(pairs)))
+    style = draw(st.sampled_from(["{!r}", "{:.17e}", "{:.3g}"]))
+    tra = f"{n} {len(pairs)}\n" + "".join(f"{i} {j} {style.format(x)}\n" for (i, j), x in zip(pairs, rates))
+    return tra, sta
+
+
+@FUZZ_ROUTES
+@given(files=_tables())
+def test_the_fast_route_and_the_line_by_line_route_read_the_same_chain(files, tmp_path_factory):
+    """A comment on line 1 sends a file down the line-by-line route: both routes give the same chain."""
+    tra, sta = files
+    d = tmp_path_factory.mktemp("routes")
+    fast = cio.read_prism(_write(d, "f.tra", tra), _write(d, "f.sta", sta))
+    slow = cio.read_prism(_write(d, "s.tra", "// slow\n" + tra), _write(d, "s.sta", "// slow\n" + sta))
+    assert fast.Q.shape == slow.Q.shape and (fast.Q != slow.Q).nnz == 0
+    assert np.array_equal(fast.Q.data, slow.Q.data) and np.array_equal(fast.Q.indices, slow.Q.indices)
+    for name in fast.states.names:
+        assert fast.states[name].tolist() == slow.states[name].tolist()
+    values = [tuple(int(v) for v in line[line.index("(") + 1:-1].split(","))
+              for line in sta.splitlines()[1:]]
+    index = [int(line.split(":")[0]) for line in sta.splitlines()[1:]]
+    table = list(zip(*[fast.states[name].tolist() for name in fast.states.names]))
+    assert all(table[i] == v for i, v in zip(index, values))      # against Python's exact integers
 
 
 # ---------------------------------------------------------------------------

@@ -209,6 +209,9 @@ _KIND[list(b" \t\r")] = 1
 _KIND[ord("\n")] = 2
 
 
+_TOKEN_MAX = 40     # digits of the widest number the fast route takes (the exact shortest double: 24)
+
+
 def fast_triples(body: bytes):
     """``(i, j, x)`` arrays of a body made only of lines ``int int number``, or None.
 
@@ -225,16 +228,18 @@ def fast_triples(body: bytes):
     if (kind == 3).any():
         return None
     tok = kind == 0
-    starts = np.flatnonzero(tok[1:] & ~tok[:-1]) + 1
-    if tok[0]:
-        starts = np.concatenate([[0], starts])
+    edge = np.flatnonzero(tok[1:] != tok[:-1]) + 1     # where a token starts or ends
+    edge = np.concatenate([[0] if tok[0] else [], edge, [tok.size] if tok[-1] else []]).astype(np.int64)
+    starts, stops = edge[0::2], edge[1::2]
     ends = np.flatnonzero(kind == 2)
     if not body.endswith(b"\n"):
         ends = np.concatenate([ends, [len(body)]])
-    del kind, tok
+    del kind, tok, edge
     L = ends.size                       # exactly three tokens on every line
     if starts.size != 3 * L or not ((starts[2::3] < ends).all() and (starts[3::3] > ends[:-1]).all()):
         return None
+    if L and (stops - starts).max() > _TOKEN_MAX:
+        return None                     # numpy's arrays of tokens are as wide as the widest one
     toks = body.split()
     try:
         i = np.array(toks[0::3]).astype(np.int64)

@@ -191,7 +191,7 @@ def _read_tra(path, sta_lines: int = 0) -> Tuple[sp.csr_matrix, _Tra]:
 
     The number of states is bounded by what the files hold before anything
     of that size is made: ``m`` transitions touch at most ``2m + 1`` states,
-    unless the ``.sta`` file (``sta_lines`` data lines) lists more.
+    unless the ``.sta`` file (``sta_lines`` lines) lists more.
     """
     data = read_bytes(path)
     tra = _fast_tra(data, path) or _slow_tra(data, path)
@@ -207,8 +207,46 @@ def _read_tra(path, sta_lines: int = 0) -> Tuple[sp.csr_matrix, _Tra]:
     return generator_from_rates(tra.rows, tra.cols, tra.rates, n), tra
 
 
-def _read_sta(lines: List[Tuple[int, str]], path, n: int) -> Dict[str, np.ndarray]:
-    """The state variables of a ``.sta`` file (its data lines), one integer column a variable."""
+_STA_PUNCT = bytes.maketrans(b":(),", b"    ")
+
+
+def _read_sta(data: bytes, path, n: int) -> Dict[str, np.ndarray]:
+    """The state variables of a ``.sta`` file (its bytes), one integer column a variable."""
+    return _fast_sta(data, path, n) or _slow_sta(data_lines(split_lines(decode(data, path))), path, n)
+
+
+def _fast_sta(data: bytes, path, n: int) -> Optional[Dict[str, np.ndarray]]:
+    """The common case in one pass: header ``(a,b)`` on line 1, then only ``i:(1,-2)`` lines, numbers of at
+    most 19 digits, each state once; None otherwise (:func:`_slow_sta` then names the line at fault)."""
+    nl = data.find(b"\n")
+    head = re.fullmatch(rb"\(([A-Za-z_][A-Za-z0-9_]*(?:,[A-Za-z_][A-Za-z0-9_]*)*)\)\r?", data[:max(nl, 0)])
+    if nl < 0 or not head:
+        return None
+    names = head.group(1).decode("ascii").split(",")
+    body = data[nl + 1:]
+    body = body if not body or body.endswith(b"\n") else body + b"\n"
+    k = len(names)
+    line = rb"[0-9]{1,19}:\((?:[+-]?[0-9]{1,19},){%d}[+-]?[0-9]{1,19}\)\r?\n" % (k - 1)
+    if len(set(names)) != k or not re.fullmatch(rb"(?:%s)*" % line, body):
+        return None
+    try:
+        table = np.array(body.translate(_STA_PUNCT).split()).astype(np.int64).reshape(-1, k + 1)
+    except (ValueError, OverflowError):
+        return None
+    idx = table[:, 0]
+    if (table.shape[0] != n or not ((idx >= 0) & (idx < n)).all()
+            or (np.bincount(idx, minlength=n) != 1).any()):
+        return None
+    vals = np.empty((n, k), dtype=np.int64)
+    vals[idx] = table[:, 1:]
+    at = np.empty(n, dtype=np.int64)
+    at[idx] = np.arange(2, n + 2)       # the line of each state, for the message on two equal states
+    distinct_states(vals, path, at)
+    return {name: vals[:, c].copy() for c, name in enumerate(names)}
+
+
+def _slow_sta(lines: List[Tuple[int, str]], path, n: int) -> Dict[str, np.ndarray]:
+    """A ``.sta`` file line by line (its data lines): blanks, booleans, comments; each error with its line."""
     if not lines:
         raise fail(path, None, "empty file: expected a header '(v1,...,vk)'")
     k0, head = lines[0]
@@ -479,10 +517,10 @@ def read_prism(tra: PathLike, sta: Optional[PathLike] = None, lab: Optional[Path
     >>> chain.stationary().pi * 7
     array([4., 2., 1.])
     """
-    sta_lines = data_lines(read_lines(sta)) if sta is not None else []
-    Q, transitions = _read_tra(tra, max(len(sta_lines) - 1, 0))
+    sta_data = read_bytes(sta) if sta is not None else b""
+    Q, transitions = _read_tra(tra, sta_data.count(b"\n") + 1)
     n = Q.shape[0]
-    columns = _read_sta(sta_lines, sta, n) if sta is not None else None
+    columns = _read_sta(sta_data, sta, n) if sta is not None else None
     labels = _read_lab(lab, n) if lab is not None else {}
     initial = labels.pop(INIT, None)
     return make_chain(Q, columns, labels, _read_rewards(srew, trew, Q, transitions), initial)
