@@ -16,6 +16,7 @@ says which of the two and which chain.
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import tracemalloc
 import zipfile
@@ -362,6 +363,26 @@ def test_a_wide_number_does_not_widen_the_fast_route(tmp_path):
         tracemalloc.stop()
     assert chain.Q.toarray().tolist() == [[-2999, 2999], [2, -2]]     # the 2999 rates 0 -> 1 summed
     assert peak < 40 * 2 ** 20
+
+
+def test_the_fast_route_takes_exactly_the_numbers_of_the_rule():
+    """Every token of up to 4 bytes from ``01+-.eE``: numpy's conversions on the fast route accept it as an
+    integer or a number exactly when the rule does (``parse_int``, ``parse_float``), with the same value."""
+    from ctmc.io._common import fast_triples, parse_float, parse_int
+    tokens = {"".join(t) for size in range(1, 5) for t in itertools.product("01+-.eE", repeat=size)}
+    for tok in sorted(tokens):
+        as_int = fast_triples(f"{tok} 0 1\n".encode())
+        as_num = fast_triples(f"0 0 {tok}\n".encode())
+        try:
+            want_int = parse_int(tok, "f", 1, "i")
+        except ValueError:
+            want_int = None
+        try:
+            want_num = parse_float(tok, "f", 1, "x")
+        except ValueError:
+            want_num = None
+        assert (None if as_int is None else int(as_int[0][0])) == want_int, tok
+        assert (None if as_num is None else float(as_num[2][0])) == want_num, tok
 
 
 @st.composite

@@ -87,14 +87,14 @@ def read_lines(path) -> List[str]:
     return split_lines(decode(read_bytes(path), path))
 
 
-def data_lines(raw: List[str], first_line: int = 1) -> List[Tuple[int, str]]:
+def data_lines(raw: List[str]) -> List[Tuple[int, str]]:
     """Non-blank, non-comment lines of a text file as ``(line number, stripped text)``.
 
-    ``raw`` is the file's lines (:func:`read_lines`), the first of them line
-    ``first_line``; ``#`` and ``//`` start comments.
+    ``raw`` is the file's lines (:func:`read_lines`); ``#`` and ``//`` start
+    comments; blanks are ASCII blanks only.
     """
     out = []
-    for k, line in enumerate(raw, start=first_line):
+    for k, line in enumerate(raw, start=1):
         s = line.strip(BLANKS)
         if s and not s.startswith("#") and not s.startswith("//"):
             out.append((k, s))
@@ -187,7 +187,7 @@ def distinct_states(table: np.ndarray, path, lines=None) -> None:
     """Refuse two rows of ``table`` (states x variables) with the same values.
 
     ``lines[i]`` (optional) is the line of state ``i``: the message names the
-    line of the second state. Two such states could not be told apart by
+    later of the two lines. Two such states could not be told apart by
     their values (``chain.index(...)``).
     """
     n = table.shape[0]
@@ -197,7 +197,7 @@ def distinct_states(table: np.ndarray, path, lines=None) -> None:
     same = (table[order[1:]] == table[order[:-1]]).all(axis=1)
     if same.any():
         a, b = sorted(order[[int(np.flatnonzero(same)[0]), int(np.flatnonzero(same)[0]) + 1]].tolist())
-        raise fail(path, None if lines is None else lines[b],
+        raise fail(path, None if lines is None else max(int(lines[a]), int(lines[b])),
                    f"states {a} and {b} have the same values {tuple(int(v) for v in table[a])}")
 
 
