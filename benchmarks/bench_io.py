@@ -9,7 +9,9 @@ both read the same files in the same run, alternately, ``--repeat`` times,
 and the chains read must be equal. Reported: the best time of each and
 their ratio (this tree / baseline: below 1 is faster).
 
-Run: .venv/bin/python benchmarks/bench_io.py [--K 1700] [--repeat 2] [--baseline REV] [--sta]
+``--drn`` reads a DRN file of the same chain instead (line by line in both).
+
+Run: .venv/bin/python benchmarks/bench_io.py [--K 1700] [--repeat 2] [--baseline REV] [--sta | --drn]
 """
 import argparse
 import importlib.util
@@ -49,6 +51,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--baseline", default="b892685")
     ap.add_argument("--sta", action="store_true", help="read the .sta file too")
+    ap.add_argument("--drn", action="store_true", help="read a DRN file of the chain instead")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import ctmc.io
@@ -58,21 +61,24 @@ def main(argv=None):
         tmp = Path(tmp)
         old = baseline_io(args.baseline, tmp)
         chain = JSQ2(args.K, 0.9, MU2).chain()
-        tra, sta = ctmc.io.write_prism(chain, tmp / "jsq")[:2]
         m = chain.Q.nnz - chain.n_states
-        print(f"K={args.K}: {chain.n_states} states, {m} transitions, .tra {tra.stat().st_size / 1e6:.0f} MB"
-              + (f", .sta {sta.stat().st_size / 1e6:.0f} MB" if args.sta else ""), flush=True)
-        files = (tra, sta) if args.sta else (tra,)
+        if args.drn:
+            files, reader = (ctmc.io.write_drn(chain, tmp / "jsq.drn"),), "read_drn"
+        else:
+            tra, sta = ctmc.io.write_prism(chain, tmp / "jsq")[:2]
+            files, reader = ((tra, sta) if args.sta else (tra,)), "read_prism"
+        print(f"K={args.K}: {chain.n_states} states, {m} transitions, "
+              + ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in files), flush=True)
         best = {"baseline": np.inf, "this tree": np.inf}
         for _ in range(args.repeat):
             for name, mod in (("baseline", old), ("this tree", ctmc.io)):
                 t0 = time.perf_counter()
-                got = mod.read_prism(*files)
+                got = getattr(mod, reader)(*files)
                 best[name] = min(best[name], time.perf_counter() - t0)
                 assert (got.Q != chain.Q).nnz == 0 and got.n_states == chain.n_states
                 del got
         for name, t in best.items():
-            print(f"  {name:10s} read_prism {t:7.2f} s")
+            print(f"  {name:10s} {reader} {t:7.2f} s")
         print(f"  ratio this tree / baseline: {best['this tree'] / best['baseline']:.2f}")
 
 

@@ -12,6 +12,7 @@ triples, the labels as sets, the chain from what a reader found.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -101,9 +102,9 @@ def data_lines(raw: List[str]) -> List[Tuple[int, str]]:
     return out
 
 
-def fields(line: str) -> List[str]:
-    """The blank-separated fields of a stripped line (ASCII blanks only)."""
-    return _FIELD_SEP.split(line) if line else []
+def fields(line: str, maxsplit: int = 0) -> List[str]:
+    """The blank-separated fields of a stripped line (ASCII blanks only; at most ``maxsplit`` cuts if > 0)."""
+    return _FIELD_SEP.split(line, maxsplit) if line else []
 
 
 def is_int(tok: str) -> bool:
@@ -113,6 +114,8 @@ def is_int(tok: str) -> bool:
 
 def _int(tok: str) -> Optional[int]:
     """The integer ``tok``, None when it is not one; beyond 19 digits, a value past int64 (not parsed)."""
+    if len(tok) <= 18 and tok.isascii() and tok.isdigit():     # the common case, at once
+        return int(tok)
     if not _INT.fullmatch(tok):
         return None
     digits = tok.lstrip("+-").lstrip("0")
@@ -160,7 +163,7 @@ def parse_float(tok: str, path, lineno, what: str) -> float:
 def parse_rate(tok: str, path, lineno, what: str = "rate", zero: bool = False) -> float:
     """The rate ``tok``: finite and > 0 (>= 0 with ``zero``: an exit rate)."""
     x = parse_float(tok, path, lineno, what)
-    if not (np.isfinite(x) and (x > 0 or (zero and x == 0))):
+    if not (math.isfinite(x) and (x > 0 or (zero and x == 0))):
         raise fail(path, lineno, f"{what} must be finite and {'>=' if zero else '>'} 0, got {tok}")
     return x
 
@@ -168,7 +171,7 @@ def parse_rate(tok: str, path, lineno, what: str = "rate", zero: bool = False) -
 def parse_reward(tok: str, path, lineno) -> float:
     """The reward ``tok``: a finite number of either sign."""
     x = parse_float(tok, path, lineno, "reward")
-    if not np.isfinite(x):
+    if not math.isfinite(x):
         raise fail(path, lineno, f"reward must be finite, got {tok}")
     return x
 
@@ -248,6 +251,46 @@ def fast_triples(body: bytes):
     except (ValueError, OverflowError):
         return None
     return i, j, x
+
+
+_DIGITS = re.compile(r"[0-9\n]*")           # one class: a loop in C, no backtracking
+_DECIMAL_BYTES = re.compile(r"[0-9.eE+\n-]*")
+
+
+def batch_indices(tokens: List[str], n: int) -> Optional[np.ndarray]:
+    """The state indices ``tokens`` (each in ``0..n-1``) at C speed, or None when one is not.
+
+    Tokens of ASCII digits only (at most 18): ``int`` then takes exactly the
+    rule's integers. None sends the caller to :func:`parse_index` token by
+    token, which names the line at fault.
+    """
+    if not tokens:
+        return np.zeros(0, dtype=np.int64)
+    if not _DIGITS.fullmatch("\n".join(tokens)) or max(map(len, tokens)) > 18:
+        return None
+    try:
+        out = np.array(list(map(int, tokens)), dtype=np.int64)
+    except ValueError:          # an empty token
+        return None
+    return out if (out < n).all() else None
+
+
+def batch_rates(tokens: List[str]) -> Optional[np.ndarray]:
+    """The rates ``tokens`` (decimal floats, finite and > 0) at C speed, or None when one is not.
+
+    On tokens made of ``0-9 . e E + -`` only, ``float`` takes exactly the
+    rule's decimal floats (no ``_``, no ``inf``). None sends the caller to
+    :func:`parse_rate` token by token (rationals ``p/q`` too go that way).
+    """
+    if not tokens:
+        return np.zeros(0)
+    if not _DECIMAL_BYTES.fullmatch("\n".join(tokens)) or max(map(len, tokens)) > _TOKEN_MAX:
+        return None
+    try:
+        out = np.array(list(map(float, tokens)), dtype=float)
+    except ValueError:
+        return None
+    return out if (np.isfinite(out) & (out > 0)).all() else None
 
 
 def fmt(x) -> str:

@@ -18,9 +18,10 @@ import numpy as np
 
 from .._version import __version__
 from ..chain import CTMC
-from ._common import (BLANKS, INIT, PathLike, check_label_names, distinct_states, fail, fields, fmt,
-                      generator_from_rates, label_sets, make_chain, parse_count, parse_index, parse_int,
-                      parse_rate, parse_reward, read_lines, unique_names, warn_initial_law)
+from ._common import (BLANKS, INIT, PathLike, batch_indices, batch_rates, check_label_names,
+                      distinct_states, fail, fields, fmt, generator_from_rates, label_sets, make_chain,
+                      parse_count, parse_index, parse_int, parse_rate, parse_reward, read_lines, unique_names,
+                      warn_initial_law)
 
 __all__ = ["write_drn", "read_drn"]
 
@@ -121,10 +122,14 @@ def _valuation(text: str, path, lineno):
             empty += 1
             continue
         if "=" in item:
-            k, v = (s.strip(BLANKS) for s in item.split("=", 1))
-            low = v.lower()
-            value = (1 if low == "true" else 0 if low == "false" else
-                     parse_int(v, path, lineno, f"variable {k!r}"))
+            k, v = item.split("=", 1)
+            k, v = k.strip(BLANKS), v.strip(BLANKS)
+            if len(v) <= 18 and v.isascii() and v.isdigit():     # the common case, without a call
+                value = int(v)
+            else:
+                low = v.lower()
+                value = (1 if low == "true" else 0 if low == "false" else
+                         parse_int(v, path, lineno, f"variable {k!r}"))
         elif item.startswith("!"):
             k, value = item[1:].strip(BLANKS), 0
         else:
@@ -235,9 +240,10 @@ class _Blocks:
     n: int                      # @nr_states: the bound of the state ids and targets
     path: object
     n_rewards: Optional[int] = None   # values in each reward bracket (@reward_models), None: not declared
-    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate
-    cols: List[int] = field(default_factory=list)
-    rates: List[float] = field(default_factory=list)
+    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate (as read)
+    targets: List[str] = field(default_factory=list)
+    values: List[str] = field(default_factory=list)
+    where: List[int] = field(default_factory=list)      # and the line of each
     state_rew: List[List[float]] = field(default_factory=list)   # of each state, one a reward model
     action_rew: List[List[float]] = field(default_factory=list)
     labels: Dict[str, List[int]] = field(default_factory=dict)   # name -> its states, init among them
@@ -247,11 +253,7 @@ class _Blocks:
     declared_exit: List[float] = field(default_factory=list)   # '!rate' of each state line
     exit_line: List[int] = field(default_factory=list)         # and the line it is on
     actions: int = 0            # actions of the current state so far
-
-    @property
-    def state(self) -> int:
-        """The state whose block is being read (-1 before the first)."""
-        return len(self.declared_exit) - 1
+    state: int = -1             # the state whose block is being read (-1 before the first)
 
     def comment(self, body: str, k: int) -> None:
         r"""A comment ``// body``: the valuation ``[x=1\t& b]`` of the current state, or nothing."""
@@ -263,7 +265,7 @@ class _Blocks:
     def state_line(self, line: str, k: int) -> None:
         """``state i !exit [r1, r2] label "a label"``: the next state, its exit rate, rewards and labels."""
         path, n = self.path, self.n
-        t = line[6:].strip(BLANKS).split(None, 1)
+        t = fields(line[6:].strip(BLANKS), 1)
         i = parse_int(t[0], path, k, "state id") if t else None
         if i != self.state + 1:
             raise fail(path, k, "states must be listed in order 0, 1, ...: "
@@ -274,6 +276,7 @@ class _Blocks:
         if not rest.startswith("!"):
             raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
         tok, _, rest = rest[1:].partition(" ")
+        self.state = i
         self.declared_exit.append(parse_rate(tok, path, k, "exit rate", zero=True))
         self.exit_line.append(k)
         self.vals.append(None); self.empties.append(0); self.val_line.append(k)
@@ -323,13 +326,23 @@ class _Blocks:
         target, sep, value = line.partition(":")
         if not sep:
             raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
-        j = parse_index(target.strip(BLANKS), self.n, path, k, "target state")
-        self.rows.append(self.state); self.cols.append(j)
-        self.rates.append(parse_rate(value.strip(BLANKS), path, k))
+        self.rows.append(self.state); self.targets.append(target.strip(BLANKS))
+        self.values.append(value.strip(BLANKS)); self.where.append(k)
+
+    def transitions(self):
+        """Sources, targets and rates of the transitions: in one batch, else one by one naming the line."""
+        cols, rates = batch_indices(self.targets, self.n), batch_rates(self.values)
+        if cols is None or rates is None:
+            path, n = self.path, self.n
+            cols = np.array([parse_index(t, n, path, k, "target state")
+                             for t, k in zip(self.targets, self.where)], dtype=np.int64)
+            rates = np.array([parse_rate(v, path, k) for v, k in zip(self.values, self.where)], dtype=float)
+        return np.asarray(self.rows, dtype=np.int64), cols, rates
 
 
-def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
-    """The state blocks after ``@model``: each line goes to the method of its kind."""
+def _read_blocks(raw: List[str], head: _Header, path):
+    """The state blocks after ``@model`` (each line goes to the method of its kind) and their transitions
+    (sources, targets, rates)."""
     blocks = _Blocks(head.n, path, len(head.reward_names) if head.reward_names else None)
     for k in range(head.model + 1, len(raw) + 1):
         line = raw[k - 1].strip(BLANKS)
@@ -343,14 +356,14 @@ def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
             blocks.action_line(line, k)
         else:
             blocks.transition(line, k)
+    transitions = blocks.transitions()      # a malformed transition is named before a missing state
     if blocks.state != head.n - 1:
         raise fail(path, head.n_line, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
-    return blocks
+    return blocks, transitions
 
 
-def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
+def _exit_rates(blocks: _Blocks, rows_a: np.ndarray, rates_a: np.ndarray, path) -> np.ndarray:
     """The sums of the rates of each state, checked against the exit rates ``!rate`` the file declares."""
-    rows_a, rates_a = np.asarray(blocks.rows, dtype=np.int64), np.asarray(blocks.rates, dtype=float)
     row_sums = np.bincount(rows_a, weights=rates_a, minlength=blocks.n)  # self-loops included, as in Storm
     declared_exit = np.asarray(blocks.declared_exit, dtype=float)
     # Storm prints about 10 significant digits (older versions 6): a loose check, for a lost transition
@@ -365,6 +378,8 @@ def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
 
 def _per_state(values: List[List[float]], count: int) -> np.ndarray:
     """States x ``count`` table of per-state lists (a missing value is 0)."""
+    if all(len(v) == count for v in values):
+        return np.array(values, dtype=float).reshape(len(values), count)
     out = np.zeros((len(values), count))
     for i, v in enumerate(values):
         out[i, :len(v)] = v
@@ -438,9 +453,9 @@ def read_drn(path: PathLike) -> CTMC:
     """
     raw = read_lines(path)
     head = _read_header(raw, path)
-    blocks = _read_blocks(raw, head, path)
-    row_sums = _exit_rates(blocks, path)
-    Q = generator_from_rates(blocks.rows, blocks.cols, blocks.rates, head.n)
+    blocks, (rows, cols, rates) = _read_blocks(raw, head, path)
+    row_sums = _exit_rates(blocks, rows, rates, path)
+    Q = generator_from_rates(rows, cols, rates, head.n)
     rewards = _rewards(blocks, head.reward_names, row_sums)
     masks = _label_masks(blocks)
     initial = masks.pop(INIT, None)
