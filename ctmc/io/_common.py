@@ -12,6 +12,8 @@ triples, the labels as sets, the chain from what a reader found.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import re
@@ -291,6 +293,23 @@ def batch_rates(tokens: List[str]) -> Optional[np.ndarray]:
     except ValueError:
         return None
     return out if (np.isfinite(out) & (out > 0)).all() else None
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off for a bulk read (one small container a state or line).
+
+    The containers a reader makes hold no cycles; with the collector on, its
+    passes walk all of them again and again (reading the DRN file of 5e5
+    states took twice as long). Restored on the way out (an error included).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def fmt(x) -> str:

@@ -12,16 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .._version import __version__
 from ..chain import CTMC
 from ._common import (BLANKS, INIT, PathLike, batch_indices, batch_rates, check_label_names,
-                      distinct_states, fail, fields, fmt, generator_from_rates, label_sets, make_chain,
-                      parse_count, parse_index, parse_int, parse_rate, parse_reward, read_lines, unique_names,
-                      warn_initial_law)
+                      distinct_states, fail, fields, fmt, gc_paused, generator_from_rates, label_sets,
+                      make_chain, parse_count, parse_index, parse_int, parse_rate, parse_reward, read_lines,
+                      unique_names, warn_initial_law)
 
 __all__ = ["write_drn", "read_drn"]
 
@@ -244,8 +244,8 @@ class _Blocks:
     targets: List[str] = field(default_factory=list)
     values: List[str] = field(default_factory=list)
     where: List[int] = field(default_factory=list)      # and the line of each
-    state_rew: List[List[float]] = field(default_factory=list)   # of each state, one a reward model
-    action_rew: List[List[float]] = field(default_factory=list)
+    state_rew: List[Sequence[float]] = field(default_factory=list)   # of each state, one a reward model
+    action_rew: List[Sequence[float]] = field(default_factory=list)
     labels: Dict[str, List[int]] = field(default_factory=dict)   # name -> its states, init among them
     vals: List[Optional[dict]] = field(default_factory=list)     # valuation comment of each state
     empties: List[int] = field(default_factory=list)  # its empty items (true booleans, some Storm versions)
@@ -280,7 +280,7 @@ class _Blocks:
         self.declared_exit.append(parse_rate(tok, path, k, "exit rate", zero=True))
         self.exit_line.append(k)
         self.vals.append(None); self.empties.append(0); self.val_line.append(k)
-        self.state_rew.append([]); self.action_rew.append([])
+        self.state_rew.append(()); self.action_rew.append(())     # () is one object, not one a state
         self.actions = 0
         rest = rest.strip(BLANKS)
         if rest.startswith("["):
@@ -376,7 +376,7 @@ def _exit_rates(blocks: _Blocks, rows_a: np.ndarray, rates_a: np.ndarray, path) 
     return row_sums
 
 
-def _per_state(values: List[List[float]], count: int) -> np.ndarray:
+def _per_state(values: List[Sequence[float]], count: int) -> np.ndarray:
     """States x ``count`` table of per-state lists (a missing value is 0)."""
     if all(len(v) == count for v in values):
         return np.array(values, dtype=float).reshape(len(values), count)
@@ -453,7 +453,8 @@ def read_drn(path: PathLike) -> CTMC:
     """
     raw = read_lines(path)
     head = _read_header(raw, path)
-    blocks, (rows, cols, rates) = _read_blocks(raw, head, path)
+    with gc_paused():       # one dict a state: the collector would walk them again and again
+        blocks, (rows, cols, rates) = _read_blocks(raw, head, path)
     row_sums = _exit_rates(blocks, rows, rates, path)
     Q = generator_from_rates(rows, cols, rates, head.n)
     rewards = _rewards(blocks, head.reward_names, row_sums)
