@@ -252,7 +252,7 @@ GOOD_TRA = "3 3\n0 1 1\n1 2 2\n2 0 4\n"
 BAD = [
     # (case, {file: text}, file that is wrong, line, message fragment)
     ("tra index out of range", {"tra": "3 3\n0 1 1\n1 3 2\n2 0 4\n"}, "tra", 3, "out of range"),
-    ("tra negative rate", {"tra": "3 3\n0 1 1\n1 2 -2\n2 0 4\n"}, "tra", 3, ">= 0"),
+    ("tra negative rate", {"tra": "3 3\n0 1 1\n1 2 -2\n2 0 4\n"}, "tra", 3, "> 0"),
     ("tra not a number", {"tra": "3 3\n0 1 fast\n1 2 2\n2 0 4\n"}, "tra", 2, "expected a number"),
     ("tra short line", {"tra": "3 3\n0 1\n1 2 2\n2 0 4\n"}, "tra", 2, "'i j rate'"),
     ("tra count", {"tra": "3 4\n0 1 1\n1 2 2\n2 0 4\n"}, "tra", 1, "announces 4"),
@@ -302,7 +302,7 @@ BAD_DRN = [
     ("parametric", "@type: CTMC\n@parameters\np q\n@nr_states\n1\n@model\n", 3, "parametric"),
     ("nr_states", "@type: CTMC\n@nr_states\nmany\n@model\n", 3, "expected an integer"),
     ("no model", "@type: CTMC\n@nr_states\n1\n", None, "no '@model'"),
-    ("too few states", DRN_HEAD + "state 0 !1\n\taction 0\n\t\t1 : 1\n", None, "lists 1 states"),
+    ("too few states", DRN_HEAD + "state 0 !1\n\taction 0\n\t\t1 : 1\n", 5, "lists 1 states"),
 ]
 
 

@@ -7,7 +7,14 @@ table of integer state variables, its labels (named sets of states), its
 named state rewards :math:`r` (a reward *rate* earned while in a state) and
 its initial states. Every reader returns a :class:`ctmc.CTMC` and checks what
 it reads; a malformed file raises :class:`ValueError` naming the file and the
-line (``path:line: message``). State indices are zero-based everywhere.
+line (``path:line: message``), never another exception. State indices are
+zero-based everywhere. One number rule holds in every format: integers are
+ASCII ``[+-]?[0-9]+`` within int64 (no ``_``, no other scripts' digits),
+numbers decimal floats (or Storm's rationals ``p/q``), indices in
+``0..n-1``; names, states and transition rewards given twice are refused,
+not merged; and a declared size (``n m``, ``@nr_states``, an ``.npy``
+header, a Matrix Market size line) is checked against what the file holds
+before anything of that size is made.
 
 One module a format, all their functions importable from here:
 ``ctmc.io.prism`` (:func:`write_prism`, :func:`read_prism`), ``ctmc.io.drn``
@@ -75,11 +82,13 @@ Storm's DRN format (``storm --prism model.sm --exportbuild out.drn``), ``ctmc.io
 NumPy archives (:func:`save_npz`, :func:`load_npz`), ``ctmc.io.npz``
     The generator in CSR form, the state variables, labels, rewards and
     initial states in one compressed ``.npz`` file, read back without pickle
-    (``allow_pickle=False``): the exact chain, bit for bit.
+    (object arrays are refused; each member's header is checked against its
+    size before it is read): the exact chain, bit for bit.
 
 Matrix Market (:func:`write_mtx`, :func:`read_mtx`), ``ctmc.io.mtx``
-    The generator alone, as a sparse real matrix, through
-    :func:`scipy.io.mmwrite` / :func:`scipy.io.mmread`.
+    The generator alone, as a sparse real matrix, written through
+    :func:`scipy.io.mmwrite` and read by ctmc (coordinate or array, real or
+    integer, general or symmetric) with the rules above.
 
 Rates and rewards are written with Python's shortest round-trip form of a
 float (``repr``), so a write followed by a read gives back exactly the same

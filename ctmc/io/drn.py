@@ -12,15 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .._version import __version__
 from ..chain import CTMC
-from ._common import (INIT, PathLike, check_label_names, fail, fmt, generator_from_rates, label_sets,
-                      make_chain, parse_index, parse_int, parse_rate, parse_reward, read_lines,
-                      warn_initial_law)
+from ._common import (BLANKS, INIT, PathLike, batch_indices, batch_rates, check_label_names,
+                      distinct_states, fail, fields, fmt, gc_paused, generator_from_rates, label_sets,
+                      make_chain, parse_count, parse_index, parse_int, parse_rate, parse_reward, read_lines,
+                      unique_names, warn_initial_law)
 
 __all__ = ["write_drn", "read_drn"]
 
@@ -112,26 +113,36 @@ def write_drn(chain: CTMC, path: PathLike) -> Path:
 _LABEL_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
 
 
-def _valuation(text: str):
+def _valuation(text: str, path, lineno):
     """``{name: value}`` and the number of empty items of a Storm valuation comment ``[x=1\t& b\t& !c]``."""
     out, empty = {}, 0
     for item in text.split("&"):
-        item = item.strip()
+        item = item.strip(BLANKS)
         if not item:
             empty += 1
-        elif "=" in item:
+            continue
+        if "=" in item:
             k, v = item.split("=", 1)
-            v = v.strip().lower()
-            out[k.strip()] = 1 if v == "true" else 0 if v == "false" else int(v)
+            k, v = k.strip(BLANKS), v.strip(BLANKS)
+            if len(v) <= 18 and v.isascii() and v.isdigit():     # the common case, without a call
+                value = int(v)
+            else:
+                low = v.lower()
+                value = (1 if low == "true" else 0 if low == "false" else
+                         parse_int(v, path, lineno, f"variable {k!r}"))
         elif item.startswith("!"):
-            out[item[1:].strip()] = 0
+            k, value = item[1:].strip(BLANKS), 0
         else:
-            out[item] = 1
+            k, value = item, 1
+        if k in out:
+            raise fail(path, lineno, f"variable {k!r} has two values in the valuation")
+        out[k] = value
     return out, empty
 
 
-def _drn_states(vals, empties, n, path):
+def _drn_states(blocks: "_Blocks", path):
     """State variables from the valuation comments, or None when they are missing or inconsistent."""
+    vals, empties, n = blocks.vals, blocks.empties, len(blocks.vals)
     if any(v is None for v in vals):
         return None
     names: List[str] = []
@@ -146,15 +157,17 @@ def _drn_states(vals, empties, n, path):
             return None
         for c, k in enumerate(names):
             table[i, c] = v.get(k, 1)
+    distinct_states(table, path, blocks.val_line)
     return {k: table[:, c].copy() for c, k in enumerate(names)}
 
 
 @dataclass(frozen=True)
 class _Header:
     """What the header of a DRN file declares before ``@model``."""
-    n: int                      # @nr_states
+    n: int                      # @nr_states (checked against the blocks read, never allocated)
     reward_names: List[str]     # @reward_models, in the order of the reward brackets
     model: int                  # line number of @model: the state blocks follow it
+    n_line: int                 # line number of the value of @nr_states
 
 
 def _read_header(raw: List[str], path) -> _Header:
@@ -164,7 +177,7 @@ def _read_header(raw: List[str], path) -> _Header:
     ``@reward_models``, ``@nr_states`` and ``@nr_choices``; ``//`` comments.
     """
     k, N = 0, len(raw)
-    mtype = n = None
+    mtype = n = n_line = None
     reward_names: List[str] = []
 
     def next_line(after):
@@ -172,37 +185,37 @@ def _read_header(raw: List[str], path) -> _Header:
         if k >= N:
             raise fail(path, after, "the file ends here, a value was expected on the next line")
         k += 1
-        return raw[k - 1].strip()
+        return raw[k - 1].strip(BLANKS)
 
     in_model = False
     while k < N and not in_model:
         k += 1
-        line = raw[k - 1].strip()
+        line = raw[k - 1].strip(BLANKS)
         if not line or line.startswith("//"):
             continue
         if line.startswith("@type:"):
-            mtype = line[6:].strip()
+            mtype = line[6:].strip(BLANKS)
             if mtype.upper() != "CTMC":
                 raise fail(path, k, f"model type {mtype!r}: only CTMC files can be read")
         elif line.startswith("@value_type:"):
-            vt = line.split(":", 1)[1].strip()
+            vt = line.split(":", 1)[1].strip(BLANKS)
             if vt not in ("double", "rational"):
                 raise fail(path, k, f"value type {vt!r}: only numbers (double, rational) can be read")
         elif line == "@parameters":
-            params = next_line(k).split()
+            params = fields(next_line(k))
             if params:
                 raise fail(path, k, f"parametric model (parameters {params}): only numbers can be read")
         elif line == "@placeholders":
             raise fail(path, k, "placeholders ($name) are not supported: export the model with numbers")
         elif line == "@reward_models":
-            reward_names = next_line(k).split()
+            text = next_line(k)         # k is now the line of the value
+            reward_names = unique_names(fields(text), path, k, "reward model")
         elif line == "@nr_states":
             text = next_line(k)
-            n = parse_int(text, path, k, "number of states")
-            if n < 1:
-                raise fail(path, k, f"the number of states must be >= 1, got {n}")
+            n, n_line = parse_count(text, path, k, "number of states", lo=1), k
         elif line == "@nr_choices":
-            next_line(k)
+            text = next_line(k)
+            parse_count(text, path, k, "number of choices")
         elif line == "@model":
             in_model = True
         else:
@@ -213,68 +226,73 @@ def _read_header(raw: List[str], path) -> _Header:
         raise fail(path, None, "no '@type:' line before '@model'")
     if n is None:
         raise fail(path, None, "no '@nr_states' before '@model'")
-    return _Header(n, reward_names, k)
+    return _Header(n, reward_names, k, n_line)
 
 
 @dataclass
 class _Blocks:
-    """What the state blocks after ``@model`` hold, gathered line by line (one method a kind of line)."""
-    n: int
+    """What the state blocks after ``@model`` hold, gathered line by line (one method a kind of line).
+
+    Every list grows with the states actually read (one entry a state), never
+    with the ``@nr_states`` the header declares: a short file declaring a
+    huge chain costs what it holds before it is refused.
+    """
+    n: int                      # @nr_states: the bound of the state ids and targets
     path: object
-    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate
-    cols: List[int] = field(default_factory=list)
-    rates: List[float] = field(default_factory=list)
-    state_rew: List[np.ndarray] = field(default_factory=list)   # one array a reward model
-    action_rew: List[np.ndarray] = field(default_factory=list)
-    masks: Dict[str, np.ndarray] = field(default_factory=dict)  # labels, init among them
-    vals: List[Optional[dict]] = field(init=False)  # valuation comment of each state
-    empties: List[int] = field(init=False)          # its empty items (true booleans, some Storm versions)
-    declared_exit: np.ndarray = field(init=False)   # '!rate' of each state line
-    exit_line: List[int] = field(init=False)        # and the line it is on
-    state: int = -1             # the state whose block is being read
-    actions: int = 0            # its actions so far
+    n_rewards: Optional[int] = None   # values in each reward bracket (@reward_models), None: not declared
+    rows: List[int] = field(default_factory=list)       # transitions: source, target, rate (as read)
+    targets: List[str] = field(default_factory=list)
+    values: List[str] = field(default_factory=list)
+    where: List[int] = field(default_factory=list)      # and the line of each
+    state_rew: List[Sequence[float]] = field(default_factory=list)   # of each state, one a reward model
+    action_rew: List[Sequence[float]] = field(default_factory=list)
+    labels: Dict[str, List[int]] = field(default_factory=dict)   # name -> its states, init among them
+    vals: List[Optional[dict]] = field(default_factory=list)     # valuation comment of each state
+    empties: List[int] = field(default_factory=list)  # its empty items (true booleans, some Storm versions)
+    val_line: List[int] = field(default_factory=list)  # and its line
+    declared_exit: List[float] = field(default_factory=list)   # '!rate' of each state line
+    exit_line: List[int] = field(default_factory=list)         # and the line it is on
+    actions: int = 0            # actions of the current state so far
+    state: int = -1             # the state whose block is being read (-1 before the first)
 
-    def __post_init__(self):
-        self.vals = [None] * self.n
-        self.empties = [0] * self.n
-        self.declared_exit = np.zeros(self.n)
-        self.exit_line = [0] * self.n
-
-    def comment(self, body: str) -> None:
+    def comment(self, body: str, k: int) -> None:
         r"""A comment ``// body``: the valuation ``[x=1\t& b]`` of the current state, or nothing."""
         state = self.state
         if state >= 0 and self.vals[state] is None and body.startswith("[") and body.endswith("]"):
-            try:
-                self.vals[state], self.empties[state] = _valuation(body[1:-1])
-            except ValueError:
-                pass  # not a valuation: an ordinary comment
+            self.vals[state], self.empties[state] = _valuation(body[1:-1], self.path, k)
+            self.val_line[state] = k
 
     def state_line(self, line: str, k: int) -> None:
         """``state i !exit [r1, r2] label "a label"``: the next state, its exit rate, rewards and labels."""
         path, n = self.path, self.n
-        t = line[6:].split(None, 1)
-        i = parse_int(t[0], path, k, "state id")
+        t = fields(line[6:].strip(BLANKS), 1)
+        i = parse_int(t[0], path, k, "state id") if t else None
         if i != self.state + 1:
-            raise fail(path, k, f"states must be listed in order 0, 1, ...: expected state {self.state + 1}, got {i}")
+            raise fail(path, k, "states must be listed in order 0, 1, ...: "
+                       f"expected state {self.state + 1}, got {i}")
         if i >= n:
             raise fail(path, k, f"state {i} out of range: @nr_states is {n}")
-        self.state, self.actions = i, 0
-        rest = t[1].strip() if len(t) > 1 else ""
+        rest = t[1].strip(BLANKS) if len(t) > 1 else ""
         if not rest.startswith("!"):
             raise fail(path, k, "a CTMC state line needs its exit rate '!rate' after the id")
         tok, _, rest = rest[1:].partition(" ")
-        self.declared_exit[i] = parse_rate(tok, path, k, "exit rate")
-        self.exit_line[i] = k
-        rest = rest.strip()
+        self.state = i
+        self.declared_exit.append(parse_rate(tok, path, k, "exit rate", zero=True))
+        self.exit_line.append(k)
+        self.vals.append(None); self.empties.append(0); self.val_line.append(k)
+        self.state_rew.append(()); self.action_rew.append(())     # () is one object, not one a state
+        self.actions = 0
+        rest = rest.strip(BLANKS)
         if rest.startswith("["):
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the state rewards")
-            self._put(self.state_rew, rest[1:end].split(","), i, k)
-            rest = rest[end + 1:].strip()
+            self.state_rew[i] = self._rewards(rest[1:end], k)
+            rest = rest[end + 1:].strip(BLANKS)
         for mq in _LABEL_TOKEN.finditer(rest):
-            name = mq.group(1) or mq.group(2)
-            self.masks.setdefault(name, np.zeros(n, dtype=bool))[i] = True
+            states = self.labels.setdefault(mq.group(1) or mq.group(2), [])
+            if not states or states[-1] != i:
+                states.append(i)
 
     def action_line(self, line: str, k: int) -> None:
         """``action 0 [a1, a2]``: the one action of a CTMC state and its action rewards."""
@@ -285,12 +303,20 @@ class _Blocks:
         if self.actions > 1:
             raise fail(path, k, f"state {self.state} has a second action: a CTMC has one per state "
                        "(this is a Markov automaton or an MDP)")
-        rest = line[6:].strip()
+        rest = line[6:].strip(BLANKS)
         if "[" in rest:
             end = rest.find("]")
             if end < 0:
                 raise fail(path, k, "']' missing after the action rewards")
-            self._put(self.action_rew, rest[rest.find("[") + 1:end].split(","), self.state, k)
+            self.action_rew[self.state] = self._rewards(rest[rest.find("[") + 1:end], k)
+
+    def _rewards(self, text: str, k: int) -> List[float]:
+        """The values of a reward bracket, one a reward model of ``@reward_models`` when it is declared."""
+        values = [parse_reward(s.strip(BLANKS), self.path, k) for s in text.split(",")]
+        if self.n_rewards is not None and len(values) != self.n_rewards:
+            raise fail(self.path, k, f"{len(values)} rewards in the bracket for the {self.n_rewards} "
+                       "reward models of @reward_models")
+        return values
 
     def transition(self, line: str, k: int) -> None:
         """``j : rate``: a transition of the current state."""
@@ -300,63 +326,81 @@ class _Blocks:
         target, sep, value = line.partition(":")
         if not sep:
             raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
-        j = parse_index(target.strip(), self.n, path, k, "target state")
-        self.rows.append(self.state); self.cols.append(j); self.rates.append(parse_rate(value.strip(), path, k))
+        self.rows.append(self.state); self.targets.append(target.strip(BLANKS))
+        self.values.append(value.strip(BLANKS)); self.where.append(k)
 
-    def _put(self, store, values, i, lineno):
-        """Rewards ``values`` (one a reward model) of state ``i`` into ``store``."""
-        while len(store) < len(values):
-            store.append(np.zeros(self.n))
-        for c, tok in enumerate(values):
-            store[c][i] = parse_reward(tok.strip(), self.path, lineno)
+    def transitions(self):
+        """Sources, targets and rates of the transitions: in one batch, else one by one naming the line."""
+        cols, rates = batch_indices(self.targets, self.n), batch_rates(self.values)
+        if cols is None or rates is None:
+            path, n = self.path, self.n
+            cols = np.array([parse_index(t, n, path, k, "target state")
+                             for t, k in zip(self.targets, self.where)], dtype=np.int64)
+            rates = np.array([parse_rate(v, path, k) for v, k in zip(self.values, self.where)], dtype=float)
+        return np.asarray(self.rows, dtype=np.int64), cols, rates
 
 
-def _read_blocks(raw: List[str], head: _Header, path) -> _Blocks:
-    """The state blocks after ``@model``: each line goes to the method of its kind."""
-    blocks = _Blocks(head.n, path)
+def _read_blocks(raw: List[str], head: _Header, path):
+    """The state blocks after ``@model`` (each line goes to the method of its kind) and their transitions
+    (sources, targets, rates)."""
+    blocks = _Blocks(head.n, path, len(head.reward_names) if head.reward_names else None)
     for k in range(head.model + 1, len(raw) + 1):
-        line = raw[k - 1].strip()
+        line = raw[k - 1].strip(BLANKS)
         if not line:
             continue
         if line.startswith("//"):
-            blocks.comment(line[2:].strip())
+            blocks.comment(line[2:].strip(BLANKS), k)
         elif line.startswith("state "):
             blocks.state_line(line, k)
         elif line.startswith("action"):
             blocks.action_line(line, k)
         else:
             blocks.transition(line, k)
+    transitions = blocks.transitions()      # a malformed transition is named before a missing state
     if blocks.state != head.n - 1:
-        raise fail(path, None, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
-    return blocks
+        raise fail(path, head.n_line, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
+    return blocks, transitions
 
 
-def _exit_rates(blocks: _Blocks, path) -> np.ndarray:
+def _exit_rates(blocks: _Blocks, rows_a: np.ndarray, rates_a: np.ndarray, path) -> np.ndarray:
     """The sums of the rates of each state, checked against the exit rates ``!rate`` the file declares."""
-    rows_a, rates_a = np.asarray(blocks.rows, dtype=np.int64), np.asarray(blocks.rates, dtype=float)
     row_sums = np.bincount(rows_a, weights=rates_a, minlength=blocks.n)  # self-loops included, as in Storm
-    declared_exit = blocks.declared_exit
+    declared_exit = np.asarray(blocks.declared_exit, dtype=float)
     # Storm prints about 10 significant digits (older versions 6): a loose check, for a lost transition
     bad = np.abs(row_sums - declared_exit) > 1e-5 * np.maximum(row_sums, declared_exit)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not the sum "
+        raise fail(path, blocks.exit_line[i], f"exit rate !{fmt(declared_exit[i])} of state {i} is not "
+                   "the sum "
                    f"of its rates ({fmt(row_sums[i])})")
     return row_sums
 
 
+def _per_state(values: List[Sequence[float]], count: int) -> np.ndarray:
+    """States x ``count`` table of per-state lists (a missing value is 0)."""
+    if all(len(v) == count for v in values):
+        return np.array(values, dtype=float).reshape(len(values), count)
+    out = np.zeros((len(values), count))
+    for i, v in enumerate(values):
+        out[i, :len(v)] = v
+    return out
+
+
 def _rewards(blocks: _Blocks, reward_names: List[str], row_sums: np.ndarray) -> Dict[str, np.ndarray]:
     r"""Each reward model's state reward rate: its state rewards plus its action rewards :math:`E_i a_i`."""
-    state_rew, action_rew, n = blocks.state_rew, blocks.action_rew, blocks.n
-    count = max(len(state_rew), len(action_rew))
+    count = max([len(v) for v in blocks.state_rew] + [len(v) for v in blocks.action_rew] + [0])
     names = [reward_names[c] if c < len(reward_names) else f"rew{c}" for c in range(count)]
-    rewards = {}
-    for c, name in enumerate(names):
-        r = state_rew[c].copy() if c < len(state_rew) else np.zeros(n)
-        if c < len(action_rew):
-            r += row_sums * action_rew[c]
-        rewards[name] = r
-    return rewards
+    state_rew, action_rew = _per_state(blocks.state_rew, count), _per_state(blocks.action_rew, count)
+    return {name: state_rew[:, c] + row_sums * action_rew[:, c] for c, name in enumerate(names)}
+
+
+def _label_masks(blocks: _Blocks) -> Dict[str, np.ndarray]:
+    """Each label's states as a mask."""
+    masks = {}
+    for name, states in blocks.labels.items():
+        masks[name] = np.zeros(blocks.n, dtype=bool)
+        masks[name][states] = True
+    return masks
 
 
 def read_drn(path: PathLike) -> CTMC:
@@ -409,9 +453,11 @@ def read_drn(path: PathLike) -> CTMC:
     """
     raw = read_lines(path)
     head = _read_header(raw, path)
-    blocks = _read_blocks(raw, head, path)
-    row_sums = _exit_rates(blocks, path)
-    Q = generator_from_rates(blocks.rows, blocks.cols, blocks.rates, head.n)
+    with gc_paused():       # one dict a state: the collector would walk them again and again
+        blocks, (rows, cols, rates) = _read_blocks(raw, head, path)
+    row_sums = _exit_rates(blocks, rows, rates, path)
+    Q = generator_from_rates(rows, cols, rates, head.n)
     rewards = _rewards(blocks, head.reward_names, row_sums)
-    initial = blocks.masks.pop(INIT, None)
-    return make_chain(Q, _drn_states(blocks.vals, blocks.empties, head.n, path), blocks.masks, rewards, initial)
+    masks = _label_masks(blocks)
+    initial = masks.pop(INIT, None)
+    return make_chain(Q, _drn_states(blocks, path), masks, rewards, initial)
