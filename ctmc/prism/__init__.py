@@ -32,13 +32,10 @@ actions multiply rates, conjoin guards and join updates). Errors are
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from .model import PrismModel
 from .parser import parse
 from .properties import PropertyResult, check, check_file
-from .syntax import PrismError
+from .syntax import PrismError, read_source
 from .translate import translate
 
 __all__ = ["load", "check", "check_file", "parse", "PrismModel", "PrismError", "PropertyResult"]
@@ -73,18 +70,7 @@ def load(path_or_text, constants=None) -> PrismModel:
     FileNotFoundError
         For a file name that does not exist.
     """
-    if isinstance(path_or_text, os.PathLike) or (
-            isinstance(path_or_text, str) and "\n" not in path_or_text
-            and (os.path.isfile(path_or_text) or path_or_text.strip().endswith(_SUFFIXES))):
-        path = Path(path_or_text)
-        if not path.is_file():
-            raise FileNotFoundError(f"path_or_text: no PRISM file {str(path)!r}")
-        text, file = path.read_text(encoding="utf-8"), str(path)
-    elif isinstance(path_or_text, str):
-        text, file = path_or_text, "<string>"
-    else:
-        raise TypeError(f"path_or_text: expected a file name or the program's text, got "
-                        f"{type(path_or_text).__name__}")
+    text, file = read_source(path_or_text, "PRISM", "<string>", _SUFFIXES)
     if constants is not None and not hasattr(constants, "items"):
         raise TypeError(f"constants: expected a dict {{name: value}}, got {type(constants).__name__}")
     return translate(parse(text, file), constants)

@@ -29,9 +29,7 @@ else the chain's state variables) and the chain's labels as ``"name"``
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
@@ -40,7 +38,7 @@ from ..expr import Var
 from ..results import Status
 from .csl import Context, evaluate, state_values
 from .parser import PropertyParser
-from .syntax import PrismError, Program
+from .syntax import PrismError, Program, read_source
 from .translate import Scope
 
 __all__ = ["check", "check_file", "PropertyResult"]
@@ -211,15 +209,7 @@ def check_file(chain, path_or_text, constants=None, **options) -> list:
     PrismError
         Naming ``file:line:column``.
     """
-    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                                   and os.path.isfile(path_or_text)):
-        path = Path(path_or_text)
-        text, file = path.read_text(encoding="utf-8"), str(path)
-    elif isinstance(path_or_text, str):
-        text, file = path_or_text, "<properties>"
-    else:
-        raise TypeError(f"path_or_text: expected a file name or the properties' text, got "
-                        f"{type(path_or_text).__name__}")
+    text, file = read_source(path_or_text, "properties", "<properties>", (".csl", ".props", ".pctl"))
     p = PropertyParser(text, file)
     props = p.properties()
     if not props:

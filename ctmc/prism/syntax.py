@@ -6,12 +6,37 @@ range error as the parser names a syntax error.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from ..results import ModelError
 
-__all__ = ["PrismError", "Pos", "Node", "VarDecl", "Command", "Module", "RewardItem", "Program"]
+__all__ = ["PrismError", "Pos", "Node", "VarDecl", "Command", "Module", "RewardItem", "Program", "read_source"]
+
+
+def read_source(path_or_text, what: str, default_file: str, suffixes: tuple = ()) -> tuple:
+    """``(text, file name)`` of a program or properties given as a file or as text.
+
+    A :class:`os.PathLike`, or a one-line string naming an existing file or
+    ending in one of ``suffixes``, is a file (``FileNotFoundError`` if
+    absent); any other string is the text itself, named ``default_file``.
+    ``what`` names the text in errors (``"program"``, ``"properties"``).
+
+    >>> read_source("ctmc module m endmodule", "program", "<string>")
+    ('ctmc module m endmodule', '<string>')
+    """
+    if isinstance(path_or_text, os.PathLike) or (
+            isinstance(path_or_text, str) and "\n" not in path_or_text
+            and (os.path.isfile(path_or_text) or path_or_text.strip().endswith(suffixes))):
+        path = Path(path_or_text)
+        if not path.is_file():
+            raise FileNotFoundError(f"path_or_text: no {what} file {str(path)!r}")
+        return path.read_text(encoding="utf-8"), str(path)
+    if isinstance(path_or_text, str):
+        return path_or_text, default_file
+    raise TypeError(f"path_or_text: expected a file name or the {what} text, got {type(path_or_text).__name__}")
 
 
 class PrismError(ModelError):
