@@ -36,8 +36,8 @@ process per property, as ``bench_gallery.py``):
   them against a dense reference); a huge relative difference on a probability
   far below 1e-16 is Storm's absolute rounding error.
 
-Without ``--examples`` only ``tests/data/prism/cell.sm`` (ctmc's own text of
-the wireless cell) runs; with it PRISM's ``cell``, ``nacl``, ``knacl`` and
+Without ``--examples`` only ``tests/data/prism/cell.sm`` and ``salt.sm``
+(ctmc's own texts of the wireless cell and of the Na/Cl reaction) run; with it PRISM's ``cell``, ``nacl``, ``knacl`` and
 ``mc`` files (the molecules from ``../simple/molecules``) at the sizes below.
 """
 from __future__ import annotations
@@ -61,8 +61,9 @@ CASES = [("cell:500", "ctmcs/cell/cell.sm", "ctmcs/cell/cell.csl", {"N": 500}, {
           {"N1": 40, "N2": 40, "N3": 40}, {"T": 0.004, "i": 4}),
          ("mc:60", "simple/molecules/mc.sm", "simple/molecules/mc.csl", {"N1": 60, "N2": 60},
           {"T": 0.004, "i": 4})]
-OWN_CASES = [("own cell:500", str(ROOT / "tests/data/prism/cell.sm"), str(ROOT / "tests/data/prism/cell.csl"),
-              {"N": 500}, {})]
+_OWN = ROOT / "tests" / "data" / "prism"
+OWN_CASES = [("own cell:500", str(_OWN / "cell.sm"), str(_OWN / "cell.csl"), {"N": 500}, {}),
+             ("own salt:300", str(_OWN / "salt.sm"), str(_OWN / "salt.csl"), {"SODIUM": 300, "CHLORINE": 300}, {})]
 
 
 def _timed(fn):

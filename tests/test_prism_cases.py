@@ -234,3 +234,29 @@ def test_time_bound_name_then_parenthesis_and_old_style_filters_follow_prism():
         ctmc.prism.check(chain, "P=? [ F<=0.7 n=3 {n<3}{min}{max} ]")
     with pytest.raises(ctmc.prism.PrismError, match="unknown function 'T'"):
         ctmc.prism.load(QUEUE.replace("-> 2 :", "-> T(2) :"))
+
+
+def _salt_law(sodium, chlorine):
+    """pi over na (cl = na + chlorine - sodium), exact: pi_{n-1} 10 (Na+)(Cl-) = pi_n 100 na cl."""
+    lo = max(0, sodium - chlorine)
+    w = {sodium: Fraction(1)}
+    for n in range(sodium, lo, -1):
+        down = 100 * n * (n + chlorine - sodium)                    # ionisation out of na = n
+        up = 10 * (sodium - n + 1) * (sodium - n + 1)                # recombination into na = n
+        w[n - 1] = w[n] * down / up
+    total = sum(w.values())
+    return {n: x / total for n, x in w.items()}
+
+
+@pytest.mark.parametrize("sodium, chlorine", [(6, 6), (3, 5), (5, 3)])
+def test_our_salt_program_synchronises_mass_action_rates(sodium, chlorine):
+    chain = ctmc.prism.load(DATA / "salt.sm", constants={"SODIUM": sodium, "CHLORINE": chlorine}).build()
+    law = _salt_law(sodium, chlorine)
+    assert chain.n_states == len(law) and chain.n_transitions == 2 * (len(law) - 1)
+    na = _var(chain, "na")
+    assert np.all(_var(chain, "cl") - na == chlorine - sodium)       # one ionisation takes one of each
+    i = chain.index(na=sodium, cl=chlorine)
+    assert chain.Q[i, chain.index(na=sodium - 1, cl=chlorine - 1)] == 100 * sodium * chlorine
+    mean = float(sum(Fraction(100 * n, sodium) * p for n, p in law.items()))
+    got = ctmc.prism.check_file(chain, DATA / "salt.csl")
+    assert [g.value for g in got] == pytest.approx([mean, float(law.get(0, 0))], rel=1e-12, abs=0)
