@@ -37,7 +37,8 @@ process per property, as ``bench_gallery.py``):
   far below 1e-16 is Storm's absolute rounding error.
 
 Without ``--examples`` only ``tests/data/prism/cell.sm`` and ``salt.sm``
-(ctmc's own texts of the wireless cell and of the Na/Cl reaction) run; with it PRISM's ``cell``, ``nacl``, ``knacl`` and
+(ctmc's own texts of the wireless cell and of the Na/Cl reaction) run; with it
+PRISM's ``cell``, ``nacl``, ``knacl`` and
 ``mc`` files (the molecules from ``../simple/molecules``) at the sizes below.
 """
 from __future__ import annotations
@@ -63,7 +64,8 @@ CASES = [("cell:500", "ctmcs/cell/cell.sm", "ctmcs/cell/cell.csl", {"N": 500}, {
           {"T": 0.004, "i": 4})]
 _OWN = ROOT / "tests" / "data" / "prism"
 OWN_CASES = [("own cell:500", str(_OWN / "cell.sm"), str(_OWN / "cell.csl"), {"N": 500}, {}),
-             ("own salt:300", str(_OWN / "salt.sm"), str(_OWN / "salt.csl"), {"SODIUM": 300, "CHLORINE": 300}, {})]
+             ("own salt:300", str(_OWN / "salt.sm"), str(_OWN / "salt.csl"),
+              {"SODIUM": 300, "CHLORINE": 300}, {})]
 
 
 def _timed(fn):
