@@ -80,6 +80,10 @@ def tokenize(text: str, file: str = "<string>"):
 class Parser:
     """The parser's state: the tokens, the position, the program being filled (see :func:`parse`)."""
 
+    #: ``name (`` is a name then a parenthesis, not a call, unless ``name`` is a function
+    #: (PRISM's time bounds: ``F<=T (n=N)``)
+    bare_names = False
+
     def __init__(self, text: str, file: str):
         self.file = file
         self.toks = tokenize(text, file)
@@ -415,7 +419,7 @@ class Parser:
             return self.call(args, fpos)
         if kind == "ident":
             self.next()
-            if self.at("("):
+            if self.at("(") and not (self.bare_names and value not in FUNCTIONS):
                 if value not in FUNCTIONS:
                     raise self.error(f"unknown function {value!r} (PRISM's are "
                                      f"{', '.join(sorted(FUNCTIONS))})", pos)
@@ -549,11 +553,31 @@ class PropertyParser(Parser):
             else:
                 self.time_word("F", "T=? [ F phi ]: the expected time to reach phi")
                 node = Node("T", (None, self.expr()), pos)
-            self.expect("]", f" closing the path of {value}")
-            return node
+            return self.close(node, f" closing the path of {value}")
         if self.word("E", "A", "Pmin", "Pmax", "Rmin", "Rmax", "LRA"):
             raise self.error(f"{value!r} is not supported (ctmc checks CTMCs: P, S, R, T and filter)")
         return self.expr()
+
+    def close(self, node, what) -> Node:
+        """``]`` after an operator's path, with PRISM's old-style filter ``{states}{min}{max}`` before it:
+        ``filter(op, node, states)``, ``op`` min, max or state (``forall`` for a bool property)."""
+        if self.at("{"):
+            pos = self.next()[2]
+            states = self.expr()
+            self.expect("}", " closing the filter's states {phi}")
+            ops = set()
+            while self.at("{"):
+                self.next()
+                if not self.word("min", "max"):
+                    raise self.error(f"old-style filter: expected {{min}} or {{max}}, found {self.found()}")
+                ops.add(self.next()[1])
+                self.expect("}")
+            if len(ops) == 2:
+                raise self.error("old-style filter {min}{max} (PRISM's range) is not supported", pos)
+            op = ops.pop() if ops else ("forall" if node.args[0] is not None else "state")
+            node = Node("filter", (op, node, states), pos)
+        self.expect("]", what)
+        return node
 
     def time_word(self, word, what):
         if not self.word(word):
@@ -572,12 +596,14 @@ class PropertyParser(Parser):
 
     def time(self) -> tuple:
         """``(t1, t2)`` of a time bound (None: 0, resp. infinity)."""
-        if self.at("<=", "<"):
-            self.next()
-            return None, self.binary(_ARITH)
-        if self.at(">=", ">"):
-            self.next()
-            return self.binary(_ARITH), None
+        if self.at("<=", "<", ">=", ">"):
+            upper = self.next()[1][0] == "<"
+            self.bare_names = True          # as PRISM: ``U<=T (n=N)`` is the bound T, then (n=N)
+            try:
+                bound = self.binary(_ARITH)
+            finally:
+                self.bare_names = False
+            return (None, bound) if upper else (bound, None)
         if self.at("["):
             self.next()
             t1 = self.expr()
@@ -637,8 +663,7 @@ class PropertyParser(Parser):
             arg = self.expr()
         else:
             raise self.error(f"R=? [ ... ]: expected S, C<=t, I=t or F phi, found {self.found()}")
-        self.expect("]", " closing the reward's path")
-        return Node("R", (bound, name, what, arg), pos)
+        return self.close(Node("R", (bound, name, what, arg), pos), " closing the reward's path")
 
     def filter(self) -> Node:
         pos = self.next()[2]
