@@ -839,7 +839,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
 
 def _solve_class(op, support, method, opts, hint, backend_options, t0):
     ctx = _Context(info={}, backend_options=backend_options, size=count(op, support))
-    if ctx.size == 1:
+    if ctx.size == 1 and method != "given":      # "given" still checks its law there
         x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
     else:
         x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)

@@ -609,3 +609,14 @@ def test_given_option_errors_name_the_option():
     with pytest.raises(ValueError, match="bound: expected True or False"):
         chain.stationary("given", x0=[0.6, 0.4], bound="yes")
     assert "given" in METHODS and METHODS["given"].options.__name__ == "GivenOptions"
+
+
+def test_given_law_is_checked_on_a_single_state_class_too():
+    chain = ctmc.CTMC.from_rates(np.array([[0.0, 2.0], [0.0, 0.0]]))      # 0 -> 1, state 1 absorbing
+    res = chain.stationary("given", x0=[1.0, 3.0])
+    assert res.pi.tolist() == [0.0, 1.0] and res.error_bound == 0.0
+    assert res.info["mass_off_class"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="x0: .*no mass on the closed class"):
+        chain.stationary("given", x0=[1.0, 0.0])
+    with pytest.raises(ValueError, match=r"x0: expected one value per state \(1\), got 2"):
+        ctmc.CTMC([[0.0]]).stationary("given", x0=[1.0, 1.0])
