@@ -1100,3 +1100,19 @@ def test_level_law_proven_bound_on_request_holds(kw):
     assert q.stationary_ctmc() is res                 # the bounded result serves the measures too
     with pytest.raises(ValueError, match="bound: expected True or False"):
         q.stationary_ctmc(bound="yes")
+
+
+def test_cli_bound_prints_the_proven_bound_of_the_law(capsys):
+    argv = ["--L", "2", "--H", "5", "--R", "8", "--lam", "1.2", "--lam-overload", "0.6", "--erlang", "3"]
+    head, values = run_cli([*argv, "--bound"], capsys)
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.6, service=erlang(3, 1.0))
+    res = q.stationary_ctmc(bound=True)
+    exact = q.chain().stationary("gth").pi
+    assert float(values["error bound"]) == pytest.approx(res.error_bound, rel=1e-9)
+    assert np.abs(res.pi - exact).sum() <= float(values["error bound"]) <= 1e-6
+    assert values["status"] == "success"
+    assert "error bound" not in run_cli(argv, capsys)[1]
+    from ctmc.cli import main
+    with pytest.raises(SystemExit):
+        main(["hysteresis", *argv[:-2], "--deterministic", "--bound"])
+    assert "bound: the proven error bound is of route 'ctmc'" in capsys.readouterr().err
