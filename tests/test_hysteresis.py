@@ -1098,6 +1098,7 @@ def test_level_law_proven_bound_on_request_holds(kw):
     exact = q.chain().stationary("gth").pi
     assert np.abs(res.pi - exact).sum() <= res.error_bound <= 1e-6
     assert q.stationary_ctmc() is res                 # the bounded result serves the measures too
+    assert q.stationary("ctmc").info["error_bound"] == res.error_bound
     with pytest.raises(ValueError, match="bound: expected True or False"):
         q.stationary_ctmc(bound="yes")
 

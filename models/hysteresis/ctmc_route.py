@@ -280,7 +280,7 @@ def stationary_law(q) -> HysteresisLaw:
     return HysteresisLaw(p=p, route="ctmc", status=res.status, residual=res.residual,
                          wall_time=time.perf_counter() - t0,
                          info={"n_states": chain.n_states, "method": res.method,
-                               "balance_error": res.balance_error})
+                               "balance_error": res.balance_error, "error_bound": res.error_bound})
 
 
 # ---------------------------------------------------------------------------
