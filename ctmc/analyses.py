@@ -78,7 +78,8 @@ class Analyses:
         method : str
             A key of :data:`ctmc.stationary.METHODS`: ``"auto"``, ``"gth"``,
             ``"lu"``, ``"power"``, ``"gauss_seidel"``, ``"sor"``, ``"gmres"``,
-            ``"bicgstab"``, ``"eig"``, ``"level_iad"``, ``"multilevel"``; see
+            ``"bicgstab"``, ``"eig"``, ``"level_iad"``, ``"multilevel"``, ``"given"`` (a law
+            computed elsewhere, ``x0=``, graded and bounded); see
             :mod:`ctmc.stationary` for what each does and its options class.
         backend : str, optional
             ``"scipy"`` (default for a :class:`~ctmc.CTMC`) or ``"petsc"``.

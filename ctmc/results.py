@@ -263,7 +263,8 @@ class StationaryResult(AnalysisResult):
         double (their value is 0 or denormal and carries no relative accuracy).
     error_bound : float
         A proven bound on ``||pi - pi_exact||_1`` (``inf`` when the answer
-        is not usable); see :func:`ctmc.stationary.error_bound`. Above the
+        is not usable, NaN when none was asked: method ``"given"`` with
+        ``bound=False``); see :func:`ctmc.stationary.error_bound`. Above the
         option ``error_tol`` the status is ``INACCURATE``.
 
     ``residual`` is ``||pi Q||_1``; ``info["condition"]`` is

@@ -37,8 +37,7 @@ Methods (the registry :data:`METHODS`)
     Krylov solvers on the same pinned system, with an incomplete-LU (on each
     process's block when distributed), Jacobi or no preconditioner.
 ``power``
-    Power iteration on the uniformised chain :math:`P = I + Q/\Lambda`,
-    :math:`\Lambda = 1.02 \max_i |q_{ii}|`.
+    Power iteration on the uniformised :math:`P = I + Q/\Lambda`, :math:`\Lambda = 1.02 \max_i |q_{ii}|`.
 ``gauss_seidel``, ``sor``
     (Successive over-)relaxation on :math:`Q^T x = 0`, renormalised each
     sweep (on each process's block when distributed, the other blocks taken
@@ -55,6 +54,8 @@ Methods (the registry :data:`METHODS`)
     Multilevel aggregation-disaggregation cycles (:mod:`ctmc.aggregation`) on
     given or automatic aggregates, with Gauss-Seidel smoothing; for nearly
     completely decomposable chains, where plain sweeps stall.
+``given``
+    A law computed elsewhere (option ``x0``), graded and bounded like the answers above (:mod:`ctmc.given`).
 ``auto``
     Chosen by the class's structure, measured cheaply before any heavy work
     (:func:`structure_facts`, :func:`auto_plan`): ``gth`` up to 1000
@@ -102,6 +103,7 @@ import numpy as np
 
 from ._util import available_memory
 from .aggregation import MultilevelOptions, multilevel
+from .given import GivenOptions, given
 from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport
@@ -121,9 +123,9 @@ from .options import positive as _positive
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask
 
-__all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions",
-           "SOROptions", "KrylovOptions", "EigOptions", "LevelIADOptions", "MultilevelOptions", "AutoOptions",
-           "stationary", "structure_facts", "probe_restart", "walk_pin", "polish_sweeps", "return_time_bound",
+__all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions", "SOROptions", "KrylovOptions",
+           "EigOptions", "LevelIADOptions", "MultilevelOptions", "GivenOptions", "AutoOptions", "stationary",
+           "structure_facts", "probe_restart", "walk_pin", "polish_sweeps", "return_time_bound",
            "error_bound", "correction_estimate", "stationary_evidence", "grade", "next_pin", "closed_classes",
            "NEGATIVE_TOL"]
 
@@ -764,6 +766,7 @@ METHODS.update({
                         "aggregation-disaggregation on a level moved by +-1, Gauss-Seidel by levels"),
     "multilevel": Method(multilevel, MultilevelOptions,
                          "multilevel aggregation-disaggregation cycles with Gauss-Seidel smoothing"),
+    "given": Method(given, GivenOptions, "a law computed elsewhere (x0), graded and bounded like the others"),
 })
 
 
@@ -807,9 +810,9 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     rel = residual / max(op.qmax, _TINY)
     status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)
     info.update(relative_residual=rel, zero_with_inflow=lost)
-    bound = np.inf
+    bound = np.inf if ctx.info.pop("_bound", True) else np.nan     # NaN: "given" with bound=False
     tb = time.perf_counter()
-    if status in (Status.SUCCESS, Status.TAIL_INACCURATE):
+    if status in (Status.SUCCESS, Status.TAIL_INACCURATE) and not np.isnan(bound):
         if ctx.size == 1:
             bound = 0.0
         elif method == "gth":
@@ -822,7 +825,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]
             system = None
-            if method == "level_iad" and levels is not None and op.size == 1:
+            if levels is not None and op.size == 1:     # level_iad, or "given" with levels
                 # the level structure solves the return times (the bound is proven the same way)
                 system = LevelSystem(op, support & ~unit_mask(op, pin), levels, pi)
             bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
@@ -836,7 +839,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
 
 def _solve_class(op, support, method, opts, hint, backend_options, t0):
     ctx = _Context(info={}, backend_options=backend_options, size=count(op, support))
-    if ctx.size == 1:
+    if ctx.size == 1 and method != "given":      # "given" still checks its law there
         x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
     else:
         x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)

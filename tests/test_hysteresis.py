@@ -1033,3 +1033,87 @@ def test_hessenberg_gth_law_growing_over_1e308_up_the_levels():
     # balance pi P = pi, state by state, relative to each state's own probability
     keep = pi > 1e-290
     np.testing.assert_allclose((pi @ P)[keep], pi[keep], rtol=1e-12, atol=0)
+
+
+# ---------------------------------------------------------------------------
+# the level law graded by ctmc's "given" method (the evidence of every ctmc method)
+# ---------------------------------------------------------------------------
+def _hand_graded(q):
+    """The evidence and status of the level law as level_stationary graded it by hand before "given"."""
+    from ctmc.models.hysteresis.levels import level_law
+    from ctmc.options import Tolerances
+    chain = q.chain()
+    p0, p = level_law(q)
+    st_ = chain.states
+    x = np.where(st_["n"] == 0, p0[st_["mode"]], p[st_["n"], st_["mode"], st_["phase"]])
+    pi = x / x.sum()
+    flow = chain.Q.T @ pi
+    out = -chain.Q.diagonal()
+    ok = pi >= np.finfo(float).tiny
+    bal = float(np.max(np.abs(flow[ok]) / (pi[ok] * out[ok])))
+    rel = float(np.abs(flow).sum()) / out.max()
+    tol = Tolerances()
+    status = ("inaccurate" if not rel <= tol.tol else "tail_inaccurate" if not bal <= tol.tail_tol
+              else "success")
+    return pi, float(np.abs(flow).sum()), bal, status
+
+
+GIVEN_CASES = [dict(service=erlang(3, 1.0)), dict(service=erlang(3, 1.0), batch={1: 0.6, 3: 0.4}),
+               dict(service=hyperexponential([0.4, 0.6], [0.6, 2.5]), capacity=12, policy="departure-epoch"),
+               dict(service=coxian([2.0, 1.5, 1.0], [0.6, 0.3]), batch=geometric_batch(0.4),
+                    acceptance="whole")]
+
+
+@pytest.mark.parametrize("kw", GIVEN_CASES)
+def test_level_law_graded_by_given_as_by_the_old_hand_grading(kw):
+    q = HysteresisQueue(2, 5, 9, 1.3, 0.6, **kw)
+    pi, residual, bal, status = _hand_graded(q)
+    res = q.stationary_ctmc()
+    assert res.method == "levels" and res.status.value == status
+    assert np.max(np.abs(res.pi - pi) / pi) <= 1e-14
+    assert res.residual == pytest.approx(residual, rel=1e-9, abs=1e-15)
+    assert res.balance_error == pytest.approx(bal, rel=1e-6, abs=1e-14)
+    assert np.isnan(res.error_bound) and res.info["error_bound_kind"].startswith("none")
+    assert "mass_outside" in res.info and res.info["mass_outside"] < 1e-14
+
+
+def test_light_load_far_tail_grades_alike():
+    # probabilities down to 6e-154: the balance error is graded state by state down there
+    q = HysteresisQueue(3, 60, 140, 0.04, 0.02, batch={1: 0.7, 2: 0.3}, service=erlang(2, 1.0))
+    pi, residual, bal, status = _hand_graded(q)
+    res = q.stationary_ctmc()
+    assert res.status.value == status and res.balance_error == pytest.approx(bal, rel=1e-6, abs=1e-14)
+    assert np.max(np.abs(res.pi - pi) / pi) <= 1e-14
+
+
+@pytest.mark.parametrize("kw", [dict(service=erlang(4, 1.0)),
+                                dict(service=erlang(3, 1.0), batch={1: 0.6, 3: 0.4})])
+def test_level_law_proven_bound_on_request_holds(kw):
+    q = HysteresisQueue(3, 8, 14, 1.2, 0.7, **kw)
+    res = q.stationary_ctmc(bound=True)
+    assert res.method == "levels" and res.status == "success" and res.info["error_bound_kind"] == "proven"
+    # single arrivals move the level by one: the return times are solved on the levels
+    single = "batch" not in kw
+    assert (res.info["return_time_solver"] == "level") == single
+    exact = q.chain().stationary("gth").pi
+    assert np.abs(res.pi - exact).sum() <= res.error_bound <= 1e-6
+    assert q.stationary_ctmc() is res                 # the bounded result serves the measures too
+    assert q.stationary("ctmc").info["error_bound"] == res.error_bound
+    with pytest.raises(ValueError, match="bound: expected True or False"):
+        q.stationary_ctmc(bound="yes")
+
+
+def test_cli_bound_prints_the_proven_bound_of_the_law(capsys):
+    argv = ["--L", "2", "--H", "5", "--R", "8", "--lam", "1.2", "--lam-overload", "0.6", "--erlang", "3"]
+    head, values = run_cli([*argv, "--bound"], capsys)
+    q = HysteresisQueue(2, 5, 8, 1.2, 0.6, service=erlang(3, 1.0))
+    res = q.stationary_ctmc(bound=True)
+    exact = q.chain().stationary("gth").pi
+    assert float(values["error bound"]) == pytest.approx(res.error_bound, rel=1e-9)
+    assert np.abs(res.pi - exact).sum() <= float(values["error bound"]) <= 1e-6
+    assert values["status"] == "success"
+    assert "error bound" not in run_cli(argv, capsys)[1]
+    from ctmc.cli import main
+    with pytest.raises(SystemExit):
+        main(["hysteresis", *argv[:-2], "--deterministic", "--bound"])
+    assert "bound: the proven error bound is of route 'ctmc'" in capsys.readouterr().err

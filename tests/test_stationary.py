@@ -501,3 +501,122 @@ def test_old_stationary_names_warn_and_serve_the_one_class():
     assert "StationaryOptions" not in ctmc.stationary.__all__
     with pytest.raises(AttributeError):
         ctmc.stationary.NoSuchName
+
+
+# --------------------------------------------------------------------------
+# "given": a law computed elsewhere, graded and bounded by the same evidence
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_given_exact_law_succeeds_within_its_proven_bound(case):
+    chain, exact = case.build(), case.exact_pi()
+    gth = chain.stationary("gth")
+    res = chain.stationary("given", x0=gth.pi)
+    assert res.method == "given" and res.status is ctmc.Status.SUCCESS, res.message
+    _check_invariants(res, chain)
+    assert np.max(np.abs(res.pi - gth.pi) / np.maximum(gth.pi, 1e-300)) < 1e-14   # graded, not changed
+    # the exact law (Fractions) is the independent reference: the bound holds for what was given
+    assert np.abs(res.pi - exact).sum() <= res.error_bound <= 1e-6
+    if chain.n_states > 1:
+        assert res.info["error_bound_kind"] == "proven"
+    assert res.balance_error < 1e-8 and res.iterations == 0
+
+
+def test_given_perturbed_tail_is_flagged_and_its_bound_holds():
+    case = CASES[3]                         # pi down to 1e-200: a wrong tail leaves the residual tiny
+    chain, exact = case.build(), case.exact_pi()
+    x = exact.copy()
+    x[exact < 1e-100] *= 2.0
+    with pytest.warns(ctmc.TailAccuracyWarning):
+        res = chain.stationary("given", x0=x, check=False)
+    assert res.status is ctmc.Status.TAIL_INACCURATE and res.balance_error > 1e-6, res.message
+    assert np.isfinite(res.error_bound) and np.abs(res.pi - exact).sum() <= res.error_bound
+
+
+def test_given_perturbed_bulk_is_not_success_and_its_bound_holds():
+    case = CASES[4]                                    # M/M/3/40
+    chain, exact = case.build(), case.exact_pi()
+    rng = np.random.default_rng(3)
+    x = exact * (1 + 1e-4 * rng.standard_normal(exact.size))
+    res = chain.stationary("given", x0=x, check=False)
+    assert res.status is ctmc.Status.INACCURATE and "residual" in res.message
+    # a looser tol lets the bound be computed: it holds, and it exceeds error_tol, so still not a success
+    loose = chain.stationary("given", x0=x, check=False, tol=1e-2, tail_tol=1.0, error_tol=1e-8)
+    err = np.abs(loose.pi - exact).sum()
+    assert err <= loose.error_bound and loose.error_bound > 1e-8
+    assert loose.status is ctmc.Status.INACCURATE and "error bound" in loose.message
+
+
+def test_given_without_bound_skips_its_solve_and_says_so():
+    chain, exact = CASES[4].build(), CASES[4].exact_pi()
+    with_bound = chain.stationary("given", x0=exact)
+    res = chain.stationary("given", x0=exact, bound=False)
+    assert np.isnan(res.error_bound) and "not computed" in res.info["error_bound_kind"]
+    assert "return_time_solver" not in res.info and "return_time_solver" in with_bound.info
+    assert res.status is with_bound.status and np.array_equal(res.pi, with_bound.pi)
+    assert res.balance_error == with_bound.balance_error
+
+
+def test_given_levels_serve_the_bound_and_are_checked():
+    chain, exact = CASES[1].build(), CASES[1].exact_pi()          # M/M/1/50: n moves by one
+    res = chain.stationary("given", x0=exact, levels="n")
+    assert res.info["return_time_solver"] == "level" and res.status is ctmc.Status.SUCCESS
+    assert np.abs(res.pi - exact).sum() <= res.error_bound <= 1e-6
+    with pytest.raises(ValueError, match="levels: .*at most one"):
+        chain.stationary("given", x0=exact, levels=2 * chain.states["n"])
+
+
+def test_given_reports_mass_off_the_closed_class():
+    R = np.zeros((3, 3))
+    R[0, 1], R[1, 2], R[2, 1] = 1.0, 1.0, 3.0                     # state 0 transient; law (0, 3/4, 1/4)
+    chain = ctmc.CTMC.from_rates(R)
+    res = chain.stationary("given", x0=[2.0, 1.5, 0.5])
+    assert res.info["mass_off_class"] == pytest.approx(0.5) and "outside the closed class" in res.message
+    assert res.pi.tolist() == [0.0, 0.75, 0.25] and res.status is ctmc.Status.SUCCESS
+    assert "mass_off_class" not in chain.stationary("given", x0=[0.0, 1.5, 0.5]).info
+    with pytest.raises(ValueError, match="x0: .*no mass on the closed class"):
+        chain.stationary("given", x0=[1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("x0, match", [
+    (None, "x0: the 'given' method needs"), (np.ones(3), r"x0: expected one value per state \(41\), got 3"),
+    (np.r_[-1e-3, np.ones(40)], "x0: expected values >= 0, got -1.000e-03 at state 0"),
+    (np.r_[np.ones(40), np.nan], "x0: expected finite values, got nan at state 40"),
+    (np.zeros(41), "x0: expected a positive total"),
+    (np.ones((41, 1)), r"x0: expected a vector .*shape \(41, 1\)"),
+    ("abc", "x0: expected one finite value"), (np.ones(41), None)])
+def test_given_refuses_bad_x0_before_any_work(monkeypatch, x0, match):
+    import ctmc.stationary as st_mod
+    chain = CASES[4].build()
+    calls = []
+    monkeypatch.setattr(st_mod, "stationary_evidence", lambda *a: calls.append(a) or 1 / 0)
+    if match is None:                                  # a good x0 reaches the evidence (the spy works)
+        with pytest.raises(ZeroDivisionError):
+            chain.stationary("given", x0=x0)
+        assert calls
+        return
+    with pytest.raises(ValueError, match=match):
+        chain.stationary("given", x0=x0)
+    assert not calls
+    if x0 is not None and np.ndim(x0) == 1 and np.size(x0) == 41:
+        # everything but the length is refused when the options are made: no operator is even built
+        monkeypatch.setattr(st_mod, "operator_for", lambda *a: 1 / 0)
+        with pytest.raises(ValueError, match=match):
+            chain.stationary("given", x0=x0)
+
+
+def test_given_option_errors_name_the_option():
+    chain = CASES[0].build()
+    with pytest.raises(ValueError, match="bound: expected True or False"):
+        chain.stationary("given", x0=[0.6, 0.4], bound="yes")
+    assert "given" in METHODS and METHODS["given"].options.__name__ == "GivenOptions"
+
+
+def test_given_law_is_checked_on_a_single_state_class_too():
+    chain = ctmc.CTMC.from_rates(np.array([[0.0, 2.0], [0.0, 0.0]]))      # 0 -> 1, state 1 absorbing
+    res = chain.stationary("given", x0=[1.0, 3.0])
+    assert res.pi.tolist() == [0.0, 1.0] and res.error_bound == 0.0
+    assert res.info["mass_off_class"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="x0: .*no mass on the closed class"):
+        chain.stationary("given", x0=[1.0, 0.0])
+    with pytest.raises(ValueError, match=r"x0: expected one value per state \(1\), got 2"):
+        ctmc.CTMC([[0.0]]).stationary("given", x0=[1.0, 1.0])

@@ -22,6 +22,7 @@ Every function takes the :class:`~models.hysteresis.queue.HysteresisQueue`
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -214,17 +215,21 @@ def build_chain(q) -> ctmc.CTMC:
     return chain
 
 
-def level_stationary(q) -> ctmc.StationaryResult:
+def level_stationary(q, bound: bool = False) -> ctmc.StationaryResult:
     r"""The stationary law of :meth:`HysteresisQueue.chain` by :func:`models.hysteresis.levels.level_law`.
 
-    The evidence is recomputed from the generator as for every ctmc method:
+    The law is evaluated by ctmc's stationary method ``"given"`` (:mod:`ctmc.given`):
     ``residual`` :math:`\|\pi Q\|_1`, ``balance_error`` (the largest relative
-    imbalance of one state, :math:`|(\pi Q)_j| / (\pi_j |q_{jj}|)`), graded
-    with the tolerances of :class:`ctmc.options.Tolerances`. No normwise error
-    bound is computed (``error_bound`` is NaN): the elimination is
-    subtraction-free, and the balance error is the state-by-state evidence.
+    imbalance of one state, :math:`|(\pi Q)_j| / (\pi_j |q_{jj}|)`), recomputed from the
+    generator and graded by the rule of every ctmc method, with the tolerances of
+    :class:`ctmc.options.Tolerances`. By default no normwise error bound is computed
+    (``error_bound`` is NaN): the elimination is subtraction-free, and the balance error is
+    the state-by-state evidence. ``bound=True`` computes ctmc's proven bound on
+    :math:`\|\hat\pi - \pi\|_1` (the mean times to reach the most probable state, solved
+    on the levels when arrivals are single, :class:`ctmc.kernels.levels.LevelSystem`), and
+    grades it against ``error_tol``. ``info["mass_outside"]`` is the mass the elimination
+    left on unreachable states of its box (0 in exact arithmetic).
     """
-    from ctmc.options import Tolerances
     t0 = time.perf_counter()
     chain = q.chain()
     p0, p = level_law(q)
@@ -232,27 +237,16 @@ def level_stationary(q) -> ctmc.StationaryResult:
     n, s, j = st["n"], st["mode"], st["phase"]
     x = np.where(n == 0, p0[s], p[n, s, j])
     outside = max(0.0, 1.0 - float(x.sum()))          # mass on unreachable box states: 0 in exact arithmetic
-    pi = x / x.sum()
-    flow = chain.Q.T @ pi
-    out = -chain.Q.diagonal()
-    residual = float(np.abs(flow).sum())
-    tiny = np.finfo(float).tiny
-    ok = pi >= tiny
-    bal = float(np.max(np.abs(flow[ok]) / (pi[ok] * out[ok]))) if ok.any() else 0.0
-    tol = Tolerances()
-    rel = residual / max(float(out.max()), tiny)
-    if not (np.isfinite(rel) and rel <= tol.tol):
-        status, msg = ctmc.Status.INACCURATE, f"levels: relative residual {rel:.1e} above tol {tol.tol:g}"
-    elif not bal <= tol.tail_tol:
-        status, msg = ctmc.Status.TAIL_INACCURATE, f"levels: balance error {bal:.1e} above {tol.tail_tol:g}"
-    else:
-        status, msg = ctmc.Status.SUCCESS, "levels: subtraction-free elimination over the levels"
-    return ctmc.StationaryResult(
-        method="levels", backend="scipy", status=status, message=msg, iterations=0, residual=residual,
-        wall_time=time.perf_counter() - t0, pi=pi, balance_error=bal,
-        underflow=int(np.count_nonzero(~ok)), error_bound=float("nan"),
-        info={"relative_residual": rel, "mass_outside": outside, "levels": q.capacity + 1,
-              "error_bound_kind": "none (subtraction-free elimination; see balance_error)"})
+    # single arrivals move the level n by one at most: the bound's return times are solved on the levels
+    levels = "n" if bound and q.batch_pmf().size == 1 else None
+    res = chain.stationary("given", x0=x, bound=bound, levels=levels, check=False)
+    info = dict(res.info, mass_outside=outside, levels=q.capacity + 1)
+    if not bound:
+        info["error_bound_kind"] = ("none (subtraction-free elimination; see balance_error; "
+                                    "bound=True proves one)")
+    return dataclasses.replace(
+        res, method="levels", wall_time=time.perf_counter() - t0, info=info,
+        message=res.message.replace("given law", "levels: subtraction-free elimination over the levels", 1))
 
 
 #: the default method is ``"levels"`` while it holds at most this many bytes (batches spanning
@@ -260,16 +254,18 @@ def level_stationary(q) -> ctmc.StationaryResult:
 LEVELS_MEMORY = 2 * 2 ** 30
 
 
-def solve_stationary(q, method=None) -> ctmc.StationaryResult:
+def solve_stationary(q, method=None, bound: bool = False) -> ctmc.StationaryResult:
     """The stationary law of the chain: ``"levels"`` (default on scipy, while it needs at most
     :data:`LEVELS_MEMORY` bytes, :func:`models.hysteresis.levels.memory_bytes`) or a method of
-    :meth:`ctmc.CTMC.stationary` on the queue's backend (default ``"auto"`` on PETSc)."""
+    :meth:`ctmc.CTMC.stationary` on the queue's backend (default ``"auto"`` on PETSc).
+    ``bound`` asks ``"levels"`` for ctmc's proven error bound (:func:`level_stationary`); the
+    other methods compute theirs anyway."""
     if method is None:
         method = "levels" if q.backend == "scipy" and level_memory(q) <= LEVELS_MEMORY else "auto"
     if method == "levels":
         if q.backend != "scipy":
             raise ValueError(f"method: 'levels' runs on the scipy backend, the queue's backend is {q.backend!r}")
-        return level_stationary(q)
+        return level_stationary(q, bound=bound)
     return q.chain().stationary(method, backend=q.backend)
 
 
@@ -284,7 +280,7 @@ def stationary_law(q) -> HysteresisLaw:
     return HysteresisLaw(p=p, route="ctmc", status=res.status, residual=res.residual,
                          wall_time=time.perf_counter() - t0,
                          info={"n_states": chain.n_states, "method": res.method,
-                               "balance_error": res.balance_error})
+                               "balance_error": res.balance_error, "error_bound": res.error_bound})
 
 
 # ---------------------------------------------------------------------------

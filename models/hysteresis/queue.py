@@ -416,7 +416,7 @@ class HysteresisQueue:
             self._chain = ctmc_route.build_chain(self)
         return self._chain
 
-    def stationary_ctmc(self, method=None):
+    def stationary_ctmc(self, method=None, *, bound: bool = False):
         """The stationary law of :meth:`chain` (solved once per method, cached).
 
         Parameters
@@ -428,6 +428,12 @@ class HysteresisQueue:
             states with any batch law; or a method of :meth:`ctmc.CTMC.stationary`,
             run on the queue's ``backend`` (default ``"auto"`` on PETSc).
             The measures use the default method's law.
+        bound : bool, keyword-only
+            With ``"levels"``: also compute ctmc's proven bound on the 1-norm error of the
+            law (``error_bound``, graded against ``error_tol``; see
+            :func:`~models.hysteresis.ctmc_route.level_stationary`). Default False:
+            ``error_bound`` is NaN, the balance error is the evidence. A result with the
+            bound also serves later calls without it (the law is the same).
 
         Returns
         -------
@@ -435,12 +441,16 @@ class HysteresisQueue:
             On the states ``(mode, n, phase)`` of the CTMC; :meth:`stationary`
             sums it to ``(mode, n)``.
         """
+        if not isinstance(bound, (bool, np.bool_)):
+            raise ValueError(f"bound: expected True or False, got {bound!r}")
         key = "default" if method is None else method
         if self._pi is None:
             self._pi = {}
-        if key not in self._pi:
-            self._pi[key] = ctmc_route.solve_stationary(self, method)
-        return self._pi[key]
+        if (key, True) in self._pi and not bound:
+            return self._pi[key, True]
+        if (key, bool(bound)) not in self._pi:
+            self._pi[key, bool(bound)] = ctmc_route.solve_stationary(self, method, bound=bool(bound))
+        return self._pi[key, bool(bound)]
 
     # -- the law -------------------------------------------------------------------
     def stationary(self, route: str = "auto") -> HysteresisLaw:
