@@ -55,7 +55,7 @@ from ..backends import operator_for
 from ..backends.base import worst
 from ..options import Tolerances
 from ..results import Status
-from ..transient import uniformize_operator
+from ..transient import backward
 from .syntax import PrismError
 from .translate import as_bool, is_const
 
@@ -85,9 +85,18 @@ class Context:
     scope: Any
     file: str = "<property>"
     options: dict = field(default_factory=dict)
+    #: analyses that several properties share (the long-run laws), shared by the contexts of one
+    #: properties file: ``key -> result``
+    cache: dict = field(default_factory=dict)
 
     def err(self, message, pos) -> PrismError:
         return PrismError(message, self.file, pos.line if pos else 0, pos.col if pos else 0)
+
+    def once(self, key, compute):
+        """``compute()``, computed once per ``key`` for the properties that share this context's cache."""
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
 
 
 def _graded(bound: float, scale: float) -> Status:
@@ -134,12 +143,12 @@ def _absorbing(chain, keep: np.ndarray):
     return CTMC(sp.csr_matrix(Q), chain.states, initial=None if law is None else np.array(law), check=False)
 
 
-def _backward(chain, v0: np.ndarray, t: float):
-    """``(e^{Qt} v0, absolute bound, steps)`` by uniformisation (see the module docstring)."""
-    op = operator_for(chain, "scipy")
+def _backward(chain, v0: np.ndarray, t: float, absorbing=None):
+    """``(e^{Q't} v0, absolute bound, steps)`` by uniformisation, :math:`Q'` with the states of
+    ``absorbing`` absorbing (:func:`ctmc.transient.backward`)."""
     info: dict = {}
-    U, trunc = uniformize_operator(op.apply, np.asarray(v0, dtype=float), np.array([t]), 1.02 * op.qmax,
-                                   roundoff=op.product_roundoff(), info=info)
+    U, trunc = backward(operator_for(chain, "scipy"), np.asarray(v0, dtype=float), np.array([t]),
+                        absorbing=absorbing, info=info)
     scale = float(np.abs(v0).max()) if v0.size else 0.0
     return U[0], trunc * scale, info.get("steps", 0)
 
@@ -149,7 +158,7 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     if t1 > 0:
         u = _until(ctx, phi, psi, 0.0, None if t2 is None else t2 - t1)
         v0 = np.where(phi, u.values, 0.0)
-        v, b, steps = _backward(_absorbing(chain, phi), v0, t1)
+        v, b, steps = _backward(chain, v0, t1, None if phi.all() else ~phi)
         bound = u.error_bound + b
         return Answer(v, worst(u.status, _graded(bound, 1.0)), bound,
                       f"{u.method} then uniformization({steps} steps) on [0, {t1:g}]", u.result)
@@ -199,9 +208,9 @@ def _long_run(ctx, values, what, need) -> Answer:
     out = np.full(chain.n_states, np.nan)
     res, bound = None, 0.0
     if chain.initial_law is not None:
-        res = chain.long_run(**opts)
+        res = ctx.once("long_run", lambda: chain.long_run(**opts))
     elif chain.is_irreducible:
-        res = chain.stationary(**opts)
+        res = ctx.once("stationary", lambda: chain.stationary(**opts))
     if res is not None:
         bound = float(res.error_bound) * scale
     if res is not None and chain.is_irreducible:
@@ -212,7 +221,7 @@ def _long_run(ctx, values, what, need) -> Answer:
             raise ValueError(f"{what} in {idx.size} states of a reducible chain: one long-run law per "
                              f"state; at most {_PER_STATE_LONG_RUN_LIMIT} (narrow the filter's states)")
         for i in idx:
-            r = chain.long_run({int(i)}, **opts)
+            r = ctx.once(("long_run", int(i)), lambda: chain.long_run({int(i)}, **opts))
             out[i] = r.pi @ values
             bound = max(bound, float(r.error_bound) * scale)
             res = res or r

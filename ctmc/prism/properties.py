@@ -111,8 +111,8 @@ def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
     return tr
 
 
-def _answer(chain, tr, node, text, file, name, options) -> PropertyResult:
-    ans = evaluate(Context(chain, tr, file, options), node)
+def _answer(chain, tr, node, text, file, name, options, cache) -> PropertyResult:
+    ans = evaluate(Context(chain, tr, file, options, cache), node)
     values = ans.values
     if node.kind == "filter":
         value = ans.value
@@ -177,7 +177,7 @@ def check(chain, prop: str, constants=None, **options) -> PropertyResult:
                          "ctmc.prism.load, or use check_file for a properties file with const lines")
     node = PropertyParser(prop, "<property>").single()
     return _answer(chain, _scope(chain, None, None, "<property>"), node, prop.strip(), "<property>", None,
-                   options)
+                   options, {})
 
 
 def check_file(chain, path_or_text, constants=None, **options) -> list:
@@ -216,9 +216,9 @@ def check_file(chain, path_or_text, constants=None, **options) -> list:
         raise PrismError("no property in the file", file)
     tr = _scope(chain, p.prog, constants, file)
     starts = np.cumsum([0] + [len(x) for x in text.splitlines(keepends=True)])
-    out = []
+    out, cache = [], {}          # the analyses the properties share (a long-run law), made once
     for name, node, start, end in props:
         source = text[starts[start.line - 1] + start.col - 1:starts[end.line - 1] + end.col - 1]
-        out.append(_answer(chain, tr, node, " ".join(source.split()), file, name, options))
+        out.append(_answer(chain, tr, node, " ".join(source.split()), file, name, options, cache))
     return out
 
