@@ -376,3 +376,23 @@ def test_cli_errors_are_one_line_usage_errors(files, capsys):
             _solve(argv, capsys)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_properties_file_solves_the_long_run_law_once_and_each_answer_is_exact():
+    # M/M/1/K: pi_k proportional to (2/3)^k, exact in Fractions
+    queue = ctmc.prism.load("""ctmc
+    module q n : [0..6] init 0; [] n<6 -> 2 : (n'=n+1); [] n>0 -> 3 : (n'=n-1); endmodule
+    rewards "size" true : n; endrewards""").build()
+    w = [Fraction(2, 3) ** k for k in range(7)]
+    pi = [x / sum(w) for x in w]
+    text = 'S=? [ n=6 ]\nR{"size"}=? [ S ]\nS=? [ n<2 ]\n'
+    first, second = ctmc.prism.check_file(queue, text), ctmc.prism.check_file(queue, text)
+    want = [pi[6], sum(k * p for k, p in enumerate(pi)), pi[0] + pi[1]]
+    for r, exact in zip(first, want):
+        assert r.value == pytest.approx(float(exact), rel=1e-12)
+        assert r.error_bound >= 0 and r.status == ctmc.Status.SUCCESS and r.method.startswith("long_run")
+    assert first[0].result is first[1].result is first[2].result       # one law for the whole file
+    assert second[0].result is not first[0].result                     # made per call, not kept
+    for r in first:                    # a fresh solve per property gives the same answers
+        fresh = ctmc.prism.check(queue, r.property)
+        assert fresh.value == r.value and fresh.error_bound == r.error_bound
