@@ -356,7 +356,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
 
     history = ([], [])          # (k, max spread / min) at each test
 
-    def try_settle(k):
+    def try_settle(k, V):
         """At term ``k`` (``V`` = V_k, not yet summed): the rest of each active sum as one term, if settled."""
         lo, hi = V.min(axis=0), V.max(axis=0)
         spread = hi - lo
@@ -387,9 +387,47 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         for _ in range(min(SETTLE_EVERY, first - steps)):
             V, Y = advance(V, Y)
             steps += 1
-        done = settle and try_settle(steps)
+        done = settle and try_settle(steps, V)
         if steps % 4096 < SETTLE_EVERY:
             prog.update(f"step {steps}", done=steps)
+    if step is not None and V.ndim == 1 and not done:
+        # a block of SETTLE_EVERY terms at a time: the products written into the rows of one
+        # buffer, then each sum's weights on them by one matrix-vector product; the cut (the
+        # window's end, rtol's) tested at the block's last term, so it may sum up to
+        # SETTLE_EVERY - 1 more terms (each exact: the bound counts every term summed)
+        buf = np.empty((SETTLE_EVERY, V.size))
+        buf[0] = V
+        k = first
+        while True:
+            if settle and k > 0 and try_settle(k, buf[0]):
+                break
+            m = min(SETTLE_EVERY, kmax + 1 - k)
+            for j in range(m - 1):
+                step(buf[j], buf[j + 1])
+            steps += m - 1
+            last = k + m - 1
+            for i in np.flatnonzero(active):
+                k0, w, before = rows[i]
+                idx = np.arange(k, last + 1)
+                inside = (idx >= k0) & (idx < k0 + w.size)
+                wb = np.where(idx < k0, before, 0.0)
+                wb[inside] = w[idx[inside] - k0]
+                out[i] += wb @ buf[:m]
+                if last >= ends[i]:
+                    active[i] = False
+                elif adaptive and last >= k0:
+                    left = after[i][last - k0] * vmax
+                    if left <= start_at and left > rtol * known[i]:
+                        known[i] = smallest(out[i])
+                    if left <= rtol * known[i]:
+                        active[i], cut[i] = False, last
+            if not active.any():
+                break
+            step(buf[m - 1], buf[0])
+            steps += 1
+            k = last + 1
+            prog.update(f"step {steps}", done=steps)
+        done = True
     for c0 in range(first, kmax + 1 if not done else first, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
         W = np.zeros((times.size, ks.size))
@@ -400,7 +438,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             if a < b:
                 W[i, a - c0:b - c0] = w[a - k0:b - k0]
         for j, k in enumerate(ks):
-            if settle and k % SETTLE_EVERY == 0 and k > 0 and try_settle(k):
+            if settle and k % SETTLE_EVERY == 0 and k > 0 and try_settle(k, V):
                 break
             for i in np.flatnonzero(W[:, j]):      # out[i] += w_i V, in place through one scratch vector
                 if active[i]:
