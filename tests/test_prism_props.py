@@ -396,3 +396,19 @@ def test_a_properties_file_solves_the_long_run_law_once_and_each_answer_is_exact
     for r in first:                    # a fresh solve per property gives the same answers
         fresh = ctmc.prism.check(queue, r.property)
         assert fresh.value == r.value and fresh.error_bound == r.error_bound
+
+
+def test_deadlock_is_the_states_where_no_command_is_enabled():
+    # n=3 has no command; n=2 has only a self-loop, dropped from Q but a transition for PRISM
+    m = ctmc.prism.load("""ctmc
+    module q n : [0..3] init 0; [] n<3 -> 1 : (n'=n+1); [] n=2 -> 5 : (n'=n); endmodule""")
+    c = m.build()
+    n = np.asarray(c.states["n"])
+    dead = ctmc.prism.check(c, '"deadlock"').values != 0
+    assert dead.tolist() == (n == 3).tolist()
+    assert ctmc.prism.check(c, 'filter(state, "deadlock", n=2)').value == 0.0
+    assert ctmc.prism.check(c, 'P=? [ F<=1 "deadlock" ]').value == pytest.approx(
+        float(mpmath.gammainc(3, 0, 1, regularized=True)), rel=1e-12)         # Erlang(3, 1) <= 1
+    # a chain from a generator: the states without a rate out
+    g = ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -2.0, 2.0], [0.0, 0.0, 0.0]], initial=0)
+    assert ctmc.prism.check_file(g, 'filter(count, "deadlock")\n')[0].value == 1.0
