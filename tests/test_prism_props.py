@@ -295,7 +295,8 @@ P=? [ F<=U high ]
     ('P=? [ F<=2 "nope" ]', "1:12", "label 'nope' is not a label of the chain"),
     ('P=? [ F[3,1] "full" ]', "1:11", r"\[3, 1\] is empty"),
     ('P=? [ F<=1 n ]', "1:12", "must be a bool expression"),
-    ('S=? [ n>1 ] + 1', "1:13", "unexpected '\\+' after the property"),
+    ('S=? [ n>1 ] ; 1', "1:15", "unexpected '1' after the property"),
+    ('S=? [ n>1 ] < 1', "1:13", r"only \+, -, \* and / of properties"),
     ('Pmax=? [ F n=1 ]', "1:1", "'Pmax' is not supported"),
     ('P=? [ "full" ]', "1:14", "expected 'U'"),
 ])
@@ -412,3 +413,26 @@ def test_deadlock_is_the_states_where_no_command_is_enabled():
     # a chain from a generator: the states without a rate out
     g = ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -2.0, 2.0], [0.0, 0.0, 0.0]], initial=0)
     assert ctmc.prism.check_file(g, 'filter(count, "deadlock")\n')[0].value == 1.0
+
+
+def test_properties_inside_arithmetic_combine_state_by_state(chain):
+    Q, n, d = _dense(chain)
+    i = _i0(chain)
+    full = n == 4
+    one = _reach_within(Q, np.ones_like(full), full, 1.0)
+    two = _reach_within(Q, np.ones_like(full), full, 2.0)
+    r = ctmc.prism.check(chain, '1 - P=? [ F<=1 "full" ]')
+    assert r.value == pytest.approx(1 - one[i], rel=1e-12)
+    assert r.status == ctmc.Status.SUCCESS and abs(r.value - (1 - one[i])) <= r.error_bound
+    r = ctmc.prism.check(chain, 'P=? [ F<=1 "full" ] / P=? [ F<=2 "full" ]')
+    assert r.value == pytest.approx(one[i] / two[i], rel=1e-10)
+    assert 0 < r.error_bound < 1e-9
+    np.testing.assert_allclose(r.values, one / two, rtol=1e-10)
+    r = ctmc.prism.check(chain, '-(2 * P=? [ F<=1 "full" ])')
+    assert r.value == pytest.approx(-2 * one[i], rel=1e-12)
+    with pytest.raises(PrismError, match=r"only \+, -, \* and /"):
+        ctmc.prism.check(chain, 'P=? [ F<=1 "full" ] > 0.5')
+    with pytest.raises(PrismError, match="must be a number, got a bool"):
+        ctmc.prism.check(chain, '1 - P>0.5 [ F<=1 "full" ]')
+    with pytest.raises(PrismError):          # not inside an operator's path
+        ctmc.prism.check(chain, 'P=? [ F P=? [ F<=1 "full" ] > 0.5 ]')

@@ -56,7 +56,7 @@ from ..backends.base import worst
 from ..options import Tolerances
 from ..results import Status
 from ..transient import backward
-from .syntax import PrismError
+from .syntax import Node, PrismError
 from .translate import as_bool, is_const
 
 __all__ = ["Answer", "Context", "evaluate", "state_values"]
@@ -300,8 +300,56 @@ def evaluate(ctx, node, need=None) -> Answer:
         else:
             ans = _reward(ctx, node, need)
         return ans if bound is None else _compare(ans, bound, ctx)
+    if _has_operator(node):
+        return _arithmetic(ctx, node, need)
     values, t = state_values(ctx, node)
     return Answer(values, kind=t)
+
+
+_OPERATORS = ("P", "S", "R", "T", "filter")
+_ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def _has_operator(node) -> bool:
+    return isinstance(node, Node) and (node.kind in _OPERATORS
+                                       or any(_has_operator(a) for a in node.args))
+
+
+def _arithmetic(ctx, node, need) -> Answer:
+    """``a op b`` (``+ - * /``) or ``-a`` of properties and numbers, state by state, with the bound
+    :math:`e_a + e_b`, :math:`|a| e_b + |b| e_a + e_a e_b` or :math:`(e_a + |a/b|\, e_b) / (|b| - e_b)`
+    over the states read (``need``, else the initial states, else all)."""
+    chain = ctx.chain
+    if node.kind not in _ARITHMETIC and node.kind != "neg":
+        raise ctx.err(f"a property as an operand of {node.kind!r}: only +, -, * and / of properties and "
+                      "numbers are supported", node.pos)
+    if need is None:
+        law = chain.initial_law
+        need = np.ones(chain.n_states, bool) if law is None else np.asarray(law) > 0
+    parts = [evaluate(ctx, a, need) for a in node.args]
+    for a, part in zip(node.args, parts):
+        if part.kind == "bool":
+            raise ctx.err(f"an operand of {node.kind!r} must be a number, got a bool property", a.pos)
+    if node.kind == "neg":
+        a = parts[0]
+        return Answer(-a.values, a.status, a.error_bound, f"-({a.method})", a.result)
+    a, b = parts
+    x, y, ea, eb = a.values[need], b.values[need], a.error_bound, b.error_bound
+    with np.errstate(all="ignore"):
+        values = _ARITHMETIC[node.kind](a.values, b.values)
+        if node.kind in "+-":
+            bound = ea + eb
+        elif node.kind == "*":
+            bound = float(np.max(np.abs(x) * eb + np.abs(y) * ea + ea * eb, initial=0.0))
+        else:
+            room = np.abs(y) - eb
+            each = np.where(room > 0, (ea + np.abs(x / y) * eb) / np.where(room > 0, room, 1.0), np.inf)
+            bound = float(np.max(each, initial=0.0))
+    bound = bound if np.isfinite(bound) else np.inf
+    status = worst(a.status, b.status)
+    if not np.all(np.isfinite(values[need])) or not np.isfinite(bound):
+        status = worst(status, Status.INACCURATE)
+    return Answer(values, status, bound, f"({a.method}) {node.kind} ({b.method})")
 
 
 def _filter(ctx, node) -> Answer:
