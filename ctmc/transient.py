@@ -412,7 +412,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                 inside = (idx >= k0) & (idx < k0 + w.size)
                 wb = np.where(idx < k0, before, 0.0)
                 wb[inside] = w[idx[inside] - k0]
-                out[i] += wb @ buf[:m]
+                out[i] += np.einsum("j,jn->n", wb, buf[:m])     # not BLAS: its threads spin against the product's
                 if last >= ends[i]:
                     active[i] = False
                 elif adaptive and last >= k0:
