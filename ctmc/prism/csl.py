@@ -29,6 +29,10 @@ Every property gives a value per state :math:`v` (and :math:`p_0 v`):
     every state, the same number on an irreducible chain, else one long-run law per state asked for.
 ``P~p [ ... ]`` (and ``S``, ``R``, ``T`` with a bound)
     the bool :math:`v \sim p` per state.
+``a + b``, ``a - b``, ``a * b``, ``a / b``, ``-a`` (``1 - P=? [...]``)
+    state by state, of properties and numbers at a property's top level; the
+    bound :math:`e_a + e_b`, :math:`|a| e_b + |b| e_a + e_a e_b` or
+    :math:`(e_a + |a/b| e_b) / (|b| - e_b)` over the states read.
 ``filter(op, prop, states)``
     ``op`` over the values of ``prop`` in ``states`` (PRISM's manual,
     "Filters"): ``min``, ``max``, ``sum``, ``avg``, ``count`` and
@@ -316,7 +320,7 @@ def _has_operator(node) -> bool:
 
 
 def _arithmetic(ctx, node, need) -> Answer:
-    """``a op b`` (``+ - * /``) or ``-a`` of properties and numbers, state by state, with the bound
+    r"""``a op b`` (``+ - * /``) or ``-a`` of properties and numbers, state by state, with the bound
     :math:`e_a + e_b`, :math:`|a| e_b + |b| e_a + e_a e_b` or :math:`(e_a + |a/b|\, e_b) / (|b| - e_b)`
     over the states read (``need``, else the initial states, else all)."""
     chain = ctx.chain
