@@ -214,7 +214,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     t = 1.5, whose least probability is 2.7e-28, needs :math:`T_K \le 2.7 \cdot 10^{-41}`
     for ``rtol = 1e-13``: 247 steps instead of the 1e-300 window's 635.
 
-    **Settling** (``settle``, not with ``integrate``). When ``I + A/lam`` is a stochastic
+    **Settling** (``settle``). When ``I + A/lam`` is a stochastic
     matrix multiplying ``V`` from the left (``A`` a generator, absorbing rows allowed: the
     backward equation :math:`e^{Qt} v`), every entry of every later
     :math:`V_j = (I + A/\Lambda)^{j-k} V_k` is a mean of the entries of :math:`V_k`, so lies in
@@ -224,7 +224,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     the rounding of :math:`I + A/\Lambda` leaves, which every later term shares) and is at most
     :math:`k e` (:math:`e` the round-off of a step: the relative error :math:`V_k` may carry
     anyway), the rest of the sum is taken as :math:`T V_k`, :math:`T` the Poisson weight from
-    term :math:`k` on, with the absolute error :math:`T(\delta_k + (2 k + 1) e \max|V_0|)`
+    term :math:`k` on (with ``integrate``: the sum of the weights :math:`P(N > j)/\Lambda`,
+    :math:`j \ge k`, in time units), with the absolute error :math:`T(\delta_k + (2 k + 1) e \max|V_0|)`
     added to the bound. A chain that mixes long before the Poisson window stops there: on
     PRISM's Na/Cl reaction (1001 states, :math:`\Lambda t = 4 \cdot 10^5`) after about
     :math:`8 \cdot 10^4` steps, the values equal to the whole sum's within :math:`10^{-12}`
@@ -337,7 +338,6 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     inv_lam = 1.0 / lam
     kmax = int(ends.max())
     step_err = 3 * (roundoff + 4 * u)
-    settle = settle and not integrate
     vnorm = float(np.abs(V0).max(initial=0.0)) if entry_bound is None else float(entry_bound)
     settled = np.full(times.size, -1)
 
@@ -371,8 +371,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             return False
         err = float(spread.max()) / max(vnorm, 1e-300) + (2 * k + 1) * step_err
         for i in np.flatnonzero(active):
-            k0, w, _ = rows[i]
-            rest = float(w[max(k - k0, 0):].sum())
+            k0, w, before = rows[i]             # integrate: the weight before the window, per term
+            rest = before * max(k0 - k, 0) + float(w[max(k - k0, 0):].sum())
             out[i] += rest * V
             tail[i] += rest * err
             active[i], cut[i], settled[i] = False, k - 1, k

@@ -215,3 +215,14 @@ def test_backward_does_not_settle_a_vector_that_converges_to_different_values():
     Q = chain.Q.toarray()
     Q[~keep] = 0.0
     np.testing.assert_allclose(out2[0], scipy.linalg.expm(Q * 40.0) @ v0, rtol=1e-11, atol=1e-15)
+
+
+def test_cumulative_reward_settles_and_matches_the_closed_form():
+    # two states, rates a = 1 (0 -> 1) and b = 2: int_0^t P_0(X_s = 0) ds = b t/(a+b) + a (1 - e^{-(a+b)t})/(a+b)^2
+    a, b, t = 1.0, 2.0, 1e4
+    chain = ctmc.CTMC([[-a, a], [b, -b]], initial=0)
+    r = chain.cumulative_reward([1.0, 0.0], t)
+    exact = b * t / (a + b) + a * (1 - math.exp(-(a + b) * t)) / (a + b) ** 2
+    assert float(r.value) == pytest.approx(exact, rel=1e-12)
+    assert abs(float(r.value) - exact) <= r.error_bound and r.status == ctmc.Status.SUCCESS
+    assert r.info["uniformization_steps"] < 0.1 * 1.02 * 2.0 * t          # settled, not 2e4 steps
