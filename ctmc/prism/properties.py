@@ -206,7 +206,9 @@ def check_file(chain, path_or_text, constants=None, **options) -> list:
     ``formula`` and ``label`` declarations and properties, one after the
     other (optionally ``"name": prop`` and a ``;``). A list of results, not
     one, since a file holds several properties: :func:`check` keeps its
-    single :class:`PropertyResult`.
+    single :class:`PropertyResult`. What several properties share is computed
+    once per call: the long-run law (the ``S`` and ``R [S]`` properties' results
+    are then the same :class:`ctmc.StationaryResult`).
 
     Parameters
     ----------
