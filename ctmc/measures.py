@@ -49,7 +49,7 @@ from .kernels.evidence import judge
 from .options import Tolerances
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
-from .transient import TAIL_EPS, check_uniformization, initial_law, uniformize_operator
+from .transient import TAIL_EPS, backward, check_uniformization, initial_law
 
 __all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
 
@@ -67,11 +67,13 @@ def _start_law(op, p0, chain=None):
     return initial_law(op, set(int(i) for i in op.initial))
 
 
-def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
-    """Shared tail of prob_within and cumulative_reward: uniformise, check the range, weigh by p0."""
-    lam = 1.02 * op.qmax
-    U, trunc = uniformize_operator(apply, V0, tv, lam, eps=eps, max_terms=max_terms, integrate=integrate,
-                                   roundoff=op.product_roundoff())
+def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
+    """Shared tail of prob_within and cumulative_reward: uniformise (``absorbing``: the states made
+    absorbing, or None), check the range, weigh by p0."""
+    run = {}
+    U, trunc = backward(op, V0, tv, absorbing=absorbing, eps=eps, max_terms=max_terms, integrate=integrate,
+                        info=run)
+    lam = run["rate"]
     # an invariant as residual: every value lies in [lo(t), hi(t)] exactly; round-off only moves it out
     viol = np.maximum(lo[:, None] - U, U - hi[:, None]) if U.size else np.zeros((tv.size, 0))
     resid = max(0.0, op.allmax(float(viol.max())) if viol.size else 0.0)
@@ -86,7 +88,8 @@ def _uniformized_measure(op, apply, V0, tv, p, *, eps, max_terms, integrate, sca
     values = np.array([op.gather(row, op.default_gather) for row in U])
     return MeasureResult(method="uniformization", backend=op.backend, status=status, message=msg, iterations=0,
                          residual=resid, wall_time=time.perf_counter() - t0,
-                         info={"uniformization_rate": lam, "uniformization_bound": scale * trunc}, value=value,
+                         info={"uniformization_rate": lam, "uniformization_bound": scale * trunc,
+                               "uniformization_steps": run["steps"]}, value=value,
                          values=values,
                          t=tv, error_bound=bound)
 
@@ -112,13 +115,7 @@ def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000
     if op.allsum(float(A.sum())) == 0:
         raise ValueError("target: the set of states is empty")
     p = _start_law(op, p0, chain)
-
-    def apply(x):                       # Q' x with the rows of A zeroed (A absorbing)
-        y = op.apply(x)
-        y[A] = 0.0
-        return y
-
-    res = _uniformized_measure(op, apply, A.astype(float), tv, p, eps=eps, max_terms=max_terms,
+    res = _uniformized_measure(op, A, A.astype(float), tv, p, eps=eps, max_terms=max_terms,
                                integrate=False, scale=1.0, lo=np.zeros(tv.size), hi=np.ones(tv.size),
                                name="prob_within", t0=t0)
     return res.check(check)
@@ -145,7 +142,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     p = _start_law(op, p0, chain)
     rmax = op.allmax(float(np.abs(r).max()) if r.size else 0.0)
     rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
-    res = _uniformized_measure(op, lambda x: op.apply(x), r.astype(float), tv, p, eps=eps, max_terms=max_terms,
+    res = _uniformized_measure(op, None, r.astype(float), tv, p, eps=eps, max_terms=max_terms,
                                integrate=True, scale=rmax, lo=rlo * tv, hi=rmax * tv,
                                name="cumulative_reward", t0=t0)
     return res.check(check)

@@ -29,6 +29,7 @@ Everything here is written once on the primitives of :mod:`ctmc.backends.base`.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Mapping
@@ -49,8 +50,8 @@ from .results import Status, TransientResult
 from .sets import as_law, owned_mask, owned_values
 
 __all__ = ["METHODS", "UniformizationOptions", "ExpmOptions", "TransientAutoOptions", "ENTRY_RTOL",
-           "uniformize_operator", "stochastic_step", "check_steps", "poisson_window", "poisson_weights",
-           "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
+           "uniformize_operator", "stochastic_step", "backward", "check_steps", "poisson_window",
+           "poisson_weights", "stochastic_exp", "TAIL_EPS", "check_uniformization", "initial_law", "transient"]
 
 
 def check_uniformization(eps, max_terms) -> None:
@@ -95,6 +96,9 @@ def stochastic_exp(Q: np.ndarray, t: float) -> np.ndarray:
         E = E @ E
         E /= E.sum(axis=1, keepdims=True)
     return E
+
+#: Steps between two tests of :func:`uniformize_operator`'s settling (two passes over the vector each).
+SETTLE_EVERY = 32
 
 #: Poisson mass left out of every uniformisation sum by default. The terms are non-negative and
 #: the vectors summed are probabilities (at most 1), so a probability far below 1 keeps its
@@ -184,7 +188,7 @@ def poisson_weights(eps: float, mu: float) -> tuple:
 def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *, eps: float = TAIL_EPS,
                         scaled: bool = False, max_terms: int | None = None, integrate: bool = False,
                         roundoff: float = 0.0, step=None, rtol: float = 0.0, smallest=None, entry_bound=None,
-                        info=None):
+                        settle: bool = False, info=None):
     r"""``exp(A t) V0`` by uniformisation, with ``A`` given only through products.
 
     :math:`e^{At}V_0 = \sum_k \mathrm{Poisson}(k; \Lambda t)\,(I + A/\Lambda)^k V_0`
@@ -209,6 +213,24 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     steps follows from what is asked: the law of PRISM's peer2peer (N=4, K=5) at
     t = 1.5, whose least probability is 2.7e-28, needs :math:`T_K \le 2.7 \cdot 10^{-41}`
     for ``rtol = 1e-13``: 247 steps instead of the 1e-300 window's 635.
+
+    **Settling** (``settle``). When ``I + A/lam`` is a stochastic
+    matrix multiplying ``V`` from the left (``A`` a generator, absorbing rows allowed: the
+    backward equation :math:`e^{Qt} v`), every entry of every later
+    :math:`V_j = (I + A/\Lambda)^{j-k} V_k` is a mean of the entries of :math:`V_k`, so lies in
+    :math:`[\min V_k, \max V_k]`. Once :math:`\delta_k = \max V_k - \min V_k \le
+    \mathrm{rtol} \min V_k` (with :math:`\min V_k > 0`), or once :math:`\delta_k / \min V_k`
+    has stopped falling (it is above half its value at step :math:`3k/4`: the floor that
+    the rounding of :math:`I + A/\Lambda` leaves, which every later term shares) and is at most
+    :math:`k e` (:math:`e` the round-off of a step: the relative error :math:`V_k` may carry
+    anyway), the rest of the sum is taken as :math:`T V_k`, :math:`T` the Poisson weight from
+    term :math:`k` on (with ``integrate``: the sum of the weights :math:`P(N > j)/\Lambda`,
+    :math:`j \ge k`, in time units), with the absolute error :math:`T(\delta_k + (2 k + 1) e \max|V_0|)`
+    added to the bound. A chain that mixes long before the Poisson window stops there: on
+    PRISM's Na/Cl reaction (1001 states, :math:`\Lambda t = 4 \cdot 10^5`) after about
+    :math:`8 \cdot 10^4` steps, the values equal to the whole sum's within :math:`10^{-12}`
+    relative. Every entry keeps its relative accuracy (the test is relative to the least one).
+    Tested every :data:`SETTLE_EVERY` steps, on one process (the caller's ``V`` holds every state).
 
     Parameters
     ----------
@@ -244,8 +266,11 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
         An upper bound of every entry of every ``(I + A/lam)^k V0``, on every process (the
         1-norm of a law, the max-norm of a vector multiplied from the left); default the sum
         of ``|V0|`` (either, on one process).
+    settle : bool
+        ``I + A/lam`` is stochastic and multiplies ``V`` from the left (see "Settling").
     info : dict, optional
-        Receives ``steps`` (products made) and ``cut`` (the last term summed, per time).
+        Receives ``steps`` (products made), ``cut`` (the last term summed, per time) and
+        ``settled`` (the step at which the rest of the sum was taken as one term, or -1, per time).
 
     Returns
     -------
@@ -312,9 +337,98 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     chunk = 1 << 14
     inv_lam = 1.0 / lam
     kmax = int(ends.max())
+    step_err = 3 * (roundoff + 4 * u)
+    vnorm = float(np.abs(V0).max(initial=0.0)) if entry_bound is None else float(entry_bound)
+    settled = np.full(times.size, -1)
+
+    def advance(V, Y):          # V <- (I + A / lam) V; returns (V, Y)
+        if step is not None:
+            step(V, Y)
+            return Y, V
+        # the product's own array, scaled and added to in place
+        Y = np.asarray(apply(V), dtype=float, order="C")
+        if Y is V or not Y.flags.writeable or Y.shape != V.shape:
+            Y = np.array(Y, dtype=float, order="C").reshape(V.shape)
+        if not scaled:
+            Y *= inv_lam
+        Y += V
+        return Y, None
+
+    history = ([], [])          # (k, max spread / min) at each test
+
+    def try_settle(k, V):
+        """At term ``k`` (``V`` = V_k, not yet summed): the rest of each active sum as one term, if settled."""
+        lo, hi = V.min(axis=0), V.max(axis=0)
+        spread = hi - lo
+        if not np.all(lo > 0):
+            return False
+        rel = float(np.max(spread / lo))
+        j = bisect.bisect_left(history[0], (3 * k) // 4)
+        stalled = j < len(history[0]) and history[0][j] < k and rel > 0.5 * history[1][j]
+        history[0].append(k)
+        history[1].append(rel)
+        if not (rel <= rtol or (stalled and rel <= k * step_err)):
+            return False
+        err = float(spread.max()) / max(vnorm, 1e-300) + (2 * k + 1) * step_err
+        for i in np.flatnonzero(active):
+            k0, w, before = rows[i]             # integrate: the weight before the window, per term
+            rest = before * max(k0 - k, 0) + float(w[max(k - k0, 0):].sum())
+            out[i] += rest * V
+            tail[i] += rest * err
+            active[i], cut[i], settled[i] = False, k - 1, k
+        return True
+
     steps = 0
     prog = Progress(f"uniformisation, at most {kmax} steps", total=max(kmax, 1))
-    for c0 in range(0, kmax + 1, chunk):
+    # before the first term with a weight (the left truncation), only products: a tight loop
+    first = 0 if integrate else int(min(k0 for k0, _, _ in rows))
+    done = False
+    while steps < first and not done:
+        for _ in range(min(SETTLE_EVERY, first - steps)):
+            V, Y = advance(V, Y)
+            steps += 1
+        done = settle and try_settle(steps, V)
+        if steps % 4096 < SETTLE_EVERY:
+            prog.update(f"step {steps}", done=steps)
+    if step is not None and V.ndim == 1 and not done:
+        # a block of SETTLE_EVERY terms at a time: the products written into the rows of one
+        # buffer, then each sum's weights on them by one matrix-vector product; the cut (the
+        # window's end, rtol's) tested at the block's last term, so it may sum up to
+        # SETTLE_EVERY - 1 more terms (each exact: the bound counts every term summed)
+        buf = np.empty((SETTLE_EVERY, V.size))
+        buf[0] = V
+        k = first
+        while True:
+            if settle and k > 0 and try_settle(k, buf[0]):
+                break
+            m = min(SETTLE_EVERY, kmax + 1 - k)
+            for j in range(m - 1):
+                step(buf[j], buf[j + 1])
+            steps += m - 1
+            last = k + m - 1
+            for i in np.flatnonzero(active):
+                k0, w, before = rows[i]
+                idx = np.arange(k, last + 1)
+                inside = (idx >= k0) & (idx < k0 + w.size)
+                wb = np.where(idx < k0, before, 0.0)
+                wb[inside] = w[idx[inside] - k0]
+                out[i] += np.einsum("j,jn->n", wb, buf[:m])     # not BLAS: its threads spin against the product's
+                if last >= ends[i]:
+                    active[i] = False
+                elif adaptive and last >= k0:
+                    left = after[i][last - k0] * vmax
+                    if left <= start_at and left > rtol * known[i]:
+                        known[i] = smallest(out[i])
+                    if left <= rtol * known[i]:
+                        active[i], cut[i] = False, last
+            if not active.any():
+                break
+            step(buf[m - 1], buf[0])
+            steps += 1
+            k = last + 1
+            prog.update(f"step {steps}", done=steps)
+        done = True
+    for c0 in range(first, kmax + 1 if not done else first, chunk):
         ks = np.arange(c0, min(kmax + 1, c0 + chunk))
         W = np.zeros((times.size, ks.size))
         for i, (k0, w, before) in enumerate(rows):
@@ -324,6 +438,8 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             if a < b:
                 W[i, a - c0:b - c0] = w[a - k0:b - k0]
         for j, k in enumerate(ks):
+            if settle and k % SETTLE_EVERY == 0 and k > 0 and try_settle(k, V):
+                break
             for i in np.flatnonzero(W[:, j]):      # out[i] += w_i V, in place through one scratch vector
                 if active[i]:
                     np.multiply(V, W[i, j], out=scratch)
@@ -339,18 +455,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                         active[i], cut[i] = False, k
             if not active.any():
                 break
-            # V <- (I + A / lam) V
-            if step is not None:
-                step(V, Y)
-                V, Y = Y, V
-            else:       # the product's own array, scaled and added to in place
-                Y = np.asarray(apply(V), dtype=float, order="C")
-                if Y is V or not Y.flags.writeable or Y.shape != V.shape:
-                    Y = np.array(Y, dtype=float, order="C").reshape(V.shape)
-                if not scaled:
-                    Y *= inv_lam
-                Y += V
-                V, Y = Y, None
+            V, Y = advance(V, Y)
             steps += 1
             prog.update(f"step {steps}", done=steps)
         if not active.any():
@@ -358,29 +463,30 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
     prog.close()
     # round-off: each product adds 3 (roundoff + 4u) relative and I + A/lam does not expand it; the
     # weights carry (span + 4) u relative; the sum over k adds (K + 1) u. Only the terms summed count.
-    step_err = 3 * (roundoff + 4 * u)
     total, kw = np.zeros(times.size), np.zeros(times.size)
     for i, (k0, w, before) in enumerate(rows):
         n_used = max(int(cut[i]) - k0 + 1, 0)
         ks = np.arange(k0, k0 + n_used, dtype=float)
         total[i] = w[:n_used].sum() + before * min(k0, cut[i] + 1)
         kw[i] = float(ks @ w[:n_used]) + before * min(k0, cut[i] + 1) * max(min(k0, cut[i] + 1) - 1, 0) / 2
-        if adaptive and cut[i] < ends[i]:
+        if adaptive and cut[i] < ends[i] and settled[i] < 0:
             tail[i] += after[i][cut[i] - k0]       # the Poisson mass after the cut
     spans = np.array([r[1].size for r in rows], dtype=float)
     rounding = step_err * kw + (spans + cut + 5) * u * total
     bound = float((tail + rounding).max())
-    info.update(steps=steps, cut=cut)
+    info.update(steps=steps, cut=cut, settled=settled)
     return out, bound
 
 
-def stochastic_step(op, lam: float):
+def stochastic_step(op, lam: float, *, transpose: bool = True, absorbing=None):
     r"""The step of uniformisation on one process: ``(step, roundoff)``, or None on a distributed operator.
 
-    ``step(V, out)`` writes :math:`P^T V` into ``out``, :math:`P = I + Q/\Lambda` the uniformised
-    (stochastic) matrix, made once here from the rows of :math:`Q^T`
+    ``step(V, out)`` writes :math:`P^T V` into ``out`` (``transpose``: a law's step) or
+    :math:`P V` (a vector's step, the backward equation), :math:`P = I + Q/\Lambda` the
+    uniformised (stochastic) matrix, made once here from the rows of :math:`Q^T` or :math:`Q`
     (:meth:`~ctmc.backends.base.Operator.generator_rows`, whose index arrays it shares: only
-    the values are new). A step is then one product on the compiled threaded kernel
+    the values are new); ``absorbing`` (a mask over the states) makes those states absorbing
+    (their rows of :math:`Q` zero: :math:`P_{ii} = 1`). A step is then one product on the compiled threaded kernel
     (:func:`ctmc._relax.spmv`), with no scaling, addition or array made after it, and with
     :math:`\Lambda > \max_i q_i` every entry of :math:`P` is non-negative: no
     cancellation, so each entry of :math:`P^T V` keeps its relative accuracy
@@ -395,17 +501,21 @@ def stochastic_step(op, lam: float):
     >>> step, _ = stochastic_step(op, 4.0); out = np.empty(2)
     >>> step(np.array([1.0, 0.0]), out); out.tolist()          # (1, 0) (I + Q / 4)
     [0.5, 0.5]
+    >>> step, _ = stochastic_step(op, 4.0, transpose=False); step(np.array([0.0, 1.0]), out); out.tolist()
+    [0.5, 1.0]
     """
     from ._relax import spmv
     if op.size != 1:
         return None
-    G = op.generator_rows(True)
+    G = op.generator_rows(transpose)
     if not (sp.issparse(G) and G.format == "csr" and G.indices.dtype == G.indptr.dtype):
         return None
     n = G.shape[0]
     counts = np.diff(G.indptr)
     data = G.data * (1.0 / lam)
     rows = np.repeat(np.arange(n, dtype=G.indices.dtype), counts)
+    if absorbing is not None:           # the rates out of an absorbing state: its row of Q, column of Q^T
+        data[np.asarray(absorbing, dtype=bool)[G.indices if transpose else rows]] = 0.0
     pos = np.flatnonzero(G.indices == rows)          # the stored diagonal (canonical: once a row)
     del rows
     data[pos] = np.maximum(data[pos] + 1.0, 0.0)     # 1 - q_i / lam
@@ -424,6 +534,47 @@ def stochastic_step(op, lam: float):
             out[missing] += V[missing]
 
     return step, (int(counts.max(initial=0)) + 1 + 3) * UNIT_ROUNDOFF
+
+
+def backward(op, V0: np.ndarray, times: np.ndarray, *, absorbing=None, eps: float = TAIL_EPS,
+             max_terms=None, integrate: bool = False, rtol: float = 0.0, info=None):
+    r""":math:`e^{Q't} V_0` (or :math:`\int_0^t e^{Q's} V_0\,ds` with ``integrate``) of owned vectors.
+
+    :math:`Q'` is the generator with the rows of ``absorbing`` (a mask over the owned states)
+    set to zero. Uniformisation (:func:`uniformize_operator`) at the rate :math:`1.02 \max_i q_i`,
+    one compiled product with :math:`P = I + Q'/\Lambda` a step on one process
+    (:func:`stochastic_step`), where the sum also stops once the vector has settled;
+    ``Q x`` scaled and added elsewhere. The analyses of a vector (:func:`ctmc.measures.prob_within`,
+    :func:`ctmc.measures.cumulative_reward`, the CSL operators of :mod:`ctmc.prism`) use it.
+
+    Returns ``(out, bound)`` of :func:`uniformize_operator`, the bound relative to
+    :math:`\max|V_0|`; ``info`` receives its ``steps``, ``cut``, ``settled`` and ``rate``.
+
+    >>> import numpy as np, ctmc
+    >>> from ctmc.backends import operator_for
+    >>> op = operator_for(ctmc.CTMC([[-1.0, 1.0], [0.0, 0.0]]), "scipy")
+    >>> out, bound = backward(op, np.array([0.0, 1.0]), np.array([1.0]))    # P_0(X_1 = 1) = 1 - 1/e
+    >>> round(float(out[0, 0]), 12), bound < 1e-13
+    (0.632120558829, True)
+    """
+    lam = 1.02 * op.qmax
+    check_steps(lam * float(np.max(times, initial=0.0)), max_terms)
+    mask = None if absorbing is None else np.asarray(absorbing, dtype=bool)
+    made = stochastic_step(op, lam, transpose=False, absorbing=mask) if lam > 0 else None
+    step, roundoff = made if made is not None else (None, op.product_roundoff())
+
+    def apply(x):
+        y = op.apply(x)
+        if mask is not None:
+            y[mask] = 0.0
+        return y
+
+    run = {} if info is None else info
+    out, bound = uniformize_operator(apply, V0, times, lam, eps=eps, max_terms=max_terms, integrate=integrate,
+                                     roundoff=roundoff, step=step, rtol=rtol, settle=op.size == 1, info=run,
+                                     entry_bound=op.allmax(float(np.abs(V0).max(initial=0.0))))
+    run["rate"] = lam
+    return out, bound
 
 
 # --------------------------------------------------------------------------

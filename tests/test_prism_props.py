@@ -295,7 +295,8 @@ P=? [ F<=U high ]
     ('P=? [ F<=2 "nope" ]', "1:12", "label 'nope' is not a label of the chain"),
     ('P=? [ F[3,1] "full" ]', "1:11", r"\[3, 1\] is empty"),
     ('P=? [ F<=1 n ]', "1:12", "must be a bool expression"),
-    ('S=? [ n>1 ] + 1', "1:13", "unexpected '\\+' after the property"),
+    ('S=? [ n>1 ] ; 1', "1:15", "unexpected '1' after the property"),
+    ('S=? [ n>1 ] < 1', "1:13", r"only \+, -, \* and / of properties"),
     ('Pmax=? [ F n=1 ]', "1:1", "'Pmax' is not supported"),
     ('P=? [ "full" ]', "1:14", "expected 'U'"),
 ])
@@ -376,3 +377,63 @@ def test_cli_errors_are_one_line_usage_errors(files, capsys):
             _solve(argv, capsys)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_properties_file_solves_the_long_run_law_once_and_each_answer_is_exact():
+    # M/M/1/K: pi_k proportional to (2/3)^k, exact in Fractions
+    queue = ctmc.prism.load("""ctmc
+    module q n : [0..6] init 0; [] n<6 -> 2 : (n'=n+1); [] n>0 -> 3 : (n'=n-1); endmodule
+    rewards "size" true : n; endrewards""").build()
+    w = [Fraction(2, 3) ** k for k in range(7)]
+    pi = [x / sum(w) for x in w]
+    text = 'S=? [ n=6 ]\nR{"size"}=? [ S ]\nS=? [ n<2 ]\n'
+    first, second = ctmc.prism.check_file(queue, text), ctmc.prism.check_file(queue, text)
+    want = [pi[6], sum(k * p for k, p in enumerate(pi)), pi[0] + pi[1]]
+    for r, exact in zip(first, want):
+        assert r.value == pytest.approx(float(exact), rel=1e-12)
+        assert r.error_bound >= 0 and r.status == ctmc.Status.SUCCESS and r.method.startswith("long_run")
+    assert first[0].result is first[1].result is first[2].result       # one law for the whole file
+    assert second[0].result is not first[0].result                     # made per call, not kept
+    for r in first:                    # a fresh solve per property gives the same answers
+        fresh = ctmc.prism.check(queue, r.property)
+        assert fresh.value == r.value and fresh.error_bound == r.error_bound
+
+
+def test_deadlock_is_the_states_where_no_command_is_enabled():
+    # n=3 has no command; n=2 has only a self-loop, dropped from Q but a transition for PRISM
+    m = ctmc.prism.load("""ctmc
+    module q n : [0..3] init 0; [] n<3 -> 1 : (n'=n+1); [] n=2 -> 5 : (n'=n); endmodule""")
+    c = m.build()
+    n = np.asarray(c.states["n"])
+    dead = ctmc.prism.check(c, '"deadlock"').values != 0
+    assert dead.tolist() == (n == 3).tolist()
+    assert ctmc.prism.check(c, 'filter(state, "deadlock", n=2)').value == 0.0
+    assert ctmc.prism.check(c, 'P=? [ F<=1 "deadlock" ]').value == pytest.approx(
+        float(mpmath.gammainc(3, 0, 1, regularized=True)), rel=1e-12)         # Erlang(3, 1) <= 1
+    # a chain from a generator: the states without a rate out
+    g = ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -2.0, 2.0], [0.0, 0.0, 0.0]], initial=0)
+    assert ctmc.prism.check_file(g, 'filter(count, "deadlock")\n')[0].value == 1.0
+
+
+def test_properties_inside_arithmetic_combine_state_by_state(chain):
+    Q, n, d = _dense(chain)
+    i = _i0(chain)
+    full = n == 4
+    one = _reach_within(Q, np.ones_like(full), full, 1.0)
+    two = _reach_within(Q, np.ones_like(full), full, 2.0)
+    r = ctmc.prism.check(chain, '1 - P=? [ F<=1 "full" ]')
+    assert r.value == pytest.approx(1 - one[i], rel=1e-12)
+    assert r.status == ctmc.Status.SUCCESS and abs(r.value - (1 - one[i])) <= r.error_bound
+    r = ctmc.prism.check(chain, 'P=? [ F<=1 "full" ] / P=? [ F<=2 "full" ]')
+    assert r.value == pytest.approx(one[i] / two[i], rel=1e-10)
+    assert 0 < r.error_bound < 1e-9
+    live = two > 0                    # 0 / 0 in the dead state, which cannot reach "full"
+    np.testing.assert_allclose(r.values[live], one[live] / two[live], rtol=1e-10)
+    r = ctmc.prism.check(chain, '-(2 * P=? [ F<=1 "full" ])')
+    assert r.value == pytest.approx(-2 * one[i], rel=1e-12)
+    with pytest.raises(PrismError, match=r"only \+, -, \* and /"):
+        ctmc.prism.check(chain, 'P=? [ F<=1 "full" ] > 0.5')
+    with pytest.raises(PrismError, match="must be a number, got a bool"):
+        ctmc.prism.check(chain, '1 - P>0.5 [ F<=1 "full" ]')
+    with pytest.raises(PrismError):          # not inside an operator's path
+        ctmc.prism.check(chain, 'P=? [ F P=? [ F<=1 "full" ] > 0.5 ]')

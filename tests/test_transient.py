@@ -166,3 +166,63 @@ def test_defaults():
     with pytest.raises(ValueError, match="rtol"):
         birth_line(3, 1.0).transient({"n": 0}, 1.0, rtol=-1.0)
     assert math.isclose(float(birth_line(1, 2.0).transient({"n": 0}, 1.0).p[0]), math.exp(-2.0), rel_tol=1e-14)
+
+
+def birth_death(k, up, down):
+    m = ctmc.Model("bd")
+    n = m.var("n", 0, k)
+    m.event("up", guard=n < k, rate=up, update={n: n + 1})
+    m.event("down", guard=n > 0, rate=down, update={n: n - 1})
+    return m.build(initial={"n": 0})
+
+
+def test_backward_stops_once_the_vector_has_settled_and_keeps_relative_accuracy():
+    # e^{Qt} 1_{K}: at t = 2000 every start has mixed to within e^{-4 t} of pi_K = 0.9 * 10^-30
+    from fractions import Fraction
+    from ctmc.transient import backward
+    k = 30
+    chain = birth_death(k, 1.0, 10.0)
+    w = [Fraction(1, 10) ** j for j in range(k + 1)]
+    pi_k = float(w[k] / sum(w))
+    op = operator_for(chain, "scipy")
+    v0 = (np.arange(k + 1) == k).astype(float)
+    info = {}
+    out, bound = backward(op, v0, np.array([2000.0]), info=info)
+    np.testing.assert_allclose(out[0], pi_k, rtol=1e-12)
+    assert 0 <= info["settled"][0] < 0.2 * 1.02 * 11.0 * 2000       # long before the Poisson window
+    assert info["steps"] == info["settled"][0]
+    assert np.abs(out[0] - pi_k).max() <= bound
+
+
+def test_backward_does_not_settle_a_vector_that_converges_to_different_values():
+    # two absorbing ends: e^{Qt} 1_{top} tends to the absorption probabilities, not a constant
+    m = ctmc.Model("gambler")
+    n = m.var("n", 0, 6)
+    m.event("up", guard=(n > 0) & (n < 6), rate=1.0, update={n: n + 1})
+    m.event("down", guard=(n > 0) & (n < 6), rate=2.0, update={n: n - 1})
+    chain = m.build(initial={"n": 3})
+    from ctmc.transient import backward
+    import scipy.linalg
+    v0 = (np.arange(7) == 6).astype(float)
+    info = {}
+    out, bound = backward(operator_for(chain, "scipy"), v0, np.array([40.0]), info=info)
+    ref = scipy.linalg.expm(chain.Q.toarray() * 40.0) @ v0
+    assert info["settled"][0] == -1
+    np.testing.assert_allclose(out[0], ref, rtol=1e-11, atol=1e-15)
+    # a state made absorbing by the mask: its row of Q zero (the chain's own absorbing ends stay)
+    keep = np.arange(7) != 3
+    out2, _ = backward(operator_for(chain, "scipy"), v0, np.array([40.0]), absorbing=~keep)
+    Q = chain.Q.toarray()
+    Q[~keep] = 0.0
+    np.testing.assert_allclose(out2[0], scipy.linalg.expm(Q * 40.0) @ v0, rtol=1e-11, atol=1e-15)
+
+
+def test_cumulative_reward_settles_and_matches_the_closed_form():
+    # two states, rates a = 1 (0 -> 1) and b = 2: int_0^t P_0(X_s = 0) ds = b t/(a+b) + a (1 - e^{-(a+b)t})/(a+b)^2
+    a, b, t = 1.0, 2.0, 1e4
+    chain = ctmc.CTMC([[-a, a], [b, -b]], initial=0)
+    r = chain.cumulative_reward([1.0, 0.0], t)
+    exact = b * t / (a + b) + a * (1 - math.exp(-(a + b) * t)) / (a + b) ** 2
+    assert float(r.value) == pytest.approx(exact, rel=1e-12)
+    assert abs(float(r.value) - exact) <= r.error_bound and r.status == ctmc.Status.SUCCESS
+    assert r.info["uniformization_steps"] < 0.1 * 1.02 * 2.0 * t          # settled, not 2e4 steps

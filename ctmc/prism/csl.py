@@ -29,6 +29,10 @@ Every property gives a value per state :math:`v` (and :math:`p_0 v`):
     every state, the same number on an irreducible chain, else one long-run law per state asked for.
 ``P~p [ ... ]`` (and ``S``, ``R``, ``T`` with a bound)
     the bool :math:`v \sim p` per state.
+``a + b``, ``a - b``, ``a * b``, ``a / b``, ``-a`` (``1 - P=? [...]``)
+    state by state, of properties and numbers at a property's top level; the
+    bound :math:`e_a + e_b`, :math:`|a| e_b + |b| e_a + e_a e_b` or
+    :math:`(e_a + |a/b| e_b) / (|b| - e_b)` over the states read.
 ``filter(op, prop, states)``
     ``op`` over the values of ``prop`` in ``states`` (PRISM's manual,
     "Filters"): ``min``, ``max``, ``sum``, ``avg``, ``count`` and
@@ -55,8 +59,8 @@ from ..backends import operator_for
 from ..backends.base import worst
 from ..options import Tolerances
 from ..results import Status
-from ..transient import uniformize_operator
-from .syntax import PrismError
+from ..transient import backward
+from .syntax import Node, PrismError
 from .translate import as_bool, is_const
 
 __all__ = ["Answer", "Context", "evaluate", "state_values"]
@@ -85,9 +89,18 @@ class Context:
     scope: Any
     file: str = "<property>"
     options: dict = field(default_factory=dict)
+    #: analyses that several properties share (the long-run laws), shared by the contexts of one
+    #: properties file: ``key -> result``
+    cache: dict = field(default_factory=dict)
 
     def err(self, message, pos) -> PrismError:
         return PrismError(message, self.file, pos.line if pos else 0, pos.col if pos else 0)
+
+    def once(self, key, compute):
+        """``compute()``, computed once per ``key`` for the properties that share this context's cache."""
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
 
 
 def _graded(bound: float, scale: float) -> Status:
@@ -134,12 +147,12 @@ def _absorbing(chain, keep: np.ndarray):
     return CTMC(sp.csr_matrix(Q), chain.states, initial=None if law is None else np.array(law), check=False)
 
 
-def _backward(chain, v0: np.ndarray, t: float):
-    """``(e^{Qt} v0, absolute bound, steps)`` by uniformisation (see the module docstring)."""
-    op = operator_for(chain, "scipy")
+def _backward(chain, v0: np.ndarray, t: float, absorbing=None):
+    """``(e^{Q't} v0, absolute bound, steps)`` by uniformisation, :math:`Q'` with the states of
+    ``absorbing`` absorbing (:func:`ctmc.transient.backward`)."""
     info: dict = {}
-    U, trunc = uniformize_operator(op.apply, np.asarray(v0, dtype=float), np.array([t]), 1.02 * op.qmax,
-                                   roundoff=op.product_roundoff(), info=info)
+    U, trunc = backward(operator_for(chain, "scipy"), np.asarray(v0, dtype=float), np.array([t]),
+                        absorbing=absorbing, info=info)
     scale = float(np.abs(v0).max()) if v0.size else 0.0
     return U[0], trunc * scale, info.get("steps", 0)
 
@@ -149,7 +162,7 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     if t1 > 0:
         u = _until(ctx, phi, psi, 0.0, None if t2 is None else t2 - t1)
         v0 = np.where(phi, u.values, 0.0)
-        v, b, steps = _backward(_absorbing(chain, phi), v0, t1)
+        v, b, steps = _backward(chain, v0, t1, None if phi.all() else ~phi)
         bound = u.error_bound + b
         return Answer(v, worst(u.status, _graded(bound, 1.0)), bound,
                       f"{u.method} then uniformization({steps} steps) on [0, {t1:g}]", u.result)
@@ -199,9 +212,9 @@ def _long_run(ctx, values, what, need) -> Answer:
     out = np.full(chain.n_states, np.nan)
     res, bound = None, 0.0
     if chain.initial_law is not None:
-        res = chain.long_run(**opts)
+        res = ctx.once("long_run", lambda: chain.long_run(**opts))
     elif chain.is_irreducible:
-        res = chain.stationary(**opts)
+        res = ctx.once("stationary", lambda: chain.stationary(**opts))
     if res is not None:
         bound = float(res.error_bound) * scale
     if res is not None and chain.is_irreducible:
@@ -212,7 +225,7 @@ def _long_run(ctx, values, what, need) -> Answer:
             raise ValueError(f"{what} in {idx.size} states of a reducible chain: one long-run law per "
                              f"state; at most {_PER_STATE_LONG_RUN_LIMIT} (narrow the filter's states)")
         for i in idx:
-            r = chain.long_run({int(i)}, **opts)
+            r = ctx.once(("long_run", int(i)), lambda: chain.long_run({int(i)}, **opts))
             out[i] = r.pi @ values
             bound = max(bound, float(r.error_bound) * scale)
             res = res or r
@@ -291,8 +304,56 @@ def evaluate(ctx, node, need=None) -> Answer:
         else:
             ans = _reward(ctx, node, need)
         return ans if bound is None else _compare(ans, bound, ctx)
+    if _has_operator(node):
+        return _arithmetic(ctx, node, need)
     values, t = state_values(ctx, node)
     return Answer(values, kind=t)
+
+
+_OPERATORS = ("P", "S", "R", "T", "filter")
+_ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def _has_operator(node) -> bool:
+    return isinstance(node, Node) and (node.kind in _OPERATORS
+                                       or any(_has_operator(a) for a in node.args))
+
+
+def _arithmetic(ctx, node, need) -> Answer:
+    r"""``a op b`` (``+ - * /``) or ``-a`` of properties and numbers, state by state, with the bound
+    :math:`e_a + e_b`, :math:`|a| e_b + |b| e_a + e_a e_b` or :math:`(e_a + |a/b|\, e_b) / (|b| - e_b)`
+    over the states read (``need``, else the initial states, else all)."""
+    chain = ctx.chain
+    if node.kind not in _ARITHMETIC and node.kind != "neg":
+        raise ctx.err(f"a property as an operand of {node.kind!r}: only +, -, * and / of properties and "
+                      "numbers are supported", node.pos)
+    if need is None:
+        law = chain.initial_law
+        need = np.ones(chain.n_states, bool) if law is None else np.asarray(law) > 0
+    parts = [evaluate(ctx, a, need) for a in node.args]
+    for a, part in zip(node.args, parts):
+        if part.kind == "bool":
+            raise ctx.err(f"an operand of {node.kind!r} must be a number, got a bool property", a.pos)
+    if node.kind == "neg":
+        a = parts[0]
+        return Answer(-a.values, a.status, a.error_bound, f"-({a.method})", a.result)
+    a, b = parts
+    x, y, ea, eb = a.values[need], b.values[need], a.error_bound, b.error_bound
+    with np.errstate(all="ignore"):
+        values = _ARITHMETIC[node.kind](a.values, b.values)
+        if node.kind in "+-":
+            bound = ea + eb
+        elif node.kind == "*":
+            bound = float(np.max(np.abs(x) * eb + np.abs(y) * ea + ea * eb, initial=0.0))
+        else:
+            room = np.abs(y) - eb
+            each = np.where(room > 0, (ea + np.abs(x / y) * eb) / np.where(room > 0, room, 1.0), np.inf)
+            bound = float(np.max(each, initial=0.0))
+    bound = bound if np.isfinite(bound) else np.inf
+    status = worst(a.status, b.status)
+    if not np.all(np.isfinite(values[need])) or not np.isfinite(bound):
+        status = worst(status, Status.INACCURATE)
+    return Answer(values, status, bound, f"({a.method}) {node.kind} ({b.method})")
 
 
 def _filter(ctx, node) -> Answer:

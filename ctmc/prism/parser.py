@@ -483,8 +483,8 @@ class PropertyParser(Parser):
     r"""The CSL properties of a CTMC, on the expression grammar of :class:`Parser`::
 
         file     := (const | formula | label | [STRING ":"] prop [";"])*
-        prop     := "filter" "(" FOP "," prop ["," expr] ")"
-                  | "P" bound "[" path "]" | "S" bound "[" expr "]" | "T" "=" "?" "[" "F" expr "]"
+        prop     := "filter" "(" FOP "," prop ["," expr] ")" | expr (with operators as primaries)
+        operator := "P" bound "[" path "]" | "S" bound "[" expr "]" | "T" "=" "?" "[" "F" expr "]"
                   | "R" ["{" (STRING | INT) "}"] bound "[" rpath "]"
         rpath    := "S" | "C" "<=" arith | "I" "=" arith | "F" expr
                   | expr
@@ -499,7 +499,9 @@ class PropertyParser(Parser):
     phi, psi, t1, t2)``: ``phi U[t1,t2] psi``, ``F psi`` being ``true U psi``),
     ``"S"`` (``(bound, phi)``), ``"R"`` (``(bound, reward, what, arg)``),
     ``"T"`` (``(None, phi)``), ``"filter"`` (``(op, prop, states)``), or
-    an expression. ``bound`` is None for ``=?``, else ``(op, Node)``.
+    an expression, whose operands may be operators at a property's top level
+    (``1 - P=? [...]``, ``P=? [...] / P=? [...]``; not inside an operator's path).
+    ``bound`` is None for ``=?``, else ``(op, Node)``.
     """
 
     def properties(self) -> list:
@@ -536,12 +538,34 @@ class PropertyParser(Parser):
         kind, value, _ = self.peek(k)
         return kind == "ident" and value in words
 
+    #: an operator may be an operand (``1 - P=? [...]``): at a property's top level, not in a path
+    arithmetic = False
+
+    def at_operator(self) -> bool:
+        return self.word("P", "S", "R") or (self.word("T") and self.at("=", k=1) and self.at("?", k=2))
+
+    def primary(self) -> Node:
+        if self.arithmetic and self.at_operator():
+            return self.operator()
+        return super().primary()
+
     def prop(self) -> Node:
-        kind, value, pos = self.peek()
+        value = self.peek()[1]
         if self.word("filter") and self.at("(", k=1):
             return self.filter()
-        if self.word("P", "S", "R") or (self.word("T") and self.at("=", k=1) and self.at("?", k=2)):
-            self.next()
+        if self.word("E", "A", "Pmin", "Pmax", "Rmin", "Rmax", "LRA"):
+            raise self.error(f"{value!r} is not supported (ctmc checks CTMCs: P, S, R, T and filter)")
+        was, self.arithmetic = self.arithmetic, True
+        try:
+            return self.expr()
+        finally:
+            self.arithmetic = was
+
+    def operator(self) -> Node:
+        """``P``, ``S``, ``R`` or ``T=?`` and its path (where no operator is an operand)."""
+        was, self.arithmetic = self.arithmetic, False
+        try:
+            _, value, pos = self.next()
             if value == "R":
                 return self.reward(pos)
             bound = self.bound(value)
@@ -554,9 +578,8 @@ class PropertyParser(Parser):
                 self.time_word("F", "T=? [ F phi ]: the expected time to reach phi")
                 node = Node("T", (None, self.expr()), pos)
             return self.close(node, f" closing the path of {value}")
-        if self.word("E", "A", "Pmin", "Pmax", "Rmin", "Rmax", "LRA"):
-            raise self.error(f"{value!r} is not supported (ctmc checks CTMCs: P, S, R, T and filter)")
-        return self.expr()
+        finally:
+            self.arithmetic = was
 
     def close(self, node, what) -> Node:
         """``]`` after an operator's path, with PRISM's old-style filter ``{states}{min}{max}`` before it:

@@ -24,7 +24,8 @@ several initial states; PRISM asks for one); for a bool property, whether it
 holds in every initial state (PRISM's default). Names are the model's
 variables, constants and formulas (for a chain from :func:`ctmc.prism.load`,
 else the chain's state variables) and the chain's labels as ``"name"``
-(``"init"``: the initial states, when the chain has no label of that name).
+(``"init"``: the initial states, ``"deadlock"``: the states where no command is
+enabled, each when the chain has no label of that name).
 """
 from __future__ import annotations
 
@@ -78,7 +79,23 @@ class PropertyResult:
     name: Optional[str] = None
 
 
-def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
+def _deadlock(chain) -> np.ndarray:
+    """PRISM's ``"deadlock"``: the states where no command is enabled with a positive rate.
+
+    For a chain built from a model, from its events' rates (an event that leaves the state
+    unchanged, dropped from ``Q``, still counts, as in PRISM); else the states without a rate
+    out of them in ``Q``.
+    """
+    model = getattr(chain, "model", None)
+    if model is None:
+        return np.asarray(chain.Q.diagonal()) == 0
+    live = np.zeros(chain.n_states, dtype=bool)
+    for ev in model.events:
+        live |= np.asarray(chain.event_rate(ev.name)) > 0
+    return ~live
+
+
+def _scope(chain, decls: Optional[Program], constants, file: str, uses_deadlock: bool = False) -> Scope:
     """The names a property may use: the program's (or the chain's variables) and the file's declarations."""
     base = getattr(getattr(chain, "model", None), "scope", None)
     if not isinstance(base, Scope):
@@ -100,8 +117,10 @@ def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
     tr.given = {**base.given, **given}
     tr.consts, tr.busy, tr.formula_cache = dict(base.consts), set(), {}
     tr.labels = dict(chain.labels)
-    if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in label
+    if "init" not in tr.labels and chain.initial is not None:     # PRISM's built-in labels
         tr.labels["init"] = np.isin(np.arange(chain.n_states), chain.initial)
+    if "deadlock" not in tr.labels and uses_deadlock:
+        tr.labels["deadlock"] = _deadlock(chain)
     for name, node in decls.labels.items():
         v, t = state_values(Context(chain, tr, file), node)
         if t != "bool":
@@ -111,8 +130,8 @@ def _scope(chain, decls: Optional[Program], constants, file: str) -> Scope:
     return tr
 
 
-def _answer(chain, tr, node, text, file, name, options) -> PropertyResult:
-    ans = evaluate(Context(chain, tr, file, options), node)
+def _answer(chain, tr, node, text, file, name, options, cache) -> PropertyResult:
+    ans = evaluate(Context(chain, tr, file, options, cache), node)
     values = ans.values
     if node.kind == "filter":
         value = ans.value
@@ -176,8 +195,8 @@ def check(chain, prop: str, constants=None, **options) -> PropertyResult:
         raise ValueError("constants: a single property declares none; give the model's constants to "
                          "ctmc.prism.load, or use check_file for a properties file with const lines")
     node = PropertyParser(prop, "<property>").single()
-    return _answer(chain, _scope(chain, None, None, "<property>"), node, prop.strip(), "<property>", None,
-                   options)
+    return _answer(chain, _scope(chain, None, None, "<property>", '"deadlock"' in prop), node, prop.strip(),
+                   "<property>", None, options, {})
 
 
 def check_file(chain, path_or_text, constants=None, **options) -> list:
@@ -187,7 +206,9 @@ def check_file(chain, path_or_text, constants=None, **options) -> list:
     ``formula`` and ``label`` declarations and properties, one after the
     other (optionally ``"name": prop`` and a ``;``). A list of results, not
     one, since a file holds several properties: :func:`check` keeps its
-    single :class:`PropertyResult`.
+    single :class:`PropertyResult`. What several properties share is computed
+    once per call: the long-run law (the ``S`` and ``R [S]`` properties' results
+    are then the same :class:`ctmc.StationaryResult`).
 
     Parameters
     ----------
@@ -214,11 +235,11 @@ def check_file(chain, path_or_text, constants=None, **options) -> list:
     props = p.properties()
     if not props:
         raise PrismError("no property in the file", file)
-    tr = _scope(chain, p.prog, constants, file)
+    tr = _scope(chain, p.prog, constants, file, '"deadlock"' in text)
     starts = np.cumsum([0] + [len(x) for x in text.splitlines(keepends=True)])
-    out = []
+    out, cache = [], {}          # the analyses the properties share (a long-run law), made once
     for name, node, start, end in props:
         source = text[starts[start.line - 1] + start.col - 1:starts[end.line - 1] + end.col - 1]
-        out.append(_answer(chain, tr, node, " ".join(source.split()), file, name, options))
+        out.append(_answer(chain, tr, node, " ".join(source.split()), file, name, options, cache))
     return out
 
