@@ -25,7 +25,7 @@ from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
-from .csr import (generator_product, graph_reach, inf_norm, masked_block, offdiagonal_column_counts,
+from .csr import (generator_product, graph_reach, inf_norm, masked_block, masked_transpose, offdiagonal_column_counts,
                   offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
@@ -332,6 +332,11 @@ class ScipySystem(System):
         return None
 
     def _krylov_setup(self, transpose):
+        A = self._masked_transpose(transpose)
+        if A is not None:          # M^T read from Q's rows: neither Q^T nor a matrix of the system is held
+            self.op.release()
+            self._krylov[transpose] = (A, A.ssor(), A.inf_norm())
+            return
         if not transpose:
             self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
         A = self.matrix(transpose)
@@ -343,6 +348,15 @@ class ScipySystem(System):
         else:
             # ||A||_inf for the backward error, once per matrix
             self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
+
+    def _masked_transpose(self, transpose):
+        """GMRES with SSOR(1) on the masked ``M^T`` reads it from ``Q``'s rows (:class:`MaskedTranspose`)
+        where the compiled kernels run: None otherwise (the matrix is made)."""
+        from .._relax import ssor_blocks
+        if not (transpose and self._masked and self.spec.kind == "gmres" and self.spec.preconditioner == "sgs"
+                and ssor_blocks(self.op.n) == 1):
+            return None
+        return masked_transpose(self.op.Q, self.members, float(self._diag.max()))
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
