@@ -87,8 +87,9 @@ static PyObject *py_tr(PyObject *self, PyObject *args)
                 && n >= 0 && NELEM(b[1]) >= NELEM(b[3]) && NELEM(b[2]) == n && kb.itemsize == 1 && kb.len == n
                 && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n && b[4].buf != b[6].buf
                 && (mode >= 2 || (!b[5].readonly && b[4].buf != b[5].buf && b[5].buf != b[6].buf)),
-                "tr: mode 0-3; indptr, indices, dpos, out (the left-out rows, ascending) of one integer type; keep (bytes), dpos, v, x, y (three "
-                "different arrays, x writable; v, y for modes 2-3) one entry a row")) {
+                "tr: mode 0-3; indptr, indices, dpos, out (the left-out rows, ascending) of one integer type; "
+                "keep (bytes), dpos, v, x, y (three different arrays, x writable; v, y for modes 2-3) one entry "
+                "a row")) {
         Py_BEGIN_ALLOW_THREADS
         if (b[0].itemsize == 4)
             tr_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, b[7].buf, nout, fill, saved, b[4].buf,

@@ -391,22 +391,25 @@ class ScipySystem(System):
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
         idx = self.idx
-        if idx.size == 0:
-            return x, SolveReport()
-        if self._failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self._failure)
+        if idx.size == 0 or self._failure is not None:
+            return np.zeros_like(b), (SolveReport() if idx.size == 0 else SolveReport(Status.BREAKDOWN, self._failure))
         if self._lu is not None:
+            x = np.zeros_like(b)
             x[idx] = self._lu.solve(np.ascontiguousarray(b[idx]), trans="T" if transpose else "N")
             return x, SolveReport(Status.SUCCESS, "sparse LU (SuperLU)")
         if self._masked and transpose not in self._krylov:
             self._krylov_setup(transpose)                 # may fall back to the extracted block
         rows = self._rows
+        if b.ndim == 1 and self._masked and rows.size == b.size:
+            # the chain's numbering: the solve's own answer is returned (no embedding beside the basis)
+            y, rep = self._solve_krylov(np.where(self.members, b, 0.0), transpose)
+            y[~self.members] = 0.0
+            return y, rep
         keep = self.members[rows] if rows.size != idx.size else None
         bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
                                                                           b[rows], 0.0))
-        rep = SolveReport()
+        rep, x = SolveReport(), np.zeros_like(b)
         if bx.ndim == 1:
             x[rows], rep = self._solve_krylov(bx, transpose)
             if keep is not None:
