@@ -64,8 +64,46 @@ static void tr_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT *r
         for (m = 0; m < nout; m++) y[out[m]] = saved[m];                                               \
 }
 
+/* The same system untransposed, M = masked(-Q) on Q's own rows (the rows of csr.masked_block of Q): each
+ * row gathered in stored order, the left-out columns skipped (their 0 a_ij x_j added nothing), so every
+ * number is the row kernels' on that matrix to the bit (the norm's sums apart: in order, not pairwise).
+ *   mode 4: x = SSOR(1) v;  mode 5: y = M v;  mode 6: y_i = sum_j |m_ij|. */
+#define ROW_KERNELS(IT, SUF)                                                                           \
+static void rows_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,        \
+                       const IT *restrict dpos, const double *restrict val, const unsigned char *keep,\
+                       double fill, const double *restrict v, double *restrict x, double *restrict y) \
+{                                                                                                      \
+    if (mode >= 5) {                                                                                   \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                           \
+            double s = 0.0;                                                                            \
+            if (!keep[i]) { y[i] = mode == 5 ? fill * v[i] : (fill < 0 ? -fill : fill); continue; }    \
+            for (IT k = ptr[i]; k < ptr[i + 1]; k++)                                                   \
+                if (keep[col[k]]) s += mode == 5 ? -val[k] * v[col[k]] : (val[k] < 0 ? -val[k] : val[k]); \
+            y[i] = s;                                                                                  \
+        }                                                                                              \
+        return;                                                                                        \
+    }                                                                                                  \
+    for (Py_ssize_t i = 0; i < n; i++) {                  /* x = (D - L)^{-1} v */                    \
+        IT k = ptr[i], p = dpos[i];                                                                    \
+        if (!keep[i]) { x[i] = fill != 0.0 ? v[i] / fill : 0.0; continue; }                           \
+        double s = 0.0, di = (p < ptr[i + 1] && col[p] == (IT)i) ? -val[p] : 0.0;                      \
+        for (; k < p; k++) if (keep[col[k]]) s += -val[k] * x[col[k]];                                 \
+        x[i] = di != 0.0 ? (v[i] - s) / di : 0.0;                                                      \
+    }                                                                                                  \
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {             /* x = (D - U)^{-1} D x */                  \
+        IT k = dpos[i];                                                                                \
+        if (!keep[i]) { if (fill != 0.0) x[i] = fill * x[i] / fill; continue; }                        \
+        double s = 0.0, di = 0.0;                                                                      \
+        if (k < ptr[i + 1] && col[k] == (IT)i) di = -val[k++];                                         \
+        for (; k < ptr[i + 1]; k++) if (keep[col[k]]) s += -val[k] * x[col[k]];                        \
+        if (di != 0.0) x[i] = (di * x[i] - s) / di;                                                    \
+    }                                                                                                  \
+}
+
 TR_KERNELS(int32_t, i32)
 TR_KERNELS(int64_t, i64)
+ROW_KERNELS(int32_t, i32)
+ROW_KERNELS(int64_t, i64)
 
 static PyObject *py_tr(PyObject *self, PyObject *args)
 {
@@ -82,16 +120,22 @@ static PyObject *py_tr(PyObject *self, PyObject *args)
     Py_ssize_t n = NELEM(b[0]) - 1, nout = NELEM(b[7]);
     double *saved = malloc((size_t)(nout + 1) * sizeof(double));
     PyObject *res = saved ? NULL : PyErr_NoMemory();
-    if (saved && require(mode >= 0 && mode <= 3 && b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize
+    if (saved && require(mode >= 0 && mode <= 6 && b[0].itemsize == b[1].itemsize && b[2].itemsize == b[0].itemsize
                 && b[7].itemsize == b[0].itemsize && nout <= n
                 && n >= 0 && NELEM(b[1]) >= NELEM(b[3]) && NELEM(b[2]) == n && kb.itemsize == 1 && kb.len == n
-                && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n && b[4].buf != b[6].buf
-                && (mode >= 2 || (!b[5].readonly && b[4].buf != b[5].buf && b[5].buf != b[6].buf)),
-                "tr: mode 0-3; indptr, indices, dpos, out (the left-out rows, ascending) of one integer type; "
-                "keep (bytes), dpos, v, x, y (three different arrays, x writable; v, y for modes 2-3) one entry "
+                && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(b[6]) == n
+                && (mode == 4 || b[4].buf != b[6].buf)                       /* y written: not v */
+                && (mode > 1 || b[5].buf != b[6].buf)                        /* x and y both written */
+                && (!(mode <= 1 || mode == 4) || (!b[5].readonly && b[4].buf != b[5].buf)),
+                "tr: mode 0-6; indptr, indices, dpos, out (the left-out rows, ascending) of one integer type; "
+                "keep (bytes), dpos, v, x, y (x written by modes 0, 1, 4 and y by 0-3, 5, 6: not v, nor each other) one entry "
                 "a row")) {
         Py_BEGIN_ALLOW_THREADS
-        if (b[0].itemsize == 4)
+        if (mode >= 4 && b[0].itemsize == 4)
+            rows_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, fill, b[4].buf, b[5].buf, b[6].buf);
+        else if (mode >= 4)
+            rows_i64(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, fill, b[4].buf, b[5].buf, b[6].buf);
+        else if (b[0].itemsize == 4)
             tr_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, b[7].buf, nout, fill, saved, b[4].buf,
                    b[5].buf, b[6].buf);
         else

@@ -260,3 +260,67 @@ def test_the_default_solve_holds_no_second_matrix():
     assert res.status is ctmc.Status.SUCCESS and m >= plan.PROBE_MIN_RESTART
     bound = (m + 16) * 8.0 * n + 4.0 * e
     assert peak <= bound, f"peak {peak / e:.1f} B/entry above {bound / e:.1f} (m={m})"
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("left_out", [(), (0,), (5, 39), (2, 3, 17, 38)])
+def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, left_out):
+    """``transpose=False`` (the error bound's return-time system): product, SSOR(1) and norm against the row
+    kernels on the matrix csr.masked_block makes (the same numbers), and the dense masked -Q."""
+    from ctmc import _relax
+    from ctmc.backends.csr import masked_block, masked_transpose
+    Q = _random_generator(40, seed)
+    members = np.ones(40, dtype=bool)
+    members[list(left_out)] = False
+    A = masked_transpose(Q, members, 2.5, transpose=False)
+    if A is None:
+        pytest.skip("the compiled kernels are off")
+    dense = _masked_dense(Q, members, 2.5).T
+    v = np.random.default_rng(seed + 200).standard_normal(40)
+    x = A.ssor()(v)
+    assert not hasattr(A.ssor(), "with_product")
+    np.testing.assert_allclose(x, _ssor_dense(dense, v), rtol=0, atol=1e-12 * np.abs(x).max())
+    np.testing.assert_allclose(A @ v, dense @ v, rtol=0, atol=1e-13 * np.abs(dense).sum(axis=1).max())
+    assert A.inf_norm() == pytest.approx(np.abs(dense).sum(axis=1).max(), rel=1e-14)
+    B = masked_block(Q, members, 2.5)
+    if B is not None:
+        assert np.array_equal(A @ v, _relax.spmv(B)(v))
+        assert np.array_equal(x, _relax.symmetric_gauss_seidel(B)(v))
+        out = np.empty(40)
+        assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
+
+
+def test_the_error_bound_holds_no_matrix_of_its_own():
+    r"""The peak of the error bound's return-time solve (BiCGStab with SSOR(1) on the pinned ``M``) is vectors.
+
+    The plan counts :data:`~ctmc.kernels.plan.BICGSTAB_VECTORS` and :data:`~ctmc.kernels.plan.WORK_VECTORS`
+    float64 vectors for it beside the generator; the bound allows those and 4 bytes a stored entry. A
+    matrix of the system (a negated copy of ``Q``'s values, 8 bytes an entry, sharing ``Q``'s indices, or a
+    block extracted with 12) exceeds it.
+    """
+    import tracemalloc
+    from ctmc import _relax
+    chain = parse_spec("kanban:3").chain()
+    chain.stationary()
+    if not _relax.compiled():
+        pytest.skip("the compiled kernels are off: the system is a matrix")
+    n, e = chain.n_states, chain.Q.nnz
+    inner, seen = st.iterative_bound, []
+
+    def measured(*a, **k):
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - before)
+    st.iterative_bound = measured
+    tracemalloc.start()
+    try:
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        st.iterative_bound = inner
+    assert res.status is ctmc.Status.SUCCESS and len(seen) == 1
+    bound = (plan.BICGSTAB_VECTORS + plan.WORK_VECTORS) * 8.0 * n + 4.0 * e
+    assert seen[0] <= bound, f"the bound's peak {seen[0] / e:.1f} B/entry above {bound / e:.1f}"

@@ -333,9 +333,9 @@ class ScipySystem(System):
 
     def _krylov_setup(self, transpose):
         A = self._masked_transpose(transpose)
-        if A is not None:          # M^T read from Q's rows: neither Q^T nor a matrix of the system is held
+        if A is not None:          # M or M^T read from Q's rows: neither Q^T nor a matrix of the system is held
             self.op.release()
-            self._krylov[transpose] = (A, A.ssor(), A.inf_norm())
+            self._krylov[transpose] = (A if transpose else A.product, A.ssor(), A.inf_norm())
             return
         if not transpose:
             self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
@@ -350,13 +350,14 @@ class ScipySystem(System):
             self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
 
     def _masked_transpose(self, transpose):
-        """GMRES with SSOR(1) on the masked ``M^T`` reads it from ``Q``'s rows (:class:`MaskedTranspose`)
-        where the compiled kernels run: None otherwise (the matrix is made)."""
+        """GMRES with SSOR(1) on the masked ``M^T`` (BiCGStab with it on ``M``) reads the system from ``Q``'s
+        rows (:class:`MaskedTranspose`) where the compiled kernels run: None otherwise (the matrix is made)."""
         from .._relax import ssor_blocks
-        if not (transpose and self._masked and self.spec.kind == "gmres" and self.spec.preconditioner == "sgs"
+        kind = "gmres" if transpose else "bicgstab"
+        if not (self._masked and self.spec.kind == kind and self.spec.preconditioner == "sgs"
                 and ssor_blocks(self.op.n) == 1):
             return None
-        return masked_transpose(self.op.Q, self.members, float(self._diag.max()))
+        return masked_transpose(self.op.Q, self.members, float(self._diag.max()), transpose=transpose)
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
