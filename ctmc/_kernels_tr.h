@@ -11,7 +11,8 @@
  *   mode 3: y_i = sum_j |a_ij| (A's row sums of magnitudes: its inf-norm is their max).
  * The forward solve sums each row's terms in the row-oriented order (j ascending), so x1 is the row
  * kernel's to the bit; the backward solve sums them j descending (round-off apart, the same operator).
- * One thread: the passes are sequential (their scatters would collide). */
+ * One thread: the passes are sequential (their scatters would collide; the untransposed product below,
+ * a gather, runs on the threads). */
 
 #define TR_KERNELS(IT, SUF)                                                                            \
 static void tr_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,          \
@@ -73,7 +74,10 @@ static void rows_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT 
                        const IT *restrict dpos, const double *restrict val, const unsigned char *keep,\
                        double fill, const double *restrict v, double *restrict x, double *restrict y) \
 {                                                                                                      \
-    if (mode >= 5) {                                                                                   \
+    if (mode >= 5) {                                      /* independent rows: on the threads */      \
+        int nt = threads_for(n);                                                                       \
+        (void)nt;                                                                                      \
+        _Pragma("omp parallel for schedule(static) num_threads(nt)")                                   \
         for (Py_ssize_t i = 0; i < n; i++) {                                                           \
             double s = 0.0;                                                                            \
             if (!keep[i]) { y[i] = mode == 5 ? fill * v[i] : (fill < 0 ? -fill : fill); continue; }    \
