@@ -72,7 +72,8 @@ static void tr_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT *r
 #define ROW_KERNELS(IT, SUF)                                                                           \
 static void rows_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,        \
                        const IT *restrict dpos, const double *restrict val, const unsigned char *keep,\
-                       double fill, const double *restrict v, double *restrict x, double *restrict y) \
+                       const IT *out, Py_ssize_t nout, double fill, const double *restrict v,          \
+                       double *restrict x, double *restrict y)                                         \
 {                                                                                                      \
     if (mode >= 5) {                                      /* independent rows: on the threads */      \
         int nt = threads_for(n);                                                                       \
@@ -87,20 +88,25 @@ static void rows_##SUF(int mode, Py_ssize_t n, const IT *restrict ptr, const IT 
         }                                                                                              \
         return;                                                                                        \
     }                                                                                                  \
+    /* the left-out unknowns are 0 during both solves (their columns then add 0, as skipped), set last */ \
     for (Py_ssize_t i = 0; i < n; i++) {                  /* x = (D - L)^{-1} v */                    \
         IT k = ptr[i], p = dpos[i];                                                                    \
-        if (!keep[i]) { x[i] = fill != 0.0 ? v[i] / fill : 0.0; continue; }                           \
+        if (!keep[i]) { x[i] = 0.0; continue; }                                                        \
         double s = 0.0, di = (p < ptr[i + 1] && col[p] == (IT)i) ? -val[p] : 0.0;                      \
-        for (; k < p; k++) if (keep[col[k]]) s += -val[k] * x[col[k]];                                 \
+        for (; k < p; k++) s += -val[k] * x[col[k]];                                                   \
         x[i] = di != 0.0 ? (v[i] - s) / di : 0.0;                                                      \
     }                                                                                                  \
     for (Py_ssize_t i = n - 1; i >= 0; i--) {             /* x = (D - U)^{-1} D x */                  \
         IT k = dpos[i];                                                                                \
-        if (!keep[i]) { if (fill != 0.0) x[i] = fill * x[i] / fill; continue; }                        \
+        if (!keep[i]) continue;                                                                        \
         double s = 0.0, di = 0.0;                                                                      \
         if (k < ptr[i + 1] && col[k] == (IT)i) di = -val[k++];                                         \
-        for (; k < ptr[i + 1]; k++) if (keep[col[k]]) s += -val[k] * x[col[k]];                        \
+        for (; k < ptr[i + 1]; k++) s += -val[k] * x[col[k]];                                          \
         if (di != 0.0) x[i] = (di * x[i] - s) / di;                                                    \
+    }                                                                                                  \
+    for (Py_ssize_t m = 0; m < nout; m++) {               /* a left-out row: its diagonal alone */    \
+        IT i = out[m];                                                                                 \
+        x[i] = fill != 0.0 ? fill * (v[i] / fill) / fill : 0.0;                                        \
     }                                                                                                  \
 }
 
@@ -136,9 +142,11 @@ static PyObject *py_tr(PyObject *self, PyObject *args)
                 "a row")) {
         Py_BEGIN_ALLOW_THREADS
         if (mode >= 4 && b[0].itemsize == 4)
-            rows_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, fill, b[4].buf, b[5].buf, b[6].buf);
+            rows_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, b[7].buf, nout, fill, b[4].buf,
+                     b[5].buf, b[6].buf);
         else if (mode >= 4)
-            rows_i64(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, fill, b[4].buf, b[5].buf, b[6].buf);
+            rows_i64(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, b[7].buf, nout, fill, b[4].buf,
+                     b[5].buf, b[6].buf);
         else if (b[0].itemsize == 4)
             tr_i32(mode, n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, kb.buf, b[7].buf, nout, fill, saved, b[4].buf,
                    b[5].buf, b[6].buf);
