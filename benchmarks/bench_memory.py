@@ -115,6 +115,7 @@ STAGES = [
     ("ctmc.backends.scipy_backend.ScipyOperator", "system"),
     ("ctmc.backends.scipy_backend.ScipySystem", "_solve_krylov"),
     ("ctmc.backends.scipy_backend", "ssor1"),
+    ("ctmc.backends.scipy_backend", "masked_transpose"),
     ("ctmc.krylov", "gmres"),
     ("ctmc.stationary", "stationary_evidence"),
     ("ctmc.stationary", "iterative_bound"),

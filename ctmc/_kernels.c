@@ -822,6 +822,7 @@ static PyObject *py_sigint_armed(PyObject *self, PyObject *noargs)
 #endif
 
 #include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
+#include "_kernels_tr.h"              /* the transposed system from Q's rows (tr) */
 
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
@@ -871,6 +872,8 @@ static PyMethodDef methods[] = {
     {"sigint_armed", py_sigint_armed, METH_NOARGS,
      "sigint_armed() -> whether arm_sigint's handler is SIGINT's"},
 #endif
+    {"tr", py_tr, METH_VARARGS, "tr(mode, indptr, indices, dpos, data, keep, fill, v, x, y): SSOR(1), product, "
+     "row sums of masked(-Q)^T from Q's rows (see _kernels_tr.h)"},
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
     {NULL, NULL, 0, NULL}
 };

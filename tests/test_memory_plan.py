@@ -141,3 +141,186 @@ def test_the_whole_chain_sweep_is_gauss_seidel_on_q_transpose():
     y /= y.sum()
     sweeper(x)
     assert np.allclose(x, y, rtol=1e-13, atol=0)
+
+
+# --- the stationary GMRES system read from Q's rows (csr.MaskedTranspose) --------------------------------
+def _random_generator(n, seed, wide=False):
+    """A generator with stored zero rates, rows without a stored diagonal, sorted rows."""
+    rng = np.random.default_rng(seed)
+    R = sp.random(n, n, density=0.15, random_state=rng, format="csr")
+    R.setdiag(0)
+    R.eliminate_zeros()
+    Q = (R * 3 - sp.diags(np.asarray(R.sum(axis=1)).ravel() * 3)).tocoo()
+    data = np.where(rng.random(Q.nnz) < 0.1, 0.0, Q.data)
+    drop = (Q.row == Q.col) & (Q.row % 7 == 3)
+    Q = sp.csr_matrix((data[~drop], (Q.row[~drop], Q.col[~drop])), shape=(n, n))
+    Q.sort_indices()
+    if wide:
+        Q.indices, Q.indptr = Q.indices.astype(np.int64), Q.indptr.astype(np.int64)
+    return Q
+
+
+def _masked_dense(Q, members, fill):
+    """masked_block of Q^T written out: -Q^T on the members, fill on the others' diagonal, 0 elsewhere."""
+    A = -Q.toarray().T
+    A[~members, :] = 0.0
+    A[:, ~members] = 0.0
+    out = np.flatnonzero(~members)
+    A[out, out] = fill
+    return A
+
+
+def _ssor_dense(A, v):
+    D, L, U = np.diag(np.diag(A)), np.tril(A, -1), np.triu(A, 1)
+    x1 = np.zeros(len(v))
+    for i in range(len(v)):                     # a zero diagonal leaves its unknown at 0 (the kernels' rule)
+        x1[i] = (v[i] - L[i] @ x1) / A[i, i] if A[i, i] != 0 else 0.0
+    x = x1.copy()
+    for i in reversed(range(len(v))):
+        if A[i, i] != 0:
+            x[i] = (A[i, i] * x1[i] - U[i] @ x) / A[i, i]
+    return x
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("left_out", [(), (0,), (5, 39), (2, 3, 17, 38)])
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_masked_transpose_from_q_rows_is_masked_block_of_q_transpose(seed, left_out, wide):
+    """Product (to the bit), norm, SSOR(1) and Eisenstat's product of the system read from Q's rows, against
+    the matrix made from Q^T (csr.masked_block) and its row kernels, and a dense SSOR(1) in Python."""
+    from ctmc import _relax
+    from ctmc.backends.csr import inf_norm, masked_block, masked_transpose
+    Q = _random_generator(40, seed, wide)
+    members = np.ones(40, dtype=bool)
+    members[list(left_out)] = False
+    fill = 2.5
+    A = masked_transpose(Q, members, fill)
+    if A is None:
+        pytest.skip("the compiled kernels are off")
+    dense = _masked_dense(Q, members, fill)
+    v = np.random.default_rng(seed + 100).standard_normal(40)
+    B = masked_block(_relax.one_index_type(Q.T.tocsr()), members, fill)
+    if B is not None:                          # (None: a left-out row stores no diagonal entry)
+        assert np.array_equal(B.toarray(), dense)
+        assert np.array_equal(A @ v, _relax.spmv(B)(v))          # each row summed in the same order
+        x, y = np.empty(40), np.empty(40)
+        B.has_sorted_indices = True
+        _relax.symmetric_gauss_seidel(B).with_product[1](v, x, y)
+    else:
+        x = _ssor_dense(dense, v)
+        y = dense @ x
+    np.testing.assert_allclose(A @ v, dense @ v, rtol=1e-13, atol=1e-13 * np.abs(dense).sum(axis=1).max())
+    assert A.inf_norm() == pytest.approx(np.abs(dense).sum(axis=1).max(), rel=1e-14)
+    if B is not None:
+        assert A.inf_norm() == pytest.approx(inf_norm(B), rel=1e-14)
+    P = A.ssor()
+    xt, xf, yf = P(v), np.empty(40), np.empty(40)
+    assert P.with_product[0] is A
+    P.with_product[1](v, xf, yf)
+    assert np.array_equal(xt, xf)                                   # the fused kernel's x is the plain one's
+    scale = np.abs(x).max()
+    np.testing.assert_allclose(xt, _ssor_dense(dense, v), rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(xt, x, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(yf, dense @ xf, rtol=0, atol=1e-12 * np.abs(dense).sum(axis=1).max() * scale)
+    np.testing.assert_allclose(yf, y, rtol=0, atol=1e-12 * np.abs(dense).sum(axis=1).max() * scale)
+    if B is not None:                          # the left-out rows, decoupled, to the bit
+        assert np.array_equal(xf[list(left_out)], x[list(left_out)])
+        assert np.array_equal(yf[list(left_out)], y[list(left_out)])
+
+
+def test_the_default_solve_holds_no_second_matrix():
+    r"""The peak of ``stationary()`` beyond the chain (tracemalloc: numpy reports its buffers) is vectors only.
+
+    On kanban t=3 (58,400 states, 504,800 stored entries) ``auto`` runs GMRES(m) with SSOR(1) on the
+    pinned transposed system of nearly every state. What it must hold at its peak, in float64 vectors of
+    ``8 n`` bytes: the Arnoldi basis, ``m + 1``; GMRES's own iterate and two work vectors, 3; outside it
+    the right-hand side, the answer in the chain's numbering, the exit rates, the system's diagonal, the
+    set's index arrays (int64: a vector each), the mask and the preconditioner's scratch: at most 12 in
+    all. The bound allows those ``m + 16`` vectors and 4 bytes a stored entry (a third of a matrix): a
+    matrix of the system (values and indices, 12 bytes an entry, or the 8 of a negated copy of the values
+    plus ``Q^T``'s 4 of indices) held beside the basis exceeds it. The error bound's BiCGStab after the
+    solve holds a matrix of 8 bytes an entry but 20 vectors, not ``m + 1``: below the bound too.
+    """
+    import tracemalloc
+    chain = parse_spec("kanban:3").chain()
+    chain.stationary()                                     # imports, first-use caches
+    from ctmc import _relax
+    if not _relax.compiled():
+        pytest.skip("the compiled kernels are off: the system is a matrix")
+    n, e = chain.n_states, chain.Q.nnz
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    m = res.info["auto"]["probe_restart"]
+    assert res.status is ctmc.Status.SUCCESS and m >= plan.PROBE_MIN_RESTART
+    bound = (m + 16) * 8.0 * n + 4.0 * e
+    assert peak <= bound, f"peak {peak / e:.1f} B/entry above {bound / e:.1f} (m={m})"
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("left_out", [(), (0,), (5, 39), (2, 3, 17, 38)])
+def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, left_out):
+    """``transpose=False`` (the error bound's return-time system): product, SSOR(1) and norm against the row
+    kernels on the matrix csr.masked_block makes (the same numbers), and the dense masked -Q."""
+    from ctmc import _relax
+    from ctmc.backends.csr import masked_block, masked_transpose
+    Q = _random_generator(40, seed)
+    members = np.ones(40, dtype=bool)
+    members[list(left_out)] = False
+    A = masked_transpose(Q, members, 2.5, transpose=False)
+    if A is None:
+        pytest.skip("the compiled kernels are off")
+    dense = _masked_dense(Q, members, 2.5).T
+    v = np.random.default_rng(seed + 200).standard_normal(40)
+    x = A.ssor()(v)
+    assert not hasattr(A.ssor(), "with_product")
+    np.testing.assert_allclose(x, _ssor_dense(dense, v), rtol=0, atol=1e-12 * np.abs(x).max())
+    np.testing.assert_allclose(A @ v, dense @ v, rtol=0, atol=1e-13 * np.abs(dense).sum(axis=1).max())
+    assert A.inf_norm() == pytest.approx(np.abs(dense).sum(axis=1).max(), rel=1e-14)
+    B = masked_block(Q, members, 2.5)
+    if B is not None:
+        assert np.array_equal(A @ v, _relax.spmv(B)(v))
+        assert np.array_equal(x, _relax.symmetric_gauss_seidel(B)(v))
+        out = np.empty(40)
+        assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
+
+
+def test_the_error_bound_holds_no_matrix_of_its_own():
+    r"""The peak of the error bound's return-time solve (BiCGStab with SSOR(1) on the pinned ``M``) is vectors.
+
+    The plan counts :data:`~ctmc.kernels.plan.BICGSTAB_VECTORS` and :data:`~ctmc.kernels.plan.WORK_VECTORS`
+    float64 vectors for it beside the generator; the bound allows those and 4 bytes a stored entry. A
+    matrix of the system (a negated copy of ``Q``'s values, 8 bytes an entry, sharing ``Q``'s indices, or a
+    block extracted with 12) exceeds it.
+    """
+    import tracemalloc
+    from ctmc import _relax
+    chain = parse_spec("kanban:3").chain()
+    chain.stationary()
+    if not _relax.compiled():
+        pytest.skip("the compiled kernels are off: the system is a matrix")
+    n, e = chain.n_states, chain.Q.nnz
+    inner, seen = st.iterative_bound, []
+
+    def measured(*a, **k):
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - before)
+    st.iterative_bound = measured
+    tracemalloc.start()
+    try:
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        st.iterative_bound = inner
+    assert res.status is ctmc.Status.SUCCESS and len(seen) == 1
+    bound = (plan.BICGSTAB_VECTORS + plan.WORK_VECTORS) * 8.0 * n + 4.0 * e
+    assert seen[0] <= bound, f"the bound's peak {seen[0] / e:.1f} B/entry above {bound / e:.1f}"

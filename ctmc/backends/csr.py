@@ -42,7 +42,8 @@ from .._relax import extension
 
 __all__ = ["BLOCK", "row_blocks", "masked_block", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
-           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype", "rate_columns"]
+           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype", "rate_columns",
+           "MaskedTranspose", "masked_transpose"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
 BLOCK = 1 << 21
@@ -408,6 +409,102 @@ def masked_block(A: sp.csr_matrix, members, fill: float):
     M = sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape)
     M.has_sorted_indices = A.has_sorted_indices
     return M
+
+
+def masked_transpose(Q: sp.csr_matrix, members, fill: float, transpose: bool = True):
+    """:func:`masked_block` of ``Q^T`` (of ``Q`` with ``transpose=False``) as a :class:`MaskedTranspose` on
+    ``Q``'s own rows, or None when the compiled kernels are off or do not take ``Q`` as it is (unsorted rows,
+    mixed index types)."""
+    ext = _compiled(Q)
+    if ext is None or not getattr(ext, "tr", None) or not Q.has_sorted_indices:
+        return None
+    return MaskedTranspose(Q, members, fill, ext, transpose)
+
+
+class MaskedTranspose:
+    r"""The Krylov system :math:`A = (M_{XX} \oplus f I)^T` of :func:`masked_block` on ``Q^T``, without ``Q^T``.
+
+    :math:`a_{ij} = -q_{ji}` for :math:`i, j \in X`, :math:`a_{jj} = f` off
+    :math:`X`, 0 elsewhere: the matrix ``masked_block(Q.T.tocsr(), members, f)``
+    holds (8 bytes a stored entry of new values, 4 of ``Q^T``'s indices), read
+    instead from ``Q``'s rows, which are :math:`A`'s columns. What GMRES with
+    SSOR(1) needs of it is compiled (``ctmc/_kernels_tr.h``), each a pass over
+    ``Q``'s rows scattering into :math:`A`'s: the product ``A @ v`` (each entry
+    summed in the order of a product with :math:`A`'s sorted rows: the same
+    numbers), :math:`\|A\|_\infty` (:meth:`inf_norm`, rows summed in order:
+    to round-off that of :func:`inf_norm`), and SSOR(1) with Eisenstat's product
+    after it (:meth:`ssor`; the forward solve to the bit that of the rows, the
+    backward one summed in the other order). The memory held is ``Q``'s, one
+    integer a row (the diagonal's position) and one byte a row (``X``).
+    Sequential (the scatters would collide between threads).
+
+    With ``transpose=False`` it is ``masked_block(Q, members, f)`` itself (the
+    return-time system of the error bound), read from ``Q``'s rows as its own:
+    the product and SSOR(1) gather each row in stored order, the left-out columns
+    skipped, the row kernels' numbers on that matrix to the bit (no fused product).
+
+    >>> Q = sp.csr_matrix(np.array([[-3.0, 1.0, 2.0], [2.0, -2.0, 0.0], [0.0, 4.0, -4.0]]))
+    >>> A = masked_transpose(Q, np.array([True, False, True]), 4.0)
+    >>> A is None or (A @ np.ones(3)).tolist() == (masked_block(Q.T.tocsr(), [True, False, True], 4.0)
+    ...                                           @ np.ones(3)).tolist()
+    True
+    """
+
+    dtype = np.dtype(float)
+
+    def __init__(self, Q: sp.csr_matrix, members, fill: float, ext, transpose: bool = True):
+        n = Q.shape[0]
+        self.Q, self.shape, self.fill, self._ext = Q, Q.shape, float(fill), ext
+        self._base = 0 if transpose else 4             # the kernel's modes: 0-3 of M^T, 4-6 of M
+        self.keep = np.ascontiguousarray(np.asarray(members, dtype=bool).view(np.uint8))
+        if self.keep.size != n:
+            raise ValueError(f"members must have one entry a state ({n}), got {self.keep.size}")
+        self.out = np.flatnonzero(self.keep == 0).astype(Q.indptr.dtype)
+        self.dpos = np.empty(n, dtype=Q.indptr.dtype)
+        ext.ssor_setup(Q.indptr, Q.indices, self.dpos)
+
+    def _run(self, mode, v, x, y):
+        Q = self.Q
+        self._ext.tr(mode, Q.indptr, Q.indices, self.dpos, Q.data, self.keep, self.out, self.fill, v, x, y)
+        return y
+
+    def product(self, v, out=None) -> np.ndarray:
+        """``A @ v`` for one vector, into ``out`` if given (a float array that is not ``v``)."""
+        v = np.ascontiguousarray(v, dtype=float).ravel()
+        return self._run(2 if self._base == 0 else 5, v, v, np.empty(self.shape[0]) if out is None else out)
+    product.writes_into = True
+
+    def dot(self, v) -> np.ndarray:
+        """``A @ v`` for one vector (a new array)."""
+        return self.product(v)
+
+    __matmul__ = dot
+
+    def inf_norm(self) -> float:
+        r""":math:`\max_i \sum_j |a_{ij}|` (0 for no rows)."""
+        n = self.shape[0]
+        if n == 0:
+            return 0.0
+        z = np.zeros(n)
+        return float(self._run(3 if self._base == 0 else 6, z, z, np.empty(n)).max())
+
+    def ssor(self):
+        """SSOR(1) of ``A`` as :func:`ctmc._relax.symmetric_gauss_seidel` gives it for one block: ``v -> P v``
+        (writes into ``out=``); of ``M^T`` with ``with_product = (self, f)``, ``f(v, x, y)`` making ``x = P v``,
+        ``y = A x``."""
+        from .._relax import writes_into
+        n = self.shape[0]
+        scratch = np.empty(n) if self._base == 0 else None
+
+        def apply(v, out=None):
+            x = np.empty(n) if out is None else out
+            self._run(self._base, np.ascontiguousarray(v, dtype=float).ravel(), x, x if scratch is None else scratch)
+            return x
+        if self._base == 0:
+            def and_product(v, x, y):
+                return self._run(1, np.ascontiguousarray(v, dtype=float).ravel(), x, y)
+            apply.with_product = (self, and_product)
+        return writes_into(apply)
 
 
 def inf_norm(A: sp.csr_matrix) -> float:

@@ -25,7 +25,7 @@ from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System
-from .csr import (generator_product, graph_reach, inf_norm, masked_block, offdiagonal_column_counts,
+from .csr import (generator_product, graph_reach, inf_norm, masked_block, masked_transpose, offdiagonal_column_counts,
                   offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
@@ -332,6 +332,11 @@ class ScipySystem(System):
         return None
 
     def _krylov_setup(self, transpose):
+        A = self._masked_transpose(transpose)
+        if A is not None:          # M or M^T read from Q's rows: neither Q^T nor a matrix of the system is held
+            self.op.release()
+            self._krylov[transpose] = (A if transpose else A.product, A.ssor(), A.inf_norm())
+            return
         if not transpose:
             self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
         A = self.matrix(transpose)
@@ -343,6 +348,16 @@ class ScipySystem(System):
         else:
             # ||A||_inf for the backward error, once per matrix
             self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
+
+    def _masked_transpose(self, transpose):
+        """GMRES with SSOR(1) on the masked ``M^T`` (BiCGStab with it on ``M``) reads the system from ``Q``'s
+        rows (:class:`MaskedTranspose`) where the compiled kernels run: None otherwise (the matrix is made)."""
+        from .._relax import ssor_blocks
+        kind = "gmres" if transpose else "bicgstab"
+        if not (self._masked and self.spec.kind == kind and self.spec.preconditioner == "sgs"
+                and ssor_blocks(self.op.n) == 1):
+            return None
+        return masked_transpose(self.op.Q, self.members, float(self._diag.max()), transpose=transpose)
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
@@ -377,22 +392,25 @@ class ScipySystem(System):
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
         idx = self.idx
-        if idx.size == 0:
-            return x, SolveReport()
-        if self._failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self._failure)
+        if idx.size == 0 or self._failure is not None:
+            return np.zeros_like(b), (SolveReport() if idx.size == 0 else SolveReport(Status.BREAKDOWN, self._failure))
         if self._lu is not None:
+            x = np.zeros_like(b)
             x[idx] = self._lu.solve(np.ascontiguousarray(b[idx]), trans="T" if transpose else "N")
             return x, SolveReport(Status.SUCCESS, "sparse LU (SuperLU)")
         if self._masked and transpose not in self._krylov:
             self._krylov_setup(transpose)                 # may fall back to the extracted block
         rows = self._rows
+        if b.ndim == 1 and self._masked and rows.size == b.size:
+            # the chain's numbering: the solve's own answer is returned (no embedding beside the basis)
+            y, rep = self._solve_krylov(np.where(self.members, b, 0.0), transpose)
+            y[~self.members] = 0.0
+            return y, rep
         keep = self.members[rows] if rows.size != idx.size else None
         bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
                                                                           b[rows], 0.0))
-        rep = SolveReport()
+        rep, x = SolveReport(), np.zeros_like(b)
         if bx.ndim == 1:
             x[rows], rep = self._solve_krylov(bx, transpose)
             if keep is not None:

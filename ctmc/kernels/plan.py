@@ -20,7 +20,10 @@ step that a passage system has.
 Memory. A solve of the pinned system on :math:`n` states and :math:`e` stored
 entries holds, beyond the generator (and its transpose) already made, one
 matrix of its own (:math:`M` or :math:`M^T`, :data:`MATRIX_ENTRY_BYTES` a
-stored entry and :data:`MATRIX_ROW_BYTES` a row) and per-state float64
+stored entry and :data:`MATRIX_ROW_BYTES` a row; none where the scipy
+backend's compiled kernels read the pinned system of a whole class from
+``Q``'s rows, :class:`ctmc.backends.csr.MaskedTranspose`: the count is then
+an upper bound by the matrix) and per-state float64
 vectors: GMRES(:math:`m`) :math:`m + 1` Arnoldi vectors and
 :data:`WORK_VECTORS` more, BiCGStab :data:`BICGSTAB_VECTORS` and the work
 vectors, Gauss-Seidel sweeps on the transpose itself :data:`SWEEP_VECTORS`
