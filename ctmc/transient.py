@@ -378,6 +378,20 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
             active[i], cut[i], settled[i] = False, k - 1, k
         return True
 
+    def retire(i, k):
+        """Sum ``i`` after its term ``k``: ended at its window's end, or cut once the weight left
+        times the largest entry is below ``rtol`` times a lower bound of the sum's least promised
+        entry (``known``, looked for again only once the weight left is within reach)."""
+        k0 = rows[i][0]
+        if k >= ends[i]:
+            active[i] = False
+        elif adaptive and k >= k0:
+            left = after[i][k - k0] * vmax
+            if left <= start_at and left > rtol * known[i]:
+                known[i] = smallest(out[i])
+            if left <= rtol * known[i]:
+                active[i], cut[i] = False, k
+
     steps = 0
     prog = Progress(f"uniformisation, at most {kmax} steps", total=max(kmax, 1))
     # before the first term with a weight (the left truncation), only products: a tight loop
@@ -413,14 +427,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                 wb = np.where(idx < k0, before, 0.0)
                 wb[inside] = w[idx[inside] - k0]
                 out[i] += np.einsum("j,jn->n", wb, buf[:m])     # not BLAS: its threads spin against the product's
-                if last >= ends[i]:
-                    active[i] = False
-                elif adaptive and last >= k0:
-                    left = after[i][last - k0] * vmax
-                    if left <= start_at and left > rtol * known[i]:
-                        known[i] = smallest(out[i])
-                    if left <= rtol * known[i]:
-                        active[i], cut[i] = False, last
+                retire(i, last)
             if not active.any():
                 break
             step(buf[m - 1], buf[0])
@@ -445,14 +452,7 @@ def uniformize_operator(apply, V0: np.ndarray, times: np.ndarray, lam: float, *,
                     np.multiply(V, W[i, j], out=scratch)
                     out[i] += scratch
             for i in np.flatnonzero(active):
-                if k >= ends[i]:
-                    active[i] = False
-                elif adaptive and k >= rows[i][0]:
-                    left = after[i][k - rows[i][0]] * vmax
-                    if left <= start_at and left > rtol * known[i]:
-                        known[i] = smallest(out[i])
-                    if left <= rtol * known[i]:
-                        active[i], cut[i] = False, k
+                retire(i, k)
             if not active.any():
                 break
             V, Y = advance(V, Y)
