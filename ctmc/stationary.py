@@ -526,9 +526,9 @@ def _eig(op, support, opts: EigOptions, hint, ctx):
 
 
 #: ``level_iad`` goes on past twice the iterations of its normwise convergence while its balance
-#: error falls by 10 % over this many iterations: the level law converges in a few dozen, the far
-#: tail as a front (JSQ K=1000 from its model's start: normwise at 23, balance 0.13 at 100, 0.088
-#: at 250, 1.5e-15 at 400)
+#: error (or the count of states above tail_tol, :class:`Stop`) falls by 10 % over this many
+#: iterations: the level law converges in a few dozen, the far tail as a front (JSQ K=1000 from its
+#: model's start floored at 1e-310: normwise at 23, balance 0.13 at 100, 0.088 at 250, 1.5e-15 at 400)
 LEVEL_IAD_PATIENCE = 100
 
 
@@ -552,7 +552,7 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
        block when distributed, other blocks from the previous sweep).
 
     It stops by the rule of the other iterations (:class:`Stop`), going on past its normwise
-    cap while the balance error still falls (:data:`LEVEL_IAD_PATIENCE`).
+    cap while the balance error or its count still falls (:data:`LEVEL_IAD_PATIENCE`).
     """
     lev_full = state_levels(op, opts.levels)
     lev = lev_full[op.start:op.stop]
