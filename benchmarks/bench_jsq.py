@@ -16,8 +16,11 @@ rho defaults to 0.95: P_block ~ rho^(2K) must stay a double at K = 4500
 (0.9^9000 underflows; 0.95^9000 = 1e-200).
 
 ``--method-only`` times the level route's iterations alone (``level_iad`` on
-N = x + y from the model's start, without the error bound that the public
-call adds), with P_block against the closed form, at every K.
+N = x + y from the model's start, to the model's ``LEVEL_TAIL_TOL``, without
+the error bound that the public call adds), with P_block against the closed
+form, at every K, and up to ``--lu-max-states`` (default 1.2e6, K = 1500) the
+largest relative difference from a sparse LU solve over every state whose
+probability is a normal double (>= 2.2e-308): the tail, state by state.
 
 Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 1000 2000 3000 4500] [--rho 0.95] [--method-only]
      mpirun -n 2 .venv/bin/python benchmarks/bench_jsq.py --backend petsc --K 1000   (in-process)
@@ -79,7 +82,7 @@ def one(K, rho, backend="scipy", saturation_max_states=5_000_000):
     return row
 
 
-def method_only(K, rho):
+def method_only(K, rho, lu_max_states=1_200_000):
     """The level route's iterations alone (``level_iad`` from the model's start, no error bound):
     what the public call costs beyond its bound."""
     import ctmc.stationary as cs
@@ -89,16 +92,21 @@ def method_only(K, rho):
     chain, t_build = timed(q.chain)
     t0 = time.perf_counter()
     op = operator_for(chain, "scipy")
-    opts = cs.LevelIADOptions(levels=q.levels(), x0=q.start_vector())
+    opts = cs.LevelIADOptions(levels=q.levels(), x0=q.start_vector(), tail_tol=q.LEVEL_TAIL_TOL)
     x, it, status, _ = cs._level_iad(op, np.ones(chain.n_states, bool), opts, None,
                                      cs._Context(info={}, backend_options={}, size=chain.n_states))
     t_solve = time.perf_counter() - t0
     pi = x / x.sum()
     residual, balance, _, _ = stationary_evidence(op, pi)
     pb_cf = q.blocking_probability("closed_form")
-    return dict(K=K, states=int(q.n_states), build=t_build, solve=t_solve, iterations=int(it),
-                residual=float(residual), balance=float(balance), pb=float(pi[-1]),
-                pb_err=abs(pi[-1] / pb_cf - 1), rss=rss_gib())
+    row = dict(K=K, states=int(q.n_states), build=t_build, solve=t_solve, iterations=int(it),
+               residual=float(residual), balance=float(balance), pb=float(pi[-1]),
+               pb_err=abs(pi[-1] / pb_cf - 1), rss=rss_gib())
+    if q.n_states <= lu_max_states:
+        lu = chain.stationary("lu").pi
+        normal = lu >= np.finfo(float).tiny
+        row.update(lu_err=float(np.max(np.abs(pi[normal] / lu[normal] - 1))), lu_min=float(lu[normal].min()))
+    return row
 
 
 def table(rows):
@@ -127,11 +135,13 @@ def main(argv=None):
                     help="run the saturation means up to this many states (default 5e6, K = 3160)")
     ap.add_argument("--method-only", action="store_true",
                     help="time level_iad's iterations alone (no error bound, no saturation), every K")
+    ap.add_argument("--lu-max-states", type=int, default=1_200_000,
+                    help="with --method-only, compare with sparse LU state by state up to this many states")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one is not None:                          # a child: one K, JSON on stdout
         warm_up()
-        out = method_only(a.one, a.rho) if a.method_only else one(a.one, a.rho, a.backend,
+        out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(a.one, a.rho, a.backend,
                                                                    a.saturation_max_states)
         print(json.dumps(out))
         return 0
@@ -146,8 +156,8 @@ def main(argv=None):
             rows.append(one(K, a.rho, "petsc", a.saturation_max_states))
         else:
             cmd = [sys.executable, __file__, "--one", str(K), "--rho", str(a.rho),
-                   "--saturation-max-states", str(a.saturation_max_states)] + (
-                ["--method-only"] if a.method_only else [])
+                   "--saturation-max-states", str(a.saturation_max_states),
+                   "--lu-max-states", str(a.lu_max_states)] + (["--method-only"] if a.method_only else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"  K={K} failed: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
@@ -158,9 +168,12 @@ def main(argv=None):
     if a.method_only:
         print(format_table([[r["K"], f"{r['states']:.3g}", f"{r['build']:.1f}", f"{r['solve']:.1f}",
                              r["iterations"], f"{r['residual']:.1e}", f"{r['balance']:.1e}", f"{r['pb']:.3e}",
-                             f"{r['pb_err']:.1e}", f"{r['rss']:.2f}"] for r in rows],
+                             f"{r['pb_err']:.1e}",
+                             f"{r['lu_err']:.1e} (down to {r['lu_min']:.1e})" if "lu_err" in r else "-",
+                             f"{r['rss']:.2f}"] for r in rows],
                            ["K", "states", "build s", "level_iad s (no bound)", "it.", "residual",
-                            "balance error", "P_block", "rel.err P_block", "peak RSS GiB"]))
+                            "balance error", "P_block", "rel.err P_block", "max rel.diff from LU (normal pi)",
+                            "peak RSS GiB"]))
     elif a.backend != "petsc" or not petsc.available() or petsc.load_petsc().COMM_WORLD.getRank() == 0:
         print(table(rows))
     return 0

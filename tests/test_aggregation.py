@@ -211,3 +211,23 @@ def test_automatic_levels_do_not_merge_across_weakly_coupled_blocks():
         assert r.status in (ctmc.Status.SUCCESS, ctmc.Status.INACCURATE), r.message   # see error_bound
         assert np.abs(r.pi - ref).sum() < min(1e-6, r.error_bound)
         assert min(r.info["coarse_sizes"]) >= 2
+
+
+def test_level_factors_solve_the_birth_death_chain_and_cut_where_the_masses_underflow():
+    """``level_factors`` against GTH on the aggregated birth-death chain: the rescaled masses are its
+    law on the levels with a mass in range, and the levels past the first underflowed one keep their
+    scale (factor 1), finite, where the law in logs gave 0/0."""
+    from ctmc.aggregation import LEVEL_MASS_FLOOR, level_factors
+    from ctmc.linalg import gth_solve
+    rng = np.random.default_rng(7)
+    n, k = 12, 8
+    X = rng.uniform(0.5, 2.0, n)
+    X[k:] = [1e-300, 0.0, 1e-310, 0.0]             # below LEVEL_MASS_FLOOR of the total, or underflowed
+    a, d = rng.uniform(0.2, 3.0, n), rng.uniform(0.2, 3.0, n)
+    f = level_factors(X, a * X, d * X)
+    assert np.isfinite(f).all() and (f[k:] == 1.0).all() and X[k] < LEVEL_MASS_FLOOR * X.sum()
+    Q = np.zeros((k, k))
+    Q[np.arange(k - 1), np.arange(1, k)] = a[:k - 1]
+    Q[np.arange(1, k), np.arange(k - 1)] = d[1:k]
+    p = gth_solve(Q)
+    np.testing.assert_allclose(f[:k] * X[:k] / X[:k].sum(), p, rtol=1e-13, atol=0)

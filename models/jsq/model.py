@@ -103,6 +103,14 @@ class JSQ2:
 
     #: beyond this many states :meth:`stationary` uses ``level_iad`` by default (K = 2000: 2.0e6 states)
     LEVEL_STATES = 2_100_000
+    #: the floor of :meth:`start_vector`: a subnormal far below the smallest normal double (2.2e-308),
+    #: whose plateau the sweeps need not wear down before the balance of the normal states settles,
+    #: and still positive after the start is normalised (its sum is below 1e3)
+    START_FLOOR = 1e-318
+    #: the balance error (``tail_tol``) the level route goes on to by default: the relative imbalance
+    #: of every normal state; 1e-11 puts every probability above 2.2e-308 within 1.1e-10 of a sparse
+    #: LU solve at K = 1500 (279 iterations); the shared default 1e-6 stopped with 7.6e-6 errors
+    LEVEL_TAIL_TOL = 1e-11
 
     def __init__(self, K: int, rho: float, mu2: float, idle_rate: float | None = None, *,
                  backend: str = "scipy"):
@@ -195,10 +203,14 @@ class JSQ2:
 
         :math:`\rho^{N} r^{d}` with :math:`d = y - x` and :math:`r = \mu_1/(\rho + \mu_2)`,
         the ratio of the rates that move :math:`d` up and down away from the
-        boundary, floored at 1e-310 (positive on every state; a subnormal,
-        below the 2.2e-308 where the balance check starts: a floor of 1e-300
-        made a plateau of states whose probability underflows, which the
-        sweeps wore down for hundreds of iterations). The uniform start of
+        boundary, floored at :attr:`START_FLOOR` (positive on every state). A
+        constant is locally stationary in the interior (the in-rates of a
+        state add up to its exit rate), so the sweeps wear a floor plateau
+        down only from its edges, one level per sweep; the states just above
+        the smallest normal double, where the balance check starts, take
+        their in-flow from it: a floor of 1e-310 left them 2e-4 off at
+        K = 1500 (balance 1.8e-6 after 461 iterations), one at 1e-318 (deep
+        in the subnormals) 1e-10 off after 279. The uniform start of
         the solvers puts a mass of :math:`1/n` on states whose probability is
         :math:`10^{-200}`, which Gauss-Seidel sweeps then take hundreds of
         sweeps to remove; the level masses are recomputed by the first
@@ -208,13 +220,14 @@ class JSQ2:
         x, y = st["s"].astype(float), st["l"].astype(float)
         r = max(self.mu1, 1e-300) / (self.rho + self.mu2)
         logx = (x + y) * np.log(self.rho) + (y - x) * np.log(r)
-        return np.maximum(np.exp(logx - logx.max()), 1e-310)
+        return np.maximum(np.exp(logx - logx.max()), self.START_FLOOR)
 
     def stationary(self, method: str | None = None, **options):
         """Stationary law of the reduced chain (a :class:`ctmc.StationaryResult`, cached per method).
 
         ``method=None`` (default) is ``"auto"`` up to :attr:`LEVEL_STATES` states and
-        ``"level_iad"`` on the levels :meth:`levels` from :meth:`start_vector` beyond;
+        ``"level_iad"`` on the levels :meth:`levels` from :meth:`start_vector` beyond, to the balance
+        error :attr:`LEVEL_TAIL_TOL` unless ``tail_tol`` is given;
         any ctmc stationary method and its options may be given.
         """
         if method is None:
@@ -226,6 +239,7 @@ class JSQ2:
             if method == "level_iad":
                 options.setdefault("levels", self.levels())
                 options.setdefault("x0", self.start_vector())
+                options.setdefault("tail_tol", self.LEVEL_TAIL_TOL)
             cache[key] = self.chain().stationary(method, **options)
         return cache[key]
 
