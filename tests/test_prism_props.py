@@ -193,9 +193,55 @@ def test_instantaneous_reward_matches_expm(chain):
     assert r.error_bound < 1e-9
 
 
-def test_instantaneous_reward_of_an_action_structure_is_refused(chain):
-    with pytest.raises(PrismError, match="action items"):
-        ctmc.prism.check(chain, 'R{"moves"}=? [ I=1 ]')
+MIXED = """
+ctmc
+module m
+    n : [0..3] init 1;
+    [up]   n<3 -> 1.5 : (n'=n+1);
+    [down] n>0 -> 2.0 : (n'=n-1);
+endmodule
+rewards "mixed" true : n; [up] true : 4; n=2 : 0.5; endrewards
+rewards "acts" [down] n>1 : 3; endrewards
+"""
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    c = ctmc.prism.load(MIXED).build()
+    n = np.asarray(c.states["n"])
+    # by hand: the state items, and the rate PRISM accrues (an action item v on a rate q: v q per unit time)
+    state = n + 0.5 * (n == 2)
+    return c, c.Q.toarray(), state, {"mixed": state + 4 * 1.5 * (n < 3), "acts": 3 * 2.0 * (n > 1)}
+
+
+def test_instantaneous_reward_reads_the_state_items_only(mixed):
+    c, Q, state, _ = mixed
+    ref = scipy.linalg.expm(Q * 0.8) @ state           # PRISM: action items are left out of I=t
+    r = ctmc.prism.check(c, 'R{"mixed"}=? [ I=0.8 ]')
+    assert r.value == pytest.approx(ref[int(c.initial[0])], rel=1e-10)
+    np.testing.assert_allclose(r.values, ref, rtol=1e-10)
+    assert ctmc.prism.check(c, 'R{1}=? [ I=0.8 ]').value == r.value
+
+
+def test_instantaneous_reward_of_an_action_structure_is_zero(chain, mixed):
+    c = mixed[0]
+    for ch, prop in ((c, 'R{"acts"}=? [ I=0.8 ]'), (chain, 'R{"moves"}=? [ I=1 ]')):
+        r = ctmc.prism.check(ch, prop)
+        assert r.value == 0.0
+        assert not r.values.any()
+
+
+def test_action_rewards_stay_rates_for_cumulative_and_long_run(mixed):
+    c, Q, _, rate = mixed
+    p0 = np.eye(len(Q))[int(c.initial[0])]
+    pi = scipy.linalg.null_space(Q.T)[:, 0]
+    pi /= pi.sum()
+    for name, r in rate.items():
+        np.testing.assert_allclose(c.rewards[name], r, rtol=1e-14)
+        ref, _ = scipy.integrate.quad(lambda s: p0 @ scipy.linalg.expm(Q * s) @ r, 0, 0.8, epsabs=1e-13,
+                                      epsrel=1e-12)
+        assert ctmc.prism.check(c, f'R{{"{name}"}}=? [ C<=0.8 ]').value == pytest.approx(ref, rel=1e-9)
+        assert ctmc.prism.check(c, f'R{{"{name}"}}=? [ S ]').value == pytest.approx(pi @ r, rel=1e-10)
 
 
 def test_reward_by_index_and_the_default_structure(chain):

@@ -19,7 +19,9 @@ Every property gives a value per state :math:`v` (and :math:`p_0 v`):
 ``R{"r"}=? [ C<=t ]``
     :math:`\int_0^t e^{Qs} r\,ds` (:meth:`ctmc.CTMC.cumulative_reward`).
 ``R{"r"}=? [ I=t ]``
-    :math:`e^{Qt} r` (uniformisation).
+    :math:`e^{Qt} r_s` (uniformisation), :math:`r_s` the structure's state
+    items alone: PRISM leaves action items out of an instantaneous reward
+    (``C<=t``, ``F``, ``S`` read them as the rate :math:`\sum_a v_a q_a`).
 ``R{"r"}=? [ F phi ]``, ``T=? [ F phi ]``
     :math:`E_i[\int_0^{T_\Phi} r(X_s)\,ds]` (:math:`r = 1` for ``T``):
     :meth:`ctmc.CTMC.hitting_times` with ``reward``; infinite where
@@ -59,6 +61,7 @@ from ..backends import operator_for
 from ..backends.base import worst
 from ..options import Tolerances
 from ..results import Status
+from ..sets import owned_values
 from ..transient import backward
 from .syntax import Node, PrismError
 from .translate import as_bool, is_const
@@ -197,12 +200,19 @@ def _reward_vector(ctx, name, pos, what):
     return name, np.asarray(chain.rewards[name], dtype=float)
 
 
-def _has_action_items(ctx, name) -> bool:
-    prog = getattr(ctx.scope, "prog", None)
-    for k, (rname, items, _) in enumerate(getattr(prog, "rewards", ()), start=1):
-        if (rname if rname is not None else str(k)) == name:
-            return any(item.action is not None for item in items)
-    return False
+def _instant_vector(ctx, name, r) -> np.ndarray:
+    """The reward ``I=t`` reads: a PRISM structure's state items alone when it has action items.
+
+    The chain's reward ``r`` of such a structure is its full rate (the action
+    items times their transitions' rates); PRISM leaves action items out of an
+    instantaneous reward, so ``I=t`` reads ``PrismModel.state_rewards`` (0 for
+    a structure of action items only). Any other reward is ``r`` itself.
+    """
+    part = getattr(getattr(ctx.chain, "model", None), "state_rewards", {}).get(name)
+    if part is None:
+        return r
+    return owned_values(part, ctx.chain.states, ctx.chain.n_states, name=f"reward {name!r} (state items)",
+                        finite=True)
 
 
 def _long_run(ctx, values, what, need) -> Answer:
@@ -251,12 +261,8 @@ def _reward(ctx, node, need) -> Answer:
                       f"cumulative_reward({res.method})", res,
                       value=None if res.value is None else float(res.value))
     if what == "I":
-        if _has_action_items(ctx, label):
-            raise ctx.err(f"R{{{label!r}}}=? [ I=t ]: the structure has action items, which PRISM leaves "
-                          "out of an instantaneous reward and ctmc holds as rates; use a structure of "
-                          "state items",
-                          node.pos)
         t = _constant(ctx, arg, "R=? [ I=t ]: t")
+        r = _instant_vector(ctx, label, r)
         v, b, steps = _backward(chain, r, t)
         return Answer(v, _graded(b, float(np.abs(r).max()) if r.size else 0.0), b,
                       f"uniformization({steps} steps)")

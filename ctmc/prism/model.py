@@ -23,6 +23,11 @@ class PrismModel(Model):
         The value of every constant of the program (given or defined).
     bool_variables : tuple of str
         The program's bool variables (0 for false, 1 for true in the chain's states).
+    state_rewards : dict
+        ``{structure: expression}`` for each reward structure with action items:
+        its state items alone (0 without any), which PRISM's instantaneous
+        reward ``R=? [I=t]`` reads; the chain's reward of that name is the
+        structure's full rate (state items plus action items times their rates).
     file : str
         Where the program came from (``"<string>"`` for text).
     """
@@ -33,6 +38,7 @@ class PrismModel(Model):
         self.initial: dict = {}
         self.constants: dict = {}
         self.bool_variables: tuple = ()
+        self.state_rewards: dict = {}
         self.scope = None      # the program's names (constants, formulas, variables) for properties
 
     def build(self, initial=None, **options):

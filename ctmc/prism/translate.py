@@ -30,8 +30,11 @@ item ``[a] g : v`` adds, in each state, ``v`` times the rate of every
 ``a``-transition enabled there where ``g`` holds (``[]`` for the unlabelled
 commands): the rate at which the action accrues reward, so a stationary
 mean or an accumulated reward of the chain's reward is PRISM's ``R=? [S]`` /
-``R=? [C<=t]`` / ``R=? [F phi]`` of the structure. Unnamed structures are
-named by their position, ``"1"``, ``"2"``, ...
+``R=? [C<=t]`` / ``R=? [F phi]`` of the structure. PRISM's instantaneous
+reward ``R=? [I=t]`` counts the state items only: for a structure with action
+items, their sum (0 where there are none) is kept apart in
+``PrismModel.state_rewards``. Unnamed structures are named by their position,
+``"1"``, ``"2"``, ...
 """
 from __future__ import annotations
 
@@ -391,7 +394,10 @@ def translate(prog: Program, constants=None) -> PrismModel:
     for name, node in prog.labels.items():
         model.label(name, _state_expr(as_bool(tr.typed(node, {}, False, "bool", f"label {name!r}"))))
     for k, (name, items, _) in enumerate(prog.rewards, start=1):
-        model.reward(name if name is not None else str(k), _state_expr(_reward(tr, items, events)))
+        rname = name if name is not None else str(k)
+        model.reward(rname, _state_expr(_reward(tr, items, events)))
+        if any(item.action is not None for item in items):     # no events: the state items alone
+            model.state_rewards[rname] = _state_expr(_reward(tr, items, ()))
     model.initial = _init_block(tr, model) if prog.init is not None else initial
     model.constants = {k: v for k, (v, _) in tr.consts.items()}
     model.bool_variables = tuple(k for k, (_, t, _) in tr.vars.items() if t == "bool")
