@@ -304,6 +304,20 @@ def test_several_initial_states_give_the_law_over_them():
     assert ctmc.prism.check(c, f'P>={u.max()!r} [ F<=1 "full" ]').value == (u.min() == u.max())
 
 
+def test_instant_and_cumulative_rewards_from_several_initial_states_are_their_mean():
+    # docs: .value is the mean over the initial law, uniform over the states of init ... endinit
+    prog = MIXED.replace("n : [0..3] init 1;", "n : [0..3];") + "init n>=1 & n<=2 endinit\n"
+    c = ctmc.prism.load(prog).build()
+    Q, n = c.Q.toarray(), np.asarray(c.states["n"])
+    p0 = ((n >= 1) & (n <= 2)) / 2.0
+    state, rate = n + 0.5 * (n == 2), n + 0.5 * (n == 2) + 6.0 * (n < 3)
+    inst = ctmc.prism.check(c, 'R{"mixed"}=? [ I=0.8 ]').value
+    assert inst == pytest.approx(p0 @ scipy.linalg.expm(Q * 0.8) @ state, rel=1e-10)
+    ref, _ = scipy.integrate.quad(lambda s: p0 @ scipy.linalg.expm(Q * s) @ rate, 0, 0.8, epsabs=1e-13,
+                                  epsrel=1e-12)
+    assert ctmc.prism.check(c, 'R{"mixed"}=? [ C<=0.8 ]').value == pytest.approx(ref, rel=1e-9)
+
+
 def test_properties_file_with_const_formula_and_label_lines(chain, tmp_path):
     text = """// a properties file
 const double T;
