@@ -873,7 +873,7 @@ static PyMethodDef methods[] = {
     {"sigint_armed", py_sigint_armed, METH_NOARGS,
      "sigint_armed() -> whether arm_sigint's handler is SIGINT's"},
 #endif
-    {"gth", py_gth, METH_VARARGS, "gth(A, low, high, x) -> zero-pivot step or -1 (see _kernels_gth.h)"},
+    {"gth", py_gth, METH_VARARGS, "gth(A, x) -> the step of a zero pivot or -1 (A, x written: see _kernels_gth.h)"},
     {"tr", py_tr, METH_VARARGS, "tr(mode, indptr, indices, dpos, data, keep, fill, v, x, y): SSOR(1), product, "
      "row sums of masked(-Q)^T from Q's rows (see _kernels_tr.h)"},
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},

@@ -10,8 +10,11 @@
  *     entries, halves above) within blocks of 8192 entries (its buffer), the blocks added to 0 in order;
  *   - an update is a_ij + (c_i * r_j), rounded twice (compiled with -ffp-contract=off: no fused
  *     multiply-add); a quotient is one correctly rounded division.
+ * The envelope is worked out here (the numpy route: linalg._envelope, the same integers).
  * The rows of a step's block are independent: large blocks are split among the threads (each entry still
  * has one update a step, so the threads never change a number). */
+
+#include <math.h>
 
 #define GTH_BUFSIZE 8192
 
@@ -45,16 +48,39 @@ static double gth_sum(const double *a, Py_ssize_t n)
     return s;
 }
 
+/* the envelope of linalg._envelope: low[k] the running maximum over columns j <= k of max(j, the last
+ * nonzero row of column j), high[k] the same for the rows' last nonzero columns (row-major scans) */
+static void gth_envelope(Py_ssize_t n, const double *A, Py_ssize_t *low, Py_ssize_t *high)
+{
+    for (Py_ssize_t j = 0; j < n; j++) low[j] = j;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *ai = A + i * n;
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (ai[j] != 0) low[j] = i;
+        high[i] = i;
+        for (Py_ssize_t j = n - 1; j > i; j--)
+            if (ai[j] != 0) { high[i] = j; break; }
+    }
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (low[k] < low[k - 1]) low[k] = low[k - 1];
+        if (high[k] < high[k - 1]) high[k] = high[k - 1];
+    }
+}
+
 /* returns the step k of a pivot s_k <= 0 (x untouched), or -1 with x the unnormalised vector;
- * tmp: n entries of scratch */
-static Py_ssize_t gth_run(Py_ssize_t n, double *restrict A, const int64_t *low, const int64_t *high,
+ * low, high, tmp: n entries of scratch each */
+static Py_ssize_t gth_run(Py_ssize_t n, double *restrict A, Py_ssize_t *low, Py_ssize_t *high,
                           double *restrict x, double *restrict tmp)
 {
+    gth_envelope(n, A, low, high);
     for (Py_ssize_t k = 0; k < n - 1; k++) {
-        const double *ak = A + k * n;
+        double *ak = A + k * n;
         Py_ssize_t r = (Py_ssize_t)low[k] + 1, c = (Py_ssize_t)high[k] + 1;
         double scale = gth_sum(ak + k + 1, c - k - 1);
         if (scale <= 0) return k;
+        /* a row whose c_i is 0 is left as it is: a_ij + 0 r_j is a_ij but for the sign of a zero, which no
+         * sum shows (each starts from +0), where the r_j are finite (as their finite sum says) */
+        int skip = isfinite(scale);
         if (r > k + 1 && c > k + 1) {
             int nt = (double)(r - k - 1) * (double)(c - k - 1) >= 65536.0 ? nthreads : 1;
             (void)nt;
@@ -62,17 +88,21 @@ static Py_ssize_t gth_run(Py_ssize_t n, double *restrict A, const int64_t *low, 
             for (Py_ssize_t i = k + 1; i < r; i++) {
                 double *ai = A + i * n;
                 double ci = ai[k] / scale;
-                ai[k] = ci;
+                ai[k] = tmp[i] = ci;
+                if (ci == 0.0 && skip) continue;
                 for (Py_ssize_t j = k + 1; j < c; j++) ai[j] += ci * ak[j];
             }
         }
+        /* row k's upper part is read no more: it keeps column k's multipliers for the back-substitution
+         * (a contiguous read instead of a stride of n) */
+        for (Py_ssize_t i = k + 1; i < r; i++) A[k * n + i] = tmp[i];
     }
     if (n == 0) return -1;
     memset(x, 0, (size_t)n * sizeof(double));
     x[n - 1] = 1.0;
     for (Py_ssize_t k = n - 2; k >= 0; k--) {
         Py_ssize_t r = (Py_ssize_t)low[k] + 1;
-        for (Py_ssize_t i = k + 1; i < r; i++) tmp[i - k - 1] = x[i] * A[i * n + k];
+        for (Py_ssize_t i = k + 1; i < r; i++) tmp[i - k - 1] = x[i] * A[k * n + i];
         x[k] = gth_sum(tmp, r - k - 1);
         if (x[k] > 1.0) {
             double d = x[k];
@@ -84,28 +114,27 @@ static Py_ssize_t gth_run(Py_ssize_t n, double *restrict A, const int64_t *low, 
 
 static PyObject *py_gth(PyObject *self, PyObject *args)
 {
-    PyObject *o[4];
-    Py_buffer b[4];                        /* A, low, high, x */
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
-    if (get_all(o, b, "DiiD", (const char *[]){"A", "low", "high", "x"}) < 0) return NULL;
-    Py_ssize_t n = NELEM(b[3]);
-    int ok = b[0].ndim == 2 && b[0].shape[0] == n && b[0].shape[1] == n && b[0].buf != b[3].buf
-             && b[1].itemsize == 8 && b[2].itemsize == 8 && NELEM(b[1]) == n && NELEM(b[2]) == n;
-    const int64_t *low = b[1].buf, *high = b[2].buf;
-    for (Py_ssize_t k = 0; ok && k < n; k++)
-        ok = low[k] >= k && low[k] < n && high[k] >= k && high[k] < n;
+    PyObject *o[2];
+    Py_buffer b[2];                        /* A, x */
+    if (!PyArg_ParseTuple(args, "OO", &o[0], &o[1])) return NULL;
+    if (get_all(o, b, "DD", (const char *[]){"A", "x"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[1]);
     PyObject *res = NULL;
-    double *tmp = ok ? malloc((size_t)(n + 1) * sizeof(double)) : NULL;
-    if (ok && !tmp) PyErr_NoMemory();
-    else if (require(ok, "gth: A (n, n) float64 and x (n,) float64, both written; low and high (n,) int64 "
-                         "with k <= low[k], high[k] < n")) {
-        Py_ssize_t zero;
-        Py_BEGIN_ALLOW_THREADS
-        zero = gth_run(n, b[0].buf, low, high, b[3].buf, tmp);
-        Py_END_ALLOW_THREADS
-        res = PyLong_FromSsize_t(zero);
+    if (require(b[0].ndim == 2 && b[0].shape[0] == n && b[0].shape[1] == n && b[0].buf != b[1].buf,
+                "gth: A (n, n) and x (n,), both written")) {
+        Py_ssize_t *scratch = malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
+        double *tmp = malloc((size_t)(n + 1) * sizeof(double));
+        if (!scratch || !tmp) PyErr_NoMemory();
+        else {
+            Py_ssize_t zero;
+            Py_BEGIN_ALLOW_THREADS
+            zero = gth_run(n, b[0].buf, scratch, scratch + n, b[1].buf, tmp);
+            Py_END_ALLOW_THREADS
+            res = PyLong_FromSsize_t(zero);
+        }
+        free(scratch);
+        free(tmp);
     }
-    free(tmp);
-    release_all(b, 4);
+    release_all(b, 2);
     return res;
 }

@@ -122,10 +122,9 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     # column, so lies above the running maximum of the columns' last nonzero rows (rows: the
     # same for the row's last nonzero column). The products left out are exact zeros: the same
     # numbers as an update of the whole trailing block.
-    low, high = _envelope(A), _envelope(A.T)
     x = np.zeros(n)
     kernel = getattr(extension(), "gth", None)      # None: not built, switched off, or built before it
-    zero = (kernel or _gth_steps)(A, low, high, x)
+    zero = kernel(A, x) if kernel else _gth_steps(A, _envelope(A), _envelope(A.T), x)
     if zero >= 0:
         raise ValueError(f"A: the chain is not irreducible (GTH met a zero pivot at state {zero})")
     return x / x.sum()
@@ -135,8 +134,9 @@ def _gth_steps(A: np.ndarray, low: np.ndarray, high: np.ndarray, x: np.ndarray) 
     """GTH's elimination and back-substitution in numpy: ``A`` overwritten, ``x`` the unnormalised vector.
 
     Returns the step of a zero pivot (``x`` then meaningless), else -1. The compiled kernel
-    (``gth`` in ``ctmc/_kernels_gth.h``) makes the same operations in the same order (every sum
-    is a contiguous array's ``.sum()``, whose pairwise order it copies): the same numbers to the bit.
+    (``gth`` in ``ctmc/_kernels_gth.h``, which works out the same envelope itself) makes the same
+    operations in the same order (every sum is a contiguous array's ``.sum()``, whose pairwise order
+    it copies): the same numbers to the bit.
     """
     n = A.shape[0]
     for k in range(n - 1):
