@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._relax import extension
+
 __all__ = ["TripletLU", "gth_solve", "inverse_norm_bound"]
 
 
@@ -89,7 +91,9 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     component keeps high relative accuracy. Each elimination step updates only
     the rows and columns that have a nonzero in the pivot's column and row: the
     cost is :math:`O(n b^2)` for a chain of bandwidth :math:`b` (a birth-death
-    chain: :math:`O(n)` arithmetic), :math:`O(n^3)` for a dense one.
+    chain: :math:`O(n)` arithmetic), :math:`O(n^3)` for a dense one. The steps run
+    compiled where the extension ``ctmc._kernels`` is in use (``CTMC_KERNELS=0``: numpy),
+    with the same operations in the same order: the same numbers to the bit.
 
     Parameters
     ----------
@@ -109,33 +113,51 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
     array([5.e-001, 5.e-201, 5.e-001])
     """
-    A = np.array(A, dtype=float)
+    A = np.array(A, dtype=float, order="C")
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
+        raise ValueError(f"A: expected a square matrix of at least one state, got shape {A.shape}")
     n = A.shape[0]
     # the update of step k touches only rows k+1..low[k] and columns k+1..high[k], the envelope:
     # a nonzero of column k below the diagonal is one of A's or a fill-in from an earlier step's
     # column, so lies above the running maximum of the columns' last nonzero rows (rows: the
     # same for the row's last nonzero column). The products left out are exact zeros: the same
     # numbers as an update of the whole trailing block.
-    low, high = _envelope(A), _envelope(A.T)
+    x = np.zeros(n)
+    kernel = getattr(extension(), "gth", None)      # None: not built, switched off, or built before it
+    zero = kernel(A, x) if kernel else _gth_steps(A, _envelope(A), _envelope(A.T), x)
+    if zero >= 0:
+        raise ValueError(f"A: the chain is not irreducible (GTH met a zero pivot at state {zero})")
+    return x / x.sum()
+
+
+def _gth_steps(A: np.ndarray, low: np.ndarray, high: np.ndarray, x: np.ndarray) -> int:
+    """GTH's elimination and back-substitution in numpy: ``A`` overwritten, ``x`` the unnormalised vector.
+
+    Returns the step of a zero pivot (``x`` then meaningless), else -1. The compiled kernel
+    (``gth`` in ``ctmc/_kernels_gth.h``, which works out the same envelope itself) makes the same
+    operations in the same order (every sum is a contiguous array's ``.sum()``, whose pairwise order
+    it copies): the same numbers to the bit.
+    """
+    n = A.shape[0]
     for k in range(n - 1):
-        scale = A[k, k + 1:].sum()
-        if scale <= 0:
-            raise ValueError("A: the chain is not irreducible (GTH met a zero pivot)")
         r, c = low[k] + 1, high[k] + 1
+        scale = A[k, k + 1:c].sum()
+        if scale <= 0:
+            return k
         if r > k + 1 and c > k + 1:
             col = A[k + 1:r, k]
             col /= scale
             A[k + 1:r, k + 1:c] += np.outer(col, A[k, k + 1:c])
-    x = np.zeros(n)
     x[n - 1] = 1.0
     for k in range(n - 2, -1, -1):
-        x[k] = x[k + 1:] @ A[k + 1:, k]
+        r = low[k] + 1
+        x[k] = (x[k + 1:r] * A[k + 1:r, k]).sum()
         if x[k] > 1.0:
             # keep max(x) = 1 so the next product cannot overflow; entries
             # that underflow here are below 1e-308 relative to state k and
             # would underflow after the final normalisation anyway
             x[k:] /= x[k]
-    return x / x.sum()
+    return -1
 
 
 def _envelope(A: np.ndarray) -> np.ndarray:
