@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ctmc.linalg import gth_solve
+from reference import fraction_solve
 
 
 def test_gth_solve_on_banded_and_sparse_chains_is_exact_in_relative_terms():
@@ -94,22 +95,15 @@ def test_gth_compiled_route_gives_the_numpy_routes_numbers_to_the_bit(monkeypatc
 
 
 def _exact_stationary(Q):
-    """pi Q = 0, sum(pi) = 1 in exact rationals (Gauss-Jordan on Q^T with the last row made the sum);
+    """pi Q = 0, sum(pi) = 1 in exact rationals (`fraction_solve` on Q^T with the last row made the sum);
     Q's diagonal made exactly minus its row's other rates (the chain GTH reads)."""
     n = len(Q)
     E = [[Fraction(Q[i][j]) if i != j else Fraction(0) for j in range(n)] for i in range(n)]
     for i in range(n):
         E[i][i] = -sum(E[i])
-    M = [[E[j][i] for j in range(n)] + [Fraction(0)] for i in range(n)]
-    M[n - 1] = [Fraction(1)] * n + [Fraction(1)]
-    for c in range(n):
-        p = next(r for r in range(c, n) if M[r][c] != 0)
-        M[c], M[p] = M[p], M[c]
-        for r in range(n):
-            if r != c and M[r][c] != 0:
-                f = M[r][c] / M[c][c]
-                M[r] = [a - f * b for a, b in zip(M[r], M[c])]
-    return [M[i][n] / M[i][i] for i in range(n)]
+    A = [[E[j][i] for j in range(n)] for i in range(n)]       # Q^T, its last row made the sum
+    A[n - 1] = [Fraction(1)] * n
+    return fraction_solve(A, [Fraction(0)] * (n - 1) + [Fraction(1)])
 
 
 def test_gth_both_routes_are_exact_in_relative_terms_down_to_tiny_tails():
