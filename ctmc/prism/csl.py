@@ -256,6 +256,8 @@ def _reward(ctx, node, need) -> Answer:
         return _long_run(ctx, r, f'R{{"{label}"}}=? [ S ]', need)
     if what == "C":
         t = _constant(ctx, arg, "R=? [ C<=t ]: t")
+        if t == 0:      # an empty integral: exactly 0 (uniformisation would grade its round-off floor)
+            return Answer(np.zeros(chain.n_states), Status.SUCCESS, 0.0, "C<=0: empty integral", value=0.0)
         res = chain.cumulative_reward(r, t)
         return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
                       f"cumulative_reward({res.method})", res,

@@ -131,7 +131,12 @@ def _scope(chain, decls: Optional[Program], constants, file: str, uses_deadlock:
 
 
 def _answer(chain, tr, node, text, file, name, options, cache) -> PropertyResult:
-    ans = evaluate(Context(chain, tr, file, options, cache), node)
+    need = None
+    if node.kind in ("P", "S", "R", "T") and node.args[0] is not None and chain.initial_law is not None:
+        # a bounded operator (P>p, S<p...) is read in the initial states: their own values, not the
+        # initial law's mean (on a reducible chain the long run differs from state to state)
+        need = np.asarray(chain.initial_law) > 0
+    ans = evaluate(Context(chain, tr, file, options, cache), node, need)
     values = ans.values
     if node.kind == "filter":
         value = ans.value
@@ -145,6 +150,9 @@ def _answer(chain, tr, node, text, file, name, options, cache) -> PropertyResult
                              node.pos.line, node.pos.col)
         sel = np.asarray(law) > 0
         if ans.kind == "bool":
+            if np.isnan(values[sel]).any():
+                raise PrismError(f"{text}: no value in an initial state (a NaN cannot be compared)", file,
+                                 node.pos.line, node.pos.col)
             value = float((values[sel] != 0).all())
         else:
             value = float(np.asarray(law)[sel] @ values[sel])
