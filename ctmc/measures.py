@@ -79,12 +79,16 @@ def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate,
     resid = max(0.0, op.allmax(float(viol.max())) if viol.size else 0.0)
     bound = scale * trunc + resid
     value = None if p is None else np.array([op.allsum(float(p @ row)) for row in U])
+    # a NaN/inf measure is never a success: values beyond the double range on any process
+    overflow = op.allmax(float(not np.all(np.isfinite(U)))
+                         + float(value is not None and not np.all(np.isfinite(value))))
     # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
     tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
     status, msg = judge(Status.SUCCESS, (
         f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
         f"{resid:.1e}" + ("" if p is not None else "; no initial law (the chain has no initial state): value is None")),
-        [(not bound <= tol, Status.INACCURATE, "")])
+        [(overflow > 0, Status.INACCURATE, "; values beyond the double range (overflow): not a number"),
+         (not bound <= tol, Status.INACCURATE, "")])
     values = np.array([op.gather(row, op.default_gather) for row in U])
     return MeasureResult(method="uniformization", backend=op.backend, status=status, message=msg, iterations=0,
                          residual=resid, wall_time=time.perf_counter() - t0,

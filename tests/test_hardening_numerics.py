@@ -183,3 +183,21 @@ def test_no_dense_last_resort_beyond_the_memory_budget():
     with pytest.raises(SolverError) as err:
         c.stationary(memory=16.0 * c.n_states ** 2 - 1)
     assert "last resort" not in str(err.value)
+
+
+def test_a_cumulative_reward_beyond_the_double_range_is_not_a_success():
+    # rewards near 1e307 integrated over t = 20: the values overflow; a NaN or inf measure is never a
+    # success (it was nan with status success), while a short horizon keeps the finite answer t r(0)
+    m = ctmc.Model("big")
+    n = m.var("n", 0, 3)
+    m.event("up", guard=n < 3, rate=1.0, update={n: n + 1})
+    m.event("down", guard=n > 0, rate=2.0, update={n: n - 1})
+    m.reward("big", n * 1e307 + 1e307)
+    chain = m.build(initial={"n": 0})
+    with np.errstate(all="ignore"):
+        res = chain.cumulative_reward("big", 20.0, check=False)
+        assert res.status is not ctmc.Status.SUCCESS and "overflow" in res.message
+        with pytest.raises(ctmc.SolverError, match="overflow"):
+            chain.cumulative_reward("big", 20.0)
+    short = chain.cumulative_reward("big", 1e-3)
+    assert short.status is ctmc.Status.SUCCESS and short.value == pytest.approx(1e-3 * 1e307, rel=1e-3)
