@@ -212,9 +212,14 @@ def parse_expr(text: str, names: Iterable[str]) -> Expr:
         raise ValueError("expression: empty")
     try:
         tree = ast.parse(text.strip(), mode="eval")
+        return _Builder(text.strip(), names).build(tree)
     except SyntaxError as exc:
         raise ValueError(f"expression {text!r}: {exc.msg}") from None
-    return _Builder(text.strip(), names).build(tree)
+    except (RecursionError, MemoryError):
+        # Python's parser and this builder recurse once per level: refuse, do not crash
+        short = text.strip() if len(text.strip()) <= 60 else text.strip()[:57] + "..."
+        raise ValueError(f"expression {short!r}: nested too deeply for a command-line expression "
+                         f"(write it in the model file, where deep expressions are evaluated by a loop)") from None
 
 
 def eval_on_chain(text: str, chain, *, boolean: bool = False) -> np.ndarray:

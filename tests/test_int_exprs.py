@@ -422,3 +422,12 @@ def test_interval_bounds_hold_every_value(sym, a, b, scale):
         assert lo <= min(vals) and max(vals) <= hi
     else:                                                # beyond: some value is (capping kept that)
         assert min(vals) < LO or max(vals) > HI or lo <= min(vals) and max(vals) <= hi
+
+
+@pytest.mark.parametrize("text", ["n" + "+1" * 900, "n" + "**1" * 5000])
+def test_a_cli_expression_nested_too_deeply_is_refused_in_one_line(text):
+    # Python's parser and the expression builder recurse per level: a ValueError naming the
+    # expression, not a RecursionError traceback (ctmc solve turns it into one line and exit 2)
+    from ctmc.exprparse import parse_expr
+    with pytest.raises(ValueError, match="nested too deeply"):
+        parse_expr(text, ["n"])
