@@ -572,3 +572,11 @@ def test_a_mutated_file_is_a_valueerror_naming_it_or_a_chain(kind, data, tmp_pat
         got = {(int(i), int(j)): x for i, j, x in zip(R.row, R.col, R.data) if i != j}
         assert chain.n_states == n and got.keys() == rates.keys()
         assert all(abs(got[k] - float(rates[k])) <= 2e-16 * got[k] for k in got), (got, rates)
+
+
+def test_a_truncated_srew_is_refused(tmp_path):
+    # the header 'n nnz' announces 3 rewards, the file lists one: the others were silently 0
+    tra = _write(tmp_path, "t.tra", "3 4\n0 1 1.0\n1 2 2.0\n2 0 4.0\n1 0 1.0\n")
+    srew = _write(tmp_path, "t.srew", "3 3\n0 1.5\n")
+    with pytest.raises(ValueError, match=r"t\.srew.*announces 3 rewards, the file has 1"):
+        cio.read_prism(tra, srew={"r": srew})

@@ -179,9 +179,7 @@ def _slow_tra(data: bytes, path) -> _Tra:
         rows.append(parse_index(t[0], bound, path, k, "source"))
         cols.append(parse_index(t[1], bound, path, k, "target"))
         rates.append(parse_rate(t[2], path, k))
-    if m is not None and len(rows) != m:
-        raise fail(path, k0, f"the header announces {m} transitions, the file has {len(rows)} "
-                   "(a truncated file?)")
+    _counted(path, k0, m, len(rows), "transitions")
     return _Tra(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
                 np.asarray(rates, dtype=float), n, k0)
 
@@ -381,6 +379,12 @@ def _reward_name(raw: List[str], path, given: Optional[str]) -> Tuple[str, Optio
     return (stem.rsplit(".", 1)[-1] if "." in stem else stem), None
 
 
+def _counted(path, k0, declared, found: int, what: str) -> None:
+    """A header's count of entries (``declared``; None: no header) against the entries the file has."""
+    if declared is not None and found != declared:
+        raise fail(path, k0, f"the header announces {declared} {what}, the file has {found} (a truncated file?)")
+
+
 def _read_srew(raw: List[str], path, n: int) -> np.ndarray:
     """The state reward of a ``.srew`` file (its lines ``raw``)."""
     lines = data_lines(raw)
@@ -391,7 +395,10 @@ def _read_srew(raw: List[str], path, n: int) -> np.ndarray:
     if len(t) != 2:
         raise fail(path, k0, f"expected a header 'n nnz' (states, non-zero rewards), got {head!r}")
     # PRISM's header 'n nnz' starts with n, never a state index; Storm's files have no header
-    body = lines[1:] if parse_int(t[0], path, k0, "state index") == n else lines
+    header = parse_int(t[0], path, k0, "state index") == n
+    body = lines[1:] if header else lines
+    _counted(path, k0, parse_count(t[1], path, k0, "number of rewards") if header else None, len(body),
+             "rewards")
     r = np.zeros(n)
     listed = np.zeros(n, dtype=bool)
     for k, line in body:
