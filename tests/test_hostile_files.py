@@ -580,3 +580,26 @@ def test_a_truncated_srew_is_refused(tmp_path):
     srew = _write(tmp_path, "t.srew", "3 3\n0 1.5\n")
     with pytest.raises(ValueError, match=r"t\.srew.*announces 3 rewards, the file has 1"):
         cio.read_prism(tra, srew={"r": srew})
+
+
+@pytest.mark.parametrize("top, ok", [(2, True), (2 ** 64 - 1, False)])
+def test_unsigned_state_values_are_read_as_signed_integers_or_refused(tmp_path, top, ok):
+    # a uint64 state column was taken as it is: n - 1 at n = 0 then "overflowed" to 2**64 - 1, and values
+    # beyond 2**63 - 1 were accepted against the documented 64-bit range
+    import ctmc
+    m = ctmc.Model("u")
+    n = m.var("n", 0, 2)
+    m.event("up", guard=n < 2, rate=1.0, update={n: n + 1})
+    m.event("down", guard=n > 0, rate=2.0, update={n: n - 1})
+    p = tmp_path / "u.npz"
+    cio.save_npz(m.build(initial={"n": 0}), p)
+    members = dict(np.load(p, allow_pickle=False))
+    members["state_0"] = np.array([0, 1, top], dtype=np.uint64)
+    np.savez(p, **members)
+    if ok:
+        chain = cio.load_npz(p)
+        assert np.asarray(chain.states["n"]).dtype.kind == "i"
+        assert (np.asarray(chain.states["n"]) - 1).tolist() == [-1, 0, 1]
+    else:
+        with pytest.raises(ValueError, match="u.npz.*state_0.*beyond the 64-bit"):
+            cio.load_npz(p)

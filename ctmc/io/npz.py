@@ -150,6 +150,10 @@ class _Archive:
             want = f"{ndim}-d" + (f" of {size} entries" if size is not None else "")
             raise _fail(self.path, key, f"expected a {want} array of kind {kinds!r}, got shape {a.shape} "
                         f"of {a.dtype}")
+        if a.dtype.kind == "u":     # unsigned integers: within the signed 64-bit range, then read as such
+            if a.size and int(a.max()) > np.iinfo(np.int64).max:
+                raise _fail(self.path, key, f"value {int(a.max())} beyond the 64-bit integer range")
+            a = a.astype(np.int64)
         return a
 
     def names(self, key: str) -> List[str]:
