@@ -96,6 +96,9 @@ PRISM_ROWS = [
 ]
 
 DRN_ROWS = [
+    ("valuation of another variable", DRN_HEAD + DRN_BODY.replace("x=1", "y=1"), 12, "no value for y"),
+    ("valuation missing on a state", DRN_HEAD + DRN_BODY.replace("//[x=1]\n", ""), 15,
+     "no valuation comment"),
     ("valuation 2^63", DRN_HEAD + DRN_BODY.replace("x=1", f"x={BIG}"), 16, "out of range"),
     ("valuation underscore", DRN_HEAD + DRN_BODY.replace("x=1", "x=1_0"), 16, "integer"),
     ("valuation twice a variable", DRN_HEAD + DRN_BODY.replace("[x=1]", "[x=1\t& x=2]"), 16, "two values"),

@@ -141,10 +141,15 @@ def _valuation(text: str, path, lineno):
 
 
 def _drn_states(blocks: "_Blocks", path):
-    """State variables from the valuation comments, or None when they are missing or inconsistent."""
+    """State variables from the valuation comments; None when no state has one. A file where some
+    states have one and others not, or where a state lacks a variable another has, is refused (naming
+    the line): dropping every valuation for an index variable would reinterpret the file silently."""
     vals, empties, n = blocks.vals, blocks.empties, len(blocks.vals)
-    if any(v is None for v in vals):
+    if all(v is None for v in vals):
         return None
+    if any(v is None for v in vals):
+        i = next(i for i, v in enumerate(vals) if v is None)
+        raise fail(path, blocks.val_line[i], f"state {i} has no valuation comment '//[...]', other states do")
     names: List[str] = []
     for v in vals:
         names += [k for k in v if k not in names]
@@ -154,7 +159,8 @@ def _drn_states(blocks: "_Blocks", path):
         missing = [k for k in names if k not in v]
         # Storm writes a true boolean as an empty item in some versions: one empty item per missing boolean
         if missing and (len(missing) != e or not set(missing) <= booleans):
-            return None
+            raise fail(path, blocks.val_line[i], f"the valuation of state {i} has no value for "
+                       f"{', '.join(missing)} (other states have one)")
         for c, k in enumerate(names):
             table[i, c] = v.get(k, 1)
     distinct_states(table, path, blocks.val_line)
