@@ -51,7 +51,7 @@ from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
 from .transient import TAIL_EPS, backward, check_uniformization, initial_law
 
-__all__ = ["prob_within", "cumulative_reward", "long_run", "throughput"]
+__all__ = ["prob_within", "expected_at", "cumulative_reward", "long_run", "throughput"]
 
 
 def _start_law(op, p0, chain=None):
@@ -83,7 +83,7 @@ def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate,
     overflow = op.allmax(float(not np.all(np.isfinite(U)))
                          + float(value is not None and not np.all(np.isfinite(value))))
     # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
-    tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else 1.0, 1e-300)
+    tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else scale, 1e-300)
     status, msg = judge(Status.SUCCESS, (
         f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
         f"{resid:.1e}" + ("" if p is not None else "; no initial law (the chain has no initial state): value is None")),
@@ -122,6 +122,38 @@ def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000
     res = _uniformized_measure(op, A, A.astype(float), tv, p, eps=eps, max_terms=max_terms,
                                integrate=False, scale=1.0, lo=np.zeros(tv.size), hi=np.ones(tv.size),
                                name="prob_within", t0=t0)
+    return res.check(check)
+
+
+def expected_at(chain, values, t, p0=None, *, absorbing=None, eps=TAIL_EPS, max_terms=10_000_000,
+                backend="scipy", check=True):
+    """``E_i[v(X_t)]`` from every state ``i`` and from the initial law, the states of ``absorbing``
+    (a set, or None) made absorbing: :func:`prob_within` is the indicator of its target with the
+    target absorbing; an instantaneous reward is a reward with nothing absorbing. Every value lies
+    in ``[min v, max v]`` (the range check); the bound is graded against ``max |v|``.
+
+    Examples
+    --------
+    State 0 left at rate 2 for state 1, value 1 in state 0: ``exp(-2t)``.
+
+    >>> import ctmc
+    >>> from ctmc.measures import expected_at
+    >>> c = ctmc.CTMC([[-2.0, 2.0], [0.0, 0.0]], initial=0)
+    >>> round(float(expected_at(c, [1.0, 0.0], 0.5).value[0]), 12), round(2.718281828459045 ** -1, 12)
+    (0.367879441171, 0.367879441171)
+    """
+    check_uniformization(eps, max_terms)
+    tv = as_points(t, "t")
+    t0 = time.perf_counter()
+    op = operator_for(chain, backend)
+    v = owned_values(values, op.states, op.n, op.start, op.stop, "values", chain.named_vectors(), finite=True)
+    A = None if absorbing is None else owned_mask(absorbing, op.states, op.n, op.start, op.stop, "absorbing")
+    p = _start_law(op, p0, chain)
+    hi = op.allmax(float(v.max()) if v.size else -np.inf)
+    lo = -op.allmax(float(-v.min()) if v.size else -np.inf)
+    res = _uniformized_measure(op, A, v.astype(float), tv, p, eps=eps, max_terms=max_terms, integrate=False,
+                               scale=max(abs(lo), abs(hi)), lo=np.full(tv.size, lo), hi=np.full(tv.size, hi),
+                               name="expected_at", t0=t0)
     return res.check(check)
 
 

@@ -264,3 +264,24 @@ def test_transient_at_a_huge_time_is_dense_or_refused_not_a_hang():
     big.event("down", guard=k > 0, rate=2.0, update={k: k - 1})
     with pytest.raises(ValueError, match="t: the largest time needs about"):
         big.build(initial={"k": 0}).transient({"k": 0}, 1e12)
+
+
+@pytest.mark.parametrize("absorbing", [None, {3}, {0, 2}])
+def test_expected_at_is_expm_of_the_generator_with_the_absorbing_rows_zero(absorbing):
+    # E_i[v(X_t)] = (e^{Q't} v)_i with Q' = Q with the rows of the absorbing states zero; prob_within is
+    # the case v = 1_A, A absorbing
+    from ctmc.measures import expected_at
+    rng = np.random.default_rng(3)
+    Q = rng.uniform(0.2, 2.0, (4, 4))
+    np.fill_diagonal(Q, 0.0)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    chain = ctmc.CTMC(Q, initial=1)
+    v = np.array([2.0, -1.0, 0.5, 3.0])
+    Qa = Q.copy()
+    if absorbing:
+        Qa[sorted(absorbing)] = 0.0
+    res = expected_at(chain, v, 0.7, absorbing=absorbing)
+    want = sla.expm(Qa * 0.7) @ v
+    np.testing.assert_allclose(np.asarray(res.values).reshape(-1), want, rtol=1e-12, atol=1e-14)
+    assert res.status is ctmc.Status.SUCCESS and res.error_bound < 1e-9
+    assert float(res.value[0]) == pytest.approx(want[1], rel=1e-12)

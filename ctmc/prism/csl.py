@@ -57,12 +57,11 @@ from typing import Any, Optional
 import numpy as np
 import scipy.sparse as sp
 
-from ..backends import operator_for
 from ..backends.base import worst
 from ..options import Tolerances
 from ..results import Status
 from ..sets import owned_values
-from ..transient import backward
+from ..measures import expected_at
 from .syntax import Node, PrismError
 from .translate import as_bool, is_const
 
@@ -150,14 +149,11 @@ def _absorbing(chain, keep: np.ndarray):
     return CTMC(sp.csr_matrix(Q), chain.states, initial=None if law is None else np.array(law), check=False)
 
 
-def _backward(chain, v0: np.ndarray, t: float, absorbing=None):
-    """``(e^{Q't} v0, absolute bound, steps)`` by uniformisation, :math:`Q'` with the states of
-    ``absorbing`` absorbing (:func:`ctmc.transient.backward`)."""
-    info: dict = {}
-    U, trunc = backward(operator_for(chain, "scipy"), np.asarray(v0, dtype=float), np.array([t]),
-                        absorbing=absorbing, info=info)
-    scale = float(np.abs(v0).max()) if v0.size else 0.0
-    return U[0], trunc * scale, info.get("steps", 0)
+def _at(chain, v0: np.ndarray, t: float, absorbing=None):
+    """:func:`ctmc.measures.expected_at` at one time ``t``: ``(e^{Q't} v0 in every state, its result)``,
+    :math:`Q'` with the states of ``absorbing`` (a mask, or None) absorbing."""
+    res = expected_at(chain, v0, t, absorbing=absorbing, check=False)
+    return np.asarray(res.values, dtype=float).reshape(-1), res
 
 
 def _until(ctx, phi, psi, t1, t2) -> Answer:
@@ -165,10 +161,11 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     if t1 > 0:
         u = _until(ctx, phi, psi, 0.0, None if t2 is None else t2 - t1)
         v0 = np.where(phi, u.values, 0.0)
-        v, b, steps = _backward(chain, v0, t1, None if phi.all() else ~phi)
-        bound = u.error_bound + b
+        v, res = _at(chain, v0, t1, None if phi.all() else ~phi)
+        bound = u.error_bound + float(res.error_bound)
         return Answer(v, worst(u.status, _graded(bound, 1.0)), bound,
-                      f"{u.method} then uniformization({steps} steps) on [0, {t1:g}]", u.result)
+                      f"{u.method} then uniformization({res.info['uniformization_steps']} steps) on [0, {t1:g}]",
+                      u.result)
     if not psi.any():
         return Answer(np.zeros(chain.n_states), method="empty target: 0")
     sub = _absorbing(chain, phi | psi)
@@ -265,9 +262,9 @@ def _reward(ctx, node, need) -> Answer:
     if what == "I":
         t = _constant(ctx, arg, "R=? [ I=t ]: t")
         r = _instant_vector(ctx, label, r)
-        v, b, steps = _backward(chain, r, t)
-        return Answer(v, _graded(b, float(np.abs(r).max()) if r.size else 0.0), b,
-                      f"uniformization({steps} steps)")
+        v, res = _at(chain, r, t)
+        return Answer(v, res.status, float(res.error_bound),
+                      f"uniformization({res.info['uniformization_steps']} steps)", res)
     target = _mask(ctx, arg, "R=? [ F phi ]: phi")
     if not target.any():
         return Answer(np.full(chain.n_states, np.inf), method="empty target: infinite")
