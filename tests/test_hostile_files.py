@@ -92,10 +92,18 @@ PRISM_ROWS = [
     ("srew underscore", {"tra": TRA, "srew": "3 1\n0 1_000\n"}, "srew", 2, "expected a number"),
     ("trew absent transition", {"tra": TRA, "trew": "3 1\n1 0 1.0\n"}, "trew", 2, "does not have"),
     ("trew absent self-loop", {"tra": TRA, "trew": "3 1\n1 1 1.0\n"}, "trew", 2, "does not have"),
+    ("tra rates summing beyond 1.8e308", {"tra": "3 4\n0 1 1\n1 2 1e308\n1 0 1e308\n2 0 4\n"}, "tra", 3,
+     "state 1 sum beyond"),
+    ("tra duplicates summing beyond 1.8e308", {"tra": "# c\n3 4\n0 1 1\n2 0 1e308\n\n2 0 1e308\n1 2 1\n"},
+     "tra", 4, "state 2 sum beyond"),
+    ("trew rewards beyond 1.8e308", {"tra": "3 3\n0 1 1\n1 2 1e300\n2 0 4\n",
+                                     "trew": "3 2\n0 1 1\n1 2 1e10\n"}, "trew", 3, "state 1 times their rates"),
     ("trew transition twice", {"tra": TRA, "trew": "3 2\n0 1 1\n0 1 2\n"}, "trew", 3, "second reward"),
 ]
 
 DRN_ROWS = [
+    ("choices not one a state", DRN_HEAD.replace("@nr_choices\n2", "@nr_choices\n3") + DRN_BODY, 9,
+     "@nr_choices is 3 for 2 states"),
     ("valuation of another variable", DRN_HEAD + DRN_BODY.replace("x=1", "y=1"), 12, "no value for y"),
     ("valuation missing on a state", DRN_HEAD + DRN_BODY.replace("//[x=1]\n", ""), 15,
      "no valuation comment"),

@@ -321,15 +321,25 @@ def fmt(x) -> str:
 # ---------------------------------------------------------------------------
 # chains: what the PRISM and DRN readers and writers share
 
-def generator_from_rates(rows, cols, rates, n: int) -> sp.csr_matrix:
-    """Generator from rate triples: duplicates summed, self-loops dropped."""
+def generator_from_rates(rows, cols, rates, n: int, path=None, line_of=None) -> sp.csr_matrix:
+    """Generator from rate triples: duplicates summed, self-loops dropped.
+
+    Rates whose sum out of a state passes the largest double are refused
+    naming the file, the state and (``line_of(state)``, when given) the line
+    of its first transition.
+    """
     rows, cols, rates = (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
                          np.asarray(rates, dtype=float))
     keep = rows != cols
-    R = sp.csr_matrix((rates[keep], (rows[keep], cols[keep])), shape=(n, n))
-    R.sum_duplicates()
-    R.eliminate_zeros()
-    exit_rates = np.asarray(R.sum(axis=1)).ravel()
+    with np.errstate(over="ignore"):
+        R = sp.csr_matrix((rates[keep], (rows[keep], cols[keep])), shape=(n, n))
+        R.sum_duplicates()
+        R.eliminate_zeros()
+        exit_rates = np.asarray(R.sum(axis=1)).ravel()
+    if not np.isfinite(exit_rates).all():
+        i = int(np.flatnonzero(~np.isfinite(exit_rates))[0])
+        raise fail(path, line_of(i) if line_of else None, f"the rates out of state {i} sum beyond the "
+                   "largest double (1.8e308): scale the rates (the time unit) down")
     Q = (R - sp.diags(exit_rates)).tocsr()
     Q.sort_indices()
     return Q

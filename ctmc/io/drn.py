@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -174,6 +174,7 @@ class _Header:
     reward_names: List[str]     # @reward_models, in the order of the reward brackets
     model: int                  # line number of @model: the state blocks follow it
     n_line: int                 # line number of the value of @nr_states
+    choices: Optional[Tuple[int, int]] = None   # @nr_choices and the line of its value
 
 
 def _read_header(raw: List[str], path) -> _Header:
@@ -183,7 +184,7 @@ def _read_header(raw: List[str], path) -> _Header:
     ``@reward_models``, ``@nr_states`` and ``@nr_choices``; ``//`` comments.
     """
     k, N = 0, len(raw)
-    mtype = n = n_line = None
+    mtype = n = n_line = choices = None
     reward_names: List[str] = []
 
     def next_line(after):
@@ -221,7 +222,7 @@ def _read_header(raw: List[str], path) -> _Header:
             n, n_line = parse_count(text, path, k, "number of states", lo=1), k
         elif line == "@nr_choices":
             text = next_line(k)
-            parse_count(text, path, k, "number of choices")
+            choices = (parse_count(text, path, k, "number of choices"), k)
         elif line == "@model":
             in_model = True
         else:
@@ -232,7 +233,7 @@ def _read_header(raw: List[str], path) -> _Header:
         raise fail(path, None, "no '@type:' line before '@model'")
     if n is None:
         raise fail(path, None, "no '@nr_states' before '@model'")
-    return _Header(n, reward_names, k, n_line)
+    return _Header(n, reward_names, k, n_line, choices)
 
 
 @dataclass
@@ -365,6 +366,9 @@ def _read_blocks(raw: List[str], head: _Header, path):
     transitions = blocks.transitions()      # a malformed transition is named before a missing state
     if blocks.state != head.n - 1:
         raise fail(path, head.n_line, f"@nr_states is {head.n} but the file lists {blocks.state + 1} states")
+    if head.choices is not None and head.choices[0] != head.n:
+        raise fail(path, head.choices[1], f"@nr_choices is {head.choices[0]} for {head.n} states: a CTMC "
+                   "has one choice a state (more is a Markov automaton or an MDP)")
     return blocks, transitions
 
 
@@ -462,7 +466,7 @@ def read_drn(path: PathLike) -> CTMC:
     with gc_paused():       # one dict a state: the collector would walk them again and again
         blocks, (rows, cols, rates) = _read_blocks(raw, head, path)
     row_sums = _exit_rates(blocks, rows, rates, path)
-    Q = generator_from_rates(rows, cols, rates, head.n)
+    Q = generator_from_rates(rows, cols, rates, head.n, path)
     rewards = _rewards(blocks, head.reward_names, row_sums)
     masks = _label_masks(blocks)
     initial = masks.pop(INIT, None)

@@ -202,7 +202,14 @@ def _read_tra(path, sta_lines: int = 0) -> Tuple[sp.csr_matrix, _Tra]:
     if n > max(2 * m + 1, sta_lines):
         raise fail(path, tra.line, f"{n} states for {m} transitions: they touch at most {2 * m + 1} states "
                    "(list every state in a .sta file to have more)")
-    return generator_from_rates(tra.rows, tra.cols, tra.rates, n), tra
+    return generator_from_rates(tra.rows, tra.cols, tra.rates, n, path,
+                                lambda i: _first_line_from(data, path, i)), tra
+
+
+def _first_line_from(data: bytes, path, i: int) -> Optional[int]:
+    """The line of the first transition out of state ``i`` in the text of a ``.tra`` file (for an error)."""
+    lines = data_lines(split_lines(decode(data, path)))
+    return next((k for k, line in lines[1:] if fields(line)[:1] == [str(i)]), None)
 
 
 _STA_PUNCT = bytes.maketrans(b":(),", b"    ")
@@ -456,7 +463,13 @@ def _read_trew(raw: List[str], path, Q: sp.csr_matrix, tra: _Tra) -> np.ndarray:
         a = int(order[twice[0] + 1])
         raise fail(path, where[a], f"the transition {rows[a]} -> {cols[a]} has a second reward "
                    f"(first on line {where[int(order[twice[0]])]})")
-    return np.bincount(rows_a, weights=rates * np.asarray(vals, dtype=float), minlength=n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.bincount(rows_a, weights=rates * np.asarray(vals, dtype=float), minlength=n)
+    if not np.isfinite(out).all():
+        i = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise fail(path, where[rows.index(i)], f"the transition rewards of state {i} times their rates "
+                   "sum beyond the largest double (1.8e308)")
+    return out
 
 
 def _read_rewards(srew, trew, Q: sp.csr_matrix, tra: _Tra) -> Dict[str, np.ndarray]:
