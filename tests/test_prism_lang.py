@@ -313,6 +313,10 @@ ERRORS = [
     ("ctmc\nmodule M x : [0..2]; [] true -> -1 : (x'=0); endmodule\n", r"<string>:2:33: rate -1"),
     ("ctmc\nmodule M x : [0..2]; endmodule\ninit x = 0 endinit\nmodule N y : [0..1] init 1; endmodule\n",
      r"<string>:4:26: variable 'y' has an init value and the program an init"),
+    ("ctmc\nmodule M x : [0..2]; [] mod(7, -3) = 1 -> 1 : (x'=0); endmodule\n",    # PRISM refuses it too
+     r"<string>:2:25: mod: the divisor must be a positive int, got -3"),
+    ("ctmc\nmodule M x : [0..2]; [] mod(x, 0) = 1 -> 1 : (x'=0); endmodule\n",
+     r"<string>:2:25: mod: the divisor must be a positive int, got 0"),
 ]
 
 

@@ -4,7 +4,9 @@ r"""From a parsed PRISM program to a :class:`ctmc.Model` (PRISM's CTMC semantics
 ``bool``; constants are evaluated at load time (and folded into the
 expressions that use them), the rest becomes a :mod:`ctmc.expr` expression.
 ``/`` is real division, as in PRISM; ``floor`` and ``ceil`` give ints;
-``mod`` takes ints; ``min``/``max`` take two or more arguments; ``log(x, b)``
+``mod`` takes ints and gives a value in ``0..n-1`` (a constant divisor
+``n <= 0`` is refused, as PRISM does; a divisor that varies is not checked
+for sign); ``min``/``max`` take two or more arguments; ``log(x, b)``
 is the logarithm to base ``b``. A bool variable is an integer variable in
 ``0..1`` (false = 0). Formulas are expanded where they are used (after a
 renamed module's renaming applies to them, as in PRISM).
@@ -294,8 +296,8 @@ class Scope:
         if fname == "mod":
             if not allint:
                 raise self.err("mod: expected int arguments", pos)
-            if is_const(xs[1]) and xs[1] == 0:
-                raise self.err("mod: division by zero", pos)
+            if is_const(xs[1]) and xs[1] <= 0:      # PRISM refuses a divisor <= 0 too
+                raise self.err(f"mod: the divisor must be a positive int, got {xs[1]}", pos)
             return xs[0] % xs[1], "int"
         if fname == "pow":
             if allint and is_const(xs[1]) and xs[1] < 0:
