@@ -343,6 +343,9 @@ P=? [ F<=U high ]
         ctmc.prism.check_file(chain, path)
     with pytest.raises(PrismError, match=r"names \['V'\], which the properties do not declare"):
         ctmc.prism.check_file(chain, text, constants={"T": 1, "V": 2})
+    for name in ("full", "init"):       # the model's own label, PRISM's built-in one: not redefined
+        with pytest.raises(PrismError, match=rf"<properties>:1:18: label '{name}' is already a label of"):
+            ctmc.prism.check_file(chain, f'label "{name}" = n <= 1;\nP=? [ F<=1 "{name}" ]\n')
     with pytest.raises(PrismError, match="constant 'K' is already a name of the model"):
         ctmc.prism.check_file(chain, "const int K = 2;\nP=? [ F n=K ]")
 

@@ -122,6 +122,9 @@ def _scope(chain, decls: Optional[Program], constants, file: str, uses_deadlock:
     if "deadlock" not in tr.labels and uses_deadlock:
         tr.labels["deadlock"] = _deadlock(chain)
     for name, node in decls.labels.items():
+        if name in tr.labels:       # a second meaning for a name the model or PRISM already gives
+            raise PrismError(f"label {name!r} is already a label of the model (or a built-in one): "
+                             "give the property file's label another name", file, node.pos.line, node.pos.col)
         v, t = state_values(Context(chain, tr, file), node)
         if t != "bool":
             raise PrismError(f"label {name!r}: expected a bool expression, got {t}", file, node.pos.line,
