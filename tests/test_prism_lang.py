@@ -284,6 +284,8 @@ ERRORS = [
     ("ctmc\nmodule M\n  x : int init 0;\nendmodule\n", r"<string>:3:7: variable 'x': unbounded int"),
     ("ctmc\n" + M + "module N = M [x=y] endmodule\nsystem M |[a]| N endsystem\n",
      r"<string>:4:10: system \.\.\. endsystem: '\|' is not supported"),
+    ("ctmc\n" + M + "module N = M [x=y] endmodule\nsystem M ||| N endsystem\n",
+     r"<string>:4:12: system \.\.\. endsystem: '\|\|\|' \(interleaving"),
     ("ctmc\n" + M + "module N = M [x=y] endmodule\nsystem M endsystem\n",
      r"<string>:4:1: system \.\.\. endsystem: only the default composition"),
     (M, r"<string>:1:1: no model type"),

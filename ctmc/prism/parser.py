@@ -348,6 +348,10 @@ class Parser:
                 raise self.error(f"system ... endsystem: {self.found()} is not supported (only the default "
                                  "parallel composition M1 || M2 || ... of every module)")
             self.next()
+            if self.at("|"):        # '|||' reads as '||' then '|'
+                raise self.error("system ... endsystem: '|||' (interleaving without synchronisation) is not "
+                                 "supported (only the default parallel composition M1 || M2 || ... of every "
+                                 "module)")
         self.next()
         self.prog.system = (tuple(names), pos)
 
