@@ -243,7 +243,8 @@ def _event_rates(chain, event):
     if isinstance(event, str):
         return repr(event), np.asarray(chain.event_rate(event), dtype=float)
     if not isinstance(event, (list, tuple, set, frozenset)) or not event:
-        raise ValueError(f"event: expected an event name or a non-empty list, tuple or set of names, got {event!r}")
+        raise ValueError(f"event: expected an event name or a non-empty list, tuple or set of names, "
+                         f"got {event!r}")
     names = sorted(event) if isinstance(event, (set, frozenset)) else list(event)
     bad = [e for e in names if not isinstance(e, str)]
     if bad:

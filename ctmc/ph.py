@@ -360,8 +360,8 @@ def _count(name, k, what, limit=None):
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"{name}: {what} must be an integer >= 1, got {k!r}")
     if limit is not None and k > limit:
-        raise ValueError(f"{name}: {what} must lie in 1..{limit} (ctmc.ph.MAX_PHASES: about 100 bytes a phase to "
-                         f"build, 500 for the moments), got {k!r}")
+        raise ValueError(f"{name}: {what} must lie in 1..{limit} (ctmc.ph.MAX_PHASES: about 100 bytes a "
+                         f"phase to build, 500 for the moments), got {k!r}")
     return int(k)
 
 

@@ -224,7 +224,8 @@ def _compositions(total, parts):
     return sum(1 for x in itertools.product(range(total + 1), repeat=parts) if sum(x) == total)
 
 
-@pytest.mark.parametrize("law, c, K", [(ph.exponential(1.0), 3, 7), (ph.erlang(3), 3, 6), (ph.fit(1.0, 4.0), 4, 9),
+@pytest.mark.parametrize("law, c, K", [(ph.exponential(1.0), 3, 7), (ph.erlang(3), 3, 6),
+                                       (ph.fit(1.0, 4.0), 4, 9),
                                        (ph.erlang(5), 2, 2), (_random_law(1, 4), 3, 5)])
 def test_state_count_is_the_number_of_compositions(law, c, K):
     chain, _, _ = station(law, 1.0, c, K)
@@ -263,7 +264,8 @@ def test_throughput_of_mmck_against_the_closed_form():
     assert float(chain.throughput(st.completion_events)) == pytest.approx(float(exact), rel=1e-12)
 
 
-@pytest.mark.parametrize("event, match", [(["arrive", "nope", "gone"], r"event: no events \['nope', 'gone'\]"),
+@pytest.mark.parametrize("event, match", [(["arrive", "nope", "gone"],
+                                           r"event: no events \['nope', 'gone'\]"),
                                           ([], "non-empty"), (["arrive", "arrive"], "more than once"),
                                           (["arrive", 3], "strings"), (7, "event name"),
                                           ("nope", "no event 'nope'")])
@@ -332,7 +334,8 @@ def test_servers_out_of_range_is_refused_naming_the_range(servers):
 
 
 @pytest.mark.parametrize("law, c, K, match", [
-    (ph.erlang(10), 30, 40, r"servers: 30 servers with 10 phases and capacity 40 make .* states \(allowed up to"),
+    (ph.erlang(10), 30, 40,
+     r"servers: 30 servers with 10 phases and capacity 40 make .* states \(allowed up to"),
     (ph.erlang(40), 2, 2, r"servers: 2 servers with 40 phases .* fewer than 2\^62")])
 def test_a_station_too_large_is_refused_before_declaring(law, c, K, match):
     m = ctmc.Model("big")
