@@ -151,8 +151,8 @@ def declare_completions(station, own, work, user, scaled, to) -> tuple:
             for g2, p2, u2, x2 in down:
                 nm = f"{station.name}_done_{i + 1}{x1}{x2}"
                 r = float(s[i]) * p1 * p2
-                station.model.event(nm, guard=work & at & g1 & g2,
-                                    rate=scaled(r if count is None else count * r), update={**u1, **u2, **user})
+                rate = scaled(r if count is None else count * r)
+                station.model.event(nm, guard=work & at & g1 & g2, rate=rate, update={**u1, **u2, **user})
                 done.append(nm)
     return tuple(done)
 
