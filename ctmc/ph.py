@@ -38,7 +38,9 @@ an Erlang-:math:`10^6` is a bidiagonal matrix of 2e6 entries. Moments take one (
 LU of :math:`-S`, the variance is a sum of non-negative terms, and :meth:`PhaseType.sf`,
 :meth:`PhaseType.cdf` and :meth:`PhaseType.pdf` keep their relative accuracy down to the
 smallest doubles (closed forms where :math:`S` is diagonal or one rate along a chain,
-log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``).
+log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``). :func:`erlang` and
+:func:`fit` refuse laws of more than :data:`MAX_PHASES` (:math:`10^7`) phases, naming the parameter,
+rather than run out of memory.
 
 Service stations
 ----------------
@@ -101,7 +103,7 @@ from .options import positive_number
 from .ph_servers import StationBase, add_servers, check_servers, check_update, declare_completions, speed_rule
 
 __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
-           "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
+           "fit", "fit_h2", "fit_coxian2", "Station", "add_service", "MAX_PHASES"]
 
 
 #: the builders (:func:`erlang`, :func:`fit`) refuse laws of more phases (an Erlang-10^7 takes about
@@ -383,7 +385,8 @@ def exponential(rate: Optional[float] = None, *, mean: Optional[float] = None) -
 def erlang(k: int, mean: float = 1.0) -> PhaseType:
     """The Erlang-``k`` law of the given ``mean``: ``k`` phases in series, each of rate ``k / mean``.
 
-    Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``.
+    Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``. ``k`` lies in
+    ``1..MAX_PHASES`` (ValueError naming ``k`` otherwise).
     """
     k = _count("k", k, "the number of Erlang phases", MAX_PHASES)
     mean = positive_number("mean", mean)
