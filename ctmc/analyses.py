@@ -287,9 +287,15 @@ class Analyses:
         return self._bind(measures.long_run(self, self._named_set(p0, "p0"), method, backend=backend,
                                             check=check, **options))
 
-    def throughput(self, event: str, p0=None, method: str = "auto", *, backend=None, check: bool = True,
+    def throughput(self, event, p0=None, method: str = "auto", *, backend=None, check: bool = True,
                    **options):
         """Long-run rate at which a model event fires, under :meth:`long_run`'s law.
+
+        Parameters
+        ----------
+        event : str, or list, tuple or set of str
+            An event name, or several: their rates summed (e.g. ``station.completion_events``
+            of :func:`ctmc.ph.add_service`); an unknown name is refused naming it.
 
         Returns
         -------

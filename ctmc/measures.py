@@ -31,7 +31,9 @@ rate per state.
     :math:`\sum_i \pi_i \lambda_e(i)`, the long-run rate at which a model
     event fires (blocked firings that leave the state unchanged count), with
     :math:`\pi` the long-run law from :math:`p_0`; bound
-    :math:`\|\hat\pi - \pi\|_1 \max_i \lambda_e(i)`.
+    :math:`\|\hat\pi - \pi\|_1 \max_i \lambda_e(i)`. For a set :math:`E` of events
+    (a list, tuple or set of names) :math:`\lambda_e` is :math:`\sum_{e \in E} \lambda_e`
+    throughout, value and bound (e.g. the completions of a phase-type station).
 
 Every function is written once on the backend primitives or on the chain's
 analyses, so it serves every backend.
@@ -235,29 +237,62 @@ def long_run(chain, p0=None, method="auto", *, backend=None, check=True, **optio
     return res.check(check)
 
 
+def _event_rates(chain, event):
+    """``(label, owned per-state rate)`` of one event name, or of the sum over a list, tuple or set
+    of names (a set in sorted order); unknown, repeated or non-string names are refused first."""
+    if isinstance(event, str):
+        return repr(event), np.asarray(chain.event_rate(event), dtype=float)
+    if not isinstance(event, (list, tuple, set, frozenset)) or not event:
+        raise ValueError(f"event: expected an event name or a non-empty list, tuple or set of names, "
+                         f"got {event!r}")
+    names = sorted(event) if isinstance(event, (set, frozenset)) else list(event)
+    bad = [e for e in names if not isinstance(e, str)]
+    if bad:
+        raise ValueError(f"event: the event names must be strings, got {bad!r}")
+    twice = sorted({e for e in names if names.count(e) > 1})
+    if twice:
+        raise ValueError(f"event: {twice} named more than once (each event counts once)")
+    model = getattr(chain, "model", None)
+    if model is not None:
+        known = {e.name for e in (*model.events, *model.immediates)}
+        unknown = [e for e in names if e not in known]
+        if unknown:
+            some = sorted(known)
+            raise ValueError(f"event: no events {unknown} in model {model.name!r}; events are "
+                             f"{some[:12]}{' and more' if len(some) > 12 else ''}")
+    return repr(names), sum(np.asarray(chain.event_rate(e), dtype=float) for e in names)
+
+
 def throughput(chain, event, p0=None, method="auto", *, backend=None, check=True, **options) -> MeasureResult:
-    """Long-run rate at which the model event ``event`` fires; see :meth:`ctmc.CTMC.throughput`.
+    """Long-run rate at which the model event ``event`` fires, or the events of a list, tuple or set
+    of names together (the sum of their rates weighted by the law, one bound for the sum); see
+    :meth:`ctmc.CTMC.throughput`.
 
     Examples
     --------
     M/M/1/3 with arrival rate 1, service rate 2: the departures' throughput
-    is ``1 - pi_3`` (arrivals not lost), ``pi_3 = 1/15``.
+    is ``1 - pi_3`` (arrivals not lost), ``pi_3 = 1/15``; with the lost arrivals it is the
+    arrival rate.
 
     >>> import ctmc
     >>> m = ctmc.Model("mm13"); n = m.var("n", 0, 3)
     >>> m.event("arrive", guard=n < 3, rate=1.0, update={n: n + 1})
+    >>> m.event("lost", guard=n == 3, rate=1.0, update={})
     >>> m.event("depart", guard=n > 0, rate=2.0, update={n: n - 1})
-    >>> round(float(m.build(initial={"n": 0}).throughput("depart")), 12), round(1 - 1 / 15, 12)
+    >>> chain = m.build(initial={"n": 0})
+    >>> round(float(chain.throughput("depart")), 12), round(1 - 1 / 15, 12)
     (0.933333333333, 0.933333333333)
+    >>> round(float(chain.throughput(["arrive", "lost"])), 12)
+    1.0
     """
     t0 = time.perf_counter()
-    rate = np.asarray(chain.event_rate(event), dtype=float)      # the owned states' rates
+    label, rate = _event_rates(chain, event)       # the owned states' rates
     law = long_run(chain, p0, method, backend=backend, check=check, **options)
     op = operator_for(chain, chain.resolve_backend(backend))
     value = op.allsum(float(law.pi[op.start:op.stop] @ rate))
     rmax = op.allmax(float(rate.max()) if rate.size else 0.0)
     res = MeasureResult(method=law.method, backend=law.backend, status=law.status,
-                        message=f"throughput of {event!r} under the long-run law ({law.message})",
+                        message=f"throughput of {label} under the long-run law ({law.message})",
                         iterations=law.iterations, residual=law.residual, wall_time=time.perf_counter() - t0,
                         info={"law": law}, value=value, values=None,
                         t=None, error_bound=law.error_bound * rmax)

@@ -38,7 +38,9 @@ an Erlang-:math:`10^6` is a bidiagonal matrix of 2e6 entries. Moments take one (
 LU of :math:`-S`, the variance is a sum of non-negative terms, and :meth:`PhaseType.sf`,
 :meth:`PhaseType.cdf` and :meth:`PhaseType.pdf` keep their relative accuracy down to the
 smallest doubles (closed forms where :math:`S` is diagonal or one rate along a chain,
-log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``).
+log-scaled uniformisation otherwise; the numerics live in ``ctmc/_phnum.py``). :func:`erlang` and
+:func:`fit` refuse laws of more than :data:`MAX_PHASES` (:math:`10^7`) phases, naming the parameter,
+rather than run out of memory.
 
 Service stations
 ----------------
@@ -58,8 +60,12 @@ follows this convention:
   event per starting phase, its rate multiplied by :math:`\alpha_k`), else
   :math:`j \to 0`;
 * a job joining the empty station starts in phase :math:`k` with probability
-  :math:`\alpha_k`: :meth:`Station.arrival` declares such arrival events, and
-  ``to=`` sends completed jobs to a downstream station with the same choice.
+  :math:`\alpha_k`: :meth:`~ctmc.ph_servers.StationBase.arrival` declares such arrival events,
+  and ``to=`` sends completed jobs to a downstream station with the same choice.
+
+With ``servers=c`` (:math:`c > 1`) the station has :math:`c` servers and keeps, instead of a
+phase variable, one counter per phase: the number of servers busy in it (the exact lumped
+representation of :mod:`ctmc.ph_servers`, which also holds what both kinds of station share).
 
 Every random choice of phase is one event per outcome, so all rates stay
 constants and the generator is exactly that of the queue. See
@@ -94,11 +100,15 @@ from ._phnum import (DENSE_MAX, SPARSE_FROM, Solver, chain_tails, check_subgener
 from .expr import Var
 from .model import Model
 from .options import positive_number
+from .ph_servers import StationBase, add_servers, check_servers, check_update, declare_completions, speed_rule
 
 __all__ = ["PhaseType", "exponential", "erlang", "hyperexponential", "coxian", "phase_type",
-           "fit", "fit_h2", "fit_coxian2", "Station", "add_service"]
+           "fit", "fit_h2", "fit_coxian2", "Station", "add_service", "MAX_PHASES"]
 
 
+#: the builders (:func:`erlang`, :func:`fit`) refuse laws of more phases (an Erlang-10^7 takes about
+#: 1 GB to build and 5 GB for its moments)
+MAX_PHASES = 10 ** 7
 #: a dense law's points with ``q x`` above this are evaluated by stochastic_exp (see :meth:`PhaseType.sf`)
 _UNIFORMIZE_MAX = 1000.0
 
@@ -347,9 +357,13 @@ def _short(a) -> str:
 # ---------------------------------------------------------------------------
 # constructors
 # ---------------------------------------------------------------------------
-def _count(name, k, what):
+def _count(name, k, what, limit=None):
+    """``k`` as an int >= 1 (and <= ``limit``), else ValueError naming ``name`` and the range."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"{name}: {what} must be an integer >= 1, got {k!r}")
+    if limit is not None and k > limit:
+        raise ValueError(f"{name}: {what} must lie in 1..{limit} (ctmc.ph.MAX_PHASES: about 100 bytes a "
+                         f"phase to build, 500 for the moments), got {k!r}")
     return int(k)
 
 
@@ -371,9 +385,10 @@ def exponential(rate: Optional[float] = None, *, mean: Optional[float] = None) -
 def erlang(k: int, mean: float = 1.0) -> PhaseType:
     """The Erlang-``k`` law of the given ``mean``: ``k`` phases in series, each of rate ``k / mean``.
 
-    Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``.
+    Its scv is ``1/k``; as ``k`` grows it tends to the constant ``mean``. ``k`` lies in
+    ``1..MAX_PHASES`` (ValueError naming ``k`` otherwise).
     """
-    k = _count("k", k, "the number of Erlang phases")
+    k = _count("k", k, "the number of Erlang phases", MAX_PHASES)
     mean = positive_number("mean", mean)
     a = np.zeros(k)
     a[0] = 1.0
@@ -548,6 +563,7 @@ def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
     if k > max_phases:
         raise ValueError(f"scv: matching scv={c2!r} needs {k} phases, more than max_phases={max_phases} "
                          "(raise max_phases, or use erlang(k) for an almost constant time)")
+    _count("scv", k, f"the number of phases matching scv={c2!r}", MAX_PHASES)
     p = (k * c2 - math.sqrt(max(k * (1 + c2) - k * k * c2, 0.0))) / (1 + c2)
     p = min(max(p, 0.0), 1.0)
     mu = (k - p) / m
@@ -560,13 +576,12 @@ def fit(mean: float, scv: float, *, max_phases: int = 1000) -> PhaseType:
 # ---------------------------------------------------------------------------
 # stations
 # ---------------------------------------------------------------------------
-def _key(v) -> str:
-    return v.name if isinstance(v, Var) else str(v)
-
-
 @dataclass(frozen=True, eq=False)
-class Station:
+class Station(StationBase):
     r"""A single-server station whose service events were declared by :func:`add_service`.
+
+    Arrivals: :meth:`~ctmc.ph_servers.StationBase.arrival`; its part of an initial state:
+    :attr:`~ctmc.ph_servers.StationBase.empty`.
 
     Attributes
     ----------
@@ -589,7 +604,10 @@ class Station:
     phase_events: tuple
     completion_events: tuple
 
-    def _joins(self):
+    def own_variables(self) -> tuple:
+        return (self.queue, self.phase)
+
+    def joins(self) -> list:
         """``(guard, probability, update, suffix)`` for a job joining the station: on an empty
         station one branch per starting phase ``k`` (probability ``alpha_k``)."""
         n, j = self.queue, self.phase
@@ -598,49 +616,12 @@ class Station:
             out.append((n == 0, float(self.law.alpha[k]), {n: 1, j: int(k) + 1}, f"_{self.name}_start_{k + 1}"))
         return out
 
-    def arrival(self, name: str, rate: Any, *, guard: Any = True,
-                update: Optional[Mapping] = None) -> tuple:
-        """Declare the events of jobs arriving at rate ``rate`` (lost when the queue is full).
-
-        An arrival to a busy station is the event ``name``; one to the empty
-        station is the event ``{name}_{station}_start_{k}`` of rate
-        ``rate * alpha_k``, the job starting in phase ``k``. ``guard`` and
-        ``update`` (other variables only) apply to every one of them: an
-        arrival from elsewhere in the model (a server that is not a
-        phase-type station, a router) is written with them.
-
-        Returns
-        -------
-        tuple of str
-            The names of the events declared.
-        """
-        user = _user_update(update, self, "update")
-        names = []
-        for g, p, upd, sfx in self._joins():
-            nm = f"{name}{sfx}"
-            self.model.event(nm, guard=g & guard, rate=rate if p == 1.0 else rate * p,
-                             update={**upd, **user})
-            names.append(nm)
-        return tuple(names)
-
-
-def _user_update(update, station, what):
-    if update is None:
-        return {}
-    if not isinstance(update, Mapping):
-        raise ValueError(f"{what}: expected a dict {{var: expression}}, got {type(update).__name__}")
-    own = {station.queue.name, station.phase.name}
-    clash = sorted(own & {_key(k) for k in update})
-    if clash:
-        raise ValueError(f"{what}: must not change the station's own variables {clash} "
-                         "(the helper sets them)")
-    return dict(update)
-
 
 def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] = None, *,
                 name: str = "service", guard: Any = True, speed: Any = 1.0,
-                update: Optional[Mapping] = None, to: Optional[Station] = None) -> Station:
-    r"""Declare the phase-type service of a single-server station on ``model``.
+                update: Optional[Mapping] = None, to: Optional[StationBase] = None,
+                servers: int = 1) -> StationBase:
+    r"""Declare the phase-type service of a station of one or ``servers`` servers on ``model``.
 
     The phase convention is the one of the module docstring: ``phase`` is 0
     when ``queue == 0`` and the phase (1..m) of the job in service otherwise.
@@ -665,7 +646,12 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
       after service proper) needs a state of its own, e.g. a flag variable
       set by ``update`` on a completion routed elsewhere.
 
-    Arrivals are declared by :meth:`Station.arrival` of the returned station.
+    Arrivals are declared by :meth:`~ctmc.ph_servers.StationBase.arrival` of the returned station.
+
+    With ``servers=c > 1`` the station has ``c`` servers: counters ``{name}_busy_{i}`` (busy
+    servers in phase ``i``) replace the phase variable, phase moves and completions have rates
+    ``x_i S_ik`` and ``x_i s_i``, the events keep the names above (no ``_through_`` runs);
+    :mod:`ctmc.ph_servers` gives them and the station's state count.
 
     Parameters
     ----------
@@ -689,12 +675,17 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
         Further updates at a completion (other variables than the station's
         own), e.g. a counter or a job sent to a station that is not
         phase-type.
-    to : Station, optional
+    to : Station or MultiServerStation, optional
         A downstream phase-type station receiving the completed jobs.
+    servers : int
+        The number of servers, ``1..K`` (default 1, the single-server station above). Refused
+        where the station alone would exceed :data:`ctmc.ph_servers.MAX_STATES` states, or its
+        counters the state encoding (:func:`ctmc.ph_servers.check_servers`).
 
     Returns
     -------
-    Station
+    Station or MultiServerStation
+        :class:`Station` for one server, :class:`~ctmc.ph_servers.MultiServerStation` for more.
 
     Raises
     ------
@@ -750,28 +741,30 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
     declared = {v.name: v for v in model.variables}
     if declared.get(queue.name) is not queue:
         raise ValueError(f"queue: {queue!r} is not a variable of model {model.name!r}")
-    mph = law.n_phases
-    if phase is None:
-        phase = model.var(f"{name}_phase", 0, mph)
-    elif not isinstance(phase, Var) or declared.get(phase.name) is not phase:
-        raise ValueError(f"phase: expected a variable of model {model.name!r}, got {phase!r}")
-    elif phase.lo > 0 or phase.hi < mph:
-        raise ValueError(f"phase: bounds must cover 0..{mph} (0 = empty, 1..{mph} = phase in service), "
-                         f"got {phase.lo}..{phase.hi}")
-    if to is not None and (not isinstance(to, Station) or to.model is not model):
-        raise ValueError("to: expected a Station of the same model (returned by add_service)")
+    if to is not None and (not isinstance(to, StationBase) or to.model is not model):
+        raise ValueError("to: expected a station of the same model (returned by add_service)")
     if to is not None and to.queue is queue:
         raise ValueError("to: a station cannot send its jobs to itself")
-    st = Station(model, law, queue, phase, name, (), ())
-    user = _user_update(update, st, "update")
+    c = check_servers(servers, queue, law)
     if to is not None:
-        _user_update(update, to, "update")
+        to.check_update(update, "update")
+    if c > 1:
+        if phase is not None:
+            raise ValueError(f"phase: a station of {c} servers keeps one counter per phase "
+                             f"({name}_busy_1..), not a phase variable: leave phase out")
+        return add_servers(model, law, queue, c, name=name, guard=guard, speed=speed, update=update, to=to)
+    mph = law.n_phases
+    if phase is not None and (not isinstance(phase, Var) or declared.get(phase.name) is not phase):
+        raise ValueError(f"phase: expected a variable of model {model.name!r}, got {phase!r}")
+    if phase is not None and (phase.lo > 0 or phase.hi < mph):
+        raise ValueError(f"phase: bounds must cover 0..{mph} (0 = empty, 1..{mph} = phase in service), "
+                         f"got {phase.lo}..{phase.hi}")
+    user = check_update(update, [queue.name, f"{name}_phase" if phase is None else phase.name], "update")
+    if phase is None:
+        phase = model.var(f"{name}_phase", 0, mph)
     n, j = queue, phase
     work = (n > 0) & guard
-
-    def scaled(r):
-        return r if (isinstance(speed, (int, float)) and speed == 1.0) else speed * r
-
+    scaled = speed_rule(speed)
     moves = []
     for i0, i1, d, rate in law.phase_moves:
         if i0 == i1:
@@ -783,15 +776,6 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
     own = [(n == 1, 1.0, {n: 0, j: 0}, "")]
     for k in np.flatnonzero(law.alpha > 0):
         own.append((n >= 2, float(law.alpha[k]), {n: n - 1, j: int(k) + 1}, f"_next_{k + 1}"))
-    down = [(True, 1.0, {}, "")] if to is None else to._joins()
-    done = []
-    s = law.exit_rates
-    for i in np.flatnonzero(s > 0):
-        for g1, p1, u1, x1 in own:
-            for g2, p2, u2, x2 in down:
-                nm = f"{name}_done_{i + 1}{x1}{x2}"
-                model.event(nm, guard=work & (j == int(i) + 1) & g1 & g2,
-                            rate=scaled(float(s[i]) * p1 * p2), update={**u1, **u2, **user})
-                done.append(nm)
-    st = Station(model, law, queue, phase, name, tuple(moves), tuple(done))
-    return st
+    st = Station(model, law, queue, phase, name, (), ())
+    done = declare_completions(st, lambda i: (j == i + 1, None, own), work, user, scaled, to)
+    return Station(model, law, queue, phase, name, tuple(moves), done)
