@@ -72,3 +72,12 @@ if .venv/bin/python -m pip show -f ctmc 2>/dev/null | grep -q "__editable__.ctmc
     .venv/bin/python -m pip uninstall -q -y ctmc
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check "numpy<2" -e ".${extras}"
+if [ "$petsc" = 1 ] && ! .venv/bin/python -c "import petsc4py, slepc4py" 2>/dev/null; then
+    # Debian's petsc4py.pth/slepc4py.pth look under /usr/lib/petsc and /usr/lib/slepc, links that only the
+    # -dev packages' alternatives create: point the venv at the runtime packages' own folders instead
+    site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    ls -d /usr/lib/petscdir/*/*-real/lib/python3/dist-packages /usr/lib/slepcdir/*/*-real/lib/python3/dist-packages \
+        2>/dev/null | sort -V > "$site/ctmc-debian-petsc.pth"
+    .venv/bin/python -c "import petsc4py, slepc4py" \
+        || { echo "bootstrap.sh: petsc4py/slepc4py still not importable from .venv" >&2; exit 1; }
+fi
