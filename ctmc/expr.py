@@ -191,6 +191,13 @@ class Expr:
     def __ror__(self, o): return self._bin(o, np.logical_or, "|", True)
 
     def __invert__(self):
+        node = self._node
+        if node is not None and (
+                (node[0] == "var" and isinstance(self, Var) and not 0 <= self.lo <= self.hi <= 1)
+                or node[0] in ("neg", "abs") or (node[0] == "bin" and node[1] in _ARITH + ("/",))
+                or (node[0] == "const" and not isinstance(node[1], (bool, np.bool_)))):
+            raise ExpressionError(f"'~' of the number {_render(self)}: '~' is the logical not of a condition, "
+                                  "not Python's bitwise ~ (write e.g. (n == 0) or -n - 1)")
         f = self._fn
         return Expr(lambda env: np.logical_not(f(env)), None, ("not", self))
 

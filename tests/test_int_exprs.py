@@ -431,3 +431,15 @@ def test_a_cli_expression_nested_too_deeply_is_refused_in_one_line(text):
     from ctmc.exprparse import parse_expr
     with pytest.raises(ValueError, match="nested too deeply"):
         parse_expr(text, ["n"])
+
+
+def test_tilde_is_refused_on_numbers_and_kept_on_conditions():
+    """``~`` is the logical not of a condition: on a number it would silently not be Python's ``~n``."""
+    m = ctmc.Model("tilde")
+    n, b = m.var("n", 0, 3), m.var("b", 0, 1)
+    for bad in (lambda: ~n, lambda: ~(n + 1), lambda: ~(-n), lambda: ~(n // 2), lambda: ~as_expr(2)):
+        with pytest.raises(ValueError, match="'~' of the number"):
+            bad()
+    env = {"n": np.arange(4), "b": np.array([0, 1, 0, 1])}
+    assert (~(n > 1)).evaluate(env).tolist() == [True, True, False, False]
+    assert (~b).evaluate(env).tolist() == [True, False, True, False]      # a 0..1 variable is a condition
