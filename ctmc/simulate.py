@@ -68,13 +68,13 @@ from typing import Optional
 
 import numpy as np
 
-from . import _compiled
+from ._compiled import NotCompilable, compile_model
 from .expr import Expr
 from .exprparse import parse_expr
 from .results import ModelError
 
 try:
-    from . import _explore as _eng       # the compiled engine (its sim_* entry points: ctmc/_explore_sim.h)
+    import ctmc._explore as _eng          # the compiled engine (its sim_* entry points: ctmc/_explore_sim.h)
 except ImportError:                       # not built: the simulator refuses (Simulator._engine)
     _eng = None
 
@@ -214,8 +214,8 @@ class Simulator:
             raise ValueError("simulate: the C extension ctmc._explore is not installed (the simulator runs on "
                              "the compiled engine; reinstall ctmc with a C compiler)")
         try:
-            out = _compiled.compile_model(self.model, self.layout, programs)
-        except _compiled.NotCompilable as exc:
+            out = compile_model(self.model, self.layout, programs)
+        except NotCompilable as exc:
             raise ValueError(f"simulate: model {self.model.name!r} does not compile ({exc}); the simulator runs "
                              "on the compiled engine only (there is no numpy fallback)") from None
         lay = self.layout
@@ -235,12 +235,14 @@ class Simulator:
         return expr, parse_expr(expr, [v.name for v in self.model.variables])
 
     def _measures(self, exprs):
-        exprs = [exprs] if isinstance(exprs, (str, Expr)) else list(exprs)
+        """The measures ``[(text, Expr), ...]`` and whether one was given alone (not in a list)."""
+        alone = isinstance(exprs, (str, Expr))
+        exprs = [exprs] if alone else list(exprs)
         if not exprs:
             raise ValueError("expressions: none given")
         if len(exprs) > 64:
             raise ValueError(f"expressions: at most 64 at a time, got {len(exprs)}")
-        return [self._measure(e) for e in exprs]
+        return [self._measure(e) for e in exprs], alone
 
     def _stopped(self, status, code, what):
         """The error for a path the engine stopped (status, the state's code)."""
@@ -268,9 +270,9 @@ class Simulator:
                   threads: int = 1) -> list:
         """:math:`\\mathbb{E}[f(X_t)]` at each of ``times`` for each expression, over ``runs`` runs.
 
-        Returns a list of :class:`TransientEstimate`, one per expression.
+        Returns a :class:`TransientEstimate` (a list of them, one per expression, for a list).
         """
-        measures = self._measures(expressions)
+        measures, alone = self._measures(expressions)
         tt = np.atleast_1d(np.asarray(times, dtype=float))
         if tt.ndim != 1 or not tt.size or not np.all(np.isfinite(tt)) or np.any(tt < 0) or np.any(np.diff(tt) < 0):
             raise ValueError(f"times: expected finite times >= 0 in increasing order, got {times!r}")
@@ -296,7 +298,7 @@ class Simulator:
                                                   "is degenerate (a rare event needs more runs)")
             out.append(TransientEstimate(text, tt, v.mean(axis=0), q * sd / math.sqrt(runs), confidence, runs,
                                          events, self.seed, status))
-        return out
+        return out[0] if alone else out
 
     @staticmethod
     def _finite(v, text):
@@ -318,9 +320,9 @@ class Simulator:
             Number of batches, >= 2 (a status warns below 10).
         confidence : float
 
-        Returns a list of :class:`LongRunEstimate`, one per expression.
+        Returns a :class:`LongRunEstimate` (a list of them, one per expression, for a list).
         """
-        measures = self._measures(expressions)
+        measures, alone = self._measures(expressions)
         time = _check_time("time", time, positive=True)
         warmup = time / 10 if warmup is None else _check_time("warmup", warmup)
         batches, confidence = _check_count("batches", batches, 2), _check_confidence(confidence)
@@ -347,7 +349,7 @@ class Simulator:
             out.append(LongRunEstimate(text, float(y.mean()), float(q * sd / math.sqrt(batches)), confidence,
                                        batches, time / batches, warmup, lag1, y, events, self.seed,
                                        "; ".join(notes) or "ok"))
-        return out
+        return out[0] if alone else out
 
     def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf, confidence: float = 0.999,
                       threads: int = 1) -> HittingTimes:
