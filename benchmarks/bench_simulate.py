@@ -83,7 +83,7 @@ def numpy_csr_rate(model, initial, events, rng):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=4_000_000)
     ap.add_argument("--numpy-events", type=int, default=20_000)
     args = ap.parse_args()

@@ -34,7 +34,7 @@ def estimate(K, rho, mu2, time, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--K", type=int, default=20000)
     ap.add_argument("--rho", type=float, default=0.95)
     ap.add_argument("--mu2", type=float, default=0.3)

@@ -37,7 +37,7 @@ def tails(n, d, lam, B, time, seed, kmax):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--lam", type=float, default=0.9)
     ap.add_argument("--B", type=int, default=14, help="room for jobs a queue (the chain's truncation)")
