@@ -209,7 +209,8 @@ static PyObject *sim_transient(PyObject *Py_UNUSED(self), PyObject *args)
                 int ev, which = 0;
                 if ((status = path_draw(&p, &dt, &ev, &which)) != ST_OK) break;
                 for (; k < m && times[k] < p.t + dt; k++)         /* the state at times in [t, t + dt) */
-                    if ((status = path_measures(&p, fs, (int)nf, val + ((r - run0) * m + k) * nf)) != ST_OK) break;
+                    if ((status = path_measures(&p, fs, (int)nf, val + ((r - run0) * m + k) * nf)) != ST_OK)
+                        break;
                 if (status != ST_OK || k == m) break;
                 if (p.events >= max_events) { status = ST_MAX_STATES; break; }
                 p.t += dt;
@@ -398,7 +399,8 @@ static PyObject *sim_path(PyObject *Py_UNUSED(self), PyObject *args)
         }
         PyEval_RestoreThread(ts);
     }
-    if (PyByteArray_Resize(o_t, k * 8) < 0 || PyByteArray_Resize(o_c, k * 8) < 0 || PyByteArray_Resize(o_e, k * 4) < 0)
+    if (PyByteArray_Resize(o_t, k * 8) < 0 || PyByteArray_Resize(o_c, k * 8) < 0
+        || PyByteArray_Resize(o_e, k * 4) < 0)
         goto release;
     out = Py_BuildValue("(OOO)", o_t, o_c, o_e);
     out = out ? sim_result(status, out, p.events, p.code) : NULL;
@@ -411,7 +413,7 @@ release:
 }
 
 #define SIM_METHODS \
-    {"sim_transient", sim_transient, METH_VARARGS, "Simulated states at given times (see ctmc/simulate.py)."}, \
+    {"sim_transient", sim_transient, METH_VARARGS, "Measures at given times (see ctmc/simulate.py)."}, \
     {"sim_batches", sim_batches, METH_VARARGS, "Batch integrals of one long path (see ctmc/simulate.py)."}, \
     {"sim_hitting", sim_hitting, METH_VARARGS, "Simulated hitting times (see ctmc/simulate.py)."}, \
     {"sim_path", sim_path, METH_VARARGS, "One simulated path (see ctmc/simulate.py)."},

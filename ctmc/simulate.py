@@ -211,13 +211,13 @@ class Simulator:
     def _engine(self, programs=()):
         """The engine's model arguments (and the programs' starts), or a ValueError naming why not."""
         if _eng is None:
-            raise ValueError("simulate: the C extension ctmc._explore is not installed (the simulator runs on "
-                             "the compiled engine; reinstall ctmc with a C compiler)")
+            raise ValueError("simulate: the C extension ctmc._explore is not installed (the simulator runs "
+                             "on the compiled engine; reinstall ctmc with a C compiler)")
         try:
             out = compile_model(self.model, self.layout, programs)
         except NotCompilable as exc:
-            raise ValueError(f"simulate: model {self.model.name!r} does not compile ({exc}); the simulator runs "
-                             "on the compiled engine only (there is no numpy fallback)") from None
+            raise ValueError(f"simulate: model {self.model.name!r} does not compile ({exc}); the simulator "
+                             "runs on the compiled engine only (there is no numpy fallback)") from None
         lay = self.layout
         as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
         args = (*out[:3], as64(lay.lo), as64(lay.span), as64(lay.strides), self._init, self.seed)
@@ -251,10 +251,11 @@ class Simulator:
         if status == _ST_MAX_EVENTS:
             return ValueError(f"{what}: a path reached max_events={self.max_events} (in state ({state})); "
                               "raise max_events in ctmc.simulate")
-        transitions.expand(self.model, np.array([code], dtype=np.int64), self.layout, strict=True)   # its message
-        return ModelError(f"model {self.model.name!r}: the simulation stopped in state ({state}): the compiled "
-                          "engine stops at integer arithmetic reaching 2**53, a division by zero, an invalid "
-                          f"rate or an update out of bounds, in an event or in the {what}")
+        # the vectorised builder's own message, where it has one (an invalid rate, an update out of bounds)
+        transitions.expand(self.model, np.array([code], dtype=np.int64), self.layout, strict=True)
+        return ModelError(f"model {self.model.name!r}: the simulation stopped in state ({state}): the "
+                          "compiled engine stops at integer arithmetic reaching 2**53, a division by zero, "
+                          f"an invalid rate or an update out of bounds, in an event or in the {what}")
 
     def _runs(self, call, runs, threads):
         """``call(run0, run1)`` over ``range(runs)`` split into ``threads`` chunks, in order."""
@@ -274,7 +275,8 @@ class Simulator:
         """
         measures, alone = self._measures(expressions)
         tt = np.atleast_1d(np.asarray(times, dtype=float))
-        if tt.ndim != 1 or not tt.size or not np.all(np.isfinite(tt)) or np.any(tt < 0) or np.any(np.diff(tt) < 0):
+        if tt.ndim != 1 or not tt.size or not np.all(np.isfinite(tt)) or np.any(tt < 0) \
+                or np.any(np.diff(tt) < 0):
             raise ValueError(f"times: expected finite times >= 0 in increasing order, got {times!r}")
         runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
         args, starts = self._engine([e for _, e in measures])
@@ -294,8 +296,8 @@ class Simulator:
             v = vals[:, :, k]
             self._finite(v, text)
             sd = v.std(axis=0, ddof=1)
-            status = "ok" if np.all(sd > 0) else ("no variation among the runs at some time: the interval there "
-                                                  "is degenerate (a rare event needs more runs)")
+            status = "ok" if np.all(sd > 0) else ("no variation among the runs at some time: the interval "
+                                                  "there is degenerate (a rare event needs more runs)")
             out.append(TransientEstimate(text, tt, v.mean(axis=0), q * sd / math.sqrt(runs), confidence, runs,
                                          events, self.seed, status))
         return out[0] if alone else out
@@ -351,8 +353,8 @@ class Simulator:
                                        "; ".join(notes) or "ok"))
         return out[0] if alone else out
 
-    def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf, confidence: float = 0.999,
-                      threads: int = 1) -> HittingTimes:
+    def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf,
+                      confidence: float = 0.999, threads: int = 1) -> HittingTimes:
         """Samples of the hitting time of ``target`` (a condition) from the initial state, one per run."""
         text, expr = self._measure(target, "target")
         runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)

@@ -64,7 +64,8 @@ def main():
           f"{tail[0].batches} batches of {tail[0].batch_time:.3g} time units, seed {args.seed}")
     print(format_table(rows, ["k", "P(queue >= k)", "+- (99.9 %)", "mean field", "status"]))
     mean_jobs = sum(e.estimate for e in tail)
-    print(f"\nmean jobs a queue (the sum of the {args.B} tails): {mean_jobs:.4f}, mean response time (Little) "
+    print(f"\nmean jobs a queue (the sum of the {args.B} tails): {mean_jobs:.4f}, "
+          "mean response time (Little) "
           f"{mean_jobs / args.lam:.4f}")
     busy = tail[0]
     print(f"check: busy fraction {busy.estimate:.5f} +- {busy.half_width:.2g} holds lambda = {args.lam}: "
