@@ -36,9 +36,9 @@ quantile of order :math:`(1 + c)/2`):
   censoring by time.
 
 Measures are strings over the model's variables (parsed safely by
-:mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads them), label names
-of the model, or :class:`ctmc.Expr` objects; they are compiled with the
-model. What the engine cannot run is refused before any path is drawn: a
+:mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads them), the name of
+one of the model's labels or rewards (alone: a name inside a longer text is
+not read), or :class:`ctmc.Expr` objects; they are compiled with the model. What the engine cannot run is refused before any path is drawn: a
 model that does not compile (a user function, immediate moves, ...; there
 is no slower numpy fallback) or the C extension missing raise a
 ``ValueError`` naming the reason. A state where the engine stops (an
@@ -224,12 +224,13 @@ class Simulator:
         return (args, out[4]) if programs else (args, None)
 
     def _measure(self, expr, what="expression") -> tuple:
-        """``(text, Expr)`` of a measure: a string over the variables, a label's name or an Expr."""
+        """``(text, Expr)`` of a measure: a string over the variables, a label's or reward's name, an Expr."""
         if isinstance(expr, Expr):
             return repr(expr), expr
-        labels = getattr(self.model, "_labels", {})
-        if isinstance(expr, str) and expr.strip() in labels:
-            return expr.strip(), labels[expr.strip()]
+        # the model's named expressions (Model keeps them without a public accessor); a name alone
+        named = {**getattr(self.model, "_rewards", {}), **getattr(self.model, "_labels", {})}
+        if isinstance(expr, str) and expr.strip() in named:
+            return expr.strip(), named[expr.strip()]
         if not isinstance(expr, str):
             raise ValueError(f"{what}: expected text or a ctmc.Expr, got {type(expr).__name__}")
         return expr, parse_expr(expr, [v.name for v in self.model.variables])

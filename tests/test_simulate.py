@@ -143,6 +143,36 @@ def test_supermarket_long_run_matches_the_stationary_law():
                       time=1e5)
 
 
+def test_gallery_tandem_transient_matches_the_exact_law():
+    g = tandem(3)
+    m = g.model()
+    chain = m.build(initial=g.initial)
+    times = [0.5, 2.0, 6.0]
+    exact = chain.transient(g.initial, times).p @ (chain.states["sc"] + chain.states["sm"])
+    est = ctmc.simulate(m, g.initial, seed=25).transient("sc + sm", times, runs=20000)
+    assert np.all(np.abs(est.estimate - exact) <= est.half_width)
+
+
+def test_jsq_hitting_time_matches_the_exact_mean():
+    q = JSQ2(K=6, rho=0.8, mu2=0.3)
+    m = q.model()
+    chain = m.build(initial={"s": 0, "l": 0})
+    target = (chain.states["s"] + chain.states["l"]) >= 5
+    exact = chain.hitting_times(target).mean[chain.index(s=0, l=0)]
+    h = ctmc.simulate(m, {"s": 0, "l": 0}, seed=26).hitting_times("s + l >= 5", runs=20000, confidence=LEVEL)
+    assert h.status == "ok" and abs(h.estimate - exact) <= h.half_width
+
+
+def test_supermarket_reward_name_is_a_measure():
+    m = occupancy_model(4, 2, 0.9, 4)
+    init = {f"M{k}": 0 for k in range(1, 5)}
+    chain = m.build(initial=init)
+    exact = float(chain.stationary().pi @ chain.rewards["m0"])           # idle queues: 4 - M1
+    est = ctmc.simulate(m, init, seed=27).long_run("m0", time=1e5, confidence=LEVEL)
+    _inside(est, exact)
+    assert est.expression == "m0"
+
+
 def test_hysteresis_model_is_refused_clearly():
     """The family's Model reads its phase-type rates through Python functions: no compiled engine for it."""
     from ctmc.models.hysteresis import HysteresisQueue
