@@ -38,10 +38,11 @@ quantile of order :math:`(1 + c)/2`):
 Measures are strings over the model's variables (parsed safely by
 :mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads them), the name of
 one of the model's labels or rewards (alone: a name inside a longer text is
-not read), or :class:`ctmc.Expr` objects; they are compiled with the model. What the engine cannot run is refused before any path is drawn: a
-model that does not compile (a user function, immediate moves, ...; there
-is no slower numpy fallback) or the C extension missing raise a
-``ValueError`` naming the reason. A state where the engine stops (an
+not read), or :class:`ctmc.Expr` objects; they are compiled with the model.
+What the engine cannot run is refused before any path is drawn: a model
+that does not compile (a user function, immediate moves, ...; there is no
+slower numpy fallback) or the C extension missing raise a ``ValueError``
+naming the reason. A state where the engine stops (an
 integer reaching :math:`2^{53}`, a division by zero, a negative or NaN
 rate, an update out of bounds) raises :class:`~ctmc.results.ModelError`
 naming the state, with the vectorised builder's own message where it has
@@ -272,7 +273,24 @@ class Simulator:
                   threads: int = 1) -> list:
         """:math:`\\mathbb{E}[f(X_t)]` at each of ``times`` for each expression, over ``runs`` runs.
 
-        Returns a :class:`TransientEstimate` (a list of them, one per expression, for a list).
+        Parameters
+        ----------
+        expressions : str, Expr or list of them
+            The functions :math:`f` (module docstring: what a measure may be).
+        times : float or sequence of float
+            Times :math:`\\ge 0` in increasing order; the path is right-continuous
+            (at a jump time, the state entered).
+        runs : int
+            Independent runs, >= 2; run ``r`` draws from the generator of ``(seed, r)``.
+        confidence : float
+            Level of the Student-t intervals, in (0, 1).
+        threads : int
+            Threads the runs are spread over (the GIL is released); the result is the same.
+
+        Returns
+        -------
+        TransientEstimate or list of TransientEstimate
+            One per expression (a list when a list was given).
         """
         measures, alone = self._measures(expressions)
         tt = np.atleast_1d(np.asarray(times, dtype=float))
@@ -322,8 +340,12 @@ class Simulator:
         batches : int
             Number of batches, >= 2 (a status warns below 10).
         confidence : float
+            Level of the batch-means interval, in (0, 1).
 
-        Returns a :class:`LongRunEstimate` (a list of them, one per expression, for a list).
+        Returns
+        -------
+        LongRunEstimate or list of LongRunEstimate
+            One per expression (a list when a list was given).
         """
         measures, alone = self._measures(expressions)
         time = _check_time("time", time, positive=True)
@@ -356,7 +378,26 @@ class Simulator:
 
     def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf,
                       confidence: float = 0.999, threads: int = 1) -> HittingTimes:
-        """Samples of the hitting time of ``target`` (a condition) from the initial state, one per run."""
+        """Samples of the hitting time of ``target`` (a condition) from the initial state, one per run.
+
+        Parameters
+        ----------
+        target : str or Expr
+            The set :math:`A`, a condition (a label's name too); 0 when the initial state is in it.
+        runs : int
+            Independent runs, >= 2.
+        max_time : float
+            Runs not in :math:`A` by then are censored there (counted in the status). Without it,
+            a run that never meets :math:`A` (and is not absorbed) goes on to ``max_events``.
+        confidence : float
+            Level of the interval of the mean, in (0, 1).
+        threads : int
+            Threads the runs are spread over; the result is the same.
+
+        Returns
+        -------
+        HittingTimes
+        """
         text, expr = self._measure(target, "target")
         runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
         max_time = _check_time("max_time", max_time, positive=True, infinite=True)
@@ -384,7 +425,12 @@ class Simulator:
                             self.seed, "; ".join(notes) or "ok")
 
     def path(self, n_events: int = 1000, *, max_time: float = math.inf, run: int = 0) -> Path:
-        """Run ``run``'s path: up to ``n_events`` jumps, none after ``max_time``."""
+        """Run ``run``'s path: up to ``n_events`` jumps, none after ``max_time``.
+
+        The path of run ``run`` of :meth:`transient` and :meth:`hitting_times` (the same numbers).
+        Events that would leave the state unchanged (self-loops) are not drawn: they change
+        nothing in the process.
+        """
         n_events, run = _check_count("n_events", n_events), _check_count("run", run, 0)
         max_time = _check_time("max_time", max_time, positive=True, infinite=True)
         args, _ = self._engine()
