@@ -241,6 +241,56 @@ def test_same_seed_same_path_other_seed_other_path():
     assert h1.seed == 9 and one.seed == 9
 
 
+def _documented_generator(seed, run):
+    """xoshiro256** seeded as ctmc/_explore_sim.h documents it, in Python integers: uniforms in [0, 1)."""
+    mask = 2 ** 64 - 1
+
+    def splitmix(x):
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return x, z ^ (z >> 31)
+
+    def rotl(x, k):
+        return ((x << k) | (x >> (64 - k))) & mask
+
+    _, base = splitmix(seed)
+    x, s = (base + run * 0x9E3779B97F4A7C15) & mask, []
+    for _ in range(4):
+        x, z = splitmix(x)
+        s.append(z)
+    while True:
+        out = (rotl((s[1] * 5) & mask, 7) * 9) & mask
+        t = (s[1] << 17) & mask
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        yield (out >> 11) * 2.0 ** -53
+
+
+def test_the_path_is_the_documented_generator_and_direct_method():
+    """A Python re-implementation of the documented draw gives the engine's path to the last bit."""
+    K, lam, mu, seed, run = 3, 1.5, 2.0, 12345, 3
+    path = ctmc.simulate(mm1k(K, lam, mu), {"n": 0}, seed=seed).path(50, run=run)
+    u = _documented_generator(seed, run)
+    n, t, times, states = 0, 0.0, [0.0], [0]
+    for _ in range(50):
+        rates = [lam if n < K else 0.0, mu if n > 0 else 0.0]      # the events in declaration order
+        live = [r for r in rates if r > 0]
+        total = sum(live)
+        t += -math.log(1.0 - next(u)) / total
+        pick = next(u) * total                                      # drawn also with one choice
+        up = rates[0] > 0 and pick < rates[0]
+        n += 1 if up else -1
+        times.append(t)
+        states.append(n)
+    assert path.times.tolist() == times
+    assert path.states["n"].tolist() == states
+
+
 # ---- bad input and what the engine cannot run -------------------------------------------------
 def test_bad_arguments_are_named():
     m = mm1k()
