@@ -18,6 +18,7 @@ its status, residual and timing (:mod:`ctmc.results`).
 from .chain import CTMC, StateTable
 from .expr import Expr, Var, maximum, minimum, where
 from .model import Model
+from .simulate import simulate
 from . import io, ph, prism  # noqa: F401  (ctmc.io, ctmc.ph, ctmc.prism after a plain "import ctmc")
 from .progress import CtmcWarning, set_progress
 from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError, ModelWarning,
@@ -30,5 +31,5 @@ __all__ = [
     "CTMC", "StateTable", "Model", "Expr", "Var", "where", "minimum", "maximum",
     "Status", "SolverError", "ReducibleChainError", "ModelError", "ModelWarning", "StateSpaceTooLarge",
     "TailAccuracyWarning", "StationaryResult", "HittingResult", "LaplaceResult",
-    "FirstPassageResult", "TransientResult", "MeasureResult", "CtmcWarning", "set_progress",
+    "FirstPassageResult", "TransientResult", "MeasureResult", "CtmcWarning", "set_progress", "simulate",
 ]

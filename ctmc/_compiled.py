@@ -304,11 +304,14 @@ def _step(var, e):
     return None
 
 
-def compile_model(model, layout):
+def compile_model(model, layout, programs=()):
     """The arguments of the engine for ``model``'s events, or :class:`NotCompilable`.
 
     Returns ``(code, consts, events, ops)``: three numpy arrays (int32,
     float64, int32) and the mean number of opcodes an event's programs hold;
+    with ``programs`` (expressions of the variables: the simulator's measures,
+    :mod:`ctmc.simulate`), ``(code, consts, events, ops, starts)``: they are
+    compiled into the same arrays, ``starts`` where each begins in ``code``;
     the layout of ``events`` is described in ``ctmc/_explore.c``. Guards are
     split into their conjuncts, and those comparing a variable with a
     constant, constant rates and updates ``x := x + k`` or ``x := c`` are
@@ -362,8 +365,10 @@ def compile_model(model, layout):
             else:
                 ups += [c.col[var.name], 0, program(expr)]
         events += [len(atoms) // 3, *atoms, len(progs), *progs, *rate, len(ev.update), *ups]
-    return (np.asarray(c.code, dtype=np.int32), np.asarray(c.consts or [0.0], dtype=np.float64),
-            np.asarray(events, dtype=np.int32), ops / max(len(model.events), 1))
+    starts = [c.program(e)[1] for e in programs]
+    out = (np.asarray(c.code, dtype=np.int32), np.asarray(c.consts or [0.0], dtype=np.float64),
+           np.asarray(events, dtype=np.int32), ops / max(len(model.events), 1))
+    return out + (np.asarray(starts, dtype=np.int32),) if programs else out
 
 
 

@@ -15,10 +15,11 @@
  * and ctmc.model takes over with its own rules and messages: a rule lives in
  * one place.
  *
- * One translation unit in four files: _explore_vm.h (the opcodes and the stack interpreter),
+ * One translation unit in five files: _explore_vm.h (the opcodes and the stack interpreter),
  * _explore_store.h (growable arrays, the code index, the sorts), _explore_events.h (the events
- * as the engine reads them, event masks, the expansion of one state) and this file (the buffers
- * the entry points take, the breadth-first exploration, the rows of given states, the module).
+ * as the engine reads them, event masks, the expansion of one state), _explore_sim.h (stochastic simulation on the same expansion)
+ * and this file (the buffers the entry points take, the breadth-first exploration, the rows of given
+ * states, the module).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -118,6 +119,8 @@ static inline void decode(const engine_t *g, int64_t c0, double *vals, int32_t *
         c0 = q;
     }
 }
+
+#include "_explore_sim.h"     /* the simulator: uses engine_t and decode */
 
 /*
  * explore(code, consts, events, lo, span, strides, box, init, dense, max_states, max_bytes, progress,
@@ -473,6 +476,7 @@ release:
 static PyMethodDef methods[] = {
     {"explore", explore, METH_VARARGS, "Compiled breadth-first exploration (see ctmc/_compiled.py)."},
     {"rows", rows, METH_VARARGS, "Rows of the generator over given states (see ctmc/_compiled.py)."},
+    SIM_METHODS
     {NULL, NULL, 0, NULL}
 };
 

@@ -1,0 +1,473 @@
+r"""Stochastic simulation of a :class:`ctmc.Model` without building its chain.
+
+Gillespie's direct method: in state :math:`x` the enabled events give the
+transitions :math:`x \to y_k` at rates :math:`r_k(x)` (rate 0 and self-loops
+dropped, as in the generator); with :math:`R(x) = \sum_k r_k(x)` the path
+stays an :math:`\mathrm{Exp}(R(x))` time, then takes transition :math:`k`
+with probability :math:`r_k(x)/R(x)`. The events are evaluated one state at
+a time by the compiled builder's engine (:mod:`ctmc._compiled`: the model's
+guards, rates and updates as bytecode, and the same C expansion of a state
+that builds the chain), so a model of :math:`10^9` states runs as fast as
+one of ten; the GIL is released while paths are drawn.
+
+Random numbers are xoshiro256** in C; run :math:`r` of a call with seed
+:math:`s` has its own generator seeded from :math:`(s, r)` (splitmix64), so
+results depend on the seed only, not on ``threads``.
+
+**Estimators** (``confidence`` :math:`c`, :math:`t_{\nu}` Student's
+quantile of order :math:`(1 + c)/2`):
+
+- transient, :meth:`Simulator.transient`: :math:`\mathbb{E}[f(X_t)]` over
+  :math:`n` independent runs, :math:`\bar f \pm t_{n-1} s/\sqrt{n}`;
+- long-run average, :meth:`Simulator.long_run` (batch means): one path,
+  its first ``warmup`` time units dropped, then ``batches`` batches of equal
+  length :math:`L`; batch :math:`b` gives the time average
+  :math:`Y_b = L^{-1}\int f(X_t)\,dt` over its window, and the estimate is
+  :math:`\bar Y \pm t_{B-1} s_Y/\sqrt{B}`, valid when the batches are long
+  enough to be nearly independent: the lag-1 autocorrelation of the
+  :math:`Y_b` is reported and the status warns when it exceeds
+  :math:`3/\sqrt{B}`, or when :math:`B < 10`;
+- hitting times, :meth:`Simulator.hitting_times`: :math:`\tau = \inf\{t
+  \ge 0 : X_t \in A\}` per run, censored at ``max_time`` or
+  ``max_events``; the mean is over the runs that hit, and the status says
+  how many were censored (the mean is then biased low) or absorbed outside
+  the target (:math:`\tau = \infty`). :meth:`HittingTimes.cdf` gives
+  :math:`P(\tau \le t)` for :math:`t \le` ``max_time``, unbiased under
+  censoring by time.
+
+Measures are strings over the model's variables (parsed safely by
+:mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads them), the name of
+one of the model's labels or rewards (alone: a name inside a longer text is
+not read), or :class:`ctmc.Expr` objects; they are compiled with the model.
+What the engine cannot run is refused before any path is drawn: a model
+that does not compile (a user function, immediate moves, ...; there is no
+slower numpy fallback) or the C extension missing raise a ``ValueError``
+naming the reason. A state where the engine stops (an
+integer reaching :math:`2^{53}`, a division by zero, a negative or NaN
+rate, an update out of bounds) raises :class:`~ctmc.results.ModelError`
+naming the state, with the vectorised builder's own message where it has
+one.
+
+Examples
+--------
+>>> import ctmc
+>>> m = ctmc.Model("mm1k"); n = m.var("n", 0, 5)
+>>> m.event("arrival", guard=n < 5, rate=1.0, update={n: n + 1})
+>>> m.event("departure", guard=n > 0, rate=2.0, update={n: n - 1})
+>>> sim = ctmc.simulate(m, initial={"n": 0}, seed=1)
+>>> est = sim.long_run("n", time=2e4)
+>>> exact = sum(k * 0.5 ** k for k in range(6)) / sum(0.5 ** k for k in range(6))
+>>> abs(est.estimate - exact) <= est.half_width
+True
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ._compiled import NotCompilable, compile_model
+from .expr import Expr
+from .exprparse import parse_expr
+from .results import ModelError
+
+try:
+    import ctmc._explore as _eng          # the compiled engine (its sim_* entry points: ctmc/_explore_sim.h)
+except ImportError:                       # not built: the simulator refuses (Simulator._engine)
+    _eng = None
+
+__all__ = ["simulate", "Simulator", "TransientEstimate", "LongRunEstimate", "HittingTimes", "Path"]
+
+_ST_OK, _ST_FALLBACK, _ST_MAX_EVENTS = 0, 1, 2
+_OUTCOMES = ("hit", "censored at max_time", "censored at max_events", "absorbed outside the target")
+
+
+def _quantile(confidence: float, dof: int) -> float:
+    from scipy.stats import t
+    return float(t.ppf(0.5 + confidence / 2, dof)) if dof > 0 else math.inf
+
+
+def _check_confidence(confidence) -> float:
+    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+        raise ValueError(f"confidence: expected a number in (0, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def _check_count(name, value, least=1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
+    return int(value)
+
+
+def _check_time(name, value, *, positive=False, infinite=False) -> float:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    ok = ok and (value > 0 if positive else value >= 0) and (math.isfinite(value) or (infinite and value > 0))
+    if not ok:
+        kind = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name}: expected a number {kind}{' (or inf)' if infinite else ''}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TransientEstimate:
+    """:math:`\\mathbb{E}[f(X_t)]` at ``times`` over ``runs`` independent runs (:meth:`Simulator.transient`).
+
+    ``estimate`` and ``half_width`` are arrays over ``times``: the interval
+    ``estimate +- half_width`` holds the mean with probability ``confidence``.
+    """
+
+    expression: str
+    times: np.ndarray
+    estimate: np.ndarray
+    half_width: np.ndarray
+    confidence: float
+    runs: int
+    events: int
+    seed: int
+    status: str
+
+
+@dataclass(frozen=True)
+class LongRunEstimate:
+    """The long-run (stationary) average of ``expression`` by batch means (:meth:`Simulator.long_run`)."""
+
+    expression: str
+    estimate: float
+    half_width: float
+    confidence: float
+    batches: int
+    batch_time: float
+    warmup: float
+    lag1: float              # lag-1 autocorrelation of the batch means
+    batch_means: np.ndarray
+    events: int
+    seed: int
+    status: str
+
+
+@dataclass(frozen=True)
+class HittingTimes:
+    """Hitting times of ``target`` from the initial state (:meth:`Simulator.hitting_times`).
+
+    ``times`` holds one entry per run (its hitting time; for a censored run
+    the time reached, for an absorbed one the absorption time) and
+    ``outcome`` its fate: 0 hit, 1 censored at ``max_time``, 2 censored at
+    ``max_events``, 3 absorbed outside the target (never hits).
+    ``estimate +- half_width`` is the mean over the runs that hit.
+    """
+
+    target: str
+    times: np.ndarray
+    outcome: np.ndarray
+    estimate: float
+    half_width: float
+    confidence: float
+    runs: int
+    hits: int
+    censored: int
+    never: int
+    max_time: float
+    events: int
+    seed: int
+    status: str
+
+    def cdf(self, t: float) -> tuple:
+        """``(estimate, half_width)`` of :math:`P(\\tau \\le t)` (normal approximation), ``t <= max_time``."""
+        t = _check_time("t", t)
+        if t > self.max_time or self.outcome[self.outcome == 2].size:
+            if t > self.max_time:
+                raise ValueError(f"t: the runs were censored at max_time={self.max_time}, got t={t}")
+            raise ValueError("cdf: some runs were censored at max_events (their time is unknown); "
+                             "raise max_events")
+        p = float(np.mean((self.outcome == 0) & (self.times <= t)))
+        return p, _quantile(self.confidence, self.runs - 1) * math.sqrt(p * (1 - p) / max(self.runs - 1, 1))
+
+
+@dataclass(frozen=True)
+class Path:
+    """One simulated path (:meth:`Simulator.path`): the state entered at each jump time."""
+
+    times: np.ndarray        # jump times, the first 0.0
+    states: dict             # variable -> values (the initial state first)
+    events: tuple            # the event fired at each jump (None for the start)
+    seed: int
+
+
+class Simulator:
+    """Simulation of ``model`` from ``initial`` with ``seed`` (made by :func:`simulate`)."""
+
+    def __init__(self, model, initial, seed: int, max_events: int):
+        self.model, self.seed, self.max_events = model, seed, max_events
+        self.layout = model.layout
+        if initial is None:
+            initial = getattr(model, "initial", None)      # a PRISM model's own initial state(s)
+        self.initial = initial
+        self._init = np.ascontiguousarray(model.initial_codes(initial), dtype=np.int64)
+        self._engine()                                       # refuse what the engine cannot run, now
+
+    # compilation ----------------------------------------------------------------
+    def _engine(self, programs=()):
+        """The engine's model arguments (and the programs' starts), or a ValueError naming why not."""
+        if _eng is None:
+            raise ValueError("simulate: the C extension ctmc._explore is not installed (the simulator runs "
+                             "on the compiled engine; reinstall ctmc with a C compiler)")
+        try:
+            out = compile_model(self.model, self.layout, programs)
+        except NotCompilable as exc:
+            raise ValueError(f"simulate: model {self.model.name!r} does not compile ({exc}); the simulator "
+                             "runs on the compiled engine only (there is no numpy fallback)") from None
+        lay = self.layout
+        as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
+        args = (*out[:3], as64(lay.lo), as64(lay.span), as64(lay.strides), self._init, self.seed)
+        return (args, out[4]) if programs else (args, None)
+
+    def _measure(self, expr, what="expression") -> tuple:
+        """``(text, Expr)`` of a measure: a string over the variables, a label's or reward's name, an Expr."""
+        if isinstance(expr, Expr):
+            return repr(expr), expr
+        # the model's named expressions (Model keeps them without a public accessor); a name alone
+        named = {**getattr(self.model, "_rewards", {}), **getattr(self.model, "_labels", {})}
+        if isinstance(expr, str) and expr.strip() in named:
+            return expr.strip(), named[expr.strip()]
+        if not isinstance(expr, str):
+            raise ValueError(f"{what}: expected text or a ctmc.Expr, got {type(expr).__name__}")
+        return expr, parse_expr(expr, [v.name for v in self.model.variables])
+
+    def _measures(self, exprs):
+        """The measures ``[(text, Expr), ...]`` and whether one was given alone (not in a list)."""
+        alone = isinstance(exprs, (str, Expr))
+        exprs = [exprs] if alone else list(exprs)
+        if not exprs:
+            raise ValueError("expressions: none given")
+        if len(exprs) > 64:
+            raise ValueError(f"expressions: at most 64 at a time, got {len(exprs)}")
+        return [self._measure(e) for e in exprs], alone
+
+    def _stopped(self, status, code, what):
+        """The error for a path the engine stopped (status, the state's code)."""
+        from . import transitions
+        state = ", ".join(f"{k}={int(v[0])}" for k, v in self.layout.decode(np.array([code])).items())
+        if status == _ST_MAX_EVENTS:
+            return ValueError(f"{what}: a path reached max_events={self.max_events} (in state ({state})); "
+                              "raise max_events in ctmc.simulate")
+        # the vectorised builder's own message, where it has one (an invalid rate, an update out of bounds)
+        transitions.expand(self.model, np.array([code], dtype=np.int64), self.layout, strict=True)
+        return ModelError(f"model {self.model.name!r}: the simulation stopped in state ({state}): the "
+                          "compiled engine stops at integer arithmetic reaching 2**53, a division by zero, "
+                          f"an invalid rate or an update out of bounds, in an event or in the {what}")
+
+    def _runs(self, call, runs, threads):
+        """``call(run0, run1)`` over ``range(runs)`` split into ``threads`` chunks, in order."""
+        threads = _check_count("threads", threads)
+        cuts = np.linspace(0, runs, min(threads, runs) + 1).astype(int)
+        if len(cuts) == 2:
+            return [call(0, runs)]
+        with ThreadPoolExecutor(len(cuts) - 1) as pool:
+            return list(pool.map(call, cuts[:-1], cuts[1:]))
+
+    # measures -------------------------------------------------------------------
+    def transient(self, expressions, times, *, runs: int = 1000, confidence: float = 0.999,
+                  threads: int = 1) -> list:
+        """:math:`\\mathbb{E}[f(X_t)]` at each of ``times`` for each expression, over ``runs`` runs.
+
+        Parameters
+        ----------
+        expressions : str, Expr or list of them
+            The functions :math:`f` (module docstring: what a measure may be).
+        times : float or sequence of float
+            Times :math:`\\ge 0` in increasing order; the path is right-continuous
+            (at a jump time, the state entered).
+        runs : int
+            Independent runs, >= 2; run ``r`` draws from the generator of ``(seed, r)``.
+        confidence : float
+            Level of the Student-t intervals, in (0, 1).
+        threads : int
+            Threads the runs are spread over (the GIL is released); the result is the same.
+
+        Returns
+        -------
+        TransientEstimate or list of TransientEstimate
+            One per expression (a list when a list was given).
+        """
+        measures, alone = self._measures(expressions)
+        tt = np.atleast_1d(np.asarray(times, dtype=float))
+        if tt.ndim != 1 or not tt.size or not np.all(np.isfinite(tt)) or np.any(tt < 0) \
+                or np.any(np.diff(tt) < 0):
+            raise ValueError(f"times: expected finite times >= 0 in increasing order, got {times!r}")
+        runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
+        args, starts = self._engine([e for _, e in measures])
+        def call(r0, r1):
+            return _eng.sim_transient(*args, int(r0), int(r1), tt, starts, self.max_events)
+
+        parts = self._runs(call, runs, threads)
+        for status, _, _, code in parts:
+            if status != _ST_OK:
+                raise self._stopped(status, code, "transient expressions")
+        vals = np.concatenate([np.frombuffer(p[1], dtype=float) for p in parts]).reshape(runs, tt.size,
+                                                                                         len(measures))
+        events = sum(p[2] for p in parts)
+        q = _quantile(confidence, runs - 1)
+        out = []
+        for k, (text, _) in enumerate(measures):
+            v = vals[:, :, k]
+            self._finite(v, text)
+            sd = v.std(axis=0, ddof=1)
+            status = "ok" if np.all(sd > 0) else ("no variation among the runs at some time: the interval "
+                                                  "there is degenerate (a rare event needs more runs)")
+            out.append(TransientEstimate(text, tt, v.mean(axis=0), q * sd / math.sqrt(runs), confidence, runs,
+                                         events, self.seed, status))
+        return out[0] if alone else out
+
+    @staticmethod
+    def _finite(v, text):
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"expression {text!r}: gives a value that is not a finite number on the path")
+
+    def long_run(self, expressions, *, time: float, warmup: Optional[float] = None, batches: int = 30,
+                 confidence: float = 0.999) -> list:
+        """Long-run averages by batch means over one path (module docstring).
+
+        Parameters
+        ----------
+        expressions : str, Expr or list of them
+        time : float
+            Simulated time after the warm-up, split into ``batches`` equal batches.
+        warmup : float, optional
+            Time dropped at the start; default ``time / 10``.
+        batches : int
+            Number of batches, >= 2 (a status warns below 10).
+        confidence : float
+            Level of the batch-means interval, in (0, 1).
+
+        Returns
+        -------
+        LongRunEstimate or list of LongRunEstimate
+            One per expression (a list when a list was given).
+        """
+        measures, alone = self._measures(expressions)
+        time = _check_time("time", time, positive=True)
+        warmup = time / 10 if warmup is None else _check_time("warmup", warmup)
+        batches, confidence = _check_count("batches", batches, 2), _check_confidence(confidence)
+        args, starts = self._engine([e for _, e in measures])
+        status, data, events, code = _eng.sim_batches(*args, warmup, time / batches, batches, starts,
+                                                                    self.max_events)
+        if status != _ST_OK:
+            raise self._stopped(status, code, "long-run expressions")
+        means = np.frombuffer(data, dtype=float).reshape(batches, len(measures)) / (time / batches)
+        q = _quantile(confidence, batches - 1)
+        out = []
+        for k, (text, _) in enumerate(measures):
+            y = means[:, k].copy()
+            self._finite(y, text)
+            sd, d = y.std(ddof=1), y - y.mean()
+            lag1 = float(np.dot(d[1:], d[:-1]) / np.dot(d, d)) if np.dot(d, d) > 0 else 0.0
+            notes = []
+            if batches < 10:
+                notes.append(f"too few batches ({batches} < 10): the t interval is wide and fragile")
+            if lag1 > 3 / math.sqrt(batches):
+                notes.append(f"batch means correlated (lag-1 autocorrelation {lag1:.2f}): take a longer time")
+            if sd == 0:
+                notes.append("no variation among the batches: the interval is degenerate")
+            out.append(LongRunEstimate(text, float(y.mean()), float(q * sd / math.sqrt(batches)), confidence,
+                                       batches, time / batches, warmup, lag1, y, events, self.seed,
+                                       "; ".join(notes) or "ok"))
+        return out[0] if alone else out
+
+    def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf,
+                      confidence: float = 0.999, threads: int = 1) -> HittingTimes:
+        """Samples of the hitting time of ``target`` (a condition) from the initial state, one per run.
+
+        Parameters
+        ----------
+        target : str or Expr
+            The set :math:`A`, a condition (a label's name too); 0 when the initial state is in it.
+        runs : int
+            Independent runs, >= 2.
+        max_time : float
+            Runs not in :math:`A` by then are censored there (counted in the status). Without it,
+            a run that never meets :math:`A` (and is not absorbed) goes on to ``max_events``.
+        confidence : float
+            Level of the interval of the mean, in (0, 1).
+        threads : int
+            Threads the runs are spread over; the result is the same.
+
+        Returns
+        -------
+        HittingTimes
+        """
+        text, expr = self._measure(target, "target")
+        runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
+        max_time = _check_time("max_time", max_time, positive=True, infinite=True)
+        args, starts = self._engine([expr])
+        def call(r0, r1):
+            return _eng.sim_hitting(*args, int(r0), int(r1), int(starts[0]), max_time, self.max_events)
+
+        parts = self._runs(call, runs, threads)
+        for status, _, _, code in parts:
+            if status != _ST_OK:
+                raise self._stopped(status, code, "target")
+        times = np.concatenate([np.frombuffer(p[1][0], dtype=float) for p in parts])
+        outcome = np.concatenate([np.frombuffer(p[1][1], dtype=np.int8) for p in parts])
+        times = np.where(outcome == 1, max_time, times)
+        hit = times[outcome == 0]
+        counts = np.bincount(outcome, minlength=4)
+        notes = [f"{counts[k]} of {runs} runs {_OUTCOMES[k]}" for k in (1, 2, 3) if counts[k]]
+        if notes:
+            notes.append("the mean is over the runs that hit (biased low when runs were censored)")
+        est = float(hit.mean()) if hit.size else math.nan
+        hw = _quantile(confidence, hit.size - 1) * float(hit.std(ddof=1)) / math.sqrt(hit.size) \
+            if hit.size > 1 else math.inf
+        return HittingTimes(text, times, outcome, est, hw, confidence, runs, int(counts[0]),
+                            int(counts[1] + counts[2]), int(counts[3]), max_time, sum(p[2] for p in parts),
+                            self.seed, "; ".join(notes) or "ok")
+
+    def path(self, n_events: int = 1000, *, max_time: float = math.inf, run: int = 0) -> Path:
+        """Run ``run``'s path: up to ``n_events`` jumps, none after ``max_time``.
+
+        The path of run ``run`` of :meth:`transient` and :meth:`hitting_times` (the same numbers).
+        Events that would leave the state unchanged (self-loops) are not drawn: they change
+        nothing in the process.
+        """
+        n_events, run = _check_count("n_events", n_events), _check_count("run", run, 0)
+        max_time = _check_time("max_time", max_time, positive=True, infinite=True)
+        args, _ = self._engine()
+        status, (t, c, e), _, code = _eng.sim_path(*args, run, n_events, max_time)
+        if status != _ST_OK:
+            raise self._stopped(status, code, "path")
+        codes = np.frombuffer(c, dtype=np.int64)
+        names = [ev.name for ev in self.model.events]
+        return Path(np.frombuffer(t, dtype=float).copy(), {k: np.asarray(v) for k, v in
+                                                            self.layout.decode(codes).items()},
+                    tuple(None if k < 0 else names[k] for k in np.frombuffer(e, dtype=np.int32)), self.seed)
+
+
+def simulate(model, initial=None, *, seed: int, max_events: int = 10 ** 9) -> Simulator:
+    """A :class:`Simulator` of ``model`` (a :class:`ctmc.Model`, or a PRISM model) from ``initial``.
+
+    Parameters
+    ----------
+    model : ctmc.Model
+        Also a :class:`ctmc.prism.PrismModel`, which starts by default from
+        its program's initial state(s).
+    initial : dict or list of dict, optional
+        The initial state (as for :meth:`ctmc.Model.build`); several: each
+        run starts from one of them, uniformly.
+    seed : int
+        In ``[0, 2**64)``; the same seed gives the same paths.
+    max_events : int
+        The most events one path (one run, or the long-run path) may take.
+
+    Raises
+    ------
+    ValueError
+        A bad argument; a model the compiled engine cannot run (named).
+    """
+    from .model import Model
+    if not isinstance(model, Model):
+        raise ValueError(f"model: expected a ctmc.Model, got {type(model).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 64:
+        raise ValueError(f"seed: expected an integer in [0, 2**64), got {seed!r}")
+    return Simulator(model, initial, int(seed), _check_count("max_events", max_events))
