@@ -168,16 +168,16 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
                       u.result)
     if not psi.any():
         return Answer(np.zeros(chain.n_states), method="empty target: 0")
-    sub = _absorbing(chain, phi | psi)
     if t2 is None:
-        res = sub.hitting_laplace(psi, 0.0)
+        res = _absorbing(chain, phi | psi).hitting_laplace(psi, 0.0)
         v = np.asarray(res.values, dtype=float)
         bound = float(res.error_bound) * float(v.max())
         return Answer(v, res.status, bound, f"hitting_laplace(s=0, {res.method})", res)
-    res = sub.prob_within(psi, t2)
-    return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
-                  f"prob_within({res.method})", res,
-                  value=float(res.value) if res.value is not None else None)
+    # P(phi U<=t2 psi) = E[1_psi(X_t2)] with psi and the states outside phi absorbing (no copy of Q)
+    v, res = _at(chain, psi.astype(float), t2, psi | ~phi)
+    value = None if res.value is None else float(np.asarray(res.value).reshape(-1)[0])
+    return Answer(v, res.status, float(np.max(res.error_bound)),
+                  f"prob_within({res.method})", res, value=value)
 
 
 def _reward_vector(ctx, name, pos, what):
