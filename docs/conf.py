@@ -2,7 +2,10 @@
 
 The API reference is generated from the numpydoc docstrings of the installed
 (or, failing that, the in-tree) ``ctmc`` package. The build needs no network
-access: there is no intersphinx mapping, and the theme ships with Sphinx.
+access, and neither do the pages it writes: there is no intersphinx mapping, the
+theme ships with Sphinx, MathJax is copied into ``_static/mathjax`` from the
+package ``sphinx-mathjax-offline`` (the ``docs`` extra), so formulas show
+offline, and the copy button (``sphinx-copybutton``) is served from ``_static``.
 """
 import importlib.util
 import os
@@ -33,6 +36,8 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax when the build succeeds
+    "sphinx_copybutton",
     "numpydoc",
 ]
 
@@ -45,8 +50,19 @@ html_theme = "alabaster"
 html_static_path = []
 html_title = f"ctmc {release}"
 
+# MathJax from the build itself, never from a CDN (relative to _static; the
+# files are those of sphinx-mathjax-offline, which copies them there)
+mathjax_path = "mathjax/tex-chtml.js"
+
+# Copy buttons copy the commands without their prompts: the lines that start
+# with ">>> ", "... " (or a bare ">>>" / "...") or "$ ", with the prompt
+# removed; output lines are left out. A block without prompts is copied whole.
+copybutton_prompt_text = r"(?:>>>|\.\.\.)(?: |$)|\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
+
 # autodoc / autosummary
-autosummary_generate = False  # tables only; the pages are written by hand in api.rst
+autosummary_generate = False  # tables only; the pages are written by hand in api/*.rst
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"  # types are given in the numpydoc sections
 

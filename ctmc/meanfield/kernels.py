@@ -18,16 +18,29 @@ import numpy as np
 from .._util import as_points
 from .results import MeanFieldError
 
-__all__ = ["System", "load_sympy", "find_fixed_point", "polish_componentwise", "plain_residual",
-           "stationary_coefficients", "transient_moments", "integrate", "check_times", "solve_kron3",
-           "op3", "sym3", "rhs_A", "rhs_B", "rhs_C", "rel"]
+__all__ = ["System", "load_sympy", "SYMPY_INSTALL_HELP", "find_fixed_point", "polish_componentwise",
+           "plain_residual", "stationary_coefficients", "transient_moments", "integrate", "check_times",
+           "solve_kron3", "op3", "sym3", "rhs_A", "rhs_B", "rhs_C", "rel"]
+
+
+#: how to get sympy, the one dependency of :mod:`ctmc.meanfield` that the core does not have
+SYMPY_INSTALL_HELP = ("ctmc.meanfield (PopulationModel: the mean field, its refinements and the exact "
+                      "chain from a declaration) compiles its rates with sympy, which is not installed: "
+                      "pip install 'ctmc-exact[meanfield]' (or pip install 'sympy>=1.12')")
 
 
 def load_sympy():
+    """The :mod:`sympy` module, imported on first use (an optional dependency: the ``meanfield`` extra).
+
+    Raises
+    ------
+    ImportError
+        When sympy is not installed, naming the extra that installs it.
+    """
     try:
         import sympy
-    except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise ImportError("ctmc.meanfield needs sympy: pip install 'sympy>=1.12'") from exc
+    except ImportError as exc:
+        raise ImportError(SYMPY_INSTALL_HELP, name="sympy") from exc
     return sympy
 
 

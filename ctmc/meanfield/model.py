@@ -39,6 +39,9 @@ class PopulationModel:
     ------
     ValueError
         For fewer than two species, a duplicate or a name that is not an identifier.
+    ImportError
+        When sympy (the ``meanfield`` extra: ``pip install 'ctmc-exact[meanfield]'``) is
+        not installed: every declaration is compiled with it.
 
     Notes
     -----
@@ -48,6 +51,7 @@ class PopulationModel:
     """
 
     def __init__(self, name: str, species):
+        load_sympy()            # before any work: every analysis below compiles the declaration with it
         self.name = str(name)
         if isinstance(species, str) or not hasattr(species, "__iter__"):
             raise ValueError(f"species: expected a list of names, got {species!r}")
