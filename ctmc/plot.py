@@ -144,11 +144,13 @@ def _band(ax, x, y, b, log: bool, what: str = "error bound"):
     return ax.fill_between(x, y - b, y + b, alpha=0.25, linewidth=0, label=label)
 
 
-def _log_y(ax):
-    """A logarithmic y axis where zeros leave a gap (not a line to -inf), with a thin margin (a 5%
-    margin of 300 decades would be 15 decades above a probability)."""
+def _log_y(ax, y):
+    """A logarithmic y axis where zeros leave a gap (not a line to -inf), with a margin of about a
+    fifth of a decade (matplotlib's 5% of 300 decades would be 15 decades above a probability)."""
     ax.set_yscale("log", nonpositive="mask")
-    ax.set_ymargin(0.01)
+    pos = y[y > 0]
+    decades = math.log10(pos.max() / pos.min()) if pos.size else 0.0
+    ax.set_ymargin(min(0.05, 0.2 / decades) if decades > 0 else 0.05)
 
 
 def _check_log(log: bool, y, name: str) -> bool:
@@ -222,7 +224,7 @@ def law(result_or_marginal, by=None, *, log: bool = False, ax=None, label=None, 
     log = _check_log(log, p, "result_or_marginal")
     with _axes(ax) as ax:
         if log:
-            _log_y(ax)
+            _log_y(ax, p)
         ax.plot(x, p, "o-" if p.size <= 60 else "-", markersize=2.5, label=label)
         if b is not None and (b > 0).any():
             _band(ax, x, p, b, log)
@@ -288,7 +290,7 @@ def _curve_data(times, values, reward, what: str):
 def _draw_curve(ax, t, v, b, *, log, label, xlabel, ylabel):
     with _axes(ax) as ax:
         if log:
-            _log_y(ax)
+            _log_y(ax, v)
         ax.plot(t, v, "-", label=label)
         if b is not None and (b > 0).any():
             _band(ax, t, v, b, log)
@@ -514,7 +516,8 @@ def sweep(frame_or_records, x, y=None, by=None, *, relative: bool = False, log: 
     kind = "relative" if relative else "absolute"
     with _axes(ax) as ax:
         if log:
-            _log_y(ax)
+            _log_y(ax, np.array([r["value"] for g in lines.values() for r in g if r["value"] is not None],
+                                dtype=float))
         if logx:
             ax.set_xscale("log")
         failed_label = "not a success (hollow)"
