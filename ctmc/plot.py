@@ -241,7 +241,7 @@ def law(result_or_marginal, by=None, *, log: bool = False, ax=None, label=None, 
 def _same_times(times, t, what: str) -> np.ndarray:
     t = np.atleast_1d(np.asarray(t, dtype=float))
     if times is not None:
-        given = _vector(times, "times")
+        given = _vector(np.atleast_1d(times), "times")
         if given.shape != t.shape or not np.array_equal(given, t):
             raise ValueError(f"times: differ from the times of the {what} ({t.size} points from {t[0]:g}); "
                              "pass times=None to use the result's")
