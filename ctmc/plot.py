@@ -122,16 +122,24 @@ def _vector(values, name: str, *, n=None, positive=False) -> np.ndarray:
 
 
 def _bound(bound, n: int) -> np.ndarray | None:
-    """An absolute error bound as an array of ``n`` values >= 0 (None: no band)."""
+    """An absolute error bound as an array of ``n`` values >= 0 (None: no band). ``inf`` is a point
+    without accuracy, as is ``nan`` among numbers (all ``nan``: a result that computed no bound)."""
     if bound is None:
         return None
-    b = np.broadcast_to(np.asarray(bound, dtype=float), (n,)) if np.ndim(bound) == 0 else \
-        _vector(bound, "bound", n=n)
+    try:
+        b = np.asarray(bound, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"bound: expected a number or one number per point, "
+                         f"got {type(bound).__name__}") from None
+    if b.ndim == 0:
+        b = np.full(n, float(b))
+    elif b.shape != (n,):
+        raise ValueError(f"bound: expected a number or {n} numbers (one per point), got shape {b.shape}")
     if np.isnan(b).all():
-        return None                     # a result that computed no bound
-    if not (b >= 0).all():
-        raise ValueError(f"bound: an error bound is a number >= 0 (inf: no accuracy), got {b[~(b >= 0)][:3]}")
-    return np.array(b)
+        return None
+    if (b < 0).any():
+        raise ValueError(f"bound: an error bound is a number >= 0 (inf: no accuracy), got {b[b < 0][:3]}")
+    return np.where(np.isnan(b), np.inf, b)
 
 
 def _band(ax, x, y, b, log: bool, what: str = "error bound"):
@@ -141,7 +149,8 @@ def _band(ax, x, y, b, log: bool, what: str = "error bound"):
     label = f"{what} (absolute) ≤ {b.max():.1e}"
     if log:
         return ax.plot(x, b, ":", color="0.4", linewidth=0.8, label=label)[0]
-    return ax.fill_between(x, y - b, y + b, alpha=0.25, linewidth=0, label=label)
+    # an infinite bound (no accuracy) leaves the band out there; the label says "≤ inf"
+    return ax.fill_between(x, y - b, y + b, where=np.isfinite(b), alpha=0.25, linewidth=0, label=label)
 
 
 def _log_y(ax, y):
@@ -207,7 +216,6 @@ def law(result_or_marginal, by=None, *, log: bool = False, ax=None, label=None, 
                              "pass result.marginal(by)[k] for one of them")
         if bound is None:
             bound = getattr(result_or_marginal, "error_bound", None)
-            bound = None if bound is None or not math.isfinite(bound) else bound
         result_or_marginal = marg
     if isinstance(result_or_marginal, dict):
         if not result_or_marginal:

@@ -139,6 +139,16 @@ def test_transient_of_arrays_band_equals_the_bounds():
     assert ax.get_ylabel() == "queue length" and any("(absolute)" in s for s in legend_texts(ax))
 
 
+def test_an_infinite_bound_is_said_and_leaves_its_point_out_of_the_band():
+    ax = plot.transient([0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], bound=[0.1, np.inf, 0.1, 0.1])
+    assert legend_texts(ax) == ["error bound (absolute) ≤ inf"]
+    assert all(np.isfinite(v).all() for v in band(ax).values())
+    ax = plot.transient([0.0, 1.0], [1.0, 2.0], bound=[0.1, float("nan")])      # nan among numbers: no bound
+    assert legend_texts(ax) == ["error bound (absolute) ≤ inf"]
+    with pytest.raises(ValueError, match="^bound:"):
+        plot.transient([0.0, 1.0], [1.0, 2.0], bound=[0.1, 0.1, 0.1])
+
+
 def test_transient_result_with_a_reward_draws_its_mean_and_the_scaled_bound():
     chain, n = mm1k(8, 0.5)
     ts = np.linspace(0.0, 10.0, 11)
