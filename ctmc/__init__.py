@@ -19,7 +19,7 @@ from .chain import CTMC, StateTable
 from .expr import Expr, Var, maximum, minimum, where
 from .model import Model
 from .simulate import simulate
-from . import io, ph, prism  # noqa: F401  (ctmc.io, ctmc.ph, ctmc.prism after a plain "import ctmc")
+from . import io, ph, plot, prism  # noqa: F401  (ctmc.io, ctmc.ph, ... after a plain "import ctmc")
 from .progress import CtmcWarning, set_progress
 from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError, ModelWarning,
                       ReducibleChainError, SolverError, StateSpaceTooLarge, StationaryResult,

@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Sequence
 __all__ = ["format_table", "add_plots_argument", "new_figure", "save_figure", "PLOT_INSTALL_HELP"]
 
 #: What to do when matplotlib is missing.
-PLOT_INSTALL_HELP = "figures need matplotlib: pip install 'ctmc[plot]' (or pip install matplotlib)"
+PLOT_INSTALL_HELP = "figures need matplotlib: pip install 'ctmc-exact[plot]' (or pip install matplotlib)"
 
 
 def _fmt(value, floatfmt):

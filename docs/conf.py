@@ -99,3 +99,42 @@ def _resolve_reexports(app, env, node, contnode):
 
 def setup(app):
     app.connect("missing-reference", _resolve_reexports)
+
+
+# ---------------------------------------------------------------------------
+# The gallery of plots.rst (ctmc.plot): its >>> examples run at every build,
+# in docs/_gallery/ (git-ignored), and write the images the page shows. The
+# test suite runs the same examples (tests/test_docs.py runs every page's).
+# Needs matplotlib (the plot extra). Appended: the setup above is wrapped.
+# ---------------------------------------------------------------------------
+def _run_gallery(app):
+    import doctest
+    page = os.path.join(str(app.srcdir), "plots.rst")
+    out = os.path.join(str(app.srcdir), "_gallery")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("docs/plots.rst draws its gallery with matplotlib: "
+                          "pip install 'ctmc-exact[plot]'") from exc
+    os.makedirs(out, exist_ok=True)
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    test = doctest.DocTestParser().get_doctest(text, {"__name__": "__gallery__"}, "plots.rst", page, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report, here = [], os.getcwd()
+    os.chdir(out)
+    try:
+        runner.run(test, out=report.append)
+    finally:
+        os.chdir(here)
+    if runner.summarize(verbose=False).failed:
+        raise RuntimeError("docs/plots.rst: the gallery's examples fail:\n" + "".join(report))
+
+
+_setup_before_gallery = setup
+
+
+def setup(app):  # noqa: F811
+    out = _setup_before_gallery(app)
+    app.connect("builder-inited", _run_gallery)
+    return out
