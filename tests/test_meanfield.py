@@ -251,6 +251,14 @@ def test_compare_table_and_plot(tmp_path):
     rows = df.to_dict("records") if hasattr(df, "to_dict") else df
     assert [r["N"] for r in rows] == [10, 20] and "refined_2" not in rows[0]
     assert rows[1]["error_refined_1"] < rows[1]["error_mean_field"]
+    import matplotlib.figure
+    ax = matplotlib.figure.Figure().subplots()
+    df = sis().compare([10, 20, 40], orders=(1,), ax=ax)       # the figure says what it shows
+    slopes = df.attrs["slopes"] if hasattr(df, "attrs") else df[0]["slopes"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [f"mean field (slope {slopes['error_mean_field']:.2f})",
+                      f"refined order 1 (slope {slopes['error_refined_1']:.2f})"]
+    assert "(absolute)" in ax.get_ylabel() and "E[X/N]" in ax.get_ylabel()
 
 
 @pytest.mark.parametrize("call,match", [

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..report import format_table, new_figure, save_figure
+from ..plot import loglog_fit, meanfield_error
+from ..report import format_table, save_figure
 
 __all__ = ["comparison_records", "format_comparison", "error_slopes", "plot_comparison"]
 
@@ -17,7 +18,7 @@ def error_slopes(rows, Ns, orders) -> dict:
         for col in ["error_mean_field"] + [f"error_refined_{k}" for k in orders]:
             e = np.array([r[col] for r in rows])
             if (e > 0).all():
-                slopes[col] = float(np.polyfit(np.log(Ns), np.log(e), 1)[0])
+                slopes[col] = loglog_fit(Ns, e)[0]
     return slopes
 
 
@@ -47,24 +48,16 @@ def format_comparison(table, title: str = "") -> str:
     return text
 
 
-def plot_comparison(rows, orders, slopes, path, ax, name, ylabel):
+def plot_comparison(rows, orders, slopes, path, ax, name, quantity):
     """Draw the errors of the comparison ``rows`` against ``N`` on log-log axes (``ax``, or a new
-    figure written to ``path``); the legend gives the fitted slopes."""
-    fig = None
-    if ax is None:
-        fig = new_figure(figsize=(5, 4), layout="constrained")
-        ax = fig.subplots()
-    Ns = [r["N"] for r in rows]
-    for col, lab in [("error_mean_field", "mean field")] + [(f"error_refined_{k}", f"refined order {k}")
-                                                            for k in orders]:
-        s = slopes.get(col)
-        ax.loglog(Ns, [r[col] for r in rows], "o-", label=lab + ("" if s is None else f" (slope {s:.2f})"))
-    ax.set_xlabel("N")
-    ax.set_ylabel(ylabel)
+    figure written to ``path``) with :func:`ctmc.plot.meanfield_error`: the legend gives the fitted
+    slopes (``slopes``, the same fit, is what the table reports)."""
+    series = {"mean field": [r["error_mean_field"] for r in rows]}
+    series.update({f"refined order {k}": [r[f"error_refined_{k}"] for r in rows] for k in orders})
+    series = {k: e for k, e in series.items() if any(x > 0 for x in e)}    # an exact series has no log
+    ax = meanfield_error([r["N"] for r in rows], series, quantity=quantity, ax=ax, fit=len(rows) >= 2)
     ax.set_title(name)
-    ax.legend()
-    if fig is not None and path is not None:
+    if path is not None:
         import pathlib
         path = pathlib.Path(path)
-        save_figure(fig, path.parent, path.name, say=None)
-
+        save_figure(ax.figure, path.parent, path.name, say=None)

@@ -435,8 +435,9 @@ class PopulationModel:
             rows.append(row)
         slopes = error_slopes(rows, Ns, orders)
         if plot is not None or ax is not None:
+            what = getattr(quantity, "__name__", "quantity").replace("<lambda>", "quantity")
             plot_comparison(rows, orders, slopes, plot, ax, self.name,
-                            "error" if quantity is not None else "max error of E[X/N]")
+                            "E[X/N], max over species" if quantity is None else f"E[{what}]")
         try:
             import pandas as pd
         except ImportError:
