@@ -18,6 +18,8 @@ import pytest
 import scipy.linalg as sla
 import scipy.stats as st
 
+import ctmc
+
 from mpi_jobs import needs_mpi, run_job
 from hysteresis_cases import (dense_hitting, dense_stationary, exact_stationary, full_width, gth_stationary,
                               hand_built_mm1, mg1r_classic, mm1r, poisson_mixing_quad)
@@ -1117,3 +1119,41 @@ def test_cli_bound_prints_the_proven_bound_of_the_law(capsys):
     with pytest.raises(SystemExit):
         main(["hysteresis", *argv[:-2], "--deterministic", "--bound"])
     assert "bound: the proven error bound is of route 'ctmc'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("service, batch, policy, acceptance, capacity", ASSEMBLY_CASES)
+def test_model_compiles_and_both_builders_give_the_assembled_chain_to_the_bit(service, batch, policy,
+                                                                              acceptance, capacity):
+    """The Model's phase-type rates are ctmc expressions (no Python function): the compiled builder
+    (which the simulator runs) and the vectorised one both build the generator of the numpy level
+    assembly, to the bit, states in the same order."""
+    q = HysteresisQueue(2, 5, 9, 1.2, 0.6, capacity=capacity, batch=batch, service=service, policy=policy,
+                        acceptance=acceptance)
+    model, ref = q.model(), q.chain()
+    assert not any(ctmc.expr.calls_function(e) for ev in model.events for e in (ev.guard, ev.rate))
+    for engine in ("compiled", "numpy"):
+        built = model.build(initial={"mode": 0, "n": 0, "phase": 0}, progress=False, engine=engine)
+        assert built.build_info["engine"] == engine
+        for v in ("n", "mode", "phase"):
+            assert np.array_equal(built.states[v], ref.states[v])
+        assert (built.Q != ref.Q).nnz == 0
+
+
+@pytest.mark.parametrize("m", [1, 2, 7, 40, 200])
+def test_phase_table_is_the_table_in_every_phase(m):
+    """``phase_table(values, j)`` is ``values[j]`` bit for bit (the rate the Model read through a Python
+    function before), runs of equal values included, and its where-tree stays ~log2(m) deep."""
+    from ctmc.models.hysteresis.ctmc_route import phase_table
+    rng = np.random.default_rng(m)
+    values = rng.choice([0.0, 0.5, 1 / 3, 2.0, np.pi], size=m) * rng.choice([1.0, 1 + 2 ** -52], size=m)
+    j = ctmc.expr.Var("phase", 0, m - 1)
+    e = phase_table(values, j)
+    got = np.broadcast_to(e.evaluate({"phase": np.arange(m)}), (m,))
+    assert np.array_equal(got.view(np.int64), values.view(np.int64))
+    depth, stack = 0, [(e, 1)]
+    while stack:
+        x, d = stack.pop()
+        depth = max(depth, d)
+        if x._node is not None and x._node[0] == "where":
+            stack += [(x._node[2], d + 1), (x._node[3], d + 1)]
+    assert depth <= 1 + math.ceil(math.log2(m)) if m > 1 else depth == 1

@@ -173,12 +173,40 @@ def test_supermarket_reward_name_is_a_measure():
     assert est.expression == "m0"
 
 
-def test_hysteresis_model_is_refused_clearly():
-    """The family's Model reads its phase-type rates through Python functions: no compiled engine for it."""
-    from ctmc.models.hysteresis import HysteresisQueue
-    q = HysteresisQueue(2, 4, 6, lam=0.8, lam_overload=0.4)
+def test_a_python_function_rate_is_refused_clearly():
+    """A rate read through a Python function (the phase-type rate as a table indexed in Python) cannot
+    run on the compiled engine: refused before any path, naming why."""
+    m = ctmc.Model("table_in_python")
+    n, j = m.var("n", 0, 3), m.var("phase", 0, 1)
+    s0 = np.array([2.0, 0.5])
+    m.event("arrival", guard=n < 3, rate=1.0, update={n: n + 1})
+    m.event("departure", guard=n > 0, rate=lambda env: s0[env["phase"]], update={n: n - 1})
     with pytest.raises(ValueError, match=r"does not compile \(.*user function.*no numpy fallback"):
-        ctmc.simulate(q.model(), {"n": 0, "mode": 0, "phase": 0}, seed=1)
+        ctmc.simulate(m, {"n": 0, "phase": 0}, seed=1)
+
+
+HYSTERESIS_SIM_CASES = [   # (service, batch, policy, capacity, seed)
+    ("erlang", {1: 0.6, 2: 0.4}, "instant", 10, 51),
+    ("hyperexponential", None, "departure-epoch", 9, 52),
+]
+
+
+@pytest.mark.parametrize("service, batch, policy, capacity, seed", HYSTERESIS_SIM_CASES)
+def test_hysteresis_long_run_matches_the_family_exact_answers(service, batch, policy, capacity, seed):
+    """The hysteresis family's Model (phase-type rates as ctmc expressions) simulated: the mean queue
+    length E[(N - 1)^+], P(overload) and E[N] against the family's exact answers by both of its
+    routes (the CTMC, and the embedded chain at departures: an independent algorithm)."""
+    from ctmc.models.hysteresis import HysteresisQueue
+    from ctmc.models.hysteresis.service import erlang, hyperexponential
+    svc = erlang(3, 1.0) if service == "erlang" else hyperexponential([0.3, 0.7], [0.5, 2.0])
+    q = HysteresisQueue(2, 5, 8, 1.1, 0.6, capacity=capacity, batch=batch, service=svc, policy=policy)
+    sim = ctmc.simulate(q.model(), {"n": 0, "mode": 0, "phase": 0}, seed=seed)
+    queue, overload, number = sim.long_run(["max(n - 1, 0)", "mode == 1", "n"], time=2e5, confidence=LEVEL)
+    for route in ("ctmc", "embedded"):
+        _inside(queue, q.mean_queue_length(route))
+        _inside(overload, float(q.mode_probabilities(route)[1]))
+        _inside(number, q.mean_number_in_system(route))
+    assert overload.estimate > 0.01 and queue.status == "ok"         # the overload mode is visited
 
 
 def test_prism_model_runs_from_its_own_initial_state():
