@@ -209,6 +209,42 @@ def test_hysteresis_long_run_matches_the_family_exact_answers(service, batch, po
     assert overload.estimate > 0.01 and queue.status == "ok"         # the overload mode is visited
 
 
+def test_labels_and_rewards_combine_with_variables_in_a_measure():
+    """Label and reward names are symbols of a measure's text (put in as their expressions), against
+    the exact stationary law of the chain with the same text read by ctmc.exprparse.eval_on_chain."""
+    m = mm1k()
+    n = m.variables[0]
+    m.label("busy", n > 0)
+    m.reward("queue", ctmc.maximum(n - 1, 0))
+    m.reward("n", 100 * n)                       # a reward named as a variable: the variable wins
+    exprs = ["full | (n == 0)", "busy & (n < 3)", "2 * queue + busy", "where(full, queue, 0.5)", "n"]
+    ests = _stationary_check(m, {"n": 0}, exprs, seed=28, time=5e4)
+    p = mm1k_law()
+    k = np.arange(6)
+    independent = [p[5] + p[0], p[1] + p[2], float(2 * np.maximum(k - 1, 0) @ p + 1 - p[0]),
+                   4 * p[5] + 0.5 * (1 - p[5]), float(k @ p)]
+    for est, exact in zip(ests, independent):
+        _inside(est, exact)
+    with pytest.raises(ValueError, match=r"unknown name 'fulll' \(names: n, .*full"):
+        ctmc.simulate(m, {"n": 0}, seed=1).long_run("fulll & busy", time=10.0)
+    h = ctmc.simulate(m, {"n": 0}, seed=29).hitting_times("full & busy", runs=5000, confidence=LEVEL)
+    chain = m.build(initial={"n": 0})
+    _inside(h, chain.hitting_times(chain.labels["full"]).mean[chain.index(n=0)])
+
+
+def test_model_labels_and_rewards_are_read_only_mappings():
+    m = mm1k()
+    m.reward("queue", m.variables[0] * 1.0)
+    assert list(m.labels) == ["full"] and list(m.rewards) == ["queue"]
+    with pytest.raises(TypeError):
+        m.labels["empty"] = m.variables[0] == 0
+    m.label("empty", m.variables[0] == 0)                  # the view follows the declarations
+    assert list(m.labels) == ["full", "empty"]
+    chain = m.build(initial={"n": 0})
+    for name, e in m.labels.items():
+        assert np.array_equal(chain.labels[name], e.evaluate(chain.states.as_dict()))
+
+
 def test_prism_model_runs_from_its_own_initial_state():
     g = tandem(2)
     pm = ctmc.prism.load(g.prism_program(), constants={"c": 2})
