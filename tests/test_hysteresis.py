@@ -1137,23 +1137,3 @@ def test_model_compiles_and_both_builders_give_the_assembled_chain_to_the_bit(se
         for v in ("n", "mode", "phase"):
             assert np.array_equal(built.states[v], ref.states[v])
         assert (built.Q != ref.Q).nnz == 0
-
-
-@pytest.mark.parametrize("m", [1, 2, 7, 40, 200])
-def test_phase_table_is_the_table_in_every_phase(m):
-    """``phase_table(values, j)`` is ``values[j]`` bit for bit (the rate the Model read through a Python
-    function before), runs of equal values included, and its where-tree stays ~log2(m) deep."""
-    from ctmc.models.hysteresis.ctmc_route import phase_table
-    rng = np.random.default_rng(m)
-    values = rng.choice([0.0, 0.5, 1 / 3, 2.0, np.pi], size=m) * rng.choice([1.0, 1 + 2 ** -52], size=m)
-    j = ctmc.expr.Var("phase", 0, m - 1)
-    e = phase_table(values, j)
-    got = np.broadcast_to(e.evaluate({"phase": np.arange(m)}), (m,))
-    assert np.array_equal(got.view(np.int64), values.view(np.int64))
-    depth, stack = 0, [(e, 1)]
-    while stack:
-        x, d = stack.pop()
-        depth = max(depth, d)
-        if x._node is not None and x._node[0] == "where":
-            stack += [(x._node[2], d + 1), (x._node[3], d + 1)]
-    assert depth <= 1 + math.ceil(math.log2(m)) if m > 1 else depth == 1

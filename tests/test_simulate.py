@@ -413,3 +413,44 @@ def test_a_state_where_the_engine_stops_is_named():
     with pytest.raises(ctmc.ModelError, match=r"x=0\).*2\*\*53"):
         sim.long_run("(x + 2 ** 40) * 2 ** 20", time=1.0)
     assert math.isfinite(sim.long_run("x * 2 ** 20", time=1.0).estimate)
+
+
+# ---- ctmc.expr.table: a constant table read at an integer expression ---------------------------
+def _table_queue(K=6, index_shift=0):
+    """M/M/1/K with a service rate per level read from a table (index n - 1 + shift where n >= 1)."""
+    mu = np.array([0.7, 1 / 3, 2.5, 1.0, np.pi, 0.9])
+    m = ctmc.Model("table_queue")
+    n = m.var("n", 0, K)
+    m.event("arrival", guard=n < K, rate=1.1, update={n: n + 1})
+    m.event("departure", guard=n >= 1, rate=ctmc.expr.table(mu, n - 1 + index_shift), update={n: n - 1})
+    return m, mu
+
+
+def test_table_rates_build_alike_on_both_builders_and_simulate_against_birth_death():
+    m, mu = _table_queue()
+    chains = [m.build(initial={"n": 0}, engine=e, progress=False) for e in ("compiled", "numpy")]
+    assert [c.build_info["engine"] for c in chains] == ["compiled", "numpy"]
+    assert (chains[0].Q != chains[1].Q).nnz == 0
+    down = chains[0].Q.diagonal(-1)                       # q(n, n - 1): the table's entries, to the bit
+    assert np.array_equal(down.view(np.int64), mu.view(np.int64))
+    # birth-death product form with exact rationals of the float rates
+    from fractions import Fraction
+    p = [Fraction(1)]
+    for k in range(6):
+        p.append(p[-1] * Fraction(1.1) / Fraction(float(mu[k])))
+    exact = float(sum(k * x for k, x in enumerate(p)) / sum(p))
+    _inside(ctmc.simulate(m, {"n": 0}, seed=61).long_run("n", time=1e5, confidence=LEVEL), exact)
+
+
+def test_table_index_outside_is_named_by_builders_and_simulator():
+    m, _ = _table_queue(index_shift=1)                    # n = 6 reads mu[6]: outside 0..5
+    for engine in ("compiled", "numpy"):
+        with pytest.raises(ctmc.ModelError, match=r"departure.*reads index 6, outside the table's 0\.\.5.*n=6"):
+            m.build(initial={"n": 0}, engine=engine, progress=False)
+    with pytest.raises(ctmc.ModelError, match=r"n=6"):
+        ctmc.simulate(m, {"n": 0}, seed=1).long_run("n", time=1e4)
+    n = ctmc.expr.Var("n", 0, 3)
+    with pytest.raises(ctmc.expr.ExpressionError, match="index is not an integer"):
+        ctmc.expr.table([1.0, 2.0], n / 2).evaluate({"n": np.arange(3)})
+    with pytest.raises(ValueError, match="one-dimensional"):
+        ctmc.expr.table([], n)

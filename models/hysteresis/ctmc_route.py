@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import ctmc
-from ctmc.expr import as_expr, minimum, where
+from ctmc.expr import minimum, table, where
 
 from .law import HysteresisLaw, decide
 from .levels import level_law, top_level
@@ -67,34 +67,14 @@ def build_model(q) -> ctmc.Model:
                     update={s: s_new, n: n_new, j: int(jj)})
     off = ph.S - np.diag(np.diag(ph.S))
     for jj in np.flatnonzero(off.any(axis=0)):
-        m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)), rate=phase_table(off[:, jj], j),
+        m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)), rate=table(off[:, jj], j),
                 update={j: int(jj)})
-    m.event("departure_last", guard=n == 1, rate=phase_table(S0, j),
+    m.event("departure_last", guard=n == 1, rate=table(S0, j),
             update={n: 0, j: 0, s: decide(where, s, 0, L, H, R)})
     for jj in starts:
-        m.event(f"departure_start_{jj}", guard=n >= 2, rate=phase_table(S0 * alpha[jj], j),
+        m.event(f"departure_start_{jj}", guard=n >= 2, rate=table(S0 * alpha[jj], j),
                 update={n: n - 1, j: int(jj), s: decide(where, s, n - 1, L, H, R)})
     return m
-
-
-def phase_table(values, j):
-    r"""The expression ``values[j]`` of the phase variable ``j`` (values over ``0..len(values) - 1``).
-
-    Runs of equal values are one segment, and the segments are told apart by a balanced tree of
-    :func:`ctmc.expr.where` on ``j < cut``: :math:`\lceil \log_2 (\text{segments}) \rceil` levels,
-    so it compiles (the simulator, the compiled builder) at any phase count, and its value in
-    every phase is ``values[j]`` itself (no arithmetic: the generator is that of the table, to the bit).
-    """
-    values = np.asarray(values, dtype=float)
-    cuts = [0] + [k for k in range(1, values.size) if values[k] != values[k - 1]]   # segment starts
-
-    def tree(a, b):                      # segments a..b-1
-        if b - a == 1:
-            return float(values[cuts[a]])
-        mid = (a + b) // 2
-        return where(j < cuts[mid], tree(a, mid), tree(mid, b))
-
-    return as_expr(tree(0, len(cuts)))
 
 
 def box_index(n, s, j, m):
