@@ -209,6 +209,21 @@ def test_hysteresis_long_run_matches_the_family_exact_answers(service, batch, po
     assert overload.estimate > 0.01 and queue.status == "ok"         # the overload mode is visited
 
 
+def test_hysteresis_return_time_matches_the_exact_mean():
+    """The time from an overload state back to normal mode, against the family's exact mean return
+    times (ctmc's hitting times on its chain)."""
+    from ctmc.models.hysteresis import HysteresisQueue
+    from ctmc.models.hysteresis.service import coxian
+    q = HysteresisQueue(2, 5, 8, 1.1, 0.6, capacity=10, batch={1: 0.7, 3: 0.3},
+                        service=coxian([2.0, 1.5, 1.0], [0.6, 0.3]))
+    ret = q.return_times()
+    at = np.flatnonzero((ret["mode"] == 1) & (ret["n"] == 6) & (ret["phase"] == 1))[0]
+    h = ctmc.simulate(q.model(), {"n": 6, "mode": 1, "phase": 1}, seed=53).hitting_times(
+        "mode == 0", runs=20000, confidence=LEVEL)
+    assert h.status == "ok" and h.hits == 20000
+    _inside(h, float(ret["mean"][at]))
+
+
 def test_labels_and_rewards_combine_with_variables_in_a_measure():
     """Label and reward names are symbols of a measure's text (put in as their expressions), against
     the exact stationary law of the chain with the same text read by ctmc.exprparse.eval_on_chain."""
