@@ -589,13 +589,12 @@ class Faults:
             else:
                 at = k
             state = _state(e, env, at)
+            x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
             if what == "zero":
                 why = "divides an integer by zero"
             elif what == "index":
-                x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
                 why = f"reads index {x}, outside the table's 0..{e._node[2].size - 1}"
             else:
-                x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
                 why = f"is {x}, beyond the 64-bit integer range [-2**63, 2**63 - 1]"
             return f"{e._text} {why}{state}"
         return "no fault"

@@ -465,6 +465,11 @@ def test_table_index_outside_is_named_by_builders_and_simulator():
     with pytest.raises(ctmc.ModelError, match=r"n=6"):
         ctmc.simulate(m, {"n": 0}, seed=1).long_run("n", time=1e4)
     n = ctmc.expr.Var("n", 0, 3)
+    # a value not used does not count (the branch where() does not take), as for integer faults
+    guarded = ctmc.where(n >= 1, ctmc.expr.table([4.0, 5.0, 6.0], n - 1), -1.0)
+    assert guarded.evaluate({"n": np.arange(4)}).tolist() == [-1.0, 4.0, 5.0, 6.0]
+    with pytest.raises(ctmc.expr.ExpressionError, match=r"reads index -1.* in state \(n=0\)"):
+        ctmc.expr.table([4.0, 5.0, 6.0], n - 1).evaluate({"n": np.arange(4)})
     with pytest.raises(ctmc.expr.ExpressionError, match="index is not an integer"):
         ctmc.expr.table([1.0, 2.0], n / 2).evaluate({"n": np.arange(3)})
     with pytest.raises(ValueError, match="one-dimensional"):
