@@ -331,7 +331,8 @@ def table(values, index) -> Expr:
     except (TypeError, ValueError):
         raise TypeError(f"table: values must be numbers, got {values!r}") from None
     if vals.ndim != 1 or not 0 < vals.size < 2 ** 31:
-        raise ValueError(f"table: values must be a non-empty one-dimensional sequence, got shape {vals.shape}")
+        raise ValueError(f"table: values must be a non-empty one-dimensional sequence, "
+                         f"got shape {vals.shape}")
     vals.setflags(write=False)
     ix = as_expr(index)
     return Expr(lambda env: vals[ix._fn(env)], None, ("table", ix, vals))

@@ -460,7 +460,8 @@ def test_table_rates_build_alike_on_both_builders_and_simulate_against_birth_dea
 def test_table_index_outside_is_named_by_builders_and_simulator():
     m, _ = _table_queue(index_shift=1)                    # n = 6 reads mu[6]: outside 0..5
     for engine in ("compiled", "numpy"):
-        with pytest.raises(ctmc.ModelError, match=r"departure.*reads index 6, outside the table's 0\.\.5.*n=6"):
+        with pytest.raises(ctmc.ModelError, match=
+                           r"departure.*reads index 6, outside the table's 0\.\.5.*n=6"):
             m.build(initial={"n": 0}, engine=engine, progress=False)
     with pytest.raises(ctmc.ModelError, match=r"n=6"):
         ctmc.simulate(m, {"n": 0}, seed=1).long_run("n", time=1e4)
