@@ -95,7 +95,7 @@ def _children(e) -> list:
     node = e._node
     if node is None:
         raise NotCompilable(f"{e!r} calls a user function")
-    return [] if node[0] in ("var", "const") else [x for x in node[1:] if not isinstance(x, str)]
+    return [] if node[0] in ("var", "const") else [x for x in node[1:] if hasattr(x, "_node")]
 
 
 def _has_vars(e) -> bool:
@@ -161,6 +161,9 @@ class _Compiler:
                 pc += 2
                 depth = max(depth, top)
                 continue
+            if op == OP["TABLE"]:                    # the index replaced by its entry
+                pc += 3
+                continue
             top -= {OP["NEG"]: 0, OP["INEG"]: 0, OP["ABS"]: 0, OP["NOT"]: 0, OP["WHERE"]: 2}.get(op, 1)
             pc += 1
         if depth > _STACK:
@@ -201,6 +204,13 @@ class _Compiler:
         if op == "not":
             self.code.append(OP["NOT"])
             return "b", True
+        if op == "table":                            # the entries, in a row of the constants
+            if kinds[0] != "i":
+                raise NotCompilable(f"{e!r}: the table index is not an integer")
+            values = node[2]
+            self.code += [OP["TABLE"], len(self.consts), values.size]
+            self.consts += [float(v) for v in values]
+            return "f", True
         if op in ("where", "min", "max"):
             self.code.append(OP[op.upper()])
             return max(kinds[-2:], key=_RANK.get), True

@@ -7,10 +7,11 @@
 #define CTMC_EXPLORE_VM_H
 
 /* The opcodes; ctmc/_compiled.py reads their names from the module (OPS), so the two never differ.
-   I-prefixed ones are integer arithmetic: exact below 2^53, never -0.0 (numpy's integers have none). */
+   I-prefixed ones are integer arithmetic: exact below 2^53, never -0.0 (numpy's integers have none).
+   VAR and CONST take one operand (a column, a constant), TABLE two (its first constant, its length). */
 #define OPCODES(X) X(END) X(VAR) X(CONST) X(ADD) X(SUB) X(MUL) X(IADD) X(ISUB) X(IMUL) X(DIV) \
     X(IFLOORDIV) X(IMOD) X(FFLOORDIV) X(FMOD) X(IPOW) X(NEG) X(INEG) X(ABS) X(LT) X(LE) X(GT) X(GE) \
-    X(EQ) X(NE) X(AND) X(OR) X(NOT) X(WHERE) X(MIN) X(MAX)
+    X(EQ) X(NE) X(AND) X(OR) X(NOT) X(WHERE) X(MIN) X(MAX) X(TABLE)
 #define OP_ENUM(name) OP_##name,
 #define OP_NAME(name) #name,
 enum { OPCODES(OP_ENUM) N_OPS };
@@ -75,6 +76,13 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
         case OP_INEG: a = 0.0 - a; break;
         case OP_ABS: a = fabs(a); break;
         case OP_NOT: a = a == 0.0 ? 1.0 : 0.0; break;
+        case OP_TABLE: {
+            /* operands: the table's first constant and its length; the index (an integer) in a */
+            int32_t first = *pc++, len = *pc++;
+            if (!(a >= 0.0 && a < (double)len)) return 1;       /* outside: the vectorised builder names it */
+            a = consts[first + (int32_t)a];
+            break;
+        }
         case OP_WHERE: {
             /* stack: c, x, then y in a */
             double x = st[--sp], c = st[--sp];

@@ -9,7 +9,8 @@ for a whole batch of states and returns one numpy array for the batch.
 Supported operators: ``+ - * / // % **``, unary ``-``, ``abs``, comparisons
 ``< <= == != > >=`` (which return boolean expressions) and the logical
 ``& | ~`` (use parentheses: ``(x > 0) & (y < K)``). :func:`where`,
-:func:`minimum` and :func:`maximum` cover conditional values.
+:func:`minimum` and :func:`maximum` cover conditional values, :func:`table`
+a constant table read at an integer expression (a rate per service phase).
 
 Wherever an expression is expected a plain callable ``f(env) -> array`` is also
 accepted, for rates that are awkward to write with operators (for instance a
@@ -47,7 +48,8 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-__all__ = ["Expr", "Var", "where", "minimum", "maximum", "as_expr", "calls_function", "ExpressionError"]
+__all__ = ["Expr", "Var", "where", "minimum", "maximum", "table", "as_expr", "calls_function",
+           "ExpressionError"]
 
 Env = Mapping[str, np.ndarray]
 
@@ -80,7 +82,8 @@ class Expr:
         builder (:mod:`ctmc._compiled`) and the exact evaluation:
         ``("var", name)``, ``("const", value)``, ``("bin", symbol, a, b)``,
         ``("neg" | "abs" | "not", a)``, ``("where", c, a, b)``,
-        ``("min" | "max", a, b)``; ``None`` for a user function.
+        ``("min" | "max", a, b)``, ``("table", index, values)`` (values: a
+        read-only float64 array); ``None`` for a user function.
     """
 
     __slots__ = ("_fn", "_txt", "_node", "_fast")
@@ -194,7 +197,7 @@ class Expr:
         node = self._node
         if node is not None and (
                 (node[0] == "var" and isinstance(self, Var) and not 0 <= self.lo <= self.hi <= 1)
-                or node[0] in ("neg", "abs") or (node[0] == "bin" and node[1] in _ARITH + ("/",))
+                or node[0] in ("neg", "abs", "table") or (node[0] == "bin" and node[1] in _ARITH + ("/",))
                 or (node[0] == "const" and not isinstance(node[1], (bool, np.bool_)))):
             raise ExpressionError(f"'~' of the number {_render(self)}: '~' is the logical not of a condition, "
                                   "not Python's bitwise ~ (write e.g. (n == 0) or -n - 1)")
@@ -301,6 +304,40 @@ def where(cond, a, b) -> Expr:
                 None, ("where", c, x, y))
 
 
+def table(values, index) -> Expr:
+    """Element-wise ``values[index]``: a constant table of numbers read at an integer expression.
+
+    The value is the table's entry itself (no arithmetic), in one step where a chain of
+    :func:`where` on the index would take one per distinct value: a rate per service phase.
+
+    Parameters
+    ----------
+    values : sequence of float
+        The table, one-dimensional, not empty (stored as float64).
+    index : Expr or int
+        An integer expression; an index outside ``0..len(values) - 1`` in a state where the
+        value is used raises :class:`ExpressionError` naming it and the state.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc.expr import Var, table
+    >>> j = Var("phase", 0, 2)
+    >>> table([2.0, 0.5, 1.0], j).evaluate({"phase": np.array([2, 0, 1])})
+    array([1. , 2. , 0.5])
+    """
+    try:
+        vals = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"table: values must be numbers, got {values!r}") from None
+    if vals.ndim != 1 or not 0 < vals.size < 2 ** 31:
+        raise ValueError(f"table: values must be a non-empty one-dimensional sequence, "
+                         f"got shape {vals.shape}")
+    vals.setflags(write=False)
+    ix = as_expr(index)
+    return Expr(lambda env: vals[ix._fn(env)], None, ("table", ix, vals))
+
+
 def minimum(a, b) -> Expr:
     """Element-wise minimum of two expressions."""
     x, y = as_expr(a), as_expr(b)
@@ -353,6 +390,10 @@ def _render(root: Expr) -> str:
             parts = ["-" if kind == "neg" else "~", node[1]]
         elif kind == "abs":
             parts = ["abs(", node[1], ")"]
+        elif kind == "table":
+            v = [repr(float(x)) for x in node[2]]
+            vals = ", ".join(v if len(v) <= 8 else v[:3] + ["..."] + v[-3:])
+            parts = [f"table([{vals}], ", node[1], ")"]
         else:                                        # where, min, max
             args = list(node[1:])
             parts = [f"{kind}("] + [x for a in args for x in (a, ", ")][:-1] + [")"]
@@ -452,6 +493,9 @@ def _kind_of(e: Expr, parts: list):
     rngs = [p[1] if p[0] != "b" else (0, 1) for p in parts]
     if op == "not" or (op == "bin" and node[1] not in _ARITH and node[1] != "/"):
         return "b", (0, 1)
+    if op == "table":           # numpy's indexing is exact where the index stays in the table
+        inside = kinds[0] == "i" and 0 <= rngs[0][0] and rngs[0][1] < node[2].size
+        return ("f", None) if inside else (None, None)
     if op in ("where", "min", "max"):
         ks, rs = (kinds[1:], rngs[1:]) if op == "where" else (kinds, rngs)
         if "?" in ks:
@@ -546,10 +590,12 @@ class Faults:
             else:
                 at = k
             state = _state(e, env, at)
+            x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
             if what == "zero":
                 why = "divides an integer by zero"
+            elif what == "index":
+                why = f"reads index {x}, outside the table's 0..{e._node[2].size - 1}"
             else:
-                x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
                 why = f"is {x}, beyond the 64-bit integer range [-2**63, 2**63 - 1]"
             return f"{e._text} {why}{state}"
         return "no fault"
@@ -648,6 +694,8 @@ def _step(e: Expr, parts: list, env):
     if op == "not":
         v = np.logical_not(vals[0])
         return v, (0, 1), faults[0]
+    if op == "table":
+        return _checked_table(e, vals[0], faults[0], env)
     if op in ("min", "max"):
         v = (np.minimum if op == "min" else np.maximum)(vals[0], vals[1])
         return v, _range_of(v), _merge(*faults)
@@ -675,6 +723,17 @@ def _step(e: Expr, parts: list, env):
     ra, rb = parts[0][1], parts[1][1]
     lo, hi, zero = _bound(sym, ra, rb)
     return _checked_int(e, v, (lo, hi), vals, prior, _EXACT_OPS[sym], sym if zero else None)
+
+
+def _checked_table(e, index, prior, env):
+    """``(value, range, faults)`` of ``table(values, index)``: the states whose index leaves the table
+    faulted (their value meaningless), a non-integer index refused."""
+    if not _is_int(index):
+        raise ExpressionError(f"{e._text}: the index is not an integer{_state(e, env, None)}")
+    table_ = e._node[2]
+    bad = np.logical_or(np.less(index, 0), np.greater_equal(index, table_.size))
+    own = Faults([(bad, e, "index", index)]) if np.any(bad) else None
+    return table_[np.where(bad, 0, index)], None, _merge(prior, own)
 
 
 def _checked_int(e, v, rng, operands, prior, exact_op, divides):

@@ -49,7 +49,7 @@ from __future__ import annotations
 import ast
 import functools
 import operator
-from typing import Iterable
+from typing import Iterable, Mapping, Optional
 
 import numpy as np
 
@@ -104,8 +104,9 @@ def _leaf(name: str) -> Expr:
 
 
 class _Builder:
-    def __init__(self, text: str, names):
+    def __init__(self, text: str, names, symbols=None):
         self.text, self.names = text, list(dict.fromkeys(names))
+        self.symbols = dict(symbols or {})
 
     def fail(self, node, what: str):
         part = ast.get_source_segment(self.text, node) or ast.dump(node)
@@ -131,11 +132,14 @@ class _Builder:
     def _Name(self, node):
         if node.id in self.names:
             return _leaf(node.id)
+        if node.id in self.symbols:
+            return as_expr(self.symbols[node.id])
         if node.id in FUNCTIONS:
             raise ValueError(f"expression {self.text!r}: {node.id!r} is a function: call it, e.g. "
                              f"{node.id}(a, b)")
+        known = self.names + [k for k in self.symbols if k not in self.names]
         raise ValueError(f"expression {self.text!r}: unknown name {node.id!r} "
-                         f"(names: {', '.join(self.names)})")
+                         f"(names: {', '.join(known)})")
 
     def _BinOp(self, node):
         op = _BINARY.get(type(node.op))
@@ -183,7 +187,7 @@ class _Builder:
         return fn(*[as_expr(self.build(a)) for a in node.args])
 
 
-def parse_expr(text: str, names: Iterable[str]) -> Expr:
+def parse_expr(text: str, names: Iterable[str], symbols: Optional[Mapping[str, Expr]] = None) -> Expr:
     """Parse ``text`` into a :class:`ctmc.Expr` over the allowed ``names``.
 
     Parameters
@@ -194,6 +198,11 @@ def parse_expr(text: str, names: Iterable[str]) -> Expr:
         The names it may use: the model's variables, labels, rewards. The
         expression reads them from the environment it is evaluated in
         (:meth:`ctmc.Expr.evaluate`, :func:`eval_on_chain`).
+    symbols : mapping of str to Expr, optional
+        Names that stand for expressions, put in their place (a
+        :class:`ctmc.Model`'s labels and rewards, :attr:`ctmc.Model.labels`,
+        for the simulator: ``"full & (n > 2)"``, ``"2 * queue"``); a name in
+        ``names`` too is the one of ``names``.
 
     Returns
     -------
@@ -212,7 +221,7 @@ def parse_expr(text: str, names: Iterable[str]) -> Expr:
         raise ValueError("expression: empty")
     try:
         tree = ast.parse(text.strip(), mode="eval")
-        return _Builder(text.strip(), names).build(tree)
+        return _Builder(text.strip(), names, symbols).build(tree)
     except SyntaxError as exc:
         raise ValueError(f"expression {text!r}: {exc.msg}") from None
     except (RecursionError, MemoryError):

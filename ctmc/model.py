@@ -90,6 +90,7 @@ import math
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Dict, Optional
+from types import MappingProxyType
 
 import numpy as np
 import scipy.sparse as sp
@@ -322,6 +323,21 @@ class Model:
     def immediates(self) -> tuple:
         """The declared immediate moves (:meth:`immediate`)."""
         return tuple(self._immediates)
+
+    @property
+    def labels(self) -> Mapping[str, Expr]:
+        """The declared labels, name -> boolean expression (:meth:`label`), read-only.
+
+        >>> m = Model("q"); n = m.var("n", 0, 3); m.label("full", n == 3)
+        >>> dict(m.labels)
+        {'full': (n == 3)}
+        """
+        return MappingProxyType(self._labels)
+
+    @property
+    def rewards(self) -> Mapping[str, Expr]:
+        """The declared rewards, name -> expression (:meth:`reward`), read-only."""
+        return MappingProxyType(self._rewards)
 
     # encoding ---------------------------------------------------------------
     @property

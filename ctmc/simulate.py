@@ -35,10 +35,11 @@ quantile of order :math:`(1 + c)/2`):
   :math:`P(\tau \le t)` for :math:`t \le` ``max_time``, unbiased under
   censoring by time.
 
-Measures are strings over the model's variables (parsed safely by
-:mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads them), the name of
-one of the model's labels or rewards (alone: a name inside a longer text is
-not read), or :class:`ctmc.Expr` objects; they are compiled with the model.
+Measures are strings over the model's variables, labels and rewards
+(parsed safely by :mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads
+them: ``"n"``, ``"full"``, ``"full & (n > 2)"``, ``"2 * queue"``; a label is
+1 where it holds, and a name that is both a variable and a label is the
+variable), or :class:`ctmc.Expr` objects; they are compiled with the model.
 What the engine cannot run is refused before any path is drawn: a model
 that does not compile (a user function, immediate moves, ...; there is no
 slower numpy fallback) or the C extension missing raise a ``ValueError``
@@ -228,13 +229,12 @@ class Simulator:
         """``(text, Expr)`` of a measure: a string over the variables, a label's or reward's name, an Expr."""
         if isinstance(expr, Expr):
             return repr(expr), expr
-        # the model's named expressions (Model keeps them without a public accessor); a name alone
-        named = {**getattr(self.model, "_rewards", {}), **getattr(self.model, "_labels", {})}
-        if isinstance(expr, str) and expr.strip() in named:
-            return expr.strip(), named[expr.strip()]
         if not isinstance(expr, str):
             raise ValueError(f"{what}: expected text or a ctmc.Expr, got {type(expr).__name__}")
-        return expr, parse_expr(expr, [v.name for v in self.model.variables])
+        # the model's labels and rewards are symbols of the text, put in as their expressions; a
+        # variable, then a label, then a reward, where a name is several (as ctmc.exprparse.eval_on_chain)
+        named = {**self.model.rewards, **self.model.labels}
+        return expr.strip(), parse_expr(expr, [v.name for v in self.model.variables], named)
 
     def _measures(self, exprs):
         """The measures ``[(text, Expr), ...]`` and whether one was given alone (not in a list)."""

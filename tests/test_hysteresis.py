@@ -18,6 +18,8 @@ import pytest
 import scipy.linalg as sla
 import scipy.stats as st
 
+import ctmc
+
 from mpi_jobs import needs_mpi, run_job
 from hysteresis_cases import (dense_hitting, dense_stationary, exact_stationary, full_width, gth_stationary,
                               hand_built_mm1, mg1r_classic, mm1r, poisson_mixing_quad)
@@ -1117,3 +1119,21 @@ def test_cli_bound_prints_the_proven_bound_of_the_law(capsys):
     with pytest.raises(SystemExit):
         main(["hysteresis", *argv[:-2], "--deterministic", "--bound"])
     assert "bound: the proven error bound is of route 'ctmc'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("service, batch, policy, acceptance, capacity", ASSEMBLY_CASES)
+def test_model_compiles_and_both_builders_give_the_assembled_chain_to_the_bit(service, batch, policy,
+                                                                              acceptance, capacity):
+    """The Model's phase-type rates are ctmc expressions (no Python function): the compiled builder
+    (which the simulator runs) and the vectorised one both build the generator of the numpy level
+    assembly, to the bit, states in the same order."""
+    q = HysteresisQueue(2, 5, 9, 1.2, 0.6, capacity=capacity, batch=batch, service=service, policy=policy,
+                        acceptance=acceptance)
+    model, ref = q.model(), q.chain()
+    assert not any(ctmc.expr.calls_function(e) for ev in model.events for e in (ev.guard, ev.rate))
+    for engine in ("compiled", "numpy"):
+        built = model.build(initial={"mode": 0, "n": 0, "phase": 0}, progress=False, engine=engine)
+        assert built.build_info["engine"] == engine
+        for v in ("n", "mode", "phase"):
+            assert np.array_equal(built.states[v], ref.states[v])
+        assert (built.Q != ref.Q).nnz == 0

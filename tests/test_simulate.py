@@ -173,12 +173,91 @@ def test_supermarket_reward_name_is_a_measure():
     assert est.expression == "m0"
 
 
-def test_hysteresis_model_is_refused_clearly():
-    """The family's Model reads its phase-type rates through Python functions: no compiled engine for it."""
-    from ctmc.models.hysteresis import HysteresisQueue
-    q = HysteresisQueue(2, 4, 6, lam=0.8, lam_overload=0.4)
+def test_a_python_function_rate_is_refused_clearly():
+    """A rate read through a Python function (the phase-type rate as a table indexed in Python) cannot
+    run on the compiled engine: refused before any path, naming why."""
+    m = ctmc.Model("table_in_python")
+    n, j = m.var("n", 0, 3), m.var("phase", 0, 1)
+    s0 = np.array([2.0, 0.5])
+    m.event("arrival", guard=n < 3, rate=1.0, update={n: n + 1})
+    m.event("departure", guard=n > 0, rate=lambda env: s0[env["phase"]], update={n: n - 1})
     with pytest.raises(ValueError, match=r"does not compile \(.*user function.*no numpy fallback"):
-        ctmc.simulate(q.model(), {"n": 0, "mode": 0, "phase": 0}, seed=1)
+        ctmc.simulate(m, {"n": 0, "phase": 0}, seed=1)
+
+
+HYSTERESIS_SIM_CASES = [   # (service, batch, policy, capacity, seed)
+    ("erlang", {1: 0.6, 2: 0.4}, "instant", 10, 51),
+    ("hyperexponential", None, "departure-epoch", 9, 52),
+]
+
+
+@pytest.mark.parametrize("service, batch, policy, capacity, seed", HYSTERESIS_SIM_CASES)
+def test_hysteresis_long_run_matches_the_family_exact_answers(service, batch, policy, capacity, seed):
+    """The hysteresis family's Model (phase-type rates as ctmc expressions) simulated: the mean queue
+    length E[(N - 1)^+], P(overload) and E[N] against the family's exact answers by both of its
+    routes (the CTMC, and the embedded chain at departures: an independent algorithm)."""
+    from ctmc.models.hysteresis import HysteresisQueue
+    from ctmc.models.hysteresis.service import erlang, hyperexponential
+    svc = erlang(3, 1.0) if service == "erlang" else hyperexponential([0.3, 0.7], [0.5, 2.0])
+    q = HysteresisQueue(2, 5, 8, 1.1, 0.6, capacity=capacity, batch=batch, service=svc, policy=policy)
+    sim = ctmc.simulate(q.model(), {"n": 0, "mode": 0, "phase": 0}, seed=seed)
+    queue, overload, number = sim.long_run(["max(n - 1, 0)", "mode == 1", "n"], time=2e5, confidence=LEVEL)
+    for route in ("ctmc", "embedded"):
+        _inside(queue, q.mean_queue_length(route))
+        _inside(overload, float(q.mode_probabilities(route)[1]))
+        _inside(number, q.mean_number_in_system(route))
+    assert overload.estimate > 0.01 and queue.status == "ok"         # the overload mode is visited
+
+
+def test_hysteresis_return_time_matches_the_exact_mean():
+    """The time from an overload state back to normal mode, against the family's exact mean return
+    times (ctmc's hitting times on its chain)."""
+    from ctmc.models.hysteresis import HysteresisQueue
+    from ctmc.models.hysteresis.service import coxian
+    q = HysteresisQueue(2, 5, 8, 1.1, 0.6, capacity=10, batch={1: 0.7, 3: 0.3},
+                        service=coxian([2.0, 1.5, 1.0], [0.6, 0.3]))
+    ret = q.return_times()
+    at = np.flatnonzero((ret["mode"] == 1) & (ret["n"] == 6) & (ret["phase"] == 1))[0]
+    h = ctmc.simulate(q.model(), {"n": 6, "mode": 1, "phase": 1}, seed=53).hitting_times(
+        "mode == 0", runs=20000, confidence=LEVEL)
+    assert h.status == "ok" and h.hits == 20000
+    _inside(h, float(ret["mean"][at]))
+
+
+def test_labels_and_rewards_combine_with_variables_in_a_measure():
+    """Label and reward names are symbols of a measure's text (put in as their expressions), against
+    the exact stationary law of the chain with the same text read by ctmc.exprparse.eval_on_chain."""
+    m = mm1k()
+    n = m.variables[0]
+    m.label("busy", n > 0)
+    m.reward("queue", ctmc.maximum(n - 1, 0))
+    m.reward("n", 100 * n)                       # a reward named as a variable: the variable wins
+    exprs = ["full | (n == 0)", "busy & (n < 3)", "2 * queue + busy", "where(full, queue, 0.5)", "n"]
+    ests = _stationary_check(m, {"n": 0}, exprs, seed=28, time=5e4)
+    p = mm1k_law()
+    k = np.arange(6)
+    independent = [p[5] + p[0], p[1] + p[2], float(2 * np.maximum(k - 1, 0) @ p + 1 - p[0]),
+                   4 * p[5] + 0.5 * (1 - p[5]), float(k @ p)]
+    for est, exact in zip(ests, independent):
+        _inside(est, exact)
+    with pytest.raises(ValueError, match=r"unknown name 'fulll' \(names: n, .*full"):
+        ctmc.simulate(m, {"n": 0}, seed=1).long_run("fulll & busy", time=10.0)
+    h = ctmc.simulate(m, {"n": 0}, seed=29).hitting_times("full & busy", runs=5000, confidence=LEVEL)
+    chain = m.build(initial={"n": 0})
+    _inside(h, chain.hitting_times(chain.labels["full"]).mean[chain.index(n=0)])
+
+
+def test_model_labels_and_rewards_are_read_only_mappings():
+    m = mm1k()
+    m.reward("queue", m.variables[0] * 1.0)
+    assert list(m.labels) == ["full"] and list(m.rewards) == ["queue"]
+    with pytest.raises(TypeError):
+        m.labels["empty"] = m.variables[0] == 0
+    m.label("empty", m.variables[0] == 0)                  # the view follows the declarations
+    assert list(m.labels) == ["full", "empty"]
+    chain = m.build(initial={"n": 0})
+    for name, e in m.labels.items():
+        assert np.array_equal(chain.labels[name], e.evaluate(chain.states.as_dict()))
 
 
 def test_prism_model_runs_from_its_own_initial_state():
@@ -349,3 +428,50 @@ def test_a_state_where_the_engine_stops_is_named():
     with pytest.raises(ctmc.ModelError, match=r"x=0\).*2\*\*53"):
         sim.long_run("(x + 2 ** 40) * 2 ** 20", time=1.0)
     assert math.isfinite(sim.long_run("x * 2 ** 20", time=1.0).estimate)
+
+
+# ---- ctmc.expr.table: a constant table read at an integer expression ---------------------------
+def _table_queue(K=6, index_shift=0):
+    """M/M/1/K with a service rate per level read from a table (index n - 1 + shift where n >= 1)."""
+    mu = np.array([0.7, 1 / 3, 2.5, 1.0, np.pi, 0.9])
+    m = ctmc.Model("table_queue")
+    n = m.var("n", 0, K)
+    m.event("arrival", guard=n < K, rate=1.1, update={n: n + 1})
+    m.event("departure", guard=n >= 1, rate=ctmc.expr.table(mu, n - 1 + index_shift), update={n: n - 1})
+    return m, mu
+
+
+def test_table_rates_build_alike_on_both_builders_and_simulate_against_birth_death():
+    m, mu = _table_queue()
+    chains = [m.build(initial={"n": 0}, engine=e, progress=False) for e in ("compiled", "numpy")]
+    assert [c.build_info["engine"] for c in chains] == ["compiled", "numpy"]
+    assert (chains[0].Q != chains[1].Q).nnz == 0
+    down = chains[0].Q.diagonal(-1)                       # q(n, n - 1): the table's entries, to the bit
+    assert np.array_equal(down.view(np.int64), mu.view(np.int64))
+    # birth-death product form with exact rationals of the float rates
+    from fractions import Fraction
+    p = [Fraction(1)]
+    for k in range(6):
+        p.append(p[-1] * Fraction(1.1) / Fraction(float(mu[k])))
+    exact = float(sum(k * x for k, x in enumerate(p)) / sum(p))
+    _inside(ctmc.simulate(m, {"n": 0}, seed=61).long_run("n", time=1e5, confidence=LEVEL), exact)
+
+
+def test_table_index_outside_is_named_by_builders_and_simulator():
+    m, _ = _table_queue(index_shift=1)                    # n = 6 reads mu[6]: outside 0..5
+    for engine in ("compiled", "numpy"):
+        with pytest.raises(ctmc.ModelError, match=
+                           r"departure.*reads index 6, outside the table's 0\.\.5.*n=6"):
+            m.build(initial={"n": 0}, engine=engine, progress=False)
+    with pytest.raises(ctmc.ModelError, match=r"n=6"):
+        ctmc.simulate(m, {"n": 0}, seed=1).long_run("n", time=1e4)
+    n = ctmc.expr.Var("n", 0, 3)
+    # a value not used does not count (the branch where() does not take), as for integer faults
+    guarded = ctmc.where(n >= 1, ctmc.expr.table([4.0, 5.0, 6.0], n - 1), -1.0)
+    assert guarded.evaluate({"n": np.arange(4)}).tolist() == [-1.0, 4.0, 5.0, 6.0]
+    with pytest.raises(ctmc.expr.ExpressionError, match=r"reads index -1.* in state \(n=0\)"):
+        ctmc.expr.table([4.0, 5.0, 6.0], n - 1).evaluate({"n": np.arange(4)})
+    with pytest.raises(ctmc.expr.ExpressionError, match="index is not an integer"):
+        ctmc.expr.table([1.0, 2.0], n / 2).evaluate({"n": np.arange(3)})
+    with pytest.raises(ValueError, match="one-dimensional"):
+        ctmc.expr.table([], n)

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import ctmc
-from ctmc.expr import minimum, where
+from ctmc.expr import minimum, table, where
 
 from .law import HysteresisLaw, decide
 from .levels import level_law, top_level
@@ -67,16 +67,21 @@ def build_model(q) -> ctmc.Model:
                     update={s: s_new, n: n_new, j: int(jj)})
     off = ph.S - np.diag(np.diag(ph.S))
     for jj in np.flatnonzero(off.any(axis=0)):
-        col = off[:, jj].copy()
-        m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)),
-                rate=lambda env, c=col: c[env["phase"]], update={j: int(jj)})
-    m.event("departure_last", guard=n == 1, rate=lambda env: S0[env["phase"]],
+        m.event(f"phase_to_{jj}", guard=(n >= 1) & (j != int(jj)), rate=per_phase(off[:, jj], j),
+                update={j: int(jj)})
+    m.event("departure_last", guard=n == 1, rate=per_phase(S0, j),
             update={n: 0, j: 0, s: decide(where, s, 0, L, H, R)})
     for jj in starts:
-        m.event(f"departure_start_{jj}", guard=n >= 2,
-                rate=lambda env, a=alpha[jj]: S0[env["phase"]] * a,
+        m.event(f"departure_start_{jj}", guard=n >= 2, rate=per_phase(S0 * alpha[jj], j),
                 update={n: n - 1, j: int(jj), s: decide(where, s, n - 1, L, H, R)})
     return m
+
+
+def per_phase(values, j):
+    """The rate ``values[j]`` in phase ``j``: :func:`ctmc.expr.table`, or the number itself where every
+    phase has it (exponential service: a constant rate, no program for the compiled engine to run)."""
+    values = np.asarray(values, dtype=float)
+    return float(values[0]) if np.all(values == values[0]) else table(values, j)
 
 
 def box_index(n, s, j, m):
