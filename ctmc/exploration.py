@@ -14,11 +14,23 @@ then eliminates vanishing states (:mod:`ctmc.immediate`) and assembles the
 generator (:mod:`ctmc.assembly`); :func:`reachable` finds the states only
 and :func:`generator_rows` assembles a block of rows over a given numbering
 (the distributed build).
+
+**Rates on known states.** When only rates change (a parameter sweep), the
+states of a chain built before can be kept: :func:`rebuild` assembles the
+rows of the new model over the old states :math:`S_0` and keeps them when
+(a) no transition leaves :math:`S_0` (it is closed, so :math:`S \subseteq
+S_0`) and (b) every state of :math:`S_0` is reached from the initial states
+in the new generator (:math:`S_0 \subseteq S`): then :math:`S = S_0`, in the
+same numbering, and the rows are :func:`build`'s. :func:`structure_key` (the
+variables, bounds, initial states, events' guards and updates) tells when to
+try; the checks (a) and (b), not the key, make the answer right.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+import hashlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +44,7 @@ from .progress import Progress
 from .results import ModelError, StateSpaceTooLarge
 from .transitions import expand
 
-__all__ = ["Built", "build", "reachable", "generator_rows", "check_engine"]
+__all__ = ["Built", "build", "reachable", "generator_rows", "check_engine", "structure_key", "rebuild"]
 
 _CHUNK = 1 << 18
 _BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
@@ -390,12 +402,19 @@ def generator_rows(model, states, start: int, stop: int, *, engine: str = "auto"
             and 0 <= start <= stop <= n):
         raise ValueError(f"start, stop: expected 0 <= start <= stop <= {n}, got {start!r}, {stop!r}")
     check_engine(engine)
+    return _rows(model, codes, layout, start, stop, engine)[0]
+
+
+def _rows(model, codes, layout, start, stop, engine) -> tuple:
+    """``(rows, engine used)``: rows ``start:stop`` of the generator over the sorted ``codes``."""
+    n = codes.size
     own = model.layout
     if np.array_equal(layout.lo, own.lo) and np.array_equal(layout.span, own.span):
         # (a table of other bounds: numpy checks the updates against the model's own)
-        rows = _compiled_or_none(model, engine, lambda c: c.rows(model, layout, codes, start, stop, memory_limit(None)))
+        rows = _compiled_or_none(model, engine,
+                                 lambda c: c.rows(model, layout, codes, start, stop, memory_limit(None)))
         if rows is not None:
-            return rows
+            return rows, "compiled"
     srcs, dsts, rates = [], [], []
     for a in range(start, stop, _CHUNK):
         b = min(stop, a + _CHUNK)
@@ -408,4 +427,73 @@ def generator_rows(model, states, start: int, stop: int, *, engine: str = "auto"
         dsts.append(col)
         rates.append(r)
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
-    return assemble(cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float), (stop - start, n), start)
+    Q = assemble(cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float), (stop - start, n), start)
+    return Q, "numpy"
+
+
+def structure_key(model, layout, init) -> Optional[str]:
+    """A digest of what decides the reachable states of ``model`` besides its rates, or None.
+
+    The variables and their bounds (``layout``), the initial codes ``init``,
+    and each event's name, guard and update as text (constants written
+    exactly, a user function by its name). Two models of one key usually
+    have the same reachable states: :func:`rebuild` tries to keep them and
+    checks. None for a model with immediate moves (their elimination mixes
+    rows: no rows over known states).
+    """
+    if model.immediates:
+        return None
+    h = hashlib.sha256(repr((layout.names, layout.lo.tolist(), layout.span.tolist(),
+                             np.asarray(init).tolist())).encode())
+    for ev in model.events:
+        h.update(repr((ev.name, repr(ev.guard), [(v.name, repr(u)) for v, u in ev.update])).encode())
+    return h.hexdigest()
+
+
+def rebuild(model, initial, previous, *, max_states: Optional[int] = None, max_memory=None,
+            engine: str = "auto") -> Optional["Built"]:
+    """The :class:`Built` of ``model`` on the states of chain ``previous``, its rates evaluated anew; or None.
+
+    Where ``previous`` was built from a model of the same
+    :func:`structure_key`, the rows of ``model`` over its states are
+    assembled and kept when the checks (a) and (b) of the module docstring
+    pass: the very chain :func:`build` would give (``info["reused"]`` is
+    True). None otherwise (another structure, a transition leaving the
+    states, a state no longer reached, anything raised on the way): then
+    :func:`build` decides, with its own messages. A bad ``initial`` raises as
+    for :func:`build`.
+    """
+    layout, limit, init, box, _ = _prepare(model, initial, max_states, max_memory)
+    check_engine(engine)
+    old, states = getattr(previous, "model", None), getattr(previous, "states", None)
+    codes = getattr(states, "codes", None)
+    if old is None or codes is None or previous.initial is None or model.immediates:
+        return None
+    if structure_key(model, layout, init) != structure_key(old, states.layout, codes[previous.initial]):
+        return None
+    if max_states is not None and codes.size > max_states:
+        return None
+    with Timer() as timer:
+        try:
+            Q, used = _rows(model, codes, layout, 0, codes.size, engine)
+        except Exception:           # noqa: BLE001 - a transition leaving the states, a fault: build decides
+            return None
+        start = np.searchsorted(codes, init)
+        if not _all_reached(Q, start):
+            return None
+    info = {"strategy": "reuse", "n_states": int(codes.size), "n_transitions": int(Q.nnz - np.count_nonzero(
+            Q.diagonal())), "seconds": timer.elapsed, "box": box, "engine": used, "reused": True,
+            "strategy_reason": "same structure as the chain given: its states kept, the rates evaluated anew"}
+    return Built(codes=codes, layout=layout, Q=Q, initial=start, info=info)
+
+
+def _all_reached(Q, start) -> bool:
+    """Whether every state of ``Q`` is reached from the states ``start`` (by positive rates)."""
+    from scipy.sparse.csgraph import breadth_first_order
+    n = Q.shape[0]
+    A = Q.tocoo()
+    keep = (A.data > 0) & (A.row != A.col)
+    G = sp.csr_matrix((np.ones(int(keep.sum()) + start.size),
+                       (np.concatenate([A.row[keep], np.full(start.size, n)]),
+                        np.concatenate([A.col[keep], start]))), shape=(n + 1, n + 1))
+    return breadth_first_order(G, n, directed=True, return_predecessors=False).size == n + 1

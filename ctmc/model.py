@@ -367,7 +367,7 @@ class Model:
 
     # build ------------------------------------------------------------------
     def build(self, initial=None, *, strategy: str = "auto", max_memory=None,
-              max_states: Optional[int] = None, progress=None, engine: str = "auto"):
+              max_states: Optional[int] = None, progress=None, engine: str = "auto", reuse=None):
         """Explore the reachable states and assemble the generator.
 
         Parameters
@@ -396,6 +396,14 @@ class Model:
             compiled or the extension is not installed, ``"numpy"`` the
             vectorised builder only. ``build_info["engine"]`` says which built
             the chain.
+        reuse : CTMC, optional
+            A chain built before from a model of the same structure (the
+            same variables, bounds, initial states, events' guards and
+            updates; rates may differ): its states are kept and only the
+            rates evaluated anew, when no transition leaves them and all are
+            still reached (:func:`ctmc.exploration.rebuild`); else the chain
+            is built from scratch. The chain is the same either way;
+            ``build_info["reused"]`` is True when the states were kept.
 
         Returns
         -------
@@ -410,8 +418,11 @@ class Model:
         ValueError
             For a bad ``initial``, ``strategy`` or limit.
         """
-        built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
-                                  max_states=max_states, progress=progress, engine=engine)
+        built = None if reuse is None or self._immediates else exploration.rebuild(
+            self, initial, reuse, max_states=max_states, max_memory=max_memory, engine=engine)
+        if built is None:
+            built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
+                                      max_states=max_states, progress=progress, engine=engine)
         states = StateTable(None, codes=built.codes, layout=built.layout)
         start = np.zeros(built.Q.shape[0], dtype=bool)    # the initial states as a set (a mask)
         start[built.initial] = True
