@@ -399,10 +399,11 @@ class Model:
         reuse : CTMC, optional
             A chain built before from a model of the same structure (the
             same variables, bounds, initial states, events' guards and
-            updates; rates may differ): its states are kept and only the
-            rates evaluated anew, when no transition leaves them and all are
-            still reached (:func:`ctmc.exploration.rebuild`); else the chain
-            is built from scratch. The chain is the same either way;
+            updates, none calling a user function; rates may differ): its
+            states and moves are kept and only the rates evaluated anew, when
+            no move leaves them and all are still reached
+            (:func:`ctmc.exploration.rebuild`); else the chain is built from
+            scratch. The chain is the same either way;
             ``build_info["reused"]`` is True when the states were kept.
 
         Returns
@@ -418,8 +419,8 @@ class Model:
         ValueError
             For a bad ``initial``, ``strategy`` or limit.
         """
-        built = None if reuse is None or self._immediates else exploration.rebuild(
-            self, initial, reuse, max_states=max_states, max_memory=max_memory, engine=engine)
+        built = None if reuse is None else exploration.rebuild(self, initial, reuse, max_states=max_states,
+                                                               max_memory=max_memory)
         if built is None:
             built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
                                       max_states=max_states, progress=progress, engine=engine)

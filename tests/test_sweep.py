@@ -48,13 +48,14 @@ def exact_mm1k(rho, K, mu=1.0):
     return pi[K], sum(k * p for k, p in enumerate(pi)), Fraction(mu) * (1 - pi[0])
 
 
-def tandem(lam, mu1=1.0, mu2=1.5, K1=6, K2=5, T=None):
+def tandem(lam, mu1=1.0, mu2=1.5, K1=6, K2=5, T=None, gate=True):
     """Two queues in tandem; two arrival events into the same state (their rates are summed);
-    with ``T`` arrivals only below T (a guard that changes the reachable states)."""
+    with ``T`` arrivals only below T, with ``gate`` only where it holds (guards that change the states)."""
     m = ctmc.Model("tandem")
     a, b = m.var("a", 0, K1), m.var("b", 0, K2)
-    m.event("arrive", guard=a < (K1 if T is None else T), rate=lam, update={a: a + 1})
-    m.event("arrive_batch", guard=a < (K1 if T is None else T), rate=lam / 3, update={a: a + 1})
+    room = (a < (K1 if T is None else T)) & gate
+    m.event("arrive", guard=room, rate=lam, update={a: a + 1})
+    m.event("arrive_batch", guard=room, rate=lam / 3, update={a: a + 1})
     m.event("serve1", guard=(a > 0) & (b < K2), rate=mu1 * ctmc.minimum(a, 2), update={a: a - 1, b: b + 1})
     m.event("serve2", guard=b > 0, rate=mu2, update={b: b - 1})
     return m
@@ -323,13 +324,39 @@ def test_progress_counts_the_points(monkeypatch):
 @pytest.mark.parametrize("engine", ["auto", "numpy", "compiled"])
 def test_a_reused_chain_is_the_fresh_build_to_the_bit(engine, count_builds):
     first = tandem(0.7).build(initial={"a": 0, "b": 0}, engine=engine)
-    for lam in (0.3, 1.9, 1e-3):
-        kept = tandem(lam, mu2=0.4 + lam).build(initial={"a": 0, "b": 0}, engine=engine, reuse=first)
+    prev = first
+    # each from the one before (the known moves and pattern), then from the first (moves found anew)
+    for lam, before in ((0.3, "prev"), (1.9, "prev"), (1e-3, "prev"), (1.2, "first")):
+        kept = tandem(lam, mu2=0.4 + lam).build(initial={"a": 0, "b": 0}, engine=engine,
+                                                reuse=prev if before == "prev" else first)
         fresh = tandem(lam, mu2=0.4 + lam).build(initial={"a": 0, "b": 0}, engine=engine)
         assert kept.build_info.get("reused") is True and fresh.build_info.get("reused") is None
         _same_chain(kept, fresh)
-        assert kept.model is not first.model
-    assert len(count_builds) == 1 + 3            # the fresh builds only: the reused ones explored nothing
+        assert kept.model is not prev.model
+        prev = kept
+    assert len(count_builds) == 1 + 4            # the fresh builds only: the reused ones explored nothing
+
+
+def star(scale):
+    """One state with 20 moves (rows longer than scipy's stable sort threshold), several to one target,
+    and back; rates of many magnitudes, so that the order of the sums shows in the last bit."""
+    m = ctmc.Model("star")
+    x = m.var("x", 0, 8)
+    for k in range(20):
+        m.event(f"out{k}", guard=x == 0, rate=scale * (1 + k) ** 1.7 / 3, update={x: k % 8 + 1})
+    m.event("back", guard=x > 0, rate=scale * x / 7 + 0.1, update={x: 0})
+    m.event("step", guard=(x > 0) & (x < 8), rate=0.3 / scale, update={x: x + 1})
+    return m
+
+
+def test_long_rows_with_duplicates_are_summed_as_a_fresh_build_sums_them():
+    prev = star(1.0).build(initial={"x": 0})
+    for scale in (0.37, 2.9, 1e-5, 123.0):
+        kept = star(scale).build(initial={"x": 0}, reuse=prev)
+        assert kept.build_info.get("reused") is True
+        for engine in ("numpy", "compiled"):
+            _same_chain(kept, star(scale).build(initial={"x": 0}, engine=engine))
+        prev = kept
 
 
 def test_sweep_explores_once_when_only_rates_change(count_builds):
@@ -346,7 +373,8 @@ def test_a_changed_bound_rebuilds(count_builds):
         assert abs(Fraction(r["value"]) - exact_mm1k(r["rho"], r["K"])[1]) <= Fraction(r["error_bound"])
 
 
-@pytest.mark.parametrize("change", ["guard", "initial", "rate_to_zero", "rate_from_zero", "function"])
+@pytest.mark.parametrize("change", ["guard", "initial", "rate_to_zero", "rate_from_zero", "function",
+                                    "guard_function"])
 def test_a_changed_state_space_is_built_afresh(change, count_builds):
     init = {"a": 0, "b": 0}
     if change == "guard":            # a threshold in a guard: another structure
@@ -359,10 +387,13 @@ def test_a_changed_state_space_is_built_afresh(change, count_builds):
         before, after, init2 = tandem(0.0), tandem(0.7), init
     else:                            # a user function (known by its name only) that cuts the states
         def gate(cap):
-            def rate(env):
+            def below(env):
                 return np.where(env["a"] < cap, 0.5, 0.0)
-            return rate
-        before, after, init2 = tandem(as_expr(gate(6))), tandem(as_expr(gate(3))), init
+            return as_expr(below)
+        if change == "function":     # in a rate: the moves are kept, the rates cut the graph
+            before, after, init2 = tandem(gate(6)), tandem(gate(3)), init
+        else:                        # in a guard: guards known by a name only are not compared
+            before, after, init2 = tandem(0.7, gate=gate(6) > 0), tandem(0.7, gate=gate(3) > 0), init
     prev = before.build(initial=init)
     kept = after.build(initial=init2, reuse=prev)
     fresh = after.build(initial=init2)
