@@ -622,8 +622,10 @@ def _pattern(Q, src, dst, live) -> Optional[dict]:
 def _refill(pat, rate, n) -> sp.csr_matrix:
     """The generator of pattern ``pat`` with the rates ``rate`` of its moves, as :func:`assemble` gives it."""
     vals = np.zeros(pat["off"].size)
-    for r, sel in enumerate(pat["by_rank"]):     # duplicates summed in order: ((r0 + r1) + r2) ...
-        if r == 0:
+    if len(pat["by_rank"]) <= 1:                # no two moves to one entry
+        vals[pat["slot"]] = rate
+    for r, sel in enumerate(pat["by_rank"] if len(pat["by_rank"]) > 1 else ()):
+        if r == 0:                              # duplicates summed in order: ((r0 + r1) + r2) ...
             vals[pat["slot"][sel]] = rate[sel]
         else:
             vals[pat["slot"][sel]] += rate[sel]
