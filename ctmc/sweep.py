@@ -58,7 +58,8 @@ Parallel runs
     ``if __name__ == "__main__":``) do, lambdas and local functions do not;
     then the sweep runs serially (with a warning when ``jobs`` was asked for).
     ``jobs=None`` uses the cores available (:func:`os.sched_getaffinity`)
-    once the first point shows the grid takes longer than starting them.
+    once the points run so far show that the rest of the grid takes longer
+    than starting them (a few seconds).
 
 Examples
 --------
@@ -109,8 +110,8 @@ __all__ = ["sweep", "SweepResult", "COLUMNS"]
 #: the columns of every record after the parameters, in order (plots read them by name)
 COLUMNS = ("measure", "value", "error_bound", "status", "method", "seconds", "states", "build_seconds",
            "reused", "message")
-#: ``jobs=None`` goes parallel when the grid would take longer than this serially (seconds):
-#: starting a process and importing ctmc in it takes about a second
+#: ``jobs=None`` goes parallel when the rest of the grid would take longer than this serially
+#: (seconds): starting a process and importing ctmc in it takes about a second
 _PARALLEL_AFTER = 2.0
 #: contiguous runs per process (a run reuses its chains; more runs balance the load)
 _RUNS_PER_JOB = 4
@@ -411,9 +412,9 @@ def _note(exc, params, measure=None):
         add(f"ctmc.sweep: at the point {params}" + (f", measure {measure!r}" if measure else ""))
 
 
-def _run(spec: _Spec, points, on_point=None) -> list:
-    """The records of ``points``, in order, each chain reusing the previous one's states."""
-    out, previous = [], None
+def _run(spec: _Spec, points, on_point=None, previous=None) -> tuple:
+    """``(records, last chain)`` of ``points``, in order, each chain reusing the previous one's states."""
+    out = []
     with progress_scope(False):                    # the sweep's own bar is the one report
         for params in points:
             rows, chain = _point(spec, params, previous)
@@ -421,7 +422,7 @@ def _run(spec: _Spec, points, on_point=None) -> list:
             out += rows
             if on_point is not None:
                 on_point()
-    return out
+    return out, previous
 
 
 def _run_chunk(payload: bytes, points: list) -> tuple:
@@ -430,7 +431,7 @@ def _run_chunk(payload: bytes, points: list) -> tuple:
         spec = pickle.loads(payload)
     except Exception as exc:             # noqa: BLE001 - e.g. a function of an interactive __main__
         return "unpicklable", _failed(exc)
-    return "ok", _run(spec, points)
+    return "ok", _run(spec, points)[0]
 
 
 # ---- the grid -----------------------------------------------------------------------------------------
@@ -493,8 +494,8 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
         Options of :meth:`ctmc.Model.build` (``engine``, ``max_states``...).
     jobs : int, optional
         Processes; 1 runs serially; None: the cores available
-        (:func:`os.sched_getaffinity`), used when the first point shows that
-        the grid takes longer than starting them.
+        (:func:`os.sched_getaffinity`), used once the points run so far show
+        that the rest of the grid takes longer than starting them.
     progress : bool, optional
         A progress bar with the time left over the grid (default: on a terminal).
     errors : {"record", "raise"}
@@ -513,8 +514,9 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
     ValueError, TypeError
         Before any work, for a bad grid (empty, a parameter without values,
         ``zip`` of unequal lengths, a parameter ``build`` does not take),
-        measure (a malformed expression or property), ``mode``, ``jobs`` or
-        ``errors``; each message names the parameter.
+        measure (a malformed expression or property), ``mode``, ``jobs``,
+        ``errors``, or (with expression measures) the stationary ``method``
+        and its options; each message names the parameter.
     """
     t_start = time.perf_counter()
     if not callable(build):
@@ -529,6 +531,10 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
     asked = jobs
     jobs = min(_jobs(jobs), len(points))
     _check_signature(build, points[0])
+    if any(m.kind == "expression" for m in ms):      # their long-run solves: the method and its options
+        from .options import make_options
+        from .stationary import METHODS
+        make_options("stationary", METHODS, method, {k: v for k, v in solve_options.items() if k != "check"})
     solve = {"method": method, "backend": backend, **solve_options}
     solve.setdefault("check", False)
     spec = _Spec(build, ms, initial, dict(build_options or {}), solve, errors)
@@ -540,14 +546,17 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
         prog.update(f"{done[0]}/{len(points)} points", done=done[0])
 
     with prog:
-        records = []
-        if jobs > 1 and asked is None:
-            # the first point here: does the rest take longer than starting processes?
+        records, last, k = [], None, 0
+        while jobs > 1 and asked is None and k < len(points):
+            # serially while the rest would take less than starting processes (judged from the
+            # second point on: the first pays the imports and first calls)
             t0 = time.perf_counter()
-            records = _run(spec, points[:1], step)
-            if (time.perf_counter() - t0) * (len(points) - 1) < _PARALLEL_AFTER:
-                jobs = 1
-        todo = points[len(records) // len(ms):]
+            rows, last = _run(spec, points[k:k + 1], step, last)
+            records += rows
+            k += 1
+            if k >= 2 and (time.perf_counter() - t0) * (len(points) - k) > _PARALLEL_AFTER:
+                break
+        todo = points[k:]
         used = 1
         if jobs > 1 and len(todo) > 1:
             try:
@@ -566,5 +575,5 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
                               "(not lambdas or local functions) to run in parallel.", CtmcWarning,
                               stacklevel=2)
         if todo:
-            records += _run(spec, todo, step)
+            records += _run(spec, todo, step, last)[0]
     return SweepResult(records, names, tuple(m.name for m in ms), used, time.perf_counter() - t_start)

@@ -260,6 +260,8 @@ def test_frame_without_pandas_names_the_extra(monkeypatch):
     (dict(measures={"x": 'S=? [ "full" '}), ValueError, r"measures\['x'\]"),
     (dict(build=3), TypeError, "build"),
     (dict(build_options=[1]), TypeError, "build_options"),
+    (dict(method="fastest"), ValueError, "method: unknown stationary method 'fastest'"),
+    (dict(method="gth", tolerance=1e-9), ValueError, r"options: \['tolerance'\]"),
 ])
 def test_bad_input_is_refused_naming_the_parameter(kwargs, error, match, count_builds):
     args = dict(build=mm1k, grid={"K": [3], "rho": [0.5]}, measures=["n"])
@@ -285,6 +287,18 @@ def test_two_processes_give_the_serial_records_in_grid_order():
     assert [r["value"] for r in parallel] == [r["value"] for r in serial]     # to the bit
 
 
+def test_default_jobs_go_parallel_after_two_points_when_the_rest_is_long(monkeypatch):
+    # a threshold of 0 s: the rest of the grid is "long" after the second point
+    monkeypatch.setattr(SWEEP, "_PARALLEL_AFTER", 0.0)
+    monkeypatch.setattr(SWEEP.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    grid = {"K": [8], "rho": [0.5, 0.8, 1.2, 2.0, 3.5, 4.0]}
+    serial = ctmc.sweep(mm1k, grid, ["n"], initial={"n": 0}, jobs=1)
+    mixed = ctmc.sweep(mm1k, grid, ["n"], initial={"n": 0})
+    assert mixed.jobs == 3                            # min(cores, points left)
+    assert [r["reused"] for r in mixed][:2] == [False, True]      # the two serial points
+    assert _without_timings(mixed.records) == _without_timings(serial.records)
+
+
 def test_unpicklable_measures_run_serially_with_a_warning():
     grid = {"K": [4], "rho": [0.5, 1.5, 2.5]}
     with pytest.warns(ctmc.CtmcWarning, match="jobs=2.*module level"):
@@ -302,6 +316,7 @@ def test_default_jobs_stay_serial_on_a_small_grid_without_warning():
         res = ctmc.sweep(mm1k, {"K": [4], "rho": [0.5, 1.5]}, {"m": lambda c: departures(c)},
                          initial={"n": 0})
     assert res.jobs == 1 and [r["status"] for r in res] == ["success", "success"]
+    assert [r["reused"] for r in res] == [False, True]      # the first point's chain is reused after it
 
 
 # ---- progress ------------------------------------------------------------------------------------
