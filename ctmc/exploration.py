@@ -589,10 +589,10 @@ def _pattern(Q, src, dst, live) -> Optional[dict]:
     """Where the values of the moves ``(src, dst)`` marked ``live`` go in ``Q``; None unless ``Q`` is their
     generator's pattern (its off-diagonal entries those moves, its diagonal the rows with one).
 
-    ``slot``: each live move's entry among the off-diagonal ones; ``by_rank``:
-    the live moves by their place among those to the same entry (duplicates
-    are summed in the order of the events, as :func:`ctmc.assembly.assemble`
-    sums them).
+    ``slot``: each live move's entry among the off-diagonal ones; ``by_rank``
+    (empty when no two moves share an entry): the live moves by their place
+    among those to the same entry (duplicates are summed in the order of the
+    events, as :func:`ctmc.assembly.assemble` sums them).
     """
     n = Q.shape[0]
     keys = src[live] * n + dst[live]             # sorted within each event: a stable sort merges the runs
@@ -612,8 +612,9 @@ def _pattern(Q, src, dst, live) -> Optional[dict]:
     if not (np.array_equal(rows[off] * n + Q.indices[off], entries)
             and np.array_equal(rows[diag], busy[np.r_[True, busy[1:] != busy[:-1]]] if busy.size else busy)):
         return None
-    return {"live": live, "slot": slot, "by_rank": [np.flatnonzero(rank == r) for r in range(
-                int(rank.max()) + 1 if rank.size else 0)],
+    ranks = int(rank.max()) + 1 if rank.size else 0
+    return {"live": live, "slot": slot, "by_rank": [np.flatnonzero(rank == r) for r in range(ranks)]
+            if ranks > 1 else [],
             "off": off, "diag": np.flatnonzero(diag), "diag_rows": rows[diag],
             "off_indptr": np.r_[0, np.cumsum(np.bincount(rows[off], minlength=n))],
             "off_indices": Q.indices[off], "indptr": Q.indptr.copy(), "indices": Q.indices.copy()}
@@ -622,9 +623,9 @@ def _pattern(Q, src, dst, live) -> Optional[dict]:
 def _refill(pat, rate, n) -> sp.csr_matrix:
     """The generator of pattern ``pat`` with the rates ``rate`` of its moves, as :func:`assemble` gives it."""
     vals = np.zeros(pat["off"].size)
-    if len(pat["by_rank"]) <= 1:                # no two moves to one entry
+    if not pat["by_rank"]:                      # no two moves to one entry
         vals[pat["slot"]] = rate
-    for r, sel in enumerate(pat["by_rank"] if len(pat["by_rank"]) > 1 else ()):
+    for r, sel in enumerate(pat["by_rank"]):
         if r == 0:                              # duplicates summed in order: ((r0 + r1) + r2) ...
             vals[pat["slot"][sel]] = rate[sel]
         else:

@@ -352,6 +352,15 @@ def test_a_reused_chain_is_the_fresh_build_to_the_bit(engine, count_builds):
     assert len(count_builds) == 1 + 4            # the fresh builds only: the reused ones explored nothing
 
 
+def test_a_reused_chain_without_shared_entries_is_the_fresh_build_to_the_bit():
+    prev = mm1k(0.5, 30).build(initial={"n": 0})
+    for rho in (0.7, 1e-4, 3.3, 0.9):
+        kept = mm1k(rho, 30, mu=rho + 0.25).build(initial={"n": 0}, reuse=prev)
+        assert kept.build_info.get("reused") is True
+        _same_chain(kept, mm1k(rho, 30, mu=rho + 0.25).build(initial={"n": 0}))
+        prev = kept
+
+
 def star(scale):
     """One state with 20 moves (rows longer than scipy's stable sort threshold), several to one target,
     and back; rates of many magnitudes, so that the order of the sums shows in the last bit."""
