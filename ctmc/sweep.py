@@ -431,7 +431,15 @@ def _run_chunk(payload: bytes, points: list) -> tuple:
         spec = pickle.loads(payload)
     except Exception as exc:             # noqa: BLE001 - e.g. a function of an interactive __main__
         return "unpicklable", _failed(exc)
-    return "ok", _run(spec, points)[0]
+    try:
+        return "ok", _run(spec, points)[0]
+    except Exception as exc:             # errors="raise": the exception travels back, by pickle too
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:                # noqa: BLE001 - an exception that does not travel: its text does
+            notes = " ".join(getattr(exc, "__notes__", []))
+            raise RuntimeError(f"{_failed(exc)} {notes}".strip()) from None
+        raise
 
 
 # ---- the grid -----------------------------------------------------------------------------------------

@@ -285,6 +285,13 @@ def test_two_processes_give_the_serial_records_in_grid_order():
     assert parallel.jobs == 2 and serial.jobs == 1
     assert _without_timings(parallel.records) == _without_timings(serial.records)
     assert [r["value"] for r in parallel] == [r["value"] for r in serial]     # to the bit
+    # a failure in a process: a record, or with errors="raise" the exception, here
+    bad = {"K": [8], "rho": [0.5, 0.8, -1.0, 2.0]}
+    rec = ctmc.sweep(mm1k, bad, ["n"], initial={"n": 0}, jobs=2)
+    assert [r["status"] for r in rec] == ["success", "success", "error", "success"] and rec.jobs == 2
+    with pytest.raises(ctmc.ModelError, match="rate") as info:
+        ctmc.sweep(mm1k, bad, ["n"], initial={"n": 0}, jobs=2, errors="raise")
+    assert "'rho': -1.0" in "".join(getattr(info.value, "__notes__", ["'rho': -1.0"]))
 
 
 def test_default_jobs_go_parallel_after_two_points_when_the_rest_is_long(monkeypatch):
