@@ -311,6 +311,10 @@ def _chain(spec: _Spec, params: dict, previous):
     from .model import Model
     obj = spec.build(**params)
     if isinstance(obj, Model):
+        if spec.initial is None and type(obj).build is Model.build:     # (a PRISM model has its own)
+            names = ", ".join(f"'{v.name}': ..." for v in obj.variables)
+            raise ValueError(f"initial: model {obj.name!r} needs its initial state(s): give "
+                             f"ctmc.sweep(..., initial={{{names}}})")
         opts = dict(spec.build_options)
         if previous is not None:
             opts["reuse"] = previous
@@ -351,9 +355,14 @@ def _evaluate(m: _Measure, chain, spec: _Spec, cache: dict) -> tuple:
         from .prism import check
         out = _from_result(m, check(chain, m.spec, **spec.solve))
     else:
-        law = cache.get("law")
-        if law is None:
-            law = cache["law"] = chain.long_run(**spec.solve)
+        if "law" not in cache:                   # solved once per point (a failure too)
+            try:
+                cache["law"] = chain.long_run(**spec.solve)
+            except Exception as exc:             # noqa: BLE001 - each expression measure reports it
+                cache["law"] = exc
+        law = cache["law"]
+        if isinstance(law, Exception):
+            raise law
         f = eval_on_chain(m.spec, chain)
         value = float(law.pi @ f)
         scale = float(np.max(np.abs(f))) if f.size else 0.0

@@ -140,6 +140,12 @@ def test_a_failing_point_is_a_record_and_the_others_are_answered():
     assert abs(Fraction(r["value"]) - exact_mm1k(2.0, 4)[1]) <= Fraction(r["error_bound"])
 
 
+def test_a_model_without_initial_states_says_where_to_give_them():
+    res = ctmc.sweep(mm1k, {"K": [3], "rho": [0.5]}, ["n"], jobs=1)
+    assert res.records[0]["status"] == "error"
+    assert "initial={'n': ...}" in res.records[0]["message"]
+
+
 def test_a_failing_measure_is_a_record_and_errors_raise_raises():
     def rate_of_unknown_event(chain):
         return chain.throughput("no_such_event")
@@ -190,6 +196,18 @@ def test_a_callable_returning_a_law_is_refused_by_name():
                      jobs=1)
     assert res.records[0]["status"] == "error" and "'law'" in res.records[0]["message"]
     assert "StationaryResult" in res.records[0]["message"]
+
+
+def test_a_long_run_law_that_cannot_be_found_fails_each_expression_measure(monkeypatch):
+    def two_traps(a):              # from state 0 to one of two absorbing states, no initial state given
+        return ctmc.CTMC([[-3.0, a, 3.0 - a], [0, 0, 0], [0, 0, 0]])
+
+    calls = []
+    real = ctmc.CTMC.long_run
+    monkeypatch.setattr(ctmc.CTMC, "long_run", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    res = ctmc.sweep(two_traps, {"a": [1.0]}, ["state", "state == 2"], jobs=1)
+    assert [r["status"] for r in res] == ["error", "error"] and len(calls) == 1      # solved once
+    assert all("initial" in r["message"] for r in res)
 
 
 def test_a_chain_from_build_is_used_as_is():
