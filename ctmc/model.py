@@ -418,7 +418,11 @@ class Model:
             in a reachable state (the message names the event and the state).
         ValueError
             For a bad ``initial``, ``strategy`` or limit.
+        TypeError
+            For a ``reuse`` that is not a chain.
         """
+        if reuse is not None and not isinstance(reuse, CTMC):
+            raise TypeError(f"reuse: expected a chain built before (a ctmc.CTMC), got {type(reuse).__name__}")
         built = None if reuse is None else exploration.rebuild(self, initial, reuse, max_states=max_states,
                                                                max_memory=max_memory)
         if built is None:

@@ -468,6 +468,13 @@ def test_a_model_with_immediate_moves_is_built_afresh(count_builds):
     assert kept.build_info.get("reused") is None and len(count_builds) == 3
 
 
+def test_reuse_of_something_else_than_a_chain_is_refused():
+    with pytest.raises(TypeError, match="reuse: expected a chain"):
+        mm1k(0.5, 3).build(initial={"n": 0}, reuse=mm1k(0.5, 3))
+    plain = ctmc.CTMC([[-1.0, 1.0], [2.0, -2.0]])         # a chain without a model: built afresh
+    assert mm1k(0.5, 3).build(initial={"n": 0}, reuse=plain).build_info.get("reused") is None
+
+
 def test_structure_key_sees_bounds_guards_updates_and_initial_states():
     def key(m, init):
         return exploration.structure_key(m, m.layout, m.layout.initial_codes(init))
