@@ -595,26 +595,28 @@ def _pattern(Q, src, dst, live) -> Optional[dict]:
     events, as :func:`ctmc.assembly.assemble` sums them).
     """
     n = Q.shape[0]
-    keys = src[live] * n + dst[live]             # sorted within each event: a stable sort merges the runs
+    s, d = (src, dst) if live.all() else (src[live], dst[live])
+    keys = s * n + d                             # sorted within each event: a stable sort merges the runs
     order = np.argsort(keys, kind="stable")
     sk = keys[order]
     first = np.r_[True, sk[1:] != sk[:-1]] if sk.size else np.zeros(0, dtype=bool)
-    starts = np.flatnonzero(first)
+    entries = sk[first]
     slot = np.empty(keys.size, dtype=np.int64)
     slot[order] = np.cumsum(first) - 1
-    rank = np.empty(keys.size, dtype=np.int64)
-    rank[order] = np.arange(keys.size) - np.repeat(starts, np.diff(np.r_[starts, keys.size]))
+    by_rank = []
+    if entries.size < keys.size:                 # moves sharing an entry: their order among them
+        starts = np.flatnonzero(first)
+        rank = np.empty(keys.size, dtype=np.int64)
+        rank[order] = np.arange(keys.size) - np.repeat(starts, np.diff(np.r_[starts, keys.size]))
+        by_rank = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(Q.indptr))
     diag = Q.indices == rows
     off = np.flatnonzero(~diag)
-    entries = sk[first]
     busy = entries // n                              # sorted: the rows with a move, each once
     if not (np.array_equal(rows[off] * n + Q.indices[off], entries)
             and np.array_equal(rows[diag], busy[np.r_[True, busy[1:] != busy[:-1]]] if busy.size else busy)):
         return None
-    ranks = int(rank.max()) + 1 if rank.size else 0
-    return {"live": live, "slot": slot, "by_rank": [np.flatnonzero(rank == r) for r in range(ranks)]
-            if ranks > 1 else [],
+    return {"live": live, "slot": slot, "by_rank": by_rank,
             "off": off, "diag": np.flatnonzero(diag), "diag_rows": rows[diag],
             "off_indptr": np.r_[0, np.cumsum(np.bincount(rows[off], minlength=n))],
             "off_indices": Q.indices[off], "indptr": Q.indptr.copy(), "indices": Q.indices.copy()}
