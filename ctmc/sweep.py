@@ -22,14 +22,17 @@ The measures (a dict name -> measure, or a list of strings named by themselves)
       :class:`ctmc.prism.PropertyResult`), whose ``error_bound``, ``status``
       and ``method`` fill the record;
     * a PRISM property, a string with brackets (``'S=? [ n = 10 ]'``,
-      ``'R{"r"}=? [ S ]'``), answered by :func:`ctmc.prism.check`;
+      ``'R{"r"}=? [ S ]'``), answered with the point's other properties as
+      one properties file (:func:`ctmc.prism.check_file`: they share their
+      long-run law), one by one (:func:`ctmc.prism.check`) where that fails;
     * any other string, an expression of the chain's variables, labels and
       rewards (:mod:`ctmc.exprparse`): its expectation :math:`\sum_i \pi_i
       f(i)` under the long-run law :math:`\pi` (:meth:`ctmc.CTMC.long_run`,
       as ``ctmc solve --expect`` computes it), bounded by
       :math:`\|\pi - \pi^*\|_1 \max_i |f(i)|` (the rule of
       :meth:`ctmc.CTMC.throughput` and of :mod:`ctmc.prism.csl`). The law is
-      solved once per point for all such measures.
+      solved once per point for all such measures, or taken from the
+      properties' where they solved it (the same call).
 
 ``method``, ``backend`` and the solver options go to those solves, with
 ``check=False``: a result short of its tolerance is recorded with its status
@@ -347,22 +350,57 @@ def _from_result(m: _Measure, r) -> tuple:
                     "value (a MeasureResult, a PropertyResult; from a StationaryResult, res.expect('n'))")
 
 
+def _properties(chain, spec: _Spec, cache: dict) -> dict:
+    """The property measures at this point, name -> result or exception: one properties file, so that
+    they share their long-run law (:func:`ctmc.prism.check_file`); one by one where that fails."""
+    if "properties" not in cache:
+        from .prism import check, check_file
+        props = [m for m in spec.measures if m.kind == "property"]
+        text = "".join(f'"p{k}": {m.spec.strip().rstrip(";")};\n' for k, m in enumerate(props))
+        try:
+            out = dict(zip((m.name for m in props), check_file(chain, text, **spec.solve)))
+        except Exception:                        # noqa: BLE001 - each then reports its own error
+            out = {}
+            for m in props:
+                try:
+                    out[m.name] = check(chain, m.spec, **spec.solve)
+                except Exception as exc:         # noqa: BLE001
+                    out[m.name] = exc
+        cache["properties"] = out
+    return cache["properties"]
+
+
+def _law(chain, spec: _Spec, cache: dict):
+    """The long-run law of the expression measures, solved once per point (a failure too); the one
+    the properties solved where they did (the same call, from the chain's initial law)."""
+    if "law" not in cache:
+        from .results import StationaryResult
+        law = None
+        if chain.initial_law is not None and any(m.kind == "property" for m in spec.measures):
+            law = next((r.result for r in _properties(chain, spec, cache).values()
+                        if isinstance(getattr(r, "result", None), StationaryResult)), None)
+        if law is None:
+            try:
+                law = chain.long_run(**spec.solve)
+            except Exception as exc:             # noqa: BLE001 - each expression measure reports it
+                law = exc
+        cache["law"] = law
+    if isinstance(cache["law"], Exception):
+        raise cache["law"]
+    return cache["law"]
+
+
 def _evaluate(m: _Measure, chain, spec: _Spec, cache: dict) -> tuple:
     """``(value, error_bound, status, method, message)`` of measure ``m`` on ``chain``."""
     if m.kind == "callable":
         out = _from_result(m, m.spec(chain))
     elif m.kind == "property":
-        from .prism import check
-        out = _from_result(m, check(chain, m.spec, **spec.solve))
+        r = _properties(chain, spec, cache)[m.name]
+        if isinstance(r, Exception):
+            raise r
+        out = _from_result(m, r)
     else:
-        if "law" not in cache:                   # solved once per point (a failure too)
-            try:
-                cache["law"] = chain.long_run(**spec.solve)
-            except Exception as exc:             # noqa: BLE001 - each expression measure reports it
-                cache["law"] = exc
-        law = cache["law"]
-        if isinstance(law, Exception):
-            raise law
+        law = _law(chain, spec, cache)
         f = eval_on_chain(m.spec, chain)
         value = float(law.pi @ f)
         scale = float(np.max(np.abs(f))) if f.size else 0.0

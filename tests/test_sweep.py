@@ -191,6 +191,29 @@ def test_property_and_expression_measures_agree_with_callables():
     assert all(r["status"] == "error" and "none" in r["message"] for r in res if r["measure"] == "missing")
 
 
+def test_properties_and_expressions_share_one_long_run_solve_per_point(monkeypatch):
+    calls = []
+    real = ctmc.CTMC.long_run
+    monkeypatch.setattr(ctmc.CTMC, "long_run", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    ms = {"block": 'S=? [ "full" ]', "queue": 'R{"queue"}=? [ S ]', "mean": "n", "empty": "n == 0",
+          "typo": 'R{"none"}=? [ S ]'}
+    res = ctmc.sweep(mm1k, {"K": [6], "rho": [0.5, 1.5]}, ms, initial={"n": 0}, jobs=1)
+    by = {(r["rho"], r["measure"]): r for r in res}
+    for rho in (0.5, 1.5):
+        block, mean, _ = exact_mm1k(rho, 6)
+        for name, want in (("block", block), ("queue", mean), ("mean", mean)):
+            r = by[(rho, name)]
+            assert r["status"] == "success" and abs(Fraction(r["value"]) - want) <= Fraction(r["error_bound"])
+        assert by[(rho, "typo")]["status"] == "error" and "none" in by[(rho, "typo")]["message"]
+    # per point: the file of properties (one solve, then the typo fails it), then one by one (a solve
+    # each but the typo's), the expressions taking the law of the first property: 3, not 5
+    assert len(calls) == 2 * 3
+    good = {k: v for k, v in ms.items() if k != "typo"}
+    calls.clear()
+    ctmc.sweep(mm1k, {"K": [6], "rho": [0.5, 1.5]}, good, initial={"n": 0}, jobs=1)
+    assert len(calls) == 2                         # one solve a point for all four measures
+
+
 def test_a_callable_returning_a_law_is_refused_by_name():
     res = ctmc.sweep(mm1k, {"K": [3], "rho": [0.5]}, {"law": lambda c: c.stationary()}, initial={"n": 0},
                      jobs=1)
