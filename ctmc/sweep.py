@@ -498,10 +498,11 @@ def _runs(n: int, k: int) -> list:
 
 
 def _parallel(spec: _Spec, payload: bytes, points: list, jobs: int, prog, done: int):
-    """The records of ``points`` from ``jobs`` processes, in grid order; None where a process cannot read
-    the sweep (then the caller runs it serially)."""
+    """``(records, why)``: the records of ``points`` from ``jobs`` processes, in grid order; None and why
+    where a process cannot read the sweep or stops (then the caller runs it serially)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
     runs = _runs(len(points), min(len(points), jobs * _RUNS_PER_JOB))
     results = [None] * len(runs)
     ctx = multiprocessing.get_context("spawn")
@@ -517,6 +518,9 @@ def _parallel(spec: _Spec, payload: bytes, points: list, jobs: int, prog, done: 
                 results[k] = value
                 done += runs[k][1] - runs[k][0]
                 prog.update(f"{done}/{prog.total} points", done=done)
+        except BrokenProcessPool as exc:         # e.g. a script starting sweeps as it is imported
+            return None, (f"a process stopped ({exc}); in a script, start the sweep under "
+                          "if __name__ == '__main__':")
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -624,7 +628,9 @@ def sweep(build, grid, measures, *, mode: str = "product", initial=None, build_o
                 if got is not None:
                     records += got
                     todo, used = [], min(jobs, len(todo))
-            if todo and asked is not None:
+            if todo and why.startswith("a process stopped"):
+                warnings.warn(f"jobs={asked}: {why}; the sweep runs serially", CtmcWarning, stacklevel=2)
+            elif todo and asked is not None:
                 warnings.warn(f"jobs={asked}: the build function or a measure cannot be sent to another "
                               f"process ({why}); the sweep runs serially. Define them at module level "
                               "(not lambdas or local functions) to run in parallel.", CtmcWarning,

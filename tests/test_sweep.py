@@ -347,6 +347,33 @@ def test_default_jobs_go_parallel_after_two_points_when_the_rest_is_long(monkeyp
     assert _without_timings(mixed.records) == _without_timings(serial.records)
 
 
+SCRIPT_WITHOUT_GUARD = """
+import ctmc
+def mm1k(K, rho):
+    m = ctmc.Model("mm1k"); n = m.var("n", 0, K)
+    m.event("a", guard=n < K, rate=rho, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=1.0, update={n: n - 1})
+    return m
+res = ctmc.sweep(mm1k, {"K": [5], "rho": [0.5, 2.0]}, ["n"], initial={"n": 0}, jobs=2)
+print("values", [r["value"] for r in res], res.jobs)
+"""
+
+
+def test_a_script_without_main_guard_runs_serially_with_a_warning(tmp_path):
+    # the processes import the script, which starts a sweep again: they stop, the sweep goes on here
+    import subprocess
+    path = tmp_path / "noguard.py"
+    path.write_text(SCRIPT_WITHOUT_GUARD)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "if __name__ == '__main__'" in out.stderr and "runs serially" in out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("values"))
+    values = [float(v) for v in line.split("[")[1].split("]")[0].split(",")]
+    assert values == pytest.approx([float(exact_mm1k(0.5, 5)[1]), float(exact_mm1k(2.0, 5)[1])], rel=1e-12)
+    assert line.endswith(" 1")
+
+
 def test_unpicklable_measures_run_serially_with_a_warning():
     grid = {"K": [4], "rho": [0.5, 1.5, 2.5]}
     with pytest.warns(ctmc.CtmcWarning, match="jobs=2.*module level"):
