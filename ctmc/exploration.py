@@ -486,6 +486,23 @@ def rebuild(model, initial, previous, *, max_states: Optional[int] = None,
     states, a state no longer reached, an invalid rate): then :func:`build`
     decides, with its own messages. A bad ``initial`` raises as for
     :func:`build`.
+
+    Examples
+    --------
+    Through :meth:`ctmc.Model.build`: another arrival rate keeps the states;
+    another capacity does not.
+
+    >>> import ctmc
+    >>> def mm1k(lam, K=5):
+    ...     m = ctmc.Model("mm1k"); n = m.var("n", 0, K)
+    ...     m.event("arrival", guard=n < K, rate=lam, update={n: n + 1})
+    ...     m.event("departure", guard=n > 0, rate=1.0, update={n: n - 1})
+    ...     return m
+    >>> first = mm1k(0.5).build(initial={"n": 0})
+    >>> again = mm1k(0.8).build(initial={"n": 0}, reuse=first)
+    >>> again.build_info["reused"], (again.Q != mm1k(0.8).build(initial={"n": 0}).Q).nnz
+    (True, 0)
+    >>> mm1k(0.8, K=6).build(initial={"n": 0}, reuse=first).build_info.get("reused")
     """
     layout, limit, init, box, _ = _prepare(model, initial, max_states, max_memory)
     old, states = getattr(previous, "model", None), getattr(previous, "states", None)
