@@ -24,6 +24,7 @@ from .progress import CtmcWarning, set_progress
 from .results import (FirstPassageResult, HittingResult, LaplaceResult, MeasureResult, ModelError, ModelWarning,
                       ReducibleChainError, SolverError, StateSpaceTooLarge, StationaryResult,
                       Status, TailAccuracyWarning, TransientResult)
+from .sweep import SweepResult, sweep
 
 from ._version import __version__
 
@@ -32,4 +33,5 @@ __all__ = [
     "Status", "SolverError", "ReducibleChainError", "ModelError", "ModelWarning", "StateSpaceTooLarge",
     "TailAccuracyWarning", "StationaryResult", "HittingResult", "LaplaceResult",
     "FirstPassageResult", "TransientResult", "MeasureResult", "CtmcWarning", "set_progress", "simulate",
+    "sweep", "SweepResult",
 ]

@@ -14,10 +14,28 @@ then eliminates vanishing states (:mod:`ctmc.immediate`) and assembles the
 generator (:mod:`ctmc.assembly`); :func:`reachable` finds the states only
 and :func:`generator_rows` assembles a block of rows over a given numbering
 (the distributed build).
+
+**Rates on known states.** When only rates change (a parameter sweep), the
+states of a chain built before, :math:`S_0`, and its moves can be kept:
+:func:`rebuild` evaluates each event's guard and update once over
+:math:`S_0` (a :class:`Structure`: the moves :math:`(i, j)` with their targets,
+:math:`j = -1` outside :math:`S_0` or the bounds), then, for each new set of
+rates, the rates alone on those moves. It keeps :math:`S_0` when (a) no move
+of positive rate has :math:`j = -1` (:math:`S_0` is closed, so the new
+reachable set :math:`S \subseteq S_0`) and (b) every state of :math:`S_0` is
+reached from the initial states (:math:`S_0 \subseteq S`): then :math:`S =
+S_0`, numbered alike, and the generator is :func:`build`'s to the bit
+(duplicates summed in the order of the events, the diagonal as
+:func:`ctmc.assembly.assemble` sums it). When the moves of positive rate are
+those of the chain before, (b) holds without a search and the values are
+poured into the known sparsity pattern. :func:`structure_key` (variables,
+bounds, initial states, events' guards and updates) tells when to try; the
+checks, not the key, make the answer right.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -27,12 +45,14 @@ from . import _compiled as compiled_builder
 from ._util import Timer, check_memory, memory_limit
 from .assembly import CodeIndex, DenseIndex, assemble
 from .encoding import StateLayout
+from .expr import as_expr, calls_function
 from .immediate import eliminate
 from .progress import Progress
 from .results import ModelError, StateSpaceTooLarge
-from .transitions import expand
+from .transitions import expand, fire, rate_where
 
-__all__ = ["Built", "build", "reachable", "generator_rows", "check_engine"]
+__all__ = ["Built", "build", "reachable", "generator_rows", "check_engine", "Structure", "structure_key",
+           "rebuild"]
 
 _CHUNK = 1 << 18
 _BOX_LIMIT = 6.0e7  # box points x events evaluated by the box strategy at most
@@ -409,3 +429,231 @@ def generator_rows(model, states, start: int, stop: int, *, engine: str = "auto"
         rates.append(r)
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dt))
     return assemble(cat(srcs, np.int64), cat(dsts, np.int64), cat(rates, float), (stop - start, n), start)
+
+
+# ---- rates on known states (module docstring) --------------------------------------------------------
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Structure:
+    """The moves of a model over known states, without their rates (see :func:`rebuild`).
+
+    ``src``, ``dst``: for each event in the model's order (``stops`` bound
+    them), the states where its guard holds and the move changes the state,
+    and the target's index (-1: outside the states or the bounds, allowed at
+    rate 0 only). ``pattern``: for the chain these were last used for, which
+    moves had a positive rate and where their values go in its generator,
+    or None.
+    """
+
+    key: str
+    src: np.ndarray
+    dst: np.ndarray
+    stops: tuple
+    pattern: Optional[dict] = None
+
+    def __repr__(self) -> str:
+        return f"Structure({self.src.size} moves of {len(self.stops) - 1} events)"
+
+
+def structure_key(model, layout, init) -> Optional[str]:
+    """A digest of what decides the reachable states of ``model`` besides its rates, or None.
+
+    The variables and their bounds (``layout``), the initial codes ``init``,
+    and each event's name, guard and update as text (constants written
+    exactly). None for a model with immediate moves (eliminated with their
+    weights) or a guard or update calling a user function (known by its name
+    only).
+    """
+    if model.immediates or any(calls_function(e) for ev in model.events
+                               for e in (ev.guard, *(u for _, u in ev.update))):
+        return None
+    h = hashlib.sha256(repr((layout.names, layout.lo.tolist(), layout.span.tolist(),
+                             np.asarray(init).tolist())).encode())
+    for ev in model.events:
+        h.update(repr((ev.name, repr(ev.guard), [(v.name, repr(u)) for v, u in ev.update])).encode())
+    return h.hexdigest()
+
+
+def rebuild(model, initial, previous, *, max_states: Optional[int] = None,
+            max_memory=None) -> Optional["Built"]:
+    """The :class:`Built` of ``model`` on the states of chain ``previous``, its rates evaluated anew; or None.
+
+    Where ``previous`` was built from a model of the same
+    :func:`structure_key`, its states and moves are kept when the checks (a)
+    and (b) of the module docstring pass: the very chain :func:`build` would
+    give (``info["reused"]`` is True, ``info["structure"]`` the moves, for
+    the next call). None otherwise (another structure, a move leaving the
+    states, a state no longer reached, an invalid rate): then :func:`build`
+    decides, with its own messages. A bad ``initial`` raises as for
+    :func:`build`.
+
+    Examples
+    --------
+    Through :meth:`ctmc.Model.build`: another arrival rate keeps the states;
+    another capacity does not.
+
+    >>> import ctmc
+    >>> def mm1k(lam, K=5):
+    ...     m = ctmc.Model("mm1k"); n = m.var("n", 0, K)
+    ...     m.event("arrival", guard=n < K, rate=lam, update={n: n + 1})
+    ...     m.event("departure", guard=n > 0, rate=1.0, update={n: n - 1})
+    ...     return m
+    >>> first = mm1k(0.5).build(initial={"n": 0})
+    >>> again = mm1k(0.8).build(initial={"n": 0}, reuse=first)
+    >>> again.build_info["reused"], (again.Q != mm1k(0.8).build(initial={"n": 0}).Q).nnz
+    (True, 0)
+    >>> mm1k(0.8, K=6).build(initial={"n": 0}, reuse=first).build_info.get("reused")
+    """
+    layout, limit, init, box, _ = _prepare(model, initial, max_states, max_memory)
+    old, states = getattr(previous, "model", None), getattr(previous, "states", None)
+    codes = getattr(states, "codes", None)
+    if old is None or codes is None or previous.initial is None:
+        return None
+    key = structure_key(model, layout, init)
+    if key is None or key != structure_key(old, states.layout, codes[previous.initial]):
+        return None
+    if max_states is not None and codes.size > max_states:
+        return None
+    n = codes.size
+    with Timer() as timer:
+        known = previous.build_info.get("structure")
+        mv = known if isinstance(known, Structure) and known.key == key else _structure(model, codes, layout,
+                                                                                         key, limit)
+        rate = _rates(model, codes, layout, mv)
+        if rate is None:
+            return None
+        live = rate > 0
+        if (mv.dst[live] < 0).any():
+            return None                              # (a) fails: a move of positive rate leaves the states
+        start = np.searchsorted(codes, init)
+        pat = mv.pattern
+        if pat is None:
+            # the chain before (a build of the same structure: its graph reaches every state) by its own rates
+            before = _rates(old, codes, layout, mv)
+            if before is not None and not (mv.dst[before > 0] < 0).any():
+                pat = _pattern(previous.Q, mv.src, mv.dst, before > 0)
+        if pat is not None and np.array_equal(pat["live"], live):
+            Q = _refill(pat, rate[live], n)          # the same graph: (b) holds as before
+        else:
+            Q = assemble(mv.src[live], mv.dst[live], rate[live], (n, n))
+            if not _all_reached(Q, start):
+                return None                          # (b) fails
+            pat = _pattern(Q, mv.src, mv.dst, live)
+        mv = replace(mv, pattern=pat)
+    info = {"strategy": "reuse", "n_states": int(n), "n_transitions": int(live.sum()),
+            "seconds": timer.elapsed, "box": box, "engine": "numpy", "reused": True, "structure": mv,
+            "strategy_reason": "same structure as the chain given: its states and moves kept, the rates "
+                               "evaluated anew"}
+    return Built(codes=codes, layout=layout, Q=Q, initial=start, info=info)
+
+
+def _structure(model, codes, layout, key, limit) -> Structure:
+    """The moves of ``model`` over the states ``codes``: :func:`ctmc.transitions.fire` at rate 1."""
+    n, eager = codes.size, model.calls_function
+    env = layout.decode_all(codes) if eager else layout.decode(codes)
+    if layout.box * 8 <= _BITMAP_SHARE * limit:
+        index = DenseIndex(layout.box)
+        index.add(codes, np.arange(n))
+    else:
+        index = CodeIndex()
+        index.add(codes, np.arange(n))
+    one = as_expr(1.0)
+    srcs, dsts, stops = [], [], [0]
+    with np.errstate(all="ignore"):
+        for ev in model.events:
+            out = fire(replace(ev, rate=one), env, n, codes, layout, False, eager, None)
+            if out is not None:
+                pos, _, dcode, _, oob, delta = out
+                keep = oob | (delta != 0)                    # self-loops are no transitions
+                pos, dcode, oob = pos[keep], dcode[keep], oob[keep]
+                srcs.append(pos)
+                dsts.append(np.where(oob, -1, index.lookup(np.where(oob, codes[0], dcode))))
+            stops.append(stops[-1] + (srcs[-1].size if out is not None else 0))
+    cat = (lambda xs: np.concatenate(xs) if xs else np.empty(0, np.int64))
+    return Structure(key, cat(srcs), cat(dsts), tuple(stops))
+
+
+def _rates(model, codes, layout, mv) -> Optional[np.ndarray]:
+    """The rate of every move of ``mv`` under ``model``; None where one is invalid (build names it)."""
+    rate = np.empty(mv.src.size)
+    for k, ev in enumerate(model.events):
+        a, b = mv.stops[k], mv.stops[k + 1]
+        if a == b:
+            continue
+        c = codes[mv.src[a:b]]
+        env = layout.decode_all(c) if model.calls_function else layout.decode(c)
+        try:
+            with np.errstate(all="ignore"):
+                rate[a:b] = rate_where(ev, env, b - a, np.ones(b - a, dtype=bool))
+        except ModelError:
+            return None
+    return rate if np.all((rate >= 0) & (rate < np.inf)) else None
+
+
+def _all_reached(Q, start) -> bool:
+    """Whether every state of ``Q`` is reached from the states ``start`` (by positive rates)."""
+    from scipy.sparse.csgraph import breadth_first_order
+    n = Q.shape[0]
+    A = Q.tocoo()
+    keep = (A.data > 0) & (A.row != A.col)
+    G = sp.csr_matrix((np.ones(int(keep.sum()) + start.size),
+                       (np.concatenate([A.row[keep], np.full(start.size, n)]),
+                        np.concatenate([A.col[keep], start]))), shape=(n + 1, n + 1))
+    return breadth_first_order(G, n, directed=True, return_predecessors=False).size == n + 1
+
+
+def _pattern(Q, src, dst, live) -> Optional[dict]:
+    """Where the values of the moves ``(src, dst)`` marked ``live`` go in ``Q``; None unless ``Q`` is their
+    generator's pattern (its off-diagonal entries those moves, its diagonal the rows with one).
+
+    ``slot``: each live move's entry among the off-diagonal ones; ``by_rank``
+    (empty when no two moves share an entry): the live moves by their place
+    among those to the same entry (duplicates are summed in the order of the
+    events, as :func:`ctmc.assembly.assemble` sums them).
+    """
+    n = Q.shape[0]
+    s, d = (src, dst) if live.all() else (src[live], dst[live])
+    keys = s * n + d                             # sorted within each event: a stable sort merges the runs
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    first = np.r_[True, sk[1:] != sk[:-1]] if sk.size else np.zeros(0, dtype=bool)
+    entries = sk[first]
+    slot = np.empty(keys.size, dtype=np.int64)
+    slot[order] = np.cumsum(first) - 1
+    by_rank = []
+    if entries.size < keys.size:                 # moves sharing an entry: their order among them
+        starts = np.flatnonzero(first)
+        rank = np.empty(keys.size, dtype=np.int64)
+        rank[order] = np.arange(keys.size) - np.repeat(starts, np.diff(np.r_[starts, keys.size]))
+        by_rank = [np.flatnonzero(rank == r) for r in range(int(rank.max()) + 1)]
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(Q.indptr))
+    diag = Q.indices == rows
+    off = np.flatnonzero(~diag)
+    busy = entries // n                              # sorted: the rows with a move, each once
+    if not (np.array_equal(rows[off] * n + Q.indices[off], entries)
+            and np.array_equal(rows[diag], busy[np.r_[True, busy[1:] != busy[:-1]]] if busy.size else busy)):
+        return None
+    return {"live": live, "slot": slot, "by_rank": by_rank,
+            "off": off, "diag": np.flatnonzero(diag), "diag_rows": rows[diag],
+            "off_indptr": np.r_[0, np.cumsum(np.bincount(rows[off], minlength=n))],
+            "off_indices": Q.indices[off], "indptr": Q.indptr.copy(), "indices": Q.indices.copy()}
+
+
+def _refill(pat, rate, n) -> sp.csr_matrix:
+    """The generator of pattern ``pat`` with the rates ``rate`` of its moves, as :func:`assemble` gives it."""
+    vals = np.zeros(pat["off"].size)
+    if not pat["by_rank"]:                      # no two moves to one entry
+        vals[pat["slot"]] = rate
+    for r, sel in enumerate(pat["by_rank"]):
+        if r == 0:                              # duplicates summed in order: ((r0 + r1) + r2) ...
+            vals[pat["slot"][sel]] = rate[sel]
+        else:
+            vals[pat["slot"][sel]] += rate[sel]
+    off = sp.csr_matrix((vals, pat["off_indices"], pat["off_indptr"]), shape=(n, n))
+    out = np.asarray(off.sum(axis=1)).ravel()        # the row sums as assemble takes them
+    data = np.empty(pat["indices"].size)
+    data[pat["off"]] = vals
+    data[pat["diag"]] = -out[pat["diag_rows"]]
+    Q = sp.csr_matrix((data, pat["indices"].copy(), pat["indptr"].copy()), shape=(n, n))
+    Q.has_sorted_indices = True
+    return Q

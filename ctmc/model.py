@@ -383,7 +383,7 @@ class Model:
 
     # build ------------------------------------------------------------------
     def build(self, initial=None, *, strategy: str = "auto", max_memory=None,
-              max_states: Optional[int] = None, progress=None, engine: str = "auto"):
+              max_states: Optional[int] = None, progress=None, engine: str = "auto", reuse=None):
         """Explore the reachable states and assemble the generator.
 
         Parameters
@@ -412,6 +412,15 @@ class Model:
             compiled or the extension is not installed, ``"numpy"`` the
             vectorised builder only. ``build_info["engine"]`` says which built
             the chain.
+        reuse : CTMC, optional
+            A chain built before from a model of the same structure (the
+            same variables, bounds, initial states, events' guards and
+            updates, none calling a user function; rates may differ): its
+            states and moves are kept and only the rates evaluated anew, when
+            no move leaves them and all are still reached
+            (:func:`ctmc.exploration.rebuild`); else the chain is built from
+            scratch. The chain is the same either way;
+            ``build_info["reused"]`` is True when the states were kept.
 
         Returns
         -------
@@ -425,9 +434,16 @@ class Model:
             in a reachable state (the message names the event and the state).
         ValueError
             For a bad ``initial``, ``strategy`` or limit.
+        TypeError
+            For a ``reuse`` that is not a chain.
         """
-        built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
-                                  max_states=max_states, progress=progress, engine=engine)
+        if reuse is not None and not isinstance(reuse, CTMC):
+            raise TypeError(f"reuse: expected a chain built before (a ctmc.CTMC), got {type(reuse).__name__}")
+        built = None if reuse is None else exploration.rebuild(self, initial, reuse, max_states=max_states,
+                                                               max_memory=max_memory)
+        if built is None:
+            built = exploration.build(self, initial, strategy=strategy, max_memory=max_memory,
+                                      max_states=max_states, progress=progress, engine=engine)
         states = StateTable(None, codes=built.codes, layout=built.layout)
         start = np.zeros(built.Q.shape[0], dtype=bool)    # the initial states as a set (a mask)
         start[built.initial] = True
