@@ -482,7 +482,7 @@ def test_level_route_keeps_the_tail(K, rho, mu2, nu):
 
 
 @pytest.mark.parametrize("K,rho,mu2,nu", [(300, 0.4, 0.5, None), (260, 0.5, 0.3, 0.7), (200, 0.3, 0.6, None),
-                                         (600, 0.4, 0.5, None)])
+                                         (600, 0.4, 0.5, None), (600, 0.7, 0.2, None)])
 def test_level_route_is_relative_down_to_the_smallest_normal_double(K, rho, mu2, nu):
     """Laws whose tails fall to 1e-219 .. 1e-304 or underflow (K=300, rho=0.4: 2304 states below
     2.2e-308): ``level_iad`` from the model's start meets its balance (status success) and every
@@ -491,7 +491,9 @@ def test_level_route_is_relative_down_to_the_smallest_normal_double(K, rho, mu2,
     states behind it measures the progress); a start floored just below the normal range left a
     plateau feeding the smallest normal states (3e-7 off at K=200, rho=0.3). At K=600, rho=0.4 the
     level masses underflow (0.4^1200): the level law is cut where they leave the double range (it
-    broke down after 2 iterations)."""
+    broke down after 2 iterations). At K=600, rho=0.7, mu2=0.2 the law falls by 0.347 per step of y
+    along x = 0, the old start's guess by 0.62: 1e152 too heavy there, 1e16 errors after 1000
+    iterations (tail_inaccurate); the start's rates are now fitted on the law at K = 80."""
     q = JSQ2(K, rho, mu2, nu)
     lvl = q.stationary("level_iad")
     assert lvl.status == "success"
