@@ -39,8 +39,8 @@ With ``n`` the states solved on, ``r`` the sources and ``m`` the target columns:
   levels before the first equality), where one factorisation of ``X``
   fills the triangle between them. On several processes ``X`` is gathered
   and solved so on each when it fits the memory
-  (:func:`~ctmc.passage_systems.gathered_fits`), else factorised as one distributed set. An ``X`` of at most 1000 states with
-  adjoint solves and more target columns than one block holds takes the
+  (:func:`~ctmc.passage_systems.gathered_fits`), else factorised as one distributed set.
+  An ``X`` of at most 1000 states with adjoint solves and more target columns than one block holds takes the
   sparse solver (``gth`` has no transposed solve); on several processes it is gathered and factorised on each
   (:class:`~ctmc.passage_systems.ReplicatedSystem`, ``method == "lu-replicated"``), not by one
   distributed factorisation spanning every state.

@@ -271,7 +271,8 @@ class JSQ2:
             return guess
         A = np.column_stack([np.ones(int(ok.sum())), (s + l)[ok], (l - s)[ok]])
         coef = np.linalg.lstsq(A, np.log(p[ok]), rcond=None)[0]
-        if not np.all(np.isfinite(coef)) or max(abs(coef[1] - guess[0]), abs(coef[2] - guess[1])) <= START_FIT_GAP:
+        gap = max(abs(coef[1] - guess[0]), abs(coef[2] - guess[1]))
+        if not np.all(np.isfinite(coef)) or gap <= START_FIT_GAP:
             return guess
         return float(coef[1]), float(coef[2])
 
