@@ -26,8 +26,11 @@ one source, K = 500, 1000, 2000 by default, sources (2, 7) (the README's) and
   source's corner, block-triangular along the levels on one process);
 * ``lu``: the same with ``method="lu"``: one sparse LU of the whole corner;
 * ``petsc`` (with ``--petsc``): ``backend="petsc"`` on two MPI ranks
-  (``mpirun -n 2``; one distributed factorisation; peak memory: the larger
-  rank's);
+  (``mpirun -n 2``; a set that splits into components gathered and solved
+  block-triangularly on each rank when it fits the memory, a small corner
+  factorised on each rank; peak memory: the larger rank's);
+* ``petsc-lu`` (with ``--petsc``): the same with ``method="lu"``: one
+  distributed (MUMPS) factorisation of the corner, the route before;
 * ``dense (old)``: the route before, rebuilt here: the target columns as a dense
   ``states x (K+1)`` array, ``Q_RA`` by products with it, one LU of every
   state that reaches the target. Run only where its two dense arrays fit in
@@ -104,10 +107,11 @@ def _one(K, route, source):
     if route == "dense (old)":
         row, status, n, method = _dense_route(q, source)
     else:
-        kw = {"backend": "petsc"} if route == "petsc" else {} if route == "auto" else {"method": route}
+        kw = ({"backend": "petsc"} if route == "petsc" else {"backend": "petsc", "method": "lu"}
+              if route == "petsc-lu" else {} if route == "auto" else {"method": route})
         fp = q.first_equality(s=[0.0], sources=source, check=False, **kw)
         row, status, n, method = fp.probabilities[0], fp.status.value, fp.info["n_reach"], fp.method
-        if route == "petsc":
+        if route.startswith("petsc"):
             from ctmc.backends import operator_for
             op = operator_for(q.chain(), "petsc")
             rank, peak = op.rank, max(op.memory()["peak_mib_per_rank"]) / 2 ** 10
@@ -122,7 +126,7 @@ def _one(K, route, source):
 
 def first_equality_table(Ks, dense_max_gib, timeout, petsc=False):
     rows = []
-    routes = ROUTES + (("petsc",) if petsc else ())
+    routes = ROUTES + (("petsc", "petsc-lu") if petsc else ())
     for K in Ks:
         n_states = (K + 1) * (K + 2) // 2
         for source in ({"s": 2, "l": 7}, {"s": 0, "l": K}):
@@ -136,7 +140,7 @@ def first_equality_table(Ks, dense_max_gib, timeout, petsc=False):
                                      "-", "-"])
                         continue
                 cmd = [sys.executable, os.path.abspath(__file__), "--one", str(K), route, json.dumps(source)]
-                if route == "petsc":
+                if route.startswith("petsc"):
                     cmd = [shutil.which("mpirun") or "mpirun", "-n", "2"] + cmd
                 try:
                     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",

@@ -31,14 +31,16 @@ With ``n`` the states solved on, ``r`` the sources and ``m`` the target columns:
   :math:`Q_{XA}^T y_i`. **Forward** (``r > m``): one solve
   :math:`M x_j = Q_{XA} e_j` per target column and point. So
   ``min(r, m)`` solves per point (``info["solves_per_point"]``) and, for
-  ``lu``, one factorisation per point. Under ``auto`` on one process, an
+  ``lu``, one factorisation per point. Under ``auto``, an
   ``X`` that splits into strongly connected components none larger than
   a quarter of it is factorised block by block
   (:class:`~ctmc.passage_systems.BlockTriangularSystem`, ``method == "btf"``): time and memory
   about linear in ``n`` when the components are small or banded (the JSQ
   levels before the first equality), where one factorisation of ``X``
-  fills the triangle between them. An ``X`` of at most 1000 states with
-  adjoint solves and more target columns than one block holds takes the
+  fills the triangle between them. On several processes ``X`` is gathered
+  and solved so on each when it fits the memory
+  (:func:`~ctmc.passage_systems.gathered_fits`), else factorised as one distributed set.
+  An ``X`` of at most 1000 states with adjoint solves and more target columns than one block holds takes the
   sparse solver (``gth`` has no transposed solve); on several processes it is gathered and factorised on each
   (:class:`~ctmc.passage_systems.ReplicatedSystem`, ``method == "lu-replicated"``), not by one
   distributed factorisation spanning every state.

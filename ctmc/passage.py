@@ -61,11 +61,12 @@ Methods (the registry :data:`METHODS`)
     on banded or two-dimensional chains, else GMRES with a Gauss-Seidel
     preconditioner; a stalled GMRES is redone by ``lu``, a failed sparse
     factorisation of up to :data:`~ctmc.kernels.plan.DENSE_FALLBACK` (4000)
-    unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`
-    on one process, a set whose strongly connected components are each at
-    most a quarter of it is solved block-triangularly along them
-    (``btf``, :class:`~ctmc.passage_systems.BlockTriangularSystem`: one small factorisation per
-    block, no fill between blocks), redone by ``lu`` if a block fails.
+    unknowns by ``gth``. In :func:`~ctmc.joint_passage.first_passage`,
+    a set whose strongly connected components are each at most a quarter
+    of it is solved block-triangularly along them (``btf``,
+    :class:`~ctmc.passage_systems.BlockTriangularSystem`: one small factorisation per block, no
+    fill between blocks; on several processes gathered and solved on each when it fits the
+    memory), redone by ``lu`` if a block fails.
 
 A method is a function returning the :class:`Route` of the solves on a set
 (solver, imposed preconditioner, fallbacks), an options class and a line of

@@ -12,7 +12,9 @@ primitives of :mod:`ctmc.backends.base`:
   triangular, each block (consecutive components, at least :data:`BTF_BLOCK`
   states) is factorised alone and the off-block terms are sums of
   non-negative numbers. One factorisation of :math:`X` fills the triangle
-  between components; block by block there is no such fill. One process.
+  between components; block by block there is no such fill. On several
+  processes the set is gathered and solved so on every process when it fits
+  the memory (:func:`gathered_fits`).
 * :class:`ReplicatedSystem`: a small :math:`X` gathered and factorised on
   every process, with transposed solves (the adjoint solves of
   :func:`ctmc.joint_passage.first_passage` from a few sources whose corner of
@@ -31,7 +33,8 @@ from .backends.base import SolveReport, System
 from .linalg import TripletLU
 from .results import Status
 
-__all__ = ["BTF_BLOCK", "BTF_LARGEST", "DenseSystem", "TriangularPlan", "BlockTriangularSystem", "ReplicatedSystem"]
+__all__ = ["BTF_BLOCK", "BTF_LARGEST", "BTF_GATHER_BYTES", "gathered_fits", "DenseSystem", "TriangularPlan",
+           "BlockTriangularSystem", "ReplicatedSystem"]
 
 #: block-triangular solves: consecutive strongly connected components are grouped into blocks of at
 #: least this many states (one sparse factorisation each; the fill between the components of a block
@@ -39,6 +42,11 @@ __all__ = ["BTF_BLOCK", "BTF_LARGEST", "DenseSystem", "TriangularPlan", "BlockTr
 BTF_BLOCK = 256
 #: ... and are used when the largest component holds at most this fraction of the set
 BTF_LARGEST = 0.25
+#: bytes per stored entry of the set (rates and diagonal) of a block-triangular solve gathered on every
+#: process: the gathered rows, ``M`` and its permuted copy, the transposed blocks and the factors
+#: (JSQ at K = 2000 from (0, K), 8.0e6 entries on two processes: 1.26-1.39 GiB peak per process in all,
+#: the chain included, about 170 B per entry; one MUMPS factorisation of the set: 1.78 GiB)
+BTF_GATHER_BYTES = 200
 #: blocks of up to this many states are factorised without supernodes (less workspace)
 _SMALL_BLOCK = 4096
 
@@ -132,9 +140,59 @@ class TriangularPlan:
     matrix: object          # M = -Q_XX (diagonal: exit rates) in CSR, numbered along X
     order: np.ndarray       # X's states, component by component, sinks first
     cuts: np.ndarray        # block boundaries in ``order`` (at component boundaries)
+    idx: np.ndarray = None  # X's global state numbers, in order (every process)
 
 
-class BlockTriangularSystem(System):
+def gathered_fits(op, entries: float) -> bool:
+    """Whether a set of ``entries`` stored entries (rates and diagonal), gathered and solved
+    block-triangularly on every process, fits: :data:`BTF_GATHER_BYTES` per entry on each of the
+    ``op.size`` processes (counted as sharing one machine) within
+    :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the least memory available on any of them."""
+    from ._util import available_memory
+    from .kernels.plan import BUDGET_FRACTION
+    room = op.allmin(float(available_memory()))
+    return BTF_GATHER_BYTES * float(entries) * op.size <= BUDGET_FRACTION * room
+
+
+def _symmetric_permutation(M, order):
+    """``M[order][:, order]`` in CSR: the rows gathered, the column numbers renumbered and sorted (no
+    column slicing, which takes seconds on millions of entries)."""
+    import scipy.sparse as sp
+    inv = np.empty(order.size, dtype=np.int64)
+    inv[order] = np.arange(order.size)
+    rows = M[order]
+    out = sp.csr_matrix((rows.data, inv[rows.indices], rows.indptr), shape=M.shape)
+    out.sort_indices()
+    return out
+
+
+def _gathered_matrix(rows, full, q):
+    """``M = diag(q) - R_XX`` (CSR, numbered along ``X``) from ``R``'s rows of ``X`` (global columns,
+    sorted) and the mask ``full`` of ``X``: the columns renumbered in one pass, rates leaving ``X``
+    dropped (the same matrix as ``sp.diags(q) - rows[:, X]``, without the column slicing)."""
+    import scipy.sparse as sp
+    k = rows.shape[0]
+    rows.sum_duplicates()
+    keep = full[rows.indices]
+    newcol = (np.cumsum(full) - 1)[rows.indices[keep]]
+    counts = np.bincount(np.repeat(np.arange(k), np.diff(rows.indptr))[keep], minlength=k)
+    # each row: its rates inside X, then its diagonal (canonical order restored by sort_indices)
+    lengths = counts.astype(np.int64) + 1
+    indptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    data = np.empty(indptr[-1])
+    diag_at = indptr[1:] - 1
+    rest = np.ones(indptr[-1], dtype=bool)
+    rest[diag_at] = False
+    indices[rest], data[rest] = newcol, -rows.data[keep]
+    indices[diag_at], data[diag_at] = np.arange(k), q
+    M = sp.csr_matrix((data, indices, indptr), shape=(k, k))
+    M.sort_indices()
+    return M
+
+
+class BlockTriangularSystem(_GatheredSystem):
     r"""``M = sI - Q_XX`` solved block by block along the strongly connected components of ``X``.
 
     Numbered component by component with the components in topological
@@ -156,22 +214,38 @@ class BlockTriangularSystem(System):
     (the JSQ chain before the first equality: 2000 levels of at most 2000
     states at K = 2000) is solved in time and memory linear in its size.
 
-    Used by ``auto`` in :func:`~ctmc.joint_passage.first_passage` on one process when the largest
+    On several processes the set is gathered and solved on every process
+    (the right-hand sides gathered, each process keeping its rows of the
+    answer) when it fits the memory (:func:`gathered_fits`): a distributed
+    factorisation of the whole set would fill the triangle between the
+    components (JSQ at K = 2000 from a source that sees every state: one
+    MUMPS factorisation of 2e6 states on two processes against this solve).
+
+    Used by ``auto`` in :func:`~ctmc.joint_passage.first_passage` when the largest
     component holds at most :data:`BTF_LARGEST` of the set (:meth:`plan`).
     """
 
     @staticmethod
     def plan(op, members) -> Optional[TriangularPlan]:
-        """The components of ``X = members`` when a block-triangular solve pays, else None."""
+        """The components of ``X = members`` when a block-triangular solve pays (and, on several
+        processes, the gathered set fits: :func:`gathered_fits`), else None. Collective."""
+        import scipy.sparse as sp
         from scipy.sparse.csgraph import connected_components
         from .backends.csr import principal_block
-        if op.size != 1:
-            return None
         members = np.asarray(members, dtype=bool)
-        n = int(members.sum())
+        n = int(round(op.allsum(float(members.sum()))))
         if n < 4 * BTF_BLOCK:
             return None
-        M = principal_block(op.generator_rows(), members, op.exit_rates[members])
+        if op.size == 1:
+            idx = np.flatnonzero(members)
+            M = principal_block(op.generator_rows(), members, op.exit_rates[members])
+        else:
+            entries = op.allsum(float(op.offdiagonal_counts()[members].sum())) + n
+            if not gathered_fits(op, entries):
+                return None
+            full = op.gather(members.astype(float), "all") > 0.5
+            idx = np.flatnonzero(full)
+            M = _gathered_matrix(op.gather_rows(members), full, op.gather(op.exit_rates[members], "all"))
         nc, lab = connected_components(M, directed=True, connection="strong")
         largest = int(np.bincount(lab).max())
         if nc < 2 or largest > BTF_LARGEST * n:
@@ -190,16 +264,18 @@ class BlockTriangularSystem(System):
                 last = int(e)
         if cuts[-1] != n:
             cuts.append(n)
-        return TriangularPlan(n, int(nc), largest, M, order, np.asarray(cuts))
+        return TriangularPlan(n, int(nc), largest, M, order, np.asarray(cuts), idx)
 
     def __init__(self, op, members, shift: float, plan: TriangularPlan):
         import scipy.sparse as sp
         import scipy.sparse.linalg as sla
         from ._sparse_lu import choose_ordering
         self.op = op
-        self.idx = np.flatnonzero(members)
+        self.idx = plan.idx
+        own = (self.idx >= op.start) & (self.idx < op.stop)
+        self._own, self._local = own, self.idx[own] - op.start
         o = plan.order
-        Mp = plan.matrix[o][:, o].tocsr()
+        Mp = _symmetric_permutation(plan.matrix, o)
         if shift:
             Mp = (Mp + float(shift) * sp.identity(plan.n, format="csr")).tocsr()
         self._Mp, self._MpT, self._order = Mp, None, o
@@ -219,15 +295,16 @@ class BlockTriangularSystem(System):
                 break
             fill += int(lu.nnz)
             self._blocks.append((int(g0), int(g1), lu, rows[:, :g0].tocsr()))
-        self.info = {"solver": "block-triangular sparse LU", "blocks": len(self._blocks),
-                     "components": plan.n_components, "largest_component": plan.largest, "fill": fill}
+        self.info = {"solver": "block-triangular sparse LU" + (f", on each of {op.size} processes"
+                                                                if op.size > 1 else ""),
+                     "blocks": len(self._blocks), "components": plan.n_components,
+                     "largest_component": plan.largest, "fill": fill}
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
-        x = np.zeros_like(b)
         if self.failure is not None:
-            return x, SolveReport(Status.BREAKDOWN, self.failure)
-        bp = b[self.idx][self._order]
+            return np.zeros_like(b), SolveReport(Status.BREAKDOWN, self.failure)
+        bp = self._whole(b)[self._order]                    # X's right-hand sides, component order
         xp = np.zeros_like(bp)
         if not transpose:
             for g0, g1, lu, before in self._blocks:
@@ -242,8 +319,8 @@ class BlockTriangularSystem(System):
                 xp[g0:g1] = lu.solve(np.ascontiguousarray(r), trans="T")
         out = np.empty_like(xp)
         out[self._order] = xp
-        x[self.idx] = out
-        if not np.all(np.isfinite(out)):
+        x = self._owned(b, out.reshape(out.shape[0], -1))
+        if not np.all(np.isfinite(out)):        # the same verdict on every process: ``out`` is replicated
             return x, SolveReport(Status.BREAKDOWN, "block-triangular solve: a non-finite value")
         return x, SolveReport(Status.SUCCESS, "block-triangular sparse LU")
 

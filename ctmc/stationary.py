@@ -585,8 +585,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
     with Progress("stationary (level_iad)", opts.progress) as prog:
         for it in range(1, opts.maxiter + 1):
-            f = level_factors(*(op.allsum(np.bincount(lv, weights=w, minlength=n_lev)) for w in (x, x * up,
-                                                                                             x * down)))
+            f = level_factors(*op.allsum(np.stack([np.bincount(lv, weights=w, minlength=n_lev)     # one sum
+                                                   for w in (x, x * up, x * down)])))
             x = np.where(support, x * f[lv], 0.0)
             xf = op.gather(x, "all")
             for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):

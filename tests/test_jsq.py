@@ -482,7 +482,7 @@ def test_level_route_keeps_the_tail(K, rho, mu2, nu):
 
 
 @pytest.mark.parametrize("K,rho,mu2,nu", [(300, 0.4, 0.5, None), (260, 0.5, 0.3, 0.7), (200, 0.3, 0.6, None),
-                                         (600, 0.4, 0.5, None)])
+                                         (600, 0.4, 0.5, None), (600, 0.7, 0.2, None)])
 def test_level_route_is_relative_down_to_the_smallest_normal_double(K, rho, mu2, nu):
     """Laws whose tails fall to 1e-219 .. 1e-304 or underflow (K=300, rho=0.4: 2304 states below
     2.2e-308): ``level_iad`` from the model's start meets its balance (status success) and every
@@ -491,7 +491,9 @@ def test_level_route_is_relative_down_to_the_smallest_normal_double(K, rho, mu2,
     states behind it measures the progress); a start floored just below the normal range left a
     plateau feeding the smallest normal states (3e-7 off at K=200, rho=0.3). At K=600, rho=0.4 the
     level masses underflow (0.4^1200): the level law is cut where they leave the double range (it
-    broke down after 2 iterations)."""
+    broke down after 2 iterations). At K=600, rho=0.7, mu2=0.2 the law falls by 0.347 per step of y
+    along x = 0, the old start's guess by 0.62: 1e152 too heavy there, 1e16 errors after 1000
+    iterations (tail_inaccurate); the start's rates are now fitted on the law at K = 80."""
     q = JSQ2(K, rho, mu2, nu)
     lvl = q.stationary("level_iad")
     assert lvl.status == "success"
@@ -525,7 +527,10 @@ def test_backend_is_checked_before_any_build():
 MPI_CASES = {"small": (25, 0.5, 0.3, 0.6, ("lu", "gauss_seidel")),
              # K = 1000: MUMPS's root front is large enough to go to ScaLAPACK, whose row
              # interchanges cost P_block 7.8e-8 (41,416 negative states) before diagonal pivots
-             "mumps_root": (1000, 0.9, 0.5, None, ("lu",))}
+             "mumps_root": (1000, 0.9, 0.5, None, ("lu",)),
+             # level masses down to 0.02^200 = 1.6e-340: the level law is cut where they underflow
+             # (level_factors); the old level law broke down to NaN there
+             "level_underflow": (100, 0.02, 0.5, None, ("level_iad",))}
 
 
 def _mpi_job(case, out_path):
@@ -541,14 +546,18 @@ def _mpi_job(case, out_path):
     out = {"size": load_petsc().COMM_WORLD.getSize(), "rows": [q.chain().start, q.chain().stop]}
     tiny = ref.stationary("lu").pi
     big = tiny > 1e-250
+    normal = tiny >= np.finfo(float).tiny
+    pb = ref.blocking_probability("closed_form")
     for m in methods:
         opts = {"tol": 1e-14, "tail_tol": 1e-12} if m in ("gauss_seidel", "level_iad") else {}
         r = q.stationary(m, **opts)
         out[m] = {"status": r.status.value, "min_pi": float(tiny[big].min()),
                   "rel_pi": float(np.max(np.abs(r.pi[big] / tiny[big] - 1))),
-                  "pb_closed_form": abs(float(r.pi[-1]) / ref.blocking_probability("closed_form") - 1)}
+                  "rel_normal": float(np.max(np.abs(r.pi[normal] / tiny[normal] - 1))),
+                  "below_normal": int(np.count_nonzero(~normal)), "finite": bool(np.isfinite(r.pi).all()),
+                  "pb_closed_form": abs(float(r.pi[-1]) / pb - 1) if pb > 0 else float(r.pi[-1])}
     m, mr = q.measures(), ref.measures()
-    out["measures"] = {f: abs(getattr(m, f) / getattr(mr, f) - 1)
+    out["measures"] = {f: abs(getattr(m, f) / getattr(mr, f) - 1) if getattr(mr, f) else abs(getattr(m, f))
                        for f in ("blocking_probability", "mean_total", "throughput", "mean_sojourn_time")}
     if case == "small":
         sat, sat_ref = q.saturation_analysis(), ref.saturation_analysis()
@@ -593,6 +602,21 @@ def test_petsc_two_ranks_match_scipy(tmp_path):
 def test_petsc_two_ranks_mumps_keeps_the_tail_at_K1000(tmp_path):
     """MUMPS on two processes with ctmc's diagonal pivots: P_block (3.4e-93) to 1e-9 of the closed form."""
     _check_mpi(_run_mpi("mumps_root", tmp_path, 600), MPI_CASES["mumps_root"][4])
+
+
+@pytest.mark.petsc
+def test_petsc_two_ranks_level_iad_where_the_level_masses_underflow(tmp_path):
+    """``level_iad`` on two processes (the distributed loop: level sums over the ranks, the other
+    block's entries from the last sweep) where the level masses leave the double range (0.02^200):
+    the level law is cut there (``level_factors``) and every probability above the smallest normal
+    double is within 1e-9 of scipy's LU (at 1e-307 and below), P_block (1e-340) underflows to 0."""
+    data = _run_mpi("level_underflow", tmp_path, 400)
+    r = data["level_iad"]
+    assert r["status"] == "success" and r["finite"], r
+    assert r["below_normal"] > 100 and r["min_pi"] < 1e-249           # the law leaves the double range
+    assert r["rel_normal"] < 1e-9, r
+    assert r["pb_closed_form"] < np.finfo(float).tiny                 # P_block = 1.6e-340: 0 in doubles
+    assert max(data["measures"].values()) < 1e-9, data["measures"]
 
 
 if __name__ == "__main__":          # the MPI job: python tests/test_jsq.py CASE OUT.json (under mpirun)

@@ -175,6 +175,7 @@ class PetscSystem(System):
         self._opts = _petsc_options(backend_options)
         self.info = {"kind": spec.kind, "processes": dc.size, "prefix": PREFIX}
         self._ksp_t = self._MT = None
+        dc.release()        # the scipy copies of the owned rows wait outside while the solver is held
         try:
             M = dc.R.copy()
             M.scale(-1.0)
