@@ -45,7 +45,7 @@ from . import _compiled as compiled_builder
 from ._util import Timer, check_memory, memory_limit
 from .assembly import CodeIndex, DenseIndex, assemble
 from .encoding import StateLayout
-from .expr import as_expr, calls_function
+from .expr import as_expr, calls_function, exact_text
 from .immediate import eliminate
 from .progress import Progress
 from .results import ModelError, StateSpaceTooLarge
@@ -470,7 +470,8 @@ def structure_key(model, layout, init) -> Optional[str]:
     h = hashlib.sha256(repr((layout.names, layout.lo.tolist(), layout.span.tolist(),
                              np.asarray(init).tolist())).encode())
     for ev in model.events:
-        h.update(repr((ev.name, repr(ev.guard), [(v.name, repr(u)) for v, u in ev.update])).encode())
+        h.update(repr((ev.name, exact_text(ev.guard),
+                       [(v.name, exact_text(u)) for v, u in ev.update])).encode())
     return h.hexdigest()
 
 

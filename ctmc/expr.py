@@ -371,8 +371,15 @@ def _nodes(root: Expr):
             stack += _kids(e)
 
 
-def _render(root: Expr) -> str:
-    """The text of ``root``, written piece by piece from its nodes (linear in its size)."""
+def exact_text(root: Expr) -> str:
+    """The text of ``root`` with every table value written (``repr`` shortens tables beyond 8):
+    two expressions of the same exact text compute the same values (what a structure key hashes)."""
+    return _render(root, full=True)
+
+
+def _render(root: Expr, full: bool = False) -> str:
+    """The text of ``root``, written piece by piece from its nodes (linear in its size); tables
+    beyond 8 values shortened unless ``full``."""
     out, stack = [], [root]
     while stack:
         e = stack.pop()
@@ -392,7 +399,7 @@ def _render(root: Expr) -> str:
             parts = ["abs(", node[1], ")"]
         elif kind == "table":
             v = [repr(float(x)) for x in node[2]]
-            vals = ", ".join(v if len(v) <= 8 else v[:3] + ["..."] + v[-3:])
+            vals = ", ".join(v if len(v) <= 8 or full else v[:3] + ["..."] + v[-3:])
             parts = [f"table([{vals}], ", node[1], ")"]
         else:                                        # where, min, max
             args = list(node[1:])

@@ -535,3 +535,23 @@ def test_structure_key_sees_bounds_guards_updates_and_initial_states():
     assert key(tandem(0.7, T=3), {"a": 0, "b": 0}) != base
     assert key(tandem(0.7), {"a": 1, "b": 0}) != base
     assert all(key(tandem(0.7), {"a": 0, "b": 0}) == base for _ in itertools.repeat(None, 2))
+
+
+def test_a_guard_table_differing_beyond_its_shown_values_is_another_structure():
+    """``repr`` shortens a table of more than 8 values: the structure key reads every value, or a
+    reused chain would keep the moves of another table (found by review: 15 % off, graded success)."""
+    def model(g5):
+        g = [1.0] * 11
+        g[5] = g5
+        m = ctmc.Model("t")
+        x = m.var("x", 0, 10)
+        m.event("fast", guard=(x < 10) & (ctmc.expr.table(g, x) > 0.5), rate=5.0, update={x: x + 1})
+        m.event("slow", guard=(x < 10) & (ctmc.expr.table(g, x) < 0.5), rate=1.0, update={x: x + 1})
+        m.event("down", guard=x > 0, rate=3.0, update={x: x - 1})
+        return m
+    res = ctmc.sweep(model, {"g5": [1.0, 1.0, 0.0]}, {"mean": "x"}, initial={"x": 0}, jobs=1)
+    births = [5.0] * 5 + [1.0] + [5.0] * 4            # birth-death closed form at g5 = 0
+    w = np.cumprod([1.0] + [b / 3.0 for b in births])
+    exact = float(np.arange(11) @ w / w.sum())
+    last = res.records[-1]
+    assert not last["reused"] and abs(last["value"] - exact) <= last["error_bound"] + 1e-12 * exact
