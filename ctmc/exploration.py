@@ -35,7 +35,7 @@ checks, not the key, make the answer right.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -442,7 +442,9 @@ class Structure:
     and the target's index (-1: outside the states or the bounds, allowed at
     rate 0 only). ``pattern``: for the chain these were last used for, which
     moves had a positive rate and where their values go in its generator,
-    or None.
+    or None. ``loops``, ``loop_stops``: the states where an event's guard
+    holds and its move leaves the state as it is (no transition, but its
+    rate is still checked, as a fresh build checks it).
     """
 
     key: str
@@ -450,6 +452,8 @@ class Structure:
     dst: np.ndarray
     stops: tuple
     pattern: Optional[dict] = None
+    loops: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    loop_stops: tuple = ()
 
     def __repr__(self) -> str:
         return f"Structure({self.src.size} moves of {len(self.stops) - 1} events)"
@@ -521,8 +525,8 @@ def rebuild(model, initial, previous, *, max_states: Optional[int] = None,
         mv = known if isinstance(known, Structure) and known.key == key else _structure(model, codes, layout,
                                                                                          key, limit)
         rate = _rates(model, codes, layout, mv)
-        if rate is None:
-            return None
+        if rate is None or (mv.loops.size and _rates(model, codes, layout, mv, loops=True) is None):
+            return None                              # an invalid rate: build names it
         live = rate > 0
         if (mv.dst[live] < 0).any():
             return None                              # (a) fails: a move of positive rate leaves the states
@@ -559,29 +563,33 @@ def _structure(model, codes, layout, key, limit) -> Structure:
         index = CodeIndex()
         index.add(codes, np.arange(n))
     one = as_expr(1.0)
-    srcs, dsts, stops = [], [], [0]
+    srcs, dsts, stops, loops, loop_stops = [], [], [0], [], [0]
     with np.errstate(all="ignore"):
         for ev in model.events:
             out = fire(replace(ev, rate=one), env, n, codes, layout, False, eager, None)
             if out is not None:
                 pos, _, dcode, _, oob, delta = out
                 keep = oob | (delta != 0)                    # self-loops are no transitions
+                loops.append(pos[~keep])
                 pos, dcode, oob = pos[keep], dcode[keep], oob[keep]
                 srcs.append(pos)
                 dsts.append(np.where(oob, -1, index.lookup(np.where(oob, codes[0], dcode))))
             stops.append(stops[-1] + (srcs[-1].size if out is not None else 0))
+            loop_stops.append(loop_stops[-1] + (loops[-1].size if out is not None else 0))
     cat = (lambda xs: np.concatenate(xs) if xs else np.empty(0, np.int64))
-    return Structure(key, cat(srcs), cat(dsts), tuple(stops))
+    return Structure(key, cat(srcs), cat(dsts), tuple(stops), None, cat(loops), tuple(loop_stops))
 
 
-def _rates(model, codes, layout, mv) -> Optional[np.ndarray]:
-    """The rate of every move of ``mv`` under ``model``; None where one is invalid (build names it)."""
-    rate = np.empty(mv.src.size)
+def _rates(model, codes, layout, mv, loops: bool = False) -> Optional[np.ndarray]:
+    """The rate of every move of ``mv`` under ``model`` (of its self-loops if ``loops``); None where
+    one is invalid (build names it)."""
+    src, stops = (mv.loops, mv.loop_stops) if loops else (mv.src, mv.stops)
+    rate = np.empty(src.size)
     for k, ev in enumerate(model.events):
-        a, b = mv.stops[k], mv.stops[k + 1]
+        a, b = stops[k], stops[k + 1]
         if a == b:
             continue
-        c = codes[mv.src[a:b]]
+        c = codes[src[a:b]]
         env = layout.decode_all(c) if model.calls_function else layout.decode(c)
         try:
             with np.errstate(all="ignore"):

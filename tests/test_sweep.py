@@ -555,3 +555,22 @@ def test_a_guard_table_differing_beyond_its_shown_values_is_another_structure():
     exact = float(np.arange(11) @ w / w.sum())
     last = res.records[-1]
     assert not last["reused"] and abs(last["value"] - exact) <= last["error_bound"] + 1e-12 * exact
+
+
+def test_a_reused_chain_checks_the_rates_of_moves_that_leave_the_state_as_it_is():
+    """A move to the same state is no transition, but a fresh build refuses its invalid rate: so
+    does a reuse (found by review: reuse built it, a sweep row said success where a build fails)."""
+    def model(p):
+        m = ctmc.Model("noop")
+        x = m.var("x", 0, 3)
+        m.event("up", guard=x < 3, rate=1.0, update={x: x + 1})
+        m.event("down", guard=x > 0, rate=2.0, update={x: x - 1})
+        m.event("noop", guard=x >= 0, rate=(x * 0 + 1) * (p - 1.0), update={x: x})
+        return m
+    first = model(2.0).build(initial={"x": 0})
+    for p in (0.5, float("nan")):
+        with pytest.raises(ctmc.ModelError, match="invalid rate"):
+            model(p).build(initial={"x": 0})
+        with pytest.raises(ctmc.ModelError, match="invalid rate"):
+            model(p).build(initial={"x": 0}, reuse=first)
+    assert model(3.0).build(initial={"x": 0}, reuse=first).build_info["reused"]
