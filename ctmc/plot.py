@@ -41,6 +41,7 @@ import pathlib
 import numpy as np
 
 from .report import PLOT_INSTALL_HELP, new_figure, save_figure
+from .sweep import COLUMNS as _SWEEP_COLUMNS
 
 __all__ = ["law", "transient", "passage_cdf", "sweep", "meanfield_error", "loglog_fit", "save", "style",
            "STYLE"]
@@ -56,8 +57,9 @@ STYLE = {
 #: file types :func:`save` writes: vector by default, png only when asked by the extension
 VECTOR = (".pdf", ".svg", ".eps", ".ps")
 RASTER = (".png",)
-#: the evidence columns of a sweep in long format; every other column is a parameter
-SWEEP_COLUMNS = ("measure", "value", "error_bound", "status", "method", "seconds")
+#: the evidence columns of a sweep in long format (those of :func:`ctmc.sweep`); every other column
+#: is a parameter
+SWEEP_COLUMNS = _SWEEP_COLUMNS
 #: axis labels of the measures of ctmc.measures, by the name their message starts with
 _MEASURE_LABELS = {"prob_within": "P(T_A ≤ t)", "expected_at": "E[v(X_t)]",
                    "cumulative_reward": "E[∫₀ᵗ r(X_s) ds]"}
@@ -437,13 +439,14 @@ def passage_cdf(result_or_law, times=None, *, source=None, survival: bool = Fals
 # a sweep: one measure against a parameter
 # ---------------------------------------------------------------------------
 def _records(frame_or_records) -> list:
+    if isinstance(getattr(frame_or_records, "records", None), list):     # what ctmc.sweep returns
+        frame_or_records = frame_or_records.records
     if hasattr(frame_or_records, "to_dict") and hasattr(frame_or_records, "columns"):
         return frame_or_records.to_dict("records")
     if isinstance(frame_or_records, (list, tuple)) and all(isinstance(r, dict) for r in frame_or_records):
         return list(frame_or_records)
-    raise ValueError("frame_or_records: expected a pandas DataFrame or a list of dicts (one per grid point "
-                     "and "
-                     f"measure), got {type(frame_or_records).__name__}")
+    raise ValueError("frame_or_records: expected what ctmc.sweep returns, a pandas DataFrame or a list of "
+                     f"dicts (one per grid point and measure), got {type(frame_or_records).__name__}")
 
 
 def _sweep_lines(rows, x, y, by) -> tuple:

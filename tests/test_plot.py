@@ -380,3 +380,23 @@ def test_import_ctmc_does_not_import_matplotlib():
     code = "import sys, ctmc; ctmc.plot.law; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_sweep_draws_what_ctmc_sweep_returns():
+    """The real ``ctmc.sweep`` result (not hand-made rows): values and bars from its records, its
+    own columns (states, reused, ...) not taken for parameters (found by review)."""
+    def mm1k(K, rho):
+        m = ctmc.Model("mm1k")
+        n = m.var("n", 0, K)
+        m.event("arrival", guard=n < K, rate=rho, update={n: n + 1})
+        m.event("service", guard=n > 0, rate=1.0, update={n: n - 1})
+        m.label("full", n == K)
+        return m
+    res = ctmc.sweep(mm1k, {"K": [4, 8], "rho": [0.5, 0.8]}, {"B": "full"}, initial={"n": 0}, jobs=1)
+    ax = plot.sweep(res, "rho", y="B", by="K")
+    for cont, K in zip(ax.containers, (4, 8)):
+        data_line = cont.lines[0]
+        closed = [r ** K * (1 - r) / (1 - r ** (K + 1)) for r in (0.5, 0.8)]
+        np.testing.assert_allclose(data_line.get_ydata(), closed, rtol=1e-12)
+    with pytest.raises(ValueError, match="by"):
+        plot.sweep(res, "rho", y="B", by="states")             # a column of the sweep, not a parameter
