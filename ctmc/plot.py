@@ -676,4 +676,7 @@ def save(fig_or_ax, path, *, dpi: int = 300) -> pathlib.Path:
                          f"{', '.join(VECTOR + RASTER)} (vector unless .png)")
     if isinstance(dpi, bool) or not isinstance(dpi, numbers.Integral) or dpi <= 0:
         raise ValueError(f"dpi: expected a whole number > 0, got {dpi!r}")
+    if getattr(fig, "ctmc_plot_style", False):     # fonts embedded as TrueType, SVG text as text: set
+        with style():                               # when the file is written, not when drawn
+            return save_figure(fig, path.parent, path.name, dpi=int(dpi), say=None)
     return save_figure(fig, path.parent, path.name, dpi=int(dpi), say=None)

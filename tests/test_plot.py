@@ -400,3 +400,13 @@ def test_sweep_draws_what_ctmc_sweep_returns():
         np.testing.assert_allclose(data_line.get_ydata(), closed, rtol=1e-12)
     with pytest.raises(ValueError, match="by"):
         plot.sweep(res, "rho", y="B", by="states")             # a column of the sweep, not a parameter
+
+
+def test_save_writes_truetype_fonts_and_svg_text(tmp_path):
+    """STYLE promises fonts a journal accepts (TrueType in a pdf, text in an svg): they are settings
+    read when the file is written, so save applies them (found by review: Type 3 fonts, no text)."""
+    ax = plot.law({0: 0.5, 1: 0.25, 2: 0.25})
+    pdf = plot.save(ax, tmp_path / "law.pdf").read_bytes()
+    assert b"/FontFile2" in pdf and b"/Type3" not in pdf
+    svg = plot.save(ax, tmp_path / "law.svg").read_text()
+    assert "<text" in svg
