@@ -343,7 +343,8 @@ def _from_result(m: _Measure, r) -> tuple:
             raise TypeError(f"measure {m.name!r}: the result's value has shape {np.shape(r.value)}; a sweep "
                             "measure is one number (ask for one time t, or return a number)")
         status = _status(getattr(r, "status", Status.SUCCESS))
-        message = "" if status == Status.SUCCESS.value else str(getattr(r, "message", ""))
+        message = "" if status == Status.SUCCESS.value else str(     # a property's is on its solver's result
+            getattr(r, "message", None) or getattr(getattr(r, "result", None), "message", None) or "")
         return (float(r.value), float(getattr(r, "error_bound", math.nan)), status,
                 str(getattr(r, "method", "callable")), message)
     raise TypeError(f"measure {m.name!r}: returned {type(r).__name__}; return a number or a result with a "

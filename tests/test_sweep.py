@@ -574,3 +574,13 @@ def test_a_reused_chain_checks_the_rates_of_moves_that_leave_the_state_as_it_is(
         with pytest.raises(ctmc.ModelError, match="invalid rate"):
             model(p).build(initial={"x": 0}, reuse=first)
     assert model(3.0).build(initial={"x": 0}, reuse=first).build_info["reused"]
+
+
+def test_a_property_that_is_not_a_success_says_why():
+    """A PRISM property row that is not a success carries its solver's message, as an expression row
+    at the same point does (found by review: empty)."""
+    res = ctmc.sweep(mm1k, {"K": [30], "rho": [0.95]}, {"B": 'S=? [ n=30 ]', "Bx": "n == 30"},
+                     initial={"n": 0}, jobs=1, method="gauss_seidel", tol=1e-3, maxiter=3)
+    rows = {r["measure"]: r for r in res}
+    assert rows["Bx"]["status"] != "success" and rows["Bx"]["message"]
+    assert rows["B"]["status"] == rows["Bx"]["status"] and rows["B"]["message"]
