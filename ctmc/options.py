@@ -163,7 +163,9 @@ class KrylovSolverOptions(Tolerances):
         ILU(0)), point Jacobi, none, or an aggregation multigrid V-cycle
         (:mod:`ctmc.multigrid`; scipy backend only). Default (None): :data:`DEFAULT_PRECONDITIONER`,
         ``"sgs"`` for stationary GMRES, ``"ilu"`` for passage systems and for
-        BiCGStab, which breaks down with the Gauss-Seidel sweep on stiff chains.
+        BiCGStab (``auto``'s BiCGStab takes ``"sgs"``: its breakdowns with the
+        sweep on the polling chains came from a shadow residual of the pinned
+        right-hand side's few entries, filled since).
     polish : int
         At most that many symmetric Gauss-Seidel sweeps after convergence,
         until the small entries balance too (``tail_tol``; 0: none): a Krylov
