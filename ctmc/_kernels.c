@@ -824,6 +824,7 @@ static PyObject *py_sigint_armed(PyObject *self, PyObject *noargs)
 #include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
 #include "_kernels_tr.h"              /* the transposed system from Q's rows (tr) */
 #include "_kernels_gth.h"             /* GTH elimination of a dense stationary vector (gth) */
+#include "_kernels_ilu.h"             /* ILU(0) of the pinned system on Q's pattern (ilu0) */
 
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
@@ -876,6 +877,7 @@ static PyMethodDef methods[] = {
     {"gth", py_gth, METH_VARARGS, "gth(A, x) -> the step of a zero pivot or -1 (A, x written: see _kernels_gth.h)"},
     {"tr", py_tr, METH_VARARGS, "tr(mode, indptr, indices, dpos, data, keep, fill, v, x, y): SSOR(1), product, "
      "row sums of masked(-Q)^T from Q's rows (see _kernels_tr.h)"},
+    ILU_METHODS
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
     {NULL, NULL, 0, NULL}
 };

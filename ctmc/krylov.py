@@ -667,7 +667,9 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, prog):
     if math.sqrt(rr) <= atol:
         return report(True, 0)
     # the shadow residual: r_0 scaled entrywise by fixed pseudo-random factors in [0.5, 1.5] (not r_0 itself)
-    rhat = r * np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    # where r_0 is 0 (a pinned system's unit right-hand side), the shadow takes max |r_0| instead: a shadow
+    # with r_0's few entries is orthogonal to r after a step that solves those rows (polling N=15: rho = 0)
+    rhat = np.where(r != 0.0, r, np.abs(r).max()) * np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
     rho = float(np.dot(rhat, r))
     alpha = omega = 1.0
     its = 0

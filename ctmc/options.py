@@ -151,14 +151,21 @@ class KrylovSolverOptions(Tolerances):
         Iteration limit (total iterations, restarts included).
     restart : int
         GMRES restart length.
-    preconditioner : {"sgs", "ilu", "jacobi", "none", "multilevel"}, optional
+    preconditioner : {"sgs", "ilu0", "ilu", "jacobi", "none", "multilevel"}, optional
         A symmetric Gauss-Seidel sweep (on each process's block when
         distributed: no set-up, and on the benchmark gallery faster than ILU
-        wherever both converge), incomplete LU (scipy's ``spilu`` or PETSc's
+        wherever both converge), ILU(0) on the generator's own pattern (the
+        scipy backend's stationary GMRES and BiCGStab, read from ``Q``'s rows
+        with the compiled kernels; elsewhere the Gauss-Seidel sweep serves and
+        ``info["preconditioner"]`` says so; on the gallery it takes as many
+        iterations as the sweep at 1.3-1.6x its cost: benchmarks/README.md),
+        incomplete LU (scipy's ``spilu`` or PETSc's
         ILU(0)), point Jacobi, none, or an aggregation multigrid V-cycle
         (:mod:`ctmc.multigrid`; scipy backend only). Default (None): :data:`DEFAULT_PRECONDITIONER`,
         ``"sgs"`` for stationary GMRES, ``"ilu"`` for passage systems and for
-        BiCGStab, which breaks down with the Gauss-Seidel sweep on stiff chains.
+        BiCGStab (``auto``'s BiCGStab takes ``"sgs"``: its breakdowns with the
+        sweep on the polling chains came from a shadow residual of the pinned
+        right-hand side's few entries, filled since).
     polish : int
         At most that many symmetric Gauss-Seidel sweeps after convergence,
         until the small entries balance too (``tail_tol``; 0: none): a Krylov

@@ -690,8 +690,10 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
             name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
             if m == "gmres-probe":
                 kw["maxiter"] = plan.PROBE_ITERATIONS
-        elif m == "bicgstab-probe":     # the lean Krylov step of a tight budget: no basis to hold
-            name, kw = "bicgstab", dict(common, preconditioner="sgs", maxiter=plan.PROBE_ITERATIONS)
+        elif m in ("bicgstab-probe", "bicgstab-first-probe"):   # the lean Krylov step of a tight budget
+            name, kw = "bicgstab", dict(common, preconditioner="sgs",     # (or the first of a plentiful one)
+                                        maxiter=plan.PROBE_ITERATIONS if m == "bicgstab-probe"
+                                        else plan.BICGSTAB_FIRST_ITERATIONS)
         elif m == "gauss_seidel-probe":
             name, run = "gauss_seidel", _gs_probe
         o = METHODS[name].options(**kw)

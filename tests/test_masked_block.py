@@ -70,7 +70,9 @@ def test_a_system_of_nearly_every_state_solves_as_the_dense_block(kind, pre, lef
         assert not np.any(X[~members])
     masked = sysm._masked            # (set when the first matrix is made)
     sysm.close()
-    assert masked == (len(left_out) <= 16 and not absorbing and pre != "ilu")
+    # a left-out state without a stored diagonal entry has no masked block; BiCGStab reads both of its
+    # systems from Q's rows (csr.MaskedTranspose, which needs none), GMRES reads M^T only
+    assert masked == (len(left_out) <= 16 and pre != "ilu" and not (absorbing and kind == "gmres"))
 
 
 def test_the_error_bound_of_a_masked_return_time_system_is_the_extracted_ones():

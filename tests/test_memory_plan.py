@@ -50,8 +50,9 @@ def test_default_budget_keeps_the_generator_sized_restart(kanban):
     _agrees(res, exact)
 
 
-def test_a_budget_below_the_default_basis_takes_the_restart_that_fits(kanban):
+def test_a_budget_below_the_default_basis_takes_the_restart_that_fits(kanban, monkeypatch):
     chain, exact = kanban
+    monkeypatch.setattr(plan, "BICGSTAB_FIRST_ITERATIONS", 1)     # BiCGStab first fails: GMRES runs
     n, e = _sizes(chain)
     default = plan.probe_restart(n, None, entries_per_state=e / n)
     budget = plan.solve_bytes("gmres", n, e, restart=25) - _released(chain)
@@ -112,6 +113,18 @@ def test_memory_plan_takes_the_largest_restart_that_fits():
         plan.memory_plan(steps, n, e, 1e3)
     # plans without a Krylov step are left as they are (a budget for the bound is still needed)
     assert plan.memory_plan(["lu", "power"], n, e, 1e12)[0] == ["lu", "power"]
+
+
+def test_the_lean_plan_runs_bicgstab_once():
+    """auto's plan on many-dimensional chains starts with a short BiCGStab; where no GMRES basis fits, the
+    lean plan's BiCGStab takes the whole probe budget instead, and the short one is not run before it."""
+    steps = plan.auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
+    n, e = 10**5, 9 * 10**5
+    assert steps[:2] == ["bicgstab-first-probe", "gmres-probe"]
+    assert plan.memory_plan(steps, n, e, 1e12)[0] == steps
+    lean = plan.solve_bytes("gmres", n, e, plan.LEAN_MIN_RESTART) - 1.0
+    assert plan.memory_plan(steps, n, e, lean)[0] == ["bicgstab-probe", "gauss_seidel-probe", "gauss_seidel",
+                                                      "power"]
 
 
 def test_auto_grades_by_the_error_tol_asked(kanban):

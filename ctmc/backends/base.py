@@ -46,8 +46,9 @@ __all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDI
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
 #: (on each process's block), incomplete LU (likewise), point Jacobi, none; "multilevel" (an
-#: aggregation V-cycle, :mod:`ctmc.multigrid`) on the scipy backend only
-PRECONDITIONERS = ("sgs", "ilu", "jacobi", "none", "multilevel")
+#: aggregation V-cycle, :mod:`ctmc.multigrid`) and "ilu0" (ILU(0) on Q's pattern read from Q's
+#: rows, :meth:`ctmc.backends.csr.MaskedTranspose.ilu0`) on the scipy backend only
+PRECONDITIONERS = ("sgs", "ilu0", "ilu", "jacobi", "none", "multilevel")
 
 #: severity order of statuses (the worst of several solves is reported)
 _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
@@ -73,8 +74,10 @@ class LinearSpec:
     ordering : str
         Fill-reducing ordering of a direct solve (``"auto"`` or a backend's name;
         see :mod:`ctmc._sparse_lu`). Ignored by Krylov solves.
-    preconditioner : {"sgs", "ilu", "jacobi", "none", "multilevel"}
-        Krylov preconditioner: one symmetric Gauss-Seidel sweep, incomplete LU
+    preconditioner : {"sgs", "ilu0", "ilu", "jacobi", "none", "multilevel"}
+        Krylov preconditioner: one symmetric Gauss-Seidel sweep, ILU(0) on the
+        generator's pattern (scipy backend, a system read from ``Q``'s rows;
+        else the sweep), incomplete LU
         (both on each process's diagonal block when distributed), point
         Jacobi, none, or one aggregation V-cycle (:mod:`ctmc.multigrid`,
         scipy backend only).

@@ -506,6 +506,40 @@ class MaskedTranspose:
             apply.with_product = (self, and_product)
         return writes_into(apply)
 
+    def ilu0(self):
+        r"""ILU(0) of the system on ``Q``'s pattern, as :meth:`ssor` gives SSOR(1), or None where a pivot is
+        not positive (not an M-matrix there: SSOR(1) serves instead).
+
+        :math:`M = \mathrm{masked}(-Q) \approx L U` row by row with no fill outside
+        ``Q``'s stored pattern (``ctmc/_kernels_ilu.h``; 8 bytes a stored entry and
+        one a state): ``v -> (L U)^{-1} v`` for ``M``, and for ``A = M^T`` its
+        transpose ``v -> L^{-T} U^{-T} v`` (the ILU(0) of ``M^T``, which is
+        unique, is the transposed factor), with the product ``A x`` made in the
+        same backward pass (``with_product``, as :meth:`ssor`)."""
+        from .._relax import writes_into
+        Q, n = self.Q, self.shape[0]
+        lu, dinv = np.empty(Q.data.size), np.empty(n)
+        if self._ext.ilu0(0, Q.indptr, Q.indices, self.dpos, Q.data, self.keep, self.out, self.fill, lu, dinv,
+                          dinv, dinv, dinv, dinv) >= 0:
+            return None
+        scratch = np.empty(n)
+
+        def run(mode, v, x, y):
+            v = np.ascontiguousarray(v, dtype=float).ravel()
+            self._ext.ilu0(mode, Q.indptr, Q.indices, self.dpos, Q.data, self.keep, self.out, self.fill, lu, dinv,
+                           v, x, y, scratch)
+            return x
+
+        def apply(v, out=None):
+            x = np.empty(n) if out is None else out
+            return run(1 if self._base == 0 else 3, v, x, scratch)
+        if self._base == 0:
+            def and_product(v, x, y):
+                run(2, v, x, y)
+                return y
+            apply.with_product = (self, and_product)
+        return writes_into(apply)
+
 
 def inf_norm(A: sp.csr_matrix) -> float:
     r""":math:`\max_i \sum_j |A_{ij}|` without a copy of ``A``: ``abs(A).sum(axis=1).max()`` to round-off.

@@ -279,7 +279,7 @@ class ScipySystem(System):
         # runs in the chain's numbering, the few rows decoupled (a right-hand side zero there)
         self._rows = self.idx
         self._masked = bool(spec.kind in ("gmres", "bicgstab") and shift == 0.0 and self.idx.size
-                        and op.n - self.idx.size <= MASKED_STATES and spec.preconditioner in ("sgs", "jacobi", "none"))
+                        and op.n - self.idx.size <= MASKED_STATES and spec.preconditioner in ("sgs", "ilu0", "jacobi", "none"))
         if self._masked:
             self._rows = np.arange(op.n)
         self._lu = None
@@ -315,7 +315,8 @@ class ScipySystem(System):
     def _preconditioner(self, A):
         """The function ``v -> P v`` of the preconditioner of ``A`` (None for none); made once per matrix."""
         kind = self.spec.preconditioner
-        if kind == "sgs":
+        if kind in ("sgs", "ilu0"):       # ilu0 is read from Q's rows (MaskedTranspose) only: SSOR(1) here
+            self.info["preconditioner"] = "sgs"
             return ssor1(A)
         if kind == "ilu":
             ilu = sla.spilu(A.tocsc(), drop_tol=self.bo.get("ilu_drop_tol", 1e-6),
@@ -335,7 +336,9 @@ class ScipySystem(System):
         A = self._masked_transpose(transpose)
         if A is not None:          # M or M^T read from Q's rows: neither Q^T nor a matrix of the system is held
             self.op.release()
-            self._krylov[transpose] = (A if transpose else A.product, A.ssor(), A.inf_norm())
+            P = A.ilu0() if self.spec.preconditioner == "ilu0" else None
+            self.info["preconditioner"] = "ilu0" if P is not None else "sgs"
+            self._krylov[transpose] = (A if transpose else A.product, P or A.ssor(), A.inf_norm())
             return
         if not transpose:
             self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after
@@ -350,11 +353,12 @@ class ScipySystem(System):
             self._krylov[transpose] = (A, P, inf_norm(A) if A.nnz else 0.0)
 
     def _masked_transpose(self, transpose):
-        """GMRES with SSOR(1) on the masked ``M^T`` (BiCGStab with it on ``M``) reads the system from ``Q``'s
-        rows (:class:`MaskedTranspose`) where the compiled kernels run: None otherwise (the matrix is made)."""
+        """GMRES or BiCGStab with SSOR(1) or ILU(0) on the masked ``M^T`` (BiCGStab with them on ``M``) reads
+        the system from ``Q``'s rows (:class:`MaskedTranspose`) where the compiled kernels run: None otherwise
+        (the matrix is made)."""
         from .._relax import ssor_blocks
-        kind = "gmres" if transpose else "bicgstab"
-        if not (self._masked and self.spec.kind == kind and self.spec.preconditioner == "sgs"
+        kinds = ("gmres", "bicgstab") if transpose else ("bicgstab",)     # M (the bound's) has no fused product
+        if not (self._masked and self.spec.kind in kinds and self.spec.preconditioner in ("sgs", "ilu0")
                 and ssor_blocks(self.op.n) == 1):
             return None
         return masked_transpose(self.op.Q, self.members, float(self._diag.max()), transpose=transpose)

@@ -47,7 +47,7 @@ from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
            "DENSE_FALLBACK", "DENSE_BYTES", "dense_fallback",
-           "PROBE_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
+           "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
 
 AUTO_GTH = 1000
@@ -61,6 +61,10 @@ DENSE_BYTES = 16.0
 DIM_VALUES = 1
 #: iterations of the Krylov probe of ``auto`` on many-dimensional chains
 PROBE_ITERATIONS = 300
+#: iterations of the BiCGStab tried first there (``bicgstab-first-probe``; GMRES follows where it fails): two
+#: fused Gauss-Seidel products an iteration and no basis to orthogonalise against, 0.65-0.7 of GMRES's CPU
+#: on kanban t=4/5 and fms n=6 (29-38 iterations against GMRES's 44-64; benchmarks/README.md)
+BICGSTAB_FIRST_ITERATIONS = 150
 #: its Arnoldi basis at most: GMRES(50) stagnated on 4-species population chains (JIQ with buffer 3,
 #: N = 120: backward error 7e-8 after 10,000 steps) where GMRES(100) converged in 77 steps (with the
 #: walked pin of Krylov solves it converges with 30 vectors too, in 150 steps)
@@ -176,7 +180,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
                                   f"(GMRES({restart}) needs {_size(need('gmres', restart))})")
     lean = []
     for s in steps:
-        if s == "lu":
+        if s in ("lu", "bicgstab-first-probe"):           # the lean plan's BiCGStab takes the whole probe budget
             continue
         if s.startswith("gmres"):
             s = "bicgstab-probe" if s == krylov[0] else "gauss_seidel"
@@ -300,7 +304,7 @@ def auto_plan(facts) -> tuple:
     >>> auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 2})[0]
     ['lu', 'gmres']
     >>> auto_plan({"states": 10**5, "envelope_per_nnz": 300.0, "dimensions": 16})[0]
-    ['gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power']
+    ['bicgstab-first-probe', 'gmres-probe', 'gauss_seidel-probe', 'lu', 'gmres-long', 'power']
     """
     n, env, dims = facts["states"], facts["envelope_per_nnz"], facts["dimensions"]
     flops = facts.get("profile_flops", np.inf)
@@ -312,10 +316,11 @@ def auto_plan(facts) -> tuple:
     if dims is None or dims <= 2:
         return ["lu", "gmres"], (f"{'no state table' if dims is None else f'{dims} dimensions'}: "
                                  "direct solve with a fill-reducing ordering")
-    return ["gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
-        f"{dims} dimensions: a direct solve fills in badly; GMRES (its basis sized to the generator and the "
-        f"memory budget, memory_plan) with a Gauss-Seidel "
-        f"preconditioner ({PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
+    return ["bicgstab-first-probe", "gmres-probe", "gauss_seidel-probe", "lu", "gmres-long", "power"], (
+        f"{dims} dimensions: a direct solve fills in badly; BiCGStab with a Gauss-Seidel preconditioner "
+        f"({BICGSTAB_FIRST_ITERATIONS} iterations at most), then GMRES (its basis sized to the generator and the "
+        f"memory budget, memory_plan) with it "
+        f"({PROBE_ITERATIONS} iterations at most), then Gauss-Seidel sweeps while they converge fast, "
         "then the direct solve (given up when its factors outgrow the memory), then GMRES with its whole "
         "iteration budget")
 
