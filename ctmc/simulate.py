@@ -24,9 +24,19 @@ quantile of order :math:`(1 + c)/2`):
   length :math:`L`; batch :math:`b` gives the time average
   :math:`Y_b = L^{-1}\int f(X_t)\,dt` over its window, and the estimate is
   :math:`\bar Y \pm t_{B-1} s_Y/\sqrt{B}`, valid when the batches are long
-  enough to be nearly independent: the lag-1 autocorrelation of the
-  :math:`Y_b` is reported and the status warns when it exceeds
-  :math:`3/\sqrt{B}`, or when :math:`B < 10`;
+  enough to be nearly independent and normal. The status is ``"ok"`` (and
+  ``reliable`` True) only when none of these fires: fewer than 10 batches;
+  a batch with fewer than :data:`MIN_BATCH_EVENTS` jumps; batch means whose
+  spread is below :data:`DEGENERATE_RTOL` times their size (constant up to
+  rounding); a lag-1 autocorrelation above :math:`z_{0.99}/\sqrt{B}`; pairs
+  of merged batches giving a variance of the mean larger than the batches'
+  beyond the :math:`F` quantile of order 0.99; a start far from
+  stationarity: MSER truncation (the leading :math:`d \le B/2` batches
+  whose removal minimises :math:`\sum (Y_i - \bar Y)^2/(B - d)^2`) whose
+  dropped batches differ from the rest significantly (they are then left
+  out of the estimate, ``dropped``, and the status says so). On M/M/1/K
+  near saturation, the "ok" intervals cover at their level
+  (tests/test_simulate.py);
 - hitting times, :meth:`Simulator.hitting_times`: :math:`\tau = \inf\{t
   \ge 0 : X_t \in A\}` per run, censored at ``max_time`` or
   ``max_events``; the mean is over the runs that hit, and the status says
@@ -35,6 +45,11 @@ quantile of order :math:`(1 + c)/2`):
   :math:`P(\tau \le t)` for :math:`t \le` ``max_time``, unbiased under
   censoring by time.
 
+Every estimate has a free-text ``status`` and a machine-readable
+``reliable`` (True exactly when the status is ``"ok"``). A transient
+estimate is not reliable where the runs do not vary (up to rounding), a
+hitting-time one where a run was censored or never hits.
+
 Measures are strings over the model's variables, labels and rewards
 (parsed safely by :mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads
 them: ``"n"``, ``"full"``, ``"full & (n > 2)"``, ``"2 * queue"``; a label is
@@ -42,12 +57,17 @@ them: ``"n"``, ``"full"``, ``"full & (n > 2)"``, ``"2 * queue"``; a label is
 variable), or :class:`ctmc.Expr` objects; they are compiled with the model.
 What the engine cannot run is refused before any path is drawn: a model
 that does not compile (a user function, immediate moves, ...; there is no
-slower numpy fallback) or the C extension missing raise a ``ValueError``
-naming the reason. A state where the engine stops (an
-integer reaching :math:`2^{53}`, a division by zero, a negative or NaN
-rate, an update out of bounds) raises :class:`~ctmc.results.ModelError`
-naming the state, with the vectorised builder's own message where it has
-one.
+slower numpy fallback), a measure that does not (named), a hitting target
+that is a number rather than a condition, results beyond :data:`MAX_VALUES`
+values (``batches``, ``runs``, ``n_events``: named with their range) or
+the C extension missing raise a ``ValueError`` naming the reason. The branch
+of :func:`~ctmc.expr.where` not taken, and the operand of ``&``/``|`` not
+needed, are not evaluated (as :mod:`ctmc.expr` ignores their faults). A
+state where the engine stops (an integer reaching :math:`2^{53}`, a
+division by zero, a negative or NaN rate, an update out of bounds, rates
+whose sum overflows to inf) raises :class:`~ctmc.results.ModelError`
+naming the state, with the vectorised builder's message (or the measure's,
+naming its sub-expression) where it has one.
 
 Examples
 --------
