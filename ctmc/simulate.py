@@ -31,10 +31,11 @@ quantile of order :math:`(1 + c)/2`):
   rounding); a lag-1 autocorrelation above :math:`z_{0.99}/\sqrt{B}`; pairs
   of merged batches giving a variance of the mean larger than the batches'
   beyond the :math:`F` quantile of order 0.99; a start far from
-  stationarity: MSER truncation (the leading :math:`d \le B/2` batches
-  whose removal minimises :math:`\sum (Y_i - \bar Y)^2/(B - d)^2`) whose
-  dropped batches differ from the rest significantly (they are then left
-  out of the estimate, ``dropped``, and the status says so). On M/M/1/K
+  stationarity: MSER's truncation point (the leading :math:`d \le B/2`
+  batches whose removal minimises :math:`\sum (Y_i - \bar Y)^2/(B - d)^2`)
+  with the first :math:`d` batches differing from the rest significantly
+  (``mser``; they stay in the estimate: dropping rare spikes would bias it
+  low). On M/M/1/K
   near saturation, the "ok" intervals cover at their level
   (tests/test_simulate.py);
 - hitting times, :meth:`Simulator.hitting_times`: :math:`\tau = \inf\{t
@@ -132,51 +133,56 @@ DEGENERATE_RTOL = 1e-9
 BATCH_TEST_LEVEL = 0.99
 
 
+def _mser(y) -> int:
+    """The leading batches MSER would drop (White 1997), 0 unless they differ significantly from the rest.
+
+    MSER's truncation point is the :math:`d \\le B/2` minimising :math:`\\sum_{i \\ge d} (Y_i - \\bar
+    Y_{d:})^2/(B - d)^2`, the variance of the mean of the rest. On a stationary path that minimum is
+    flat and lands on :math:`d > 0` by chance (a third of the time on M/M/1/K), so ``d`` counts only
+    when the dropped batches' mean differs from the rest's beyond a two-sided normal test at
+    :data:`BATCH_TEST_LEVEL`: a start far from stationarity (or rare spikes early in the path).
+    """
+    from scipy.stats import norm
+    B = y.size
+    if B < 10:
+        return 0
+    d = int(np.argmin([np.sum((y[k:] - y[k:].mean()) ** 2) / (B - k) ** 2 for k in range(B // 2 + 1)]))
+    if not d:
+        return 0
+    rest = y[d:]
+    gap, spread = abs(y[:d].mean() - rest.mean()), rest.std(ddof=1) * math.sqrt(1 / d + 1 / rest.size)
+    return d if gap > norm.ppf(0.5 + BATCH_TEST_LEVEL / 2) * spread else 0
+
+
 def _batch_means(y, jumps, confidence) -> tuple:
-    """``(estimate, half_width, lag1, dropped, status)`` of batch means ``y`` (status rules: module
-    docstring); the status starts with "ok" when the interval is to be trusted."""
+    """``(estimate, half_width, lag1, mser, status)`` of batch means ``y`` over all the batches (status
+    rules: module docstring); the status is "ok" when the interval is to be trusted."""
     from scipy.stats import f as fdist, norm
     B = y.size
     notes = []
-    # MSER truncation (White 1997): the d <= B/2 leading batches whose removal minimises
-    # sum((y_i - mean)^2) / (B - d)^2, the variance of the mean of the rest; kept only when the
-    # dropped batches' mean differs significantly from the rest's (a start far from stationarity):
-    # on a stationary path the minimum is flat and lands on d > 0 by chance (a third of the time)
-    drop = 0
-    if B >= 10:
-        scores = [np.sum((y[d:] - y[d:].mean()) ** 2) / (B - d) ** 2 for d in range(B // 2 + 1)]
-        d = int(np.argmin(scores))
-        if d:
-            rest = y[d:]
-            gap, spread = abs(y[:d].mean() - rest.mean()), rest.std(ddof=1) * math.sqrt(1 / d + 1 / rest.size)
-            drop = d if gap > norm.ppf(0.5 + BATCH_TEST_LEVEL / 2) * spread else 0
-    z, zj = y[drop:], jumps[drop:]
-    n = z.size
-    sd, d = z.std(ddof=1), z - z.mean()
+    mser = _mser(y)
+    sd, d = y.std(ddof=1), y - y.mean()
     lag1 = float(np.dot(d[1:], d[:-1]) / np.dot(d, d)) if np.dot(d, d) > 0 else 0.0
     if B < 10:
         notes.append(f"too few batches ({B} < 10): the t interval is wide and fragile")
-    if drop == B // 2 and B >= 10:
-        notes.append(f"not stationary: MSER truncation drops half the batches ({drop}), take a longer "
-                     "time or a longer warmup")
-    elif drop:       # measured: on M/M/1/K at T=2000, truncated estimates passing the rest covered 14 of 23
-        notes.append(f"MSER truncation dropped the first {drop} of {B} batches (a start far from "
-                     "stationarity), take a longer warmup")
-    if zj.min() < MIN_BATCH_EVENTS:
-        notes.append(f"too few jumps per batch (fewest {int(zj.min())} < {MIN_BATCH_EVENTS}): take a longer "
-                     "time")
-    if not sd > DEGENERATE_RTOL * np.max(np.abs(z)):
+    if mser:         # not dropped from the estimate: under rare spikes, dropping them biases it low
+        notes.append(f"the first {mser} of {B} batches differ from the rest (MSER truncation point; a start "
+                     "far from stationarity or rare spikes): take a longer warmup or time")
+    if jumps.min() < MIN_BATCH_EVENTS:
+        notes.append(f"too few jumps per batch (fewest {int(jumps.min())} < {MIN_BATCH_EVENTS}): take a "
+                     "longer time")
+    if not sd > DEGENERATE_RTOL * np.max(np.abs(y)):
         notes.append("no variation among the batches (up to rounding): the interval is degenerate")
-    elif n >= 10:
-        if lag1 > norm.ppf(BATCH_TEST_LEVEL) / math.sqrt(n):
+    elif B >= 10:
+        if lag1 > norm.ppf(BATCH_TEST_LEVEL) / math.sqrt(B):
             notes.append(f"batch means correlated (lag-1 autocorrelation {lag1:.2f}): take a longer time")
-        m = z[n % 2:].reshape(-1, 2).mean(axis=1)
-        ratio = (m.var(ddof=1) / m.size) / (sd ** 2 / n)
-        if ratio > fdist.ppf(BATCH_TEST_LEVEL, m.size - 1, n - 1):
+        m = y[B % 2:].reshape(-1, 2).mean(axis=1)
+        ratio = (m.var(ddof=1) / m.size) / (sd ** 2 / B)
+        if ratio > fdist.ppf(BATCH_TEST_LEVEL, m.size - 1, B - 1):
             notes.append(f"half-width unstable: merging pairs of batches widens it by {math.sqrt(ratio):.2f}x "
                          "(batches not independent): take a longer time")
-    hw = _quantile(confidence, n - 1) * sd / math.sqrt(n)
-    return float(z.mean()), float(hw), lag1, drop, "; ".join(notes) or "ok"
+    hw = _quantile(confidence, B - 1) * sd / math.sqrt(B)
+    return float(y.mean()), float(hw), lag1, mser, "; ".join(notes) or "ok"
 
 
 def _check_confidence(confidence) -> float:
@@ -250,7 +256,7 @@ class LongRunEstimate:
     status: str
     reliable: bool           # status "ok": the interval passed every check of the status rules
     batch_events: np.ndarray = None   # jumps of the path in each batch
-    dropped: int = 0         # leading batches dropped by the MSER truncation (not in the estimate)
+    mser: int = 0            # leading batches MSER would drop, when they differ significantly (status)
 
 
 @dataclass(frozen=True)
@@ -500,9 +506,9 @@ class Simulator:
         for k, (text, _) in enumerate(measures):
             y = means[:, k].copy()
             self._finite(y, text)
-            est, hw, lag1, drop, status = _batch_means(y, jumps, confidence)
+            est, hw, lag1, mser, status = _batch_means(y, jumps, confidence)
             out.append(LongRunEstimate(text, est, hw, confidence, batches, time / batches, warmup, lag1, y,
-                                       events, self.seed, status, status == "ok", jumps, drop))
+                                       events, self.seed, status, status == "ok", jumps, mser))
         return out[0] if alone else out
 
     def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf,
