@@ -197,6 +197,9 @@ def _check_count(name, value, least=1) -> int:
     return int(value)
 
 
+#: The most threads a call may start (one per chunk of runs; more than the cores gain nothing).
+MAX_THREADS = 1024
+
 #: The most float64 values a call may allocate for its results (800 MB), checked before any is.
 MAX_VALUES = 10 ** 8
 
@@ -402,6 +405,8 @@ class Simulator:
     def _runs(self, call, runs, threads):
         """``call(run0, run1)`` over ``range(runs)`` split into ``threads`` chunks, in order."""
         threads = _check_count("threads", threads)
+        if threads > MAX_THREADS:
+            raise ValueError(f"threads: expected an integer in [1, {MAX_THREADS}], got {threads}")
         cuts = np.linspace(0, runs, min(threads, runs) + 1).astype(int)
         if len(cuts) == 2:
             return [call(0, runs)]

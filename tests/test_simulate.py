@@ -558,6 +558,9 @@ def test_lazy_where_rates_simulate_like_the_built_chain():
     w = np.cumprod([1.0, 9 / 6, 2 / 3, 2 / 2])                        # birth-death: up 9, 2, 2; down 6, 3, 2
     closed = float(np.dot(np.arange(4), w / w.sum()))
     assert exact == pytest.approx(closed, rel=1e-9)
+    # the engine's builder runs it too now (no fallback), to numpy's chain exactly
+    a, b = m.build({"n": 0}, engine="compiled"), m.build({"n": 0}, engine="numpy")
+    assert a.build_info["engine"] == "compiled" and (a.Q != b.Q).nnz == 0
     est = ctmc.simulate(m, {"n": 0}, seed=2).long_run(["n", "where(n > 0, 6 // n, 0)",
                                                        "(n > 0) & (6 // n > 2)", "(n == 0) | (6 // n < 3)"],
                                                       time=2e4)
@@ -581,6 +584,8 @@ def test_sizes_are_refused_before_allocating():
         sim.hitting_times("full", runs=10 ** 9)
     with pytest.raises(ValueError, match=r"^n_events: at most"):
         sim.path(10 ** 9)
+    with pytest.raises(ValueError, match=r"^threads: expected an integer in \[1, 1024\]"):
+        sim.hitting_times("full", runs=10 ** 5, threads=10 ** 5)
 
 
 def test_rates_summing_to_inf_are_refused_naming_the_state():
