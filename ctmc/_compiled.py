@@ -164,7 +164,11 @@ class _Compiler:
             if op == OP["TABLE"]:                    # the index replaced by its entry
                 pc += 3
                 continue
-            top -= {OP["NEG"]: 0, OP["INEG"]: 0, OP["ABS"]: 0, OP["NOT"]: 0, OP["WHERE"]: 2}.get(op, 1)
+            if op in (OP["JUMPZ"], OP["JUMP"]):       # pops the condition; the else branch replaces the then
+                top -= 1
+                pc += 2
+                continue
+            top -= {OP["NEG"]: 0, OP["INEG"]: 0, OP["ABS"]: 0, OP["NOT"]: 0}.get(op, 1)
             pc += 1
         if depth > _STACK:
             raise NotCompilable(f"{e!r} is nested too deeply")
@@ -186,6 +190,8 @@ class _Compiler:
             kind, v = _fold(e)
             self.code += [OP["CONST"], self.const_index(v)]
             return kind, False
+        if op == "where" or (op == "bin" and node[1] in ("&", "|")):   # lazy: see emit_lazy
+            return self.emit_lazy(e, start)
         parts = [self.emit(x) for x in _children(e)]
         if not any(reads for _, reads in parts):
             del self.code[start:]
@@ -211,7 +217,7 @@ class _Compiler:
             self.code += [OP["TABLE"], len(self.consts), values.size]
             self.consts += [float(v) for v in values]
             return "f", True
-        if op in ("where", "min", "max"):
+        if op in ("min", "max"):
             self.code.append(OP[op.upper()])
             return max(kinds[-2:], key=_RANK.get), True
         if op != "bin":
@@ -219,9 +225,6 @@ class _Compiler:
         sym, (ka, kb) = node[1], kinds
         if sym in _CMP:
             self.code.append(OP[_CMP[sym]])
-            return "b", True
-        if sym in ("&", "|"):
-            self.code.append(OP["AND" if sym == "&" else "OR"])
             return "b", True
         if sym == "/":
             self.code.append(OP["DIV"])
@@ -242,6 +245,45 @@ class _Compiler:
             raise NotCompilable(f"operator {sym!r}")
         self.code.append(OP[ops[sym][0 if flt else 1]])
         return ("f" if flt else "i"), True
+
+
+    def emit_lazy(self, e, start) -> tuple:
+        """``where(c, x, y)`` as ``c JUMPZ(->y) x JUMP(->end) y`` (offsets from the next opcode), and
+        ``a & b`` as ``where(a, b != 0, False)``, ``a | b`` as ``where(a, True, b != 0)``: the operand
+        not used is not evaluated (ctmc.expr ignores its faults too, and numpy builds such a chain)."""
+        node = e._node
+        kids = _children(e)
+
+        def truth(x):                                # x != 0 as 1.0 / 0.0
+            reads = self.emit(x)[1]
+            self.code += [OP["NOT"], OP["NOT"]]
+            return "b", reads
+
+        def const(v):
+            self.code += [OP["CONST"], self.const_index(v)]
+            return "b", False
+
+        if node[0] == "where":
+            cond, then, other = kids[0], (lambda: self.emit(kids[1])), (lambda: self.emit(kids[2]))
+        elif node[1] == "&":
+            cond, then, other = kids[0], (lambda: truth(kids[1])), (lambda: const(0.0))
+        else:
+            cond, then, other = kids[0], (lambda: const(1.0)), (lambda: truth(kids[1]))
+        reads = self.emit(cond)[1]
+        jz = len(self.code)
+        self.code += [OP["JUMPZ"], 0]
+        kx, rx = then()
+        jmp = len(self.code)
+        self.code += [OP["JUMP"], 0]
+        ky, ry = other()
+        self.code[jz + 1] = jmp + 2 - (jz + 2)
+        self.code[jmp + 1] = len(self.code) - (jmp + 2)
+        if not (reads or rx or ry):
+            del self.code[start:]
+            kind, v = _fold(e)
+            self.code += [OP["CONST"], self.const_index(v)]
+            return kind, False
+        return ("b" if node[0] == "bin" else max((kx, ky), key=_RANK.get)), True
 
 
 def _conjuncts(e) -> list:

@@ -80,6 +80,9 @@ static void path_start(path_t *p, const engine_t *g, const int64_t *inits, Py_ss
     p->events = 0;
 }
 
+#define SIM_ST_INTERRUPTED 10
+#define SIM_ST_INF_RATE 11       /* the total rate out of the state is inf (finite rates overflowing) */
+
 /* Draw the next event: *dt the holding time (INFINITY in an absorbing state, nothing moves) and,
    in *ev, the event that fires (-1 when absorbing); the move is made by path_move. ST_OK or ST_FALLBACK. */
 static int path_draw(path_t *p, double *dt, int *ev, int *which)
@@ -91,6 +94,7 @@ static int path_draw(path_t *p, double *dt, int *ev, int *which)
     if (st != ST_OK) return st;
     for (k = 0; k < nt; k++) total += g->rs[k];
     if (nt == 0 || !(total > 0.0)) { *dt = INFINITY; *ev = -1; return ST_OK; }
+    if (!(total < INFINITY)) return SIM_ST_INF_RATE;    /* the sum overflows: no draw is right */
     *dt = -log(1.0 - rng_uniform(&p->rng)) / total;
     u = rng_uniform(&p->rng) * total;
     for (k = 0; k < nt - 1; k++) {
@@ -124,7 +128,6 @@ static inline int path_measures(const path_t *p, const int32_t *fstart, int nf, 
     return ST_OK;
 }
 
-#define SIM_ST_INTERRUPTED 10
 /* every 2^20 events: the GIL back for a moment, to see Ctrl-C */
 static inline int sim_interrupted(PyThreadState **ts, long long *tick)
 {
@@ -235,7 +238,8 @@ release:
  *             max_events)
  * One path (run 0): the time integrals of the measures over [warmup + b * batch, warmup + (b+1) * batch)
  * for b < n_batches (a sojourn across a boundary is split). Returns (status, integrals, events, code):
- * integrals float64 [batch][measure]; status 2: max_events reached first.
+ * integrals float64 [batch][measure + 1], the last column the number of jumps in the batch;
+ * status 2: max_events reached first.
  */
 static PyObject *sim_batches(PyObject *Py_UNUSED(self), PyObject *args)
 {
@@ -253,14 +257,14 @@ static PyObject *sim_batches(PyObject *Py_UNUSED(self), PyObject *args)
     if (bf.len / 4 > STACK) { PyErr_SetString(PyExc_ValueError, "more than 64 measures"); goto release; }
     {
         const int32_t *fs = bf.buf;
-        int nf = (int)(bf.len / 4);
+        int nf = (int)(bf.len / 4), w = nf + 1;       /* a row: the integrals, the jumps */
         double *acc, fv[STACK];
         long long b = 0;
         path_t p;
-        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nb * nf * 8));
+        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(nb * w * 8));
         if (!out) goto release;
         acc = (double *)PyByteArray_AS_STRING(out);
-        memset(acc, 0, (size_t)(nb * nf * 8));
+        memset(acc, 0, (size_t)(nb * w * 8));
         PyThreadState *ts = PyEval_SaveThread();
         path_start(&p, &a.g, a.b_init.buf, a.b_init.len / 8, a.seed, 0);
         while (b < nb) {
@@ -273,7 +277,7 @@ static PyObject *sim_batches(PyObject *Py_UNUSED(self), PyObject *args)
                 t0 = p.t > warmup ? p.t : warmup;
                 while (b < nb) {                              /* [t0, t1) split over the batches */
                     double end = warmup + (double)(b + 1) * batch, upto = t1 < end ? t1 : end;
-                    for (int f = 0; f < nf; f++) acc[b * nf + f] += fv[f] * (upto - t0);
+                    for (int f = 0; f < nf; f++) acc[b * w + f] += fv[f] * (upto - t0);
                     if (t1 < end) break;
                     t0 = end;
                     b++;
@@ -283,6 +287,7 @@ static PyObject *sim_batches(PyObject *Py_UNUSED(self), PyObject *args)
             if (p.events >= max_events) { status = ST_MAX_STATES; break; }
             p.t = t1;
             path_move(&p, which);
+            if (t1 > warmup) acc[b * w + nf] += 1.0;           /* the jump at t1, in batch b */
             if (sim_interrupted(&ts, &tick)) { status = SIM_ST_INTERRUPTED; break; }
         }
         PyEval_RestoreThread(ts);

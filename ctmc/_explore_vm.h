@@ -8,10 +8,14 @@
 
 /* The opcodes; ctmc/_compiled.py reads their names from the module (OPS), so the two never differ.
    I-prefixed ones are integer arithmetic: exact below 2^53, never -0.0 (numpy's integers have none).
-   VAR and CONST take one operand (a column, a constant), TABLE two (its first constant, its length). */
+   VAR and CONST take one operand (a column, a constant), TABLE two (its first constant, its length).
+   JUMPZ and JUMP take one, an offset from the next opcode: JUMPZ pops the top and jumps if it is 0,
+   JUMP jumps; where(c, x, y) is emitted as c JUMPZ(->y) x JUMP(->end) y, so the branch not taken is
+   never evaluated (numpy's where evaluates both, but ctmc.expr ignores faults in the branch not taken;
+   &, | are emitted alike, ctmc/_compiled.py emit_lazy). */
 #define OPCODES(X) X(END) X(VAR) X(CONST) X(ADD) X(SUB) X(MUL) X(IADD) X(ISUB) X(IMUL) X(DIV) \
     X(IFLOORDIV) X(IMOD) X(FFLOORDIV) X(FMOD) X(IPOW) X(NEG) X(INEG) X(ABS) X(LT) X(LE) X(GT) X(GE) \
-    X(EQ) X(NE) X(AND) X(OR) X(NOT) X(WHERE) X(MIN) X(MAX) X(TABLE)
+    X(EQ) X(NE) X(NOT) X(MIN) X(MAX) X(TABLE) X(JUMPZ) X(JUMP)
 #define OP_ENUM(name) OP_##name,
 #define OP_NAME(name) #name,
 enum { OPCODES(OP_ENUM) N_OPS };
@@ -83,12 +87,14 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
             a = consts[first + (int32_t)a];
             break;
         }
-        case OP_WHERE: {
-            /* stack: c, x, then y in a */
-            double x = st[--sp], c = st[--sp];
-            a = c != 0.0 ? x : a;
+        case OP_JUMPZ: {
+            int32_t off = *pc++;
+            int zero = a == 0.0;
+            a = st[--sp];
+            if (zero) pc += off;
             break;
         }
+        case OP_JUMP: pc += *pc + 1; break;
         case OP_ADD: a = st[--sp] + a; break;
         case OP_SUB: a = st[--sp] - a; break;
         case OP_MUL: a = st[--sp] * a; break;
@@ -145,8 +151,6 @@ static int eval(const int32_t *pc, const double *vals, const double *consts, dou
         case OP_GE: a = st[--sp] >= a; break;
         case OP_EQ: a = st[--sp] == a; break;
         case OP_NE: a = st[--sp] != a; break;
-        case OP_AND: b = st[--sp]; a = (b != 0.0) && (a != 0.0); break;
-        case OP_OR: b = st[--sp]; a = (b != 0.0) || (a != 0.0); break;
         case OP_MIN: a = nanmin(st[--sp], a); break;
         case OP_MAX: a = nanmax(st[--sp], a); break;
         default: return 1;

@@ -24,9 +24,20 @@ quantile of order :math:`(1 + c)/2`):
   length :math:`L`; batch :math:`b` gives the time average
   :math:`Y_b = L^{-1}\int f(X_t)\,dt` over its window, and the estimate is
   :math:`\bar Y \pm t_{B-1} s_Y/\sqrt{B}`, valid when the batches are long
-  enough to be nearly independent: the lag-1 autocorrelation of the
-  :math:`Y_b` is reported and the status warns when it exceeds
-  :math:`3/\sqrt{B}`, or when :math:`B < 10`;
+  enough to be nearly independent and normal. The status is ``"ok"`` (and
+  ``reliable`` True) only when none of these fires: fewer than 10 batches;
+  a batch with fewer than :data:`MIN_BATCH_EVENTS` jumps; batch means whose
+  spread is below :data:`DEGENERATE_RTOL` times their size (constant up to
+  rounding); a lag-1 autocorrelation above :math:`z_{0.99}/\sqrt{B}`; pairs
+  of merged batches giving a variance of the mean larger than the batches'
+  beyond the :math:`F` quantile of order 0.99; a start far from
+  stationarity: MSER's truncation point (the leading :math:`d \le B/2`
+  batches whose removal minimises :math:`\sum (Y_i - \bar Y)^2/(B - d)^2`)
+  with the first :math:`d` batches differing from the rest significantly
+  (``mser``; they stay in the estimate: dropping rare spikes would bias it
+  low). On M/M/1/K
+  near saturation, the "ok" intervals cover at their level
+  (tests/test_simulate.py);
 - hitting times, :meth:`Simulator.hitting_times`: :math:`\tau = \inf\{t
   \ge 0 : X_t \in A\}` per run, censored at ``max_time`` or
   ``max_events``; the mean is over the runs that hit, and the status says
@@ -35,6 +46,11 @@ quantile of order :math:`(1 + c)/2`):
   :math:`P(\tau \le t)` for :math:`t \le` ``max_time``, unbiased under
   censoring by time.
 
+Every estimate has a free-text ``status`` and a machine-readable
+``reliable`` (True exactly when the status is ``"ok"``). A transient
+estimate is not reliable where the runs do not vary (up to rounding), a
+hitting-time one where a run was censored or never hits.
+
 Measures are strings over the model's variables, labels and rewards
 (parsed safely by :mod:`ctmc.exprparse`, as ``ctmc solve --expect`` reads
 them: ``"n"``, ``"full"``, ``"full & (n > 2)"``, ``"2 * queue"``; a label is
@@ -42,12 +58,17 @@ them: ``"n"``, ``"full"``, ``"full & (n > 2)"``, ``"2 * queue"``; a label is
 variable), or :class:`ctmc.Expr` objects; they are compiled with the model.
 What the engine cannot run is refused before any path is drawn: a model
 that does not compile (a user function, immediate moves, ...; there is no
-slower numpy fallback) or the C extension missing raise a ``ValueError``
-naming the reason. A state where the engine stops (an
-integer reaching :math:`2^{53}`, a division by zero, a negative or NaN
-rate, an update out of bounds) raises :class:`~ctmc.results.ModelError`
-naming the state, with the vectorised builder's own message where it has
-one.
+slower numpy fallback), a measure that does not (named), a hitting target
+that is a number rather than a condition, results beyond :data:`MAX_VALUES`
+values (``batches``, ``runs``, ``n_events``: named with their range) or
+the C extension missing raise a ``ValueError`` naming the reason. The branch
+of :func:`~ctmc.expr.where` not taken, and the operand of ``&``/``|`` not
+needed, are not evaluated (as :mod:`ctmc.expr` ignores their faults). A
+state where the engine stops (an integer reaching :math:`2^{53}`, a
+division by zero, a negative or NaN rate, an update out of bounds, rates
+whose sum overflows to inf) raises :class:`~ctmc.results.ModelError`
+naming the state, with the vectorised builder's message (or the measure's,
+naming its sub-expression) where it has one.
 
 Examples
 --------
@@ -82,13 +103,86 @@ except ImportError:                       # not built: the simulator refuses (Si
 
 __all__ = ["simulate", "Simulator", "TransientEstimate", "LongRunEstimate", "HittingTimes", "Path"]
 
-_ST_OK, _ST_FALLBACK, _ST_MAX_EVENTS = 0, 1, 2
+_ST_OK, _ST_FALLBACK, _ST_MAX_EVENTS, _ST_INF_RATE = 0, 1, 2, 11
 _OUTCOMES = ("hit", "censored at max_time", "censored at max_events", "absorbed outside the target")
 
 
 def _quantile(confidence: float, dof: int) -> float:
     from scipy.stats import t
     return float(t.ppf(0.5 + confidence / 2, dof)) if dof > 0 else math.inf
+
+
+#: The fewest jumps a batch may hold for an "ok" long-run estimate. A batch mean is a time average
+#: over the sojourns of its batch; the t interval needs it nearly normal and nearly independent of
+#: its neighbours, i.e. the batch must span many excursions of the chain, and jumps are the one
+#: model-free count of them. The lag-1 and merged-batch tests below cannot see it from 30 batches:
+#: on M/M/1/K (K=30, rho=0.95, from n=0), T=2000 (~127 jumps a batch) gave estimated lag-1 of
+#: 0.2-0.4 (under the test's 0.43) and intervals covering 85 % at a nominal 99.9 %; 100 jumps a batch
+#: still let 30 of 300 seeds through, 5 of them missing. With 1000 no seed at T <= 16500 is "ok";
+#: at T=2e4 (~1270 a batch) 1850 of 2000 are, missing 3 (Binomial(1850, 0.001): mean 1.85). The cost
+#: is small: 30 batches of 1000 jumps are 3e4 events, milliseconds.
+MIN_BATCH_EVENTS = 1000
+
+#: Batch means are degenerate when their standard deviation is at most this times their largest
+#: magnitude: a constant measure up to rounding (sd == 0 is beaten by rounding: 1 - x summed over
+#: batches of length 33.3 gives an sd of 1e-16, not 0).
+DEGENERATE_RTOL = 1e-9
+
+#: Level of the tests behind a long-run "ok": the lag-1 autocorrelation and the variance of the
+#: mean from pairs of merged batches against the one from the batches (both one-sided).
+BATCH_TEST_LEVEL = 0.99
+
+
+def _mser(y) -> int:
+    """The leading batches MSER would drop (White 1997), 0 unless they differ significantly from the rest.
+
+    MSER's truncation point is the :math:`d \\le B/2` minimising :math:`\\sum_{i \\ge d} (Y_i - \\bar
+    Y_{d:})^2/(B - d)^2`, the variance of the mean of the rest. On a stationary path that minimum is
+    flat and lands on :math:`d > 0` by chance (a third of the time on M/M/1/K), so ``d`` counts only
+    when the dropped batches' mean differs from the rest's beyond a two-sided normal test at
+    :data:`BATCH_TEST_LEVEL`: a start far from stationarity (or rare spikes early in the path).
+    """
+    from scipy.stats import norm
+    B = y.size
+    if B < 10:
+        return 0
+    d = int(np.argmin([np.sum((y[k:] - y[k:].mean()) ** 2) / (B - k) ** 2 for k in range(B // 2 + 1)]))
+    if not d:
+        return 0
+    rest = y[d:]
+    gap, spread = abs(y[:d].mean() - rest.mean()), rest.std(ddof=1) * math.sqrt(1 / d + 1 / rest.size)
+    return d if gap > norm.ppf(0.5 + BATCH_TEST_LEVEL / 2) * spread else 0
+
+
+def _batch_means(y, jumps, confidence) -> tuple:
+    """``(estimate, half_width, lag1, mser, status)`` of batch means ``y`` over all the batches (status
+    rules: module docstring); the status is "ok" when the interval is to be trusted."""
+    from scipy.stats import f as fdist, norm
+    B = y.size
+    notes = []
+    mser = _mser(y)
+    sd, d = y.std(ddof=1), y - y.mean()
+    lag1 = float(np.dot(d[1:], d[:-1]) / np.dot(d, d)) if np.dot(d, d) > 0 else 0.0
+    if B < 10:
+        notes.append(f"too few batches ({B} < 10): the t interval is wide and fragile")
+    if mser:         # not dropped from the estimate: under rare spikes, dropping them biases it low
+        notes.append(f"the first {mser} of {B} batches differ from the rest (MSER truncation point; a start "
+                     "far from stationarity or rare spikes): take a longer warmup or time")
+    if jumps.min() < MIN_BATCH_EVENTS:
+        notes.append(f"too few jumps per batch (fewest {int(jumps.min())} < {MIN_BATCH_EVENTS}): take a "
+                     "longer time")
+    if not sd > DEGENERATE_RTOL * np.max(np.abs(y)):
+        notes.append("no variation among the batches (up to rounding): the interval is degenerate")
+    elif B >= 10:
+        if lag1 > norm.ppf(BATCH_TEST_LEVEL) / math.sqrt(B):
+            notes.append(f"batch means correlated (lag-1 autocorrelation {lag1:.2f}): take a longer time")
+        m = y[B % 2:].reshape(-1, 2).mean(axis=1)
+        ratio = (m.var(ddof=1) / m.size) / (sd ** 2 / B)
+        if ratio > fdist.ppf(BATCH_TEST_LEVEL, m.size - 1, B - 1):
+            notes.append(f"half-width unstable: merging pairs of batches widens it by {math.sqrt(ratio):.2f}x "
+                         "(batches not independent): take a longer time")
+    hw = _quantile(confidence, B - 1) * sd / math.sqrt(B)
+    return float(y.mean()), float(hw), lag1, mser, "; ".join(notes) or "ok"
 
 
 def _check_confidence(confidence) -> float:
@@ -101,6 +195,21 @@ def _check_count(name, value, least=1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
         raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
     return int(value)
+
+
+#: The most threads a call may start (one per chunk of runs; more than the cores gain nothing).
+MAX_THREADS = 1024
+
+#: The most float64 values a call may allocate for its results (800 MB), checked before any is.
+MAX_VALUES = 10 ** 8
+
+
+def _check_size(name, value, per, of=None):
+    """Refuse ``value * per`` result values beyond :data:`MAX_VALUES`, naming ``name`` and its range."""
+    if value * per > MAX_VALUES:
+        each = f" ({per} values each, for the {of})" if of else ""
+        raise ValueError(f"{name}: at most {MAX_VALUES // per} here{each}, got {value} (the results would "
+                         f"take {value * per * 8 / 2 ** 30:.1f} GiB)")
 
 
 def _check_time(name, value, *, positive=False, infinite=False) -> float:
@@ -129,6 +238,7 @@ class TransientEstimate:
     events: int
     seed: int
     status: str
+    reliable: bool           # status "ok": no rule of the status rules (module docstring) fired
 
 
 @dataclass(frozen=True)
@@ -147,6 +257,9 @@ class LongRunEstimate:
     events: int
     seed: int
     status: str
+    reliable: bool           # status "ok": the interval passed every check of the status rules
+    batch_events: np.ndarray = None   # jumps of the path in each batch
+    mser: int = 0            # leading batches MSER would drop, when they differ significantly (status)
 
 
 @dataclass(frozen=True)
@@ -174,6 +287,7 @@ class HittingTimes:
     events: int
     seed: int
     status: str
+    reliable: bool           # status "ok": every run hit
 
     def cdf(self, t: float) -> tuple:
         """``(estimate, half_width)`` of :math:`P(\\tau \\le t)` (normal approximation), ``t <= max_time``."""
@@ -210,20 +324,37 @@ class Simulator:
         self._engine()                                       # refuse what the engine cannot run, now
 
     # compilation ----------------------------------------------------------------
-    def _engine(self, programs=()):
-        """The engine's model arguments (and the programs' starts), or a ValueError naming why not."""
+    def _engine(self, measures=(), what="expression"):
+        """The engine's model arguments (and the measures' starts), or a ValueError naming why not:
+        the model, or the measure ``(text, Expr)`` that does not compile."""
         if _eng is None:
             raise ValueError("simulate: the C extension ctmc._explore is not installed (the simulator runs "
                              "on the compiled engine; reinstall ctmc with a C compiler)")
         try:
-            out = compile_model(self.model, self.layout, programs)
+            out = compile_model(self.model, self.layout, [e for _, e in measures])
         except NotCompilable as exc:
+            self._which_measure(measures, what)
             raise ValueError(f"simulate: model {self.model.name!r} does not compile ({exc}); the simulator "
                              "runs on the compiled engine only (there is no numpy fallback)") from None
         lay = self.layout
         as64 = (lambda a: np.ascontiguousarray(a, dtype=np.int64))
         args = (*out[:3], as64(lay.lo), as64(lay.span), as64(lay.strides), self._init, self.seed)
-        return (args, out[4]) if programs else (args, None)
+        return (args, out[4]) if measures else (args, None)
+
+    def _which_measure(self, measures, what):
+        """Raise a ValueError naming the first measure that does not compile, if the model alone does."""
+        if not measures:
+            return
+        try:
+            compile_model(self.model, self.layout)
+        except NotCompilable:
+            return                                           # the model is the problem
+        for text, e in measures:
+            try:
+                compile_model(self.model, self.layout, [e])
+            except NotCompilable as exc:
+                raise ValueError(f"{what} {text!r}: does not compile ({exc}); a measure is an expression of "
+                                 f"the variables of model {self.model.name!r} (module docstring)") from None
 
     def _measure(self, expr, what="expression") -> tuple:
         """``(text, Expr)`` of a measure: a string over the variables, a label's or reward's name, an Expr."""
@@ -246,15 +377,27 @@ class Simulator:
             raise ValueError(f"expressions: at most 64 at a time, got {len(exprs)}")
         return [self._measure(e) for e in exprs], alone
 
-    def _stopped(self, status, code, what):
-        """The error for a path the engine stopped (status, the state's code)."""
+    def _stopped(self, status, code, what, measures=()):
+        """The error for a path the engine stopped (status, the state's code, the measures evaluated)."""
         from . import transitions
-        state = ", ".join(f"{k}={int(v[0])}" for k, v in self.layout.decode(np.array([code])).items())
+        codes = np.array([code], dtype=np.int64)
+        env = self.layout.decode(codes)
+        state = ", ".join(f"{k}={int(v[0])}" for k, v in env.items())
         if status == _ST_MAX_EVENTS:
             return ValueError(f"{what}: a path reached max_events={self.max_events} (in state ({state})); "
                               "raise max_events in ctmc.simulate")
-        # the vectorised builder's own message, where it has one (an invalid rate, an update out of bounds)
-        transitions.expand(self.model, np.array([code], dtype=np.int64), self.layout, strict=True)
+        if status == _ST_INF_RATE:
+            return ModelError(f"model {self.model.name!r}: in state ({state}) the rates of the events sum to "
+                              "inf (each is finite, their sum overflows the float range): no event can be "
+                              "drawn; rescale the rates (a time unit in which they are smaller)")
+        # the vectorised builder's own message, where it has one (an invalid rate, an update out of
+        # bounds), then the measures' (numpy's evaluation names the sub-expression and the state)
+        transitions.expand(self.model, codes, self.layout, strict=True)
+        for text, e in measures:
+            try:
+                e.evaluate(env)
+            except ValueError as exc:
+                return ModelError(f"{what} {text!r}: {exc}")
         return ModelError(f"model {self.model.name!r}: the simulation stopped in state ({state}): the "
                           "compiled engine stops at integer arithmetic reaching 2**53, a division by zero, "
                           f"an invalid rate or an update out of bounds, in an event or in the {what}")
@@ -262,6 +405,8 @@ class Simulator:
     def _runs(self, call, runs, threads):
         """``call(run0, run1)`` over ``range(runs)`` split into ``threads`` chunks, in order."""
         threads = _check_count("threads", threads)
+        if threads > MAX_THREADS:
+            raise ValueError(f"threads: expected an integer in [1, {MAX_THREADS}], got {threads}")
         cuts = np.linspace(0, runs, min(threads, runs) + 1).astype(int)
         if len(cuts) == 2:
             return [call(0, runs)]
@@ -298,14 +443,15 @@ class Simulator:
                 or np.any(np.diff(tt) < 0):
             raise ValueError(f"times: expected finite times >= 0 in increasing order, got {times!r}")
         runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
-        args, starts = self._engine([e for _, e in measures])
+        _check_size("runs", runs, tt.size * len(measures), "times and expressions")
+        args, starts = self._engine(measures)
         def call(r0, r1):
             return _eng.sim_transient(*args, int(r0), int(r1), tt, starts, self.max_events)
 
         parts = self._runs(call, runs, threads)
         for status, _, _, code in parts:
             if status != _ST_OK:
-                raise self._stopped(status, code, "transient expressions")
+                raise self._stopped(status, code, "transient expressions", measures)
         vals = np.concatenate([np.frombuffer(p[1], dtype=float) for p in parts]).reshape(runs, tt.size,
                                                                                          len(measures))
         events = sum(p[2] for p in parts)
@@ -315,10 +461,12 @@ class Simulator:
             v = vals[:, :, k]
             self._finite(v, text)
             sd = v.std(axis=0, ddof=1)
-            status = "ok" if np.all(sd > 0) else ("no variation among the runs at some time: the interval "
-                                                  "there is degenerate (a rare event needs more runs)")
+            flat = sd <= DEGENERATE_RTOL * np.max(np.abs(v), axis=0)
+            status = "ok" if not np.any(flat) else ("no variation among the runs at some time (up to "
+                                                    "rounding): the interval there is degenerate (a rare "
+                                                    "event needs more runs)")
             out.append(TransientEstimate(text, tt, v.mean(axis=0), q * sd / math.sqrt(runs), confidence, runs,
-                                         events, self.seed, status))
+                                         events, self.seed, status, status == "ok"))
         return out[0] if alone else out
 
     @staticmethod
@@ -351,29 +499,21 @@ class Simulator:
         time = _check_time("time", time, positive=True)
         warmup = time / 10 if warmup is None else _check_time("warmup", warmup)
         batches, confidence = _check_count("batches", batches, 2), _check_confidence(confidence)
-        args, starts = self._engine([e for _, e in measures])
+        _check_size("batches", batches, len(measures) + 1, "expressions")
+        args, starts = self._engine(measures)
         status, data, events, code = _eng.sim_batches(*args, warmup, time / batches, batches, starts,
                                                                     self.max_events)
         if status != _ST_OK:
-            raise self._stopped(status, code, "long-run expressions")
-        means = np.frombuffer(data, dtype=float).reshape(batches, len(measures)) / (time / batches)
-        q = _quantile(confidence, batches - 1)
+            raise self._stopped(status, code, "long-run expressions", measures)
+        rows = np.frombuffer(data, dtype=float).reshape(batches, len(measures) + 1)
+        means, jumps = rows[:, :-1] / (time / batches), rows[:, -1].astype(np.int64)
         out = []
         for k, (text, _) in enumerate(measures):
             y = means[:, k].copy()
             self._finite(y, text)
-            sd, d = y.std(ddof=1), y - y.mean()
-            lag1 = float(np.dot(d[1:], d[:-1]) / np.dot(d, d)) if np.dot(d, d) > 0 else 0.0
-            notes = []
-            if batches < 10:
-                notes.append(f"too few batches ({batches} < 10): the t interval is wide and fragile")
-            if lag1 > 3 / math.sqrt(batches):
-                notes.append(f"batch means correlated (lag-1 autocorrelation {lag1:.2f}): take a longer time")
-            if sd == 0:
-                notes.append("no variation among the batches: the interval is degenerate")
-            out.append(LongRunEstimate(text, float(y.mean()), float(q * sd / math.sqrt(batches)), confidence,
-                                       batches, time / batches, warmup, lag1, y, events, self.seed,
-                                       "; ".join(notes) or "ok"))
+            est, hw, lag1, mser, status = _batch_means(y, jumps, confidence)
+            out.append(LongRunEstimate(text, est, hw, confidence, batches, time / batches, warmup, lag1, y,
+                                       events, self.seed, status, status == "ok", jumps, mser))
         return out[0] if alone else out
 
     def hitting_times(self, target, *, runs: int = 1000, max_time: float = math.inf,
@@ -401,14 +541,16 @@ class Simulator:
         text, expr = self._measure(target, "target")
         runs, confidence = _check_count("runs", runs, 2), _check_confidence(confidence)
         max_time = _check_time("max_time", max_time, positive=True, infinite=True)
-        args, starts = self._engine([expr])
+        _check_size("runs", runs, 1)
+        args, starts = self._engine([(text, expr)], "target")
+        self._condition(text, expr)
         def call(r0, r1):
             return _eng.sim_hitting(*args, int(r0), int(r1), int(starts[0]), max_time, self.max_events)
 
         parts = self._runs(call, runs, threads)
         for status, _, _, code in parts:
             if status != _ST_OK:
-                raise self._stopped(status, code, "target")
+                raise self._stopped(status, code, "target", [(text, expr)])
         times = np.concatenate([np.frombuffer(p[1][0], dtype=float) for p in parts])
         outcome = np.concatenate([np.frombuffer(p[1][1], dtype=np.int8) for p in parts])
         times = np.where(outcome == 1, max_time, times)
@@ -422,7 +564,14 @@ class Simulator:
             if hit.size > 1 else math.inf
         return HittingTimes(text, times, outcome, est, hw, confidence, runs, int(counts[0]),
                             int(counts[1] + counts[2]), int(counts[3]), max_time, sum(p[2] for p in parts),
-                            self.seed, "; ".join(notes) or "ok")
+                            self.seed, "; ".join(notes) or "ok", not notes)
+
+    def _condition(self, text, expr):
+        """Refuse a target that is a number, not a condition (numpy's evaluation at the initial states)."""
+        value = np.asarray(expr.evaluate(self.layout.decode(self._init)))
+        if value.dtype != np.bool_:
+            raise ValueError(f"target {text!r}: expected a condition (a comparison, a label, '&', '|', '~'), "
+                             f"got a number ({value.dtype} values)")
 
     def path(self, n_events: int = 1000, *, max_time: float = math.inf, run: int = 0) -> Path:
         """Run ``run``'s path: up to ``n_events`` jumps, none after ``max_time``.
@@ -432,6 +581,7 @@ class Simulator:
         nothing in the process.
         """
         n_events, run = _check_count("n_events", n_events), _check_count("run", run, 0)
+        _check_size("n_events", n_events, 3)
         max_time = _check_time("max_time", max_time, positive=True, infinite=True)
         args, _ = self._engine()
         status, (t, c, e), _, code = _eng.sim_path(*args, run, n_events, max_time)

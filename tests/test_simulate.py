@@ -10,6 +10,7 @@ draw of each event is checked by a chi-square test of the jump frequencies
 against rate / total rate, and the holding times by a Kolmogorov-Smirnov
 test of ``total rate x holding time`` against Exp(1).
 """
+import importlib
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ from ctmc.models.supermarket import occupancy_model
 pytestmark = pytest.mark.skipif(not _compiled.available(),
                                 reason="the C extension ctmc._explore is not built")
 LEVEL = 0.999
+simulate_module = importlib.import_module("ctmc.simulate")    # (ctmc.simulate is the function)
 
 
 def mm1k(K=5, lam=1.0, mu=2.0):
@@ -475,3 +477,136 @@ def test_table_index_outside_is_named_by_builders_and_simulator():
         ctmc.expr.table([1.0, 2.0], n / 2).evaluate({"n": np.arange(3)})
     with pytest.raises(ValueError, match="one-dimensional"):
         ctmc.expr.table([], n)
+
+
+# -- status honesty, coverage of "ok", lazy where, sizes, overflowing rates, messages ------------------
+
+def _two_state(rate):
+    m = ctmc.Model("slow")
+    x = m.var("x", 0, 1)
+    m.event("up", guard=x == 0, rate=rate, update={x: 1})
+    m.event("down", guard=x == 1, rate=rate, update={x: 0})
+    return m
+
+
+def test_a_path_that_barely_moves_is_not_ok():
+    # exact long-run mean of 1 - x is 1/2 (symmetric rates); a path with no jump gives 1 +- 1e-16
+    est = ctmc.simulate(_two_state(1e-6), {"x": 0}, seed=1).long_run("1 - x", time=1000.0)
+    assert abs(est.estimate - 0.5) > est.half_width                   # the interval misses: it must say so
+    assert not est.reliable and est.status != "ok"
+    assert "jumps per batch" in est.status and "degenerate" in est.status
+    assert est.batch_events.sum() == 0
+    # the gallery's embedded(1): 12 jumps in 2e5 time units gave 3.0 +- 3e-15 "ok" (exact 1.0)
+    from ctmc.models.gallery import embedded
+    g = embedded(1)
+    est = ctmc.simulate(g.model(), g.initial, seed=7).long_run("s", time=2e5)
+    assert est.events < 100 and not est.reliable and "jumps per batch" in est.status
+
+
+def test_rare_indicator_on_short_batches_is_not_ok():
+    # cluster(2), "line" over 2e4: ~20 jumps a batch; the old rules said "ok" for 198 of 200 seeds
+    # and covered 87.5 %. The "ok" ones must cover at the nominal level (none may miss here).
+    g = cluster(2)
+    chain = g.model().build(g.initial)
+    exact = float(chain.stationary().pi @ ctmc.exprparse.eval_on_chain("line", chain))
+    for s in range(100):
+        e = ctmc.simulate(g.model(), g.initial, seed=s).long_run("line", time=2e4)
+        assert not e.reliable or abs(e.estimate - exact) <= e.half_width, (s, e.estimate, exact)
+
+
+def test_batch_events_count_the_jumps_and_a_moving_path_is_reliable():
+    sim = ctmc.simulate(mm1k(), {"n": 0}, seed=3)
+    est = sim.long_run("n", time=2e4)
+    assert est.reliable and est.status == "ok"
+    _inside(est, float(np.dot(np.arange(6), mm1k_law())))
+    bad = sim.long_run("n", time=20.0)                                   # ~1 jump a batch
+    assert not bad.reliable and bad.status.startswith("too few jumps per batch")
+    assert 0 < est.batch_events.sum() <= est.events                   # the warm-up's jumps are not counted
+    assert est.batch_events.min() >= simulate_module.MIN_BATCH_EVENTS
+    # the jumps of a batch: n changes by one at each, so |n(end) - n(start)| <= jumps; and the
+    # mean rate of jumps is the stationary flux 2 * lam * (1 - P(full)) = 2 * (1 - pi_5)
+    per = est.batch_events.sum() / (est.batches * est.batch_time)
+    assert per == pytest.approx(2 * (1 - mm1k_law()[-1]), rel=0.05)
+
+
+def test_only_ok_long_run_intervals_cover_at_their_level():
+    # M/M/1/K near saturation (K=30, rho=0.95) started empty: slow to mix; the old rules said "ok" for
+    # 167 of 300 seeds at T=2000 with 85 % coverage. Among the "ok" ones (both horizons), the misses
+    # of the 99.9 % interval must be a plausible Binomial(n_ok, 0.001) draw (p-value above 1e-4).
+    K, lam = 30, 0.95
+    m = mm1k(K, lam, 1.0)
+    exact = float(np.dot(np.arange(K + 1), mm1k_law(K, lam, 1.0)))
+    ok = miss = 0
+    for time, seeds in ((2000.0, range(300)), (2e4, range(300, 900))):
+        for s in seeds:
+            e = ctmc.simulate(m, {"n": 0}, seed=s).long_run("n", time=time, batches=30)
+            if e.status == "ok":
+                ok += 1
+                miss += abs(e.estimate - exact) > e.half_width
+    assert ok >= 400                                                  # the rules still pass most long paths
+    assert stats.binom.sf(miss - 1, ok, 1 - LEVEL) > 1e-4, (miss, ok)
+
+
+def test_lazy_where_rates_simulate_like_the_built_chain():
+    from ctmc.expr import table, where
+    m = ctmc.Model("lazy")
+    n = m.var("n", 0, 3)
+    m.event("a", guard=n < 3, rate=where(n < 2, table([9.0, 2.0], n), 2.0), update={n: n + 1})
+    m.event("d", guard=n > 0, rate=where(n > 0, 6 // n, 0) * 1.0, update={n: n - 1})
+    chain = m.build({"n": 0})                                          # the exact builder (numpy there)
+    exact = float(chain.stationary().pi @ ctmc.exprparse.eval_on_chain("n", chain))
+    w = np.cumprod([1.0, 9 / 6, 2 / 3, 2 / 2])                        # birth-death: up 9, 2, 2; down 6, 3, 2
+    closed = float(np.dot(np.arange(4), w / w.sum()))
+    assert exact == pytest.approx(closed, rel=1e-9)
+    # the engine's builder runs it too now (no fallback), to numpy's chain exactly
+    a, b = m.build({"n": 0}, engine="compiled"), m.build({"n": 0}, engine="numpy")
+    assert a.build_info["engine"] == "compiled" and (a.Q != b.Q).nnz == 0
+    est = ctmc.simulate(m, {"n": 0}, seed=2).long_run(["n", "where(n > 0, 6 // n, 0)",
+                                                       "(n > 0) & (6 // n > 2)", "(n == 0) | (6 // n < 3)"],
+                                                      time=2e4)
+    p = w / w.sum()
+    _inside(est[0], closed)
+    _inside(est[1], float(np.dot([0, 6, 3, 2], p)))
+    _inside(est[2], p[1] + p[2])                                      # 6 // n > 2 at n = 1, 2
+    _inside(est[3], p[0] + p[3])                                      # 6 // n < 3 at n = 3
+    assert all(e.reliable for e in est)
+    with pytest.raises(ctmc.results.ModelError, match=r"6 // \(n - 1\).*divides an integer by zero.*n=1"):
+        ctmc.simulate(m, {"n": 0}, seed=2).long_run("6 // (n - 1)", time=100.0)
+
+
+def test_sizes_are_refused_before_allocating():
+    sim = ctmc.simulate(mm1k(), {"n": 0}, seed=1)
+    with pytest.raises(ValueError, match=r"^batches: at most"):
+        sim.long_run("n", time=10.0, batches=10 ** 9)
+    with pytest.raises(ValueError, match=r"^runs: at most"):
+        sim.transient("n", np.linspace(0, 1, 1000), runs=10 ** 6)
+    with pytest.raises(ValueError, match=r"^runs: at most"):
+        sim.hitting_times("full", runs=10 ** 9)
+    with pytest.raises(ValueError, match=r"^n_events: at most"):
+        sim.path(10 ** 9)
+    with pytest.raises(ValueError, match=r"^threads: expected an integer in \[1, 1024\]"):
+        sim.hitting_times("full", runs=10 ** 5, threads=10 ** 5)
+
+
+def test_rates_summing_to_inf_are_refused_naming_the_state():
+    m = ctmc.Model("huge")
+    n = m.var("n", 0, 1)
+    m.event("a", guard=n == 0, rate=1e308, update={n: 1})
+    m.event("b", guard=n == 0, rate=1e308, update={n: 1})
+    m.event("c", guard=n == 1, rate=1.0, update={n: 0})
+    sim = ctmc.simulate(m, {"n": 0}, seed=1)
+    for call in (lambda: sim.transient("n", [1.0], runs=2), lambda: sim.long_run("n", time=1.0),
+                 lambda: sim.hitting_times("n == 1", runs=2), lambda: sim.path(5)):
+        with pytest.raises(ctmc.results.ModelError, match=r"state \(n=0\).*sum to inf"):
+            call()
+
+
+def test_a_bad_measure_is_named_not_the_model():
+    sim = ctmc.simulate(mm1k(), {"n": 0}, seed=1)
+    with pytest.raises(ValueError, match=r"^expression 'full \+ full': does not compile") as err:
+        sim.long_run("full + full", time=10.0)
+    assert "does not compile" in str(err.value) and "model 'mm1k' does not compile" not in str(err.value)
+    with pytest.raises(ValueError, match=r"^expression .*'y' is not a state variable"):
+        sim.long_run(ctmc.expr.Var("y", 0, 3) + 1, time=10.0)
+    with pytest.raises(ValueError, match=r"^target 'n - 0.5': expected a condition"):
+        sim.hitting_times("n - 0.5", runs=10)
