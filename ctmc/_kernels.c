@@ -20,6 +20,7 @@
  * bssor    block SSOR(1): the same two solves inside each of a fixed set of row blocks, the
  *          couplings between blocks taken from the forward solve's result (Jacobi between the
  *          blocks): the blocks run in parallel, and the result does not depend on the threads.
+ * gs       a Gauss-Seidel / SOR sweep, forward or backward, pyamg's arithmetic (_kernels_gs.h).
  * exit_on_sigint (arm_sigint, sigint_armed)
  *          the command line's Ctrl-C: one line on standard error and exit status 130 at once, also
  *          inside a call that holds no GIL for long (SuperLU's factorisation), where Python's own
@@ -824,6 +825,7 @@ static PyObject *py_sigint_armed(PyObject *self, PyObject *noargs)
 #include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
 #include "_kernels_tr.h"              /* the transposed system from Q's rows (tr) */
 #include "_kernels_gth.h"             /* GTH elimination of a dense stationary vector (gth) */
+#include "_kernels_gs.h"              /* Gauss-Seidel / SOR sweeps (gs) */
 
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
@@ -877,6 +879,7 @@ static PyMethodDef methods[] = {
     {"tr", py_tr, METH_VARARGS, "tr(mode, indptr, indices, dpos, data, keep, fill, v, x, y): SSOR(1), product, "
      "row sums of masked(-Q)^T from Q's rows (see _kernels_tr.h)"},
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
+    GS_METHODS
     {NULL, NULL, 0, NULL}
 };
 
