@@ -485,11 +485,11 @@ def _polish(op, support, x, opts, ctx):
 
     A Krylov solve stopped on a normwise residual leaves the small
     probabilities as noise; sweeps from that answer correct them locally,
-    state by state. Up to ``opts.polish`` symmetric sweeps, stopped when the
-    balance error meets ``tail_tol`` or has fallen by less than 10 % over the
-    last 100 sweeps (the error travels through the chain as a front: on a
-    tandem network of 130,816 states it stays near 100 for 150 sweeps, then
-    falls to 1e-6 by sweep 570). Returns the polished iterate (owned part).
+    state by state, by the rule of :func:`polish_sweeps` (compiled sweeps; up to ``opts.polish``,
+    stopped within a few sweeps of meeting ``tail_tol``, or when the balance error has fallen by
+    less than 10 % over the last 100; the error travels through the chain as a front: on a tandem
+    network of 130,816 states it stays near 100 for 150 sweeps, then falls to 1e-6 by sweep 570);
+    ``info["polish_stop"]`` says how it ended. Returns the polished iterate (owned part).
     """
     if not getattr(opts, "polish", 0):
         return x
@@ -503,9 +503,9 @@ def _polish(op, support, x, opts, ctx):
     if bal <= opts.tail_tol:
         return x
     sweeper = Sweeper(op, support)
-    k, _ = polish_sweeps(lambda: sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward"),
-                         lambda: _balance(op, x), opts.polish, opts.tail_tol)
-    ctx.info["polish_sweeps"] = k
+    run = polish_sweeps(lambda: sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward"),
+                        lambda: _balance(op, x), opts.polish, opts.tail_tol)
+    ctx.info["polish_sweeps"], ctx.info["polish_stop"] = run.sweeps, run.describe(opts.tail_tol)
     return x
 
 
