@@ -37,7 +37,7 @@ from ..results import Status
 from .evidence import balance_error
 
 __all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "polish_sweeps", "PolishRun",
-           "POLISH_GAP", "POLISH_PATIENCE", "gth_dense", "state_levels"]
+           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "gth_dense", "state_levels"]
 
 _TINY = np.finfo(float).tiny
 
@@ -309,6 +309,12 @@ class Sweeper:
         sweep(self.local, xo, rhs, omega, direction)
 
 
+#: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a
+#: tail needs grow with the depth the correction travels until that depth reaches the underflow: on
+#: tandem networks 575 (c=255), 1125 (c=511), 1900 (c=1023), and at c=4095 2000 were not enough
+#: (its tail ends near sm=950, where pi reaches 1e-308); the stall rule ends a polish that stops
+#: progressing long before such a budget.
+POLISH_BUDGET = 5000
 #: the most symmetric sweeps :func:`polish_sweeps` runs between two measurements of the balance error
 POLISH_GAP = 25
 #: :func:`polish_sweeps` gives up when the balance error has fallen by less than 10 % over this many sweeps
