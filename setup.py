@@ -42,6 +42,7 @@ families = ["ctmc.models"] + [f"ctmc.models.{p}" for p in find_packages(where=st
 explore = Extension("ctmc._explore", sources=["ctmc/_explore.c"], optional=True,
                     depends=[f"ctmc/_explore_{part}.h" for part in ("vm", "store", "events", "sim")],
                     extra_compile_args=["-O2", "-std=c99"])
-kernels = Extension("ctmc._kernels", sources=["ctmc/_kernels.c"], optional=True, depends=["ctmc/_kernels_graph.h", "ctmc/_kernels_bicg.h", "ctmc/_kernels_tr.h", "ctmc/_kernels_gth.h", "ctmc/_kernels_ilu.h"],
+kernels = Extension("ctmc._kernels", sources=["ctmc/_kernels.c"], optional=True,
+                    depends=sorted(str(p.relative_to(HERE)) for p in (HERE / "ctmc").glob("_kernels_*.h")),
                     extra_compile_args=["-O3", "-std=c99", "-ffp-contract=off"] + OPENMP, extra_link_args=OPENMP)
 setup(packages=core + families, ext_modules=[explore, kernels], cmdclass={"build_ext": BuildExt})

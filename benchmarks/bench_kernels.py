@@ -17,6 +17,8 @@ is shared: compare the ratios of one run, not absolute times across runs):
   stationary methods uses (``op.apply(x, transpose=True)``);
 * ``GS kernel``: one forward Gauss-Seidel sweep of the compiled kernel
   (``ctmc._relax.sweep``) on the matrix and vector ``gauss_seidel`` sweeps;
+  ``pyamg GS`` the same sweep by pyamg's kernel (the one the sweeps and the
+  tail polish used before), as a ratio to ours;
 * ``gauss_seidel``, ``sor`` (omega 0.9), ``power``: one iteration of
   ``chain.stationary(method, maxiter=k, tol=1e-300)`` (a tolerance never
   met: the steady cost of a long run), from two runs of ``k1`` and ``k2``
@@ -76,6 +78,8 @@ def method_run(chain, method, k, **kw):
 
 def measure(spec, repeat, k1, k2, gmres=True):
     """The rows of one model."""
+    from pyamg import amg_core
+
     from ctmc._relax import sweep
     from ctmc.backends import operator_for
     from ctmc.kernels.sweeps import Sweeper
@@ -94,12 +98,14 @@ def measure(spec, repeat, k1, k2, gmres=True):
     methods = (("gauss_seidel", {}, "kernel"), ("sor", {"omega": 0.9}, "kernel"), ("power", {}, "matvec"))
     timings = {"copy": lambda: [np.copyto(buf, Q.data) for _ in range(m)],
                "matvec": lambda: [op.apply(x, transpose=True) for _ in range(m)],
-               "kernel": lambda: [sweep(local, y, b) for _ in range(m)]}
+               "kernel": lambda: [sweep(local, y, b) for _ in range(m)],
+               "pyamg": lambda: [amg_core.gauss_seidel(local.indptr, local.indices, local.data, y, b, 0, n, 1)
+                                 for _ in range(m)]}
     for method, kw, _ in methods:
         timings[(method, k1)] = method_run(chain, method, k1, **kw)
         timings[(method, k2)] = method_run(chain, method, k2, **kw)
     got = fastest(timings, repeat)
-    t_copy, t_mv, t_gs = (got[k][0] / m for k in ("copy", "matvec", "kernel"))
+    t_copy, t_mv, t_gs, t_amg = (got[k][0] / m for k in ("copy", "matvec", "kernel", "pyamg"))
     copy_bw = 2 * Q.data.nbytes / t_copy
     idx = Q.indices.itemsize
     moved = nnz * (8 + idx) + (n + 1) * Q.indptr.itemsize + 2 * n * 8   # values, columns, rows, x, y
@@ -110,7 +116,8 @@ def measure(spec, repeat, k1, k2, gmres=True):
                                                    f"{bytes_ / t / copy_bw:.2f}" if bytes_ else "", vs]
     rows = [row("copy Q.data", t_copy, 0, 2 * Q.data.nbytes),
             row("matvec Q^T x", t_mv, nnz, moved, "1.00 matvec"),
-            row("GS kernel (1 sweep)", t_gs, local.nnz, moved_gs, f"{t_gs / t_mv:.2f} matvec")]
+            row("GS kernel (1 sweep)", t_gs, local.nnz, moved_gs, f"{t_gs / t_mv:.2f} matvec"),
+            row("pyamg GS (1 sweep)", t_amg, local.nnz, moved_gs, f"{t_amg / t_gs:.2f} GS kernel")]
     base = {"kernel": t_gs, "matvec": t_mv}
     for method, kw, unit in methods:
         (t1, r1), (t2, r2) = got[(method, k1)], got[(method, k2)]

@@ -86,6 +86,7 @@ def worker(spec: str, options: str = "") -> None:
                              "bound_s": float(res.info.get("error_bound_seconds", 0.0)),
                              "restart": res.info.get("auto", {}).get("probe_restart"),
                              "memory_plan": res.info.get("auto", {}).get("memory_plan"),
+                             "polish": res.info.get("polish_stop"),
                              "bound": float(res.error_bound)}))
 
 

@@ -20,6 +20,7 @@
  * bssor    block SSOR(1): the same two solves inside each of a fixed set of row blocks, the
  *          couplings between blocks taken from the forward solve's result (Jacobi between the
  *          blocks): the blocks run in parallel, and the result does not depend on the threads.
+ * gs       a Gauss-Seidel / SOR sweep, forward or backward, pyamg's arithmetic (_kernels_gs.h).
  * exit_on_sigint (arm_sigint, sigint_armed)
  *          the command line's Ctrl-C: one line on standard error and exit status 130 at once, also
  *          inside a call that holds no GIL for long (SuperLU's factorisation), where Python's own
@@ -779,52 +780,13 @@ static PyObject *py_set_threads(PyObject *self, PyObject *args)
 
 static PyObject *py_get_threads(PyObject *self, PyObject *noargs) { return PyLong_FromLong(nthreads); }
 
-/* ---- Ctrl-C of the command line ------------------------------------------------------------ */
-
-#ifndef _WIN32
-static char sigint_message[256];      /* the line to print, set once by arm_sigint before the handler */
-static size_t sigint_length;
-
-/* Async-signal-safe: write(2) and _exit(2) only (no stdio, no Python, no allocation). */
-static void exit_on_sigint(int sig)
-{
-    ssize_t written = write(2, sigint_message, sigint_length);
-    (void)sig; (void)written;
-    _exit(130);
-}
-
-static PyObject *py_arm_sigint(PyObject *self, PyObject *args)
-{
-    const char *msg;
-    Py_ssize_t len;
-    struct sigaction sa;
-    if (!PyArg_ParseTuple(args, "y#", &msg, &len)) return NULL;
-    if (len < 0 || (size_t)len >= sizeof sigint_message) {
-        PyErr_Format(PyExc_ValueError, "arm_sigint: the message must be shorter than %d bytes",
-                     (int)sizeof sigint_message);
-        return NULL;
-    }
-    memcpy(sigint_message, msg, (size_t)len);
-    sigint_length = (size_t)len;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = exit_on_sigint;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGINT, &sa, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_sigint_armed(PyObject *self, PyObject *noargs)
-{
-    struct sigaction old;
-    if (sigaction(SIGINT, NULL, &old) != 0) return PyErr_SetFromErrno(PyExc_OSError);
-    return PyBool_FromLong(old.sa_handler == exit_on_sigint);
-}
-#endif
+#include "_kernels_signal.h"          /* Ctrl-C of the command line (arm_sigint, sigint_armed) */
 
 #include "_kernels_graph.h"           /* the structure kernels of the set-up (select, product, reach, walk, ...) */
 #include "_kernels_tr.h"              /* the transposed system from Q's rows (tr) */
 #include "_kernels_gth.h"             /* GTH elimination of a dense stationary vector (gth) */
 #include "_kernels_ilu.h"             /* ILU(0) of the pinned system on Q's pattern (ilu0) */
+#include "_kernels_gs.h"              /* Gauss-Seidel / SOR sweeps (gs) */
 
 static PyMethodDef methods[] = {
     {"cgs2", py_cgs2, METH_VARARGS, "cgs2(V, j, w, h) -> ||w||^2: w orthogonalised against V[:j+1] in place, "
@@ -879,6 +841,7 @@ static PyMethodDef methods[] = {
      "row sums of masked(-Q)^T from Q's rows (see _kernels_tr.h)"},
     ILU_METHODS
     {"absmax", py_absmax, METH_VARARGS, "absmax(indptr, data) -> max over rows of sum |a_ij| (numpy's reduceat sums)"},
+    GS_METHODS
     {NULL, NULL, 0, NULL}
 };
 

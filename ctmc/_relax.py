@@ -1,10 +1,11 @@
 r"""Local sparse kernels in compiled code, for any backend: sweeps, SSOR(1), products.
 
-The stationary iterations (Gauss-Seidel, SOR) sweep the rows a process owns;
-the sweep itself is plain local linear algebra, done here with pyamg's
-compiled CSR Gauss-Seidel/SOR kernels (about 1e8 entries per second, against
-about 1e6 for a Python-level triangular solve). pyamg is a dependency for
-that reason.
+The stationary iterations (Gauss-Seidel, SOR) and the tail polish sweep the
+rows a process owns; the sweep itself is plain local linear algebra, done by
+the extension's kernel ``gs`` when it is built (:func:`sweep`; pyamg's
+arithmetic, the GIL released), else by pyamg's compiled CSR Gauss-Seidel/SOR
+kernels, the same numbers to the bit (about 1e8 entries per second, against
+about 1e6 for a Python-level triangular solve).
 
 The Krylov solvers need two more local kernels, taken from the optional C
 extension ``ctmc._kernels`` when it is built (:func:`compiled`):
@@ -135,10 +136,16 @@ def sweep(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, omega: float = 1.0, di
     >>> np.round(x, 12)
     array([1., 1.])
     """
-    from pyamg import amg_core
-
     n = A.shape[0]
     A = one_index_type(A)
+    ext = extension()
+    if ext is not None and A.dtype == np.float64 and x.dtype == np.float64 and x.flags.c_contiguous:
+        # the compiled sweep (pyamg's arithmetic, the GIL released, 32- or 64-bit indices)
+        ext.gs(A.indptr, A.indices, A.data, x, np.ascontiguousarray(b, dtype=float), float(omega),
+               direction != "forward")
+        return
+    from pyamg import amg_core
+
     start, stop, step = (0, n, 1) if direction == "forward" else (n - 1, -1, -1)
     if omega == 1.0:
         amg_core.gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step)

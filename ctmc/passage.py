@@ -392,7 +392,7 @@ class PassageSetup:
                 made[0].relax(xc, bc, 1.0, "backward")
                 return op.allmin(float(np.isfinite(xc).all())) > 0
 
-            k, _ = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc, transpose)[1], budget, self.opts.tail_tol)
+            k = polish_sweeps(pair, lambda: self.errors(s, on, xc, bc, transpose)[1], budget, self.opts.tail_tol).sweeps
             cols[:, c] = xc
             done = max(done, k)
         self.info["polish_sweeps"] = max(done, self.info.get("polish_sweeps", 0))

@@ -115,7 +115,8 @@ from .kernels import plan
 from .kernels.levels import LevelSystem
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.sweeps import Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps, start_vector, state_levels
+from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
+                             start_vector, state_levels)
 from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
 from .options import make_options as _make_options
 from .options import integer_in as _integer_in
@@ -215,8 +216,9 @@ class KrylovOptions(KrylovSolverOptions):
     """Options of ``gmres`` and ``bicgstab``: the Krylov settings
     (:class:`ctmc.options.KrylovSolverOptions`), ``pin``, ``repin`` as for
     ``lu``, and ``polish``: at most that many symmetric Gauss-Seidel sweeps
-    after convergence, until the small probabilities balance too (0: none)."""
+    after convergence, until the small probabilities balance too (:data:`POLISH_BUDGET`; 0: none)."""
 
+    polish: int = POLISH_BUDGET
     pin: Optional[int] = None
     repin: float = 1e-3
 
@@ -233,7 +235,7 @@ class EigOptions(Tolerances):
 
     maxiter: Optional[int] = 10_000
     ncv: Optional[int] = None
-    polish: int = 2000
+    polish: int = POLISH_BUDGET
 
     def __post_init__(self):
         super().__post_init__()
@@ -485,11 +487,11 @@ def _polish(op, support, x, opts, ctx):
 
     A Krylov solve stopped on a normwise residual leaves the small
     probabilities as noise; sweeps from that answer correct them locally,
-    state by state. Up to ``opts.polish`` symmetric sweeps, stopped when the
-    balance error meets ``tail_tol`` or has fallen by less than 10 % over the
-    last 100 sweeps (the error travels through the chain as a front: on a
-    tandem network of 130,816 states it stays near 100 for 150 sweeps, then
-    falls to 1e-6 by sweep 570). Returns the polished iterate (owned part).
+    state by state, by the rule of :func:`polish_sweeps` (compiled sweeps; up to ``opts.polish``,
+    stopped within a few sweeps of meeting ``tail_tol``, or when the balance error has fallen by
+    less than 10 % over the last 100; the error travels through the chain as a front: on a tandem
+    network of 130,816 states it stays near 100 for 150 sweeps, then falls to 1e-6 by sweep 570);
+    ``info["polish_stop"]`` says how it ended. Returns the polished iterate (owned part).
     """
     if not getattr(opts, "polish", 0):
         return x
@@ -502,10 +504,10 @@ def _polish(op, support, x, opts, ctx):
     ctx.info["balance_before_polish"] = bal
     if bal <= opts.tail_tol:
         return x
-    sweeper = Sweeper(op, support)
-    k, _ = polish_sweeps(lambda: sweeper(x, 1.0, "forward") and sweeper(x, 1.0, "backward"),
-                         lambda: _balance(op, x), opts.polish, opts.tail_tol)
-    ctx.info["polish_sweeps"] = k
+    sweeper = Sweeper(op, support)       # renormalised after the backward sweep only (the law is scale-free)
+    run = polish_sweeps(lambda: sweeper.relax(x, None, 1.0, "forward") or sweeper(x, 1.0, "backward"),
+                        lambda: _balance(op, x), opts.polish, opts.tail_tol)
+    ctx.info["polish_sweeps"], ctx.info["polish_stop"] = run.sweeps, run.describe(opts.tail_tol)
     return x
 
 

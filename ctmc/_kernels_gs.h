@@ -1,0 +1,62 @@
+/* Gauss-Seidel / SOR sweeps on A x = b, included by _kernels.c (its helpers get_all, require, release_all,
+ * NELEM, csr_ok are in scope).
+ *
+ * One sweep over the rows in order (forward) or in reverse (backward), in place:
+ *     x_i <- (1 - omega) x_i + omega (b_i - sum_{j != i} a_ij x_j) / a_ii,
+ * x_j the current values (new for the rows already swept); a row without a stored non-zero diagonal
+ * keeps its x_i. Each row is read in stored order with the diagonal skipped where it is met, and the
+ * arithmetic is pyamg's gauss_seidel / sor_gauss_seidel (amg_core/relaxation.h) written out the same
+ * way, so a sweep gives pyamg's numbers to the bit (the fallback of ctmc._relax.sweep, and the kernel
+ * the stationary iterations and the tail polish ran on before). A sweep is sequential by nature: one
+ * thread; the polish's products, the other half of its work, run on the threads (spmv).
+ * Unlike pyamg's binding it releases the GIL, checks the sizes and takes 32- or 64-bit indices. */
+
+#define GS_KERNELS(IT, SUF)                                                                            \
+static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                    \
+                     const double *restrict val, double *restrict x, const double *restrict b,        \
+                     double omega, int backward)                                                       \
+{                                                                                                      \
+    Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
+    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
+        double s = 0.0, d = 0.0;                                                                       \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            if (col[k] == (IT)i) d = val[k];                                                           \
+            else s += val[k] * x[col[k]];                                                              \
+        }                                                                                              \
+        if (d != 0.0) {                                                                                \
+            if (omega == 1.0) x[i] = (b[i] - s) / d;                                                   \
+            else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                               \
+        }                                                                                              \
+    }                                                                                                  \
+}
+
+GS_KERNELS(int32_t, gi32)
+GS_KERNELS(int64_t, gi64)
+
+static PyObject *py_gs(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    Py_buffer b[5];                                       /* indptr, indices, data, x, b */
+    double omega;
+    int backward;
+    if (!PyArg_ParseTuple(args, "OOOOOdp", &o[0], &o[1], &o[2], &o[3], &o[4], &omega, &backward)) return NULL;
+    if (get_all(o, b, "iidDd", (const char *[]){"indptr", "indices", "data", "x", "b"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
+                             "gs: x and b (not x) one entry a row")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        if (require(last <= NELEM(b[2]), "gs: indptr[-1] beyond the stored entries")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (b[0].itemsize == 4) gs_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else gs_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    release_all(b, 5);
+    return res;
+}
+
+#define GS_METHODS {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
+    "Gauss-Seidel/SOR sweep on A x = b in place, forward or backward (pyamg's arithmetic)"},
