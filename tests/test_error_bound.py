@@ -416,3 +416,24 @@ def test_the_iterative_bound_with_its_early_stop_covers_the_error_within_the_bra
     tight = error_bound(op, support, bad, pin, m.max(), upper=(m, 1.0))
     assert kind == "proven" and info["return_time_solver"] == "bicgstab"
     assert np.abs(bad - pi).sum() <= bound <= BOUND_BRACKET * tight * (1 + 1e-9)
+
+
+def test_a_return_time_solver_out_of_memory_hands_over_to_the_next(monkeypatch):
+    """A Krylov basis beyond memory in the bound's return-time solve (tandem c = 4095: GMRES(50)
+    asked for 12.7 GiB) goes to the next solver, saying so; it escaped chain.stationary before."""
+    from ctmc.kernels import evidence
+    K, lam, mu = 50, 1.0, 1.1
+    op = operator_for(_mm1k(K, lam, mu), "scipy")
+    exact = sum(sum((lam / mu) ** i for i in range(K - k + 1)) / mu for k in range(1, K + 1))
+    real, calls = evidence.inverse_norm_bound_of, []
+
+    def first_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("Unable to allocate 12.7 GiB")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(evidence, "inverse_norm_bound_of", first_out_of_memory)
+    info = {}
+    bound, est = return_time_bound(op, np.ones(K + 1, dtype=bool), 0, info=info)
+    assert info["return_time_out_of_memory"] == ["bicgstab: Unable to allocate 12.7 GiB"]
+    assert info["return_time_solver"] != "bicgstab" and exact <= bound <= exact * 1.2

@@ -490,7 +490,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         try:
             out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub, bracket=bracket, enough=enough)
         finally:
-            info.setdefault("return_time_iterations", []).extend(sub["iterations"])
+            info.setdefault("return_time_iterations", []).extend(sub.get("iterations", []))
         if out[0] < best[0] or "return_time_upper" not in info:
             info["return_time_upper"] = sub.get("upper")
         info["return_time_bracketed"] = sub.get("bracketed", False)
@@ -507,6 +507,9 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
             continue
         try:
             bound, est = times(system)
+        except MemoryError as exc:              # a Krylov basis or a factor beyond memory: the next solver
+            info.setdefault("return_time_out_of_memory", []).append(f"{spec.kind}: {exc}")
+            continue
         finally:
             system.close()
         info["return_time_solver"] = spec.kind
