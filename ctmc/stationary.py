@@ -709,7 +709,7 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         # an inaccurate direct solve is not improved by an iterative one: only a breakdown
         # (or a Krylov probe that stalls or leaves a noisy tail) moves on
         accept = ev.status is Status.SUCCESS or (not m.endswith("-probe") and ev.status is not Status.BREAKDOWN)
-        if ev.pi is not None and (best is None or _RANK[ev.status] < _RANK[best[1].status]):
+        if ev.pi is not None and (best is None or _quality(ev) < _quality(best[1])):
             best = ((x, its, status, msg), ev, name)
         ended = f"{m}: {ev.status.value} ({ev.message})"
         if accept or last:
@@ -742,6 +742,12 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
 
 _RANK = {Status.SUCCESS: 0, Status.TAIL_INACCURATE: 1, Status.INACCURATE: 2, Status.MAX_ITERATIONS: 3,
          Status.BREAKDOWN: 4}
+
+
+def _quality(ev) -> tuple:
+    """What ranks auto's answers: the status, then (equal statuses) the smaller bound, then balance error."""
+    finite = (lambda v: v if np.isfinite(v) else np.inf)
+    return _RANK[ev.status], finite(ev.error_bound), finite(ev.balance)
 
 
 METHODS.update({
