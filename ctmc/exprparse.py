@@ -10,7 +10,9 @@ operators of :mod:`ctmc.expr`:
 - numbers and ``True``/``False``;
 - arithmetic ``+ - * / // % **`` and unary ``-``/``+``;
 - comparisons ``< <= == != > >=`` (chained ones, ``0 < n < 5``, mean
-  ``(0 < n) & (n < 5)``);
+  ``(0 < n) & (n < 5)``); a comparison with an unparenthesised ``&``/``|``
+  operand (``n > 2 & n < 5``, which Python reads as ``n > (2 & n) < 5``)
+  is refused: write ``(n > 2) & (n < 5)`` or ``and``;
 - the logical ``& | ~``, and ``and``/``or``/``not``, which mean the same
   element-wise operators (Python's own would ask a whole array for one truth
   value);
@@ -112,6 +114,13 @@ class _Builder:
         part = ast.get_source_segment(self.text, node) or ast.dump(node)
         return ValueError(f"expression {self.text!r}: {what} {part!r} is not allowed")
 
+    def _parenthesised(self, node) -> bool:
+        """Whether the text of ``node`` is written inside its own parentheses."""
+        lines = self.text.strip().splitlines()
+        before = "".join(lines[:node.lineno - 1]) + lines[node.lineno - 1][:node.col_offset]
+        after = lines[node.end_lineno - 1][node.end_col_offset:] + "".join(lines[node.end_lineno:])
+        return before.rstrip().endswith("(") and after.lstrip().startswith(")")
+
     def build(self, node):
         meth = getattr(self, f"_{type(node).__name__}", None)
         if meth is None:
@@ -163,6 +172,14 @@ class _Builder:
         return functools.reduce(op, [as_expr(self.build(v)) for v in node.values])
 
     def _Compare(self, node):
+        for side in (node.left, *node.comparators):     # n > 2 & n < 5 is n > (2 & n) < 5 in Python
+            if isinstance(side, ast.BinOp) and isinstance(side.op, (ast.BitAnd, ast.BitOr)) \
+                    and not self._parenthesised(side):
+                sym = "&" if isinstance(side.op, ast.BitAnd) else "|"
+                raise ValueError(f"expression {self.text!r}: {sym!r} binds tighter than a comparison, so "
+                                 f"{ast.get_source_segment(self.text, node)!r} compares "
+                                 f"{ast.get_source_segment(self.text, side)!r}: put each comparison in "
+                                 f"parentheses, (a > 2) {sym} (a < 5), or write 'and'/'or'")
         terms = [as_expr(self.build(node.left))] + [as_expr(self.build(c)) for c in node.comparators]
         parts = []
         for k, cmp in enumerate(node.ops):

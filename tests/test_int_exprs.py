@@ -443,3 +443,18 @@ def test_tilde_is_refused_on_numbers_and_kept_on_conditions():
     env = {"n": np.arange(4), "b": np.array([0, 1, 0, 1])}
     assert (~(n > 1)).evaluate(env).tolist() == [True, True, False, False]
     assert (~b).evaluate(env).tolist() == [True, False, True, False]      # a 0..1 variable is a condition
+
+
+@pytest.mark.parametrize("text", ["n > 2 & n < 5", "full | n == 0", "n == 0 | full", "m < 1 & n"])
+def test_an_and_or_inside_a_comparison_is_refused(text):
+    """Python reads ``n > 2 & n < 5`` as ``n > (2 & n) < 5``: a silently other condition, refused."""
+    with pytest.raises(ValueError, match="binds tighter than a comparison"):
+        parse_expr(text, ["n", "m", "full"])
+
+
+def test_parenthesised_and_or_keep_their_meaning():
+    env = {"n": np.arange(7), "m": np.zeros(7, dtype=np.int64)}
+    want = ((env["n"] > 2) & (env["n"] < 5)).tolist()
+    for text in ("(n > 2) & (n < 5)", "n > 2 and n < 5", "2 < n < 5", "((n > 2) & (n < 5)) == 1"):
+        assert np.asarray(parse_expr(text, ["n", "m"]).evaluate(env), dtype=bool).tolist() == want, text
+    assert parse_expr("(n & m) == 0", ["n", "m"]).evaluate(env).all()
