@@ -94,6 +94,7 @@ import numpy as np
 from ._compiled import NotCompilable, compile_model
 from .expr import Expr
 from .exprparse import parse_expr
+from .options import integer_in
 from .results import ModelError
 
 try:
@@ -192,8 +193,7 @@ def _check_confidence(confidence) -> float:
 
 
 def _check_count(name, value, least=1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
+    integer_in(name, value, least)          # the options' rule: an integer >= least, named
     return int(value)
 
 
