@@ -33,6 +33,8 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from ._util import cores
+
 __all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
            "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
            "SSOR_BLOCKS"]
@@ -52,12 +54,7 @@ _STATE = {"on": _ext is not None and os.environ.get("CTMC_KERNELS", "1") != "0"}
 
 def _default_threads() -> int:
     env = os.environ.get("CTMC_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:          # not on Linux
-        return os.cpu_count() or 1
+    return max(1, int(env)) if env else cores()
 
 
 def compiled() -> bool:

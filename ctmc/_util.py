@@ -94,6 +94,14 @@ def _cgroup_left():
     return best
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity; the CPU count off Linux)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not on Linux
+        return os.cpu_count() or 1
+
+
 def available_memory() -> int:
     """Bytes available to new allocations: the least of ``MemAvailable``, the room left under
     the process's address-space limit (``ulimit -v``) and under its cgroup's memory limit."""

@@ -95,7 +95,6 @@ import ast
 import inspect
 import itertools
 import math
-import os
 import pickle
 import time
 import warnings
@@ -104,6 +103,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._util import cores
 from .exprparse import FUNCTIONS, eval_on_chain, parse_expr
 from .progress import CtmcWarning, Progress, progress_scope
 from .results import Status
@@ -297,10 +297,7 @@ def _check_signature(build, point):
 
 def _jobs(jobs) -> int:
     if jobs is None:
-        try:
-            return len(os.sched_getaffinity(0))
-        except AttributeError:               # not on Linux
-            return os.cpu_count() or 1
+        return cores()
     if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
         raise ValueError(f"jobs: expected a positive integer or None (the cores available), got {jobs!r}")
     return int(jobs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+import os
 import sys
 import warnings
 from fractions import Fraction
@@ -338,7 +339,7 @@ def test_two_processes_give_the_serial_records_in_grid_order():
 def test_default_jobs_go_parallel_after_two_points_when_the_rest_is_long(monkeypatch):
     # a threshold of 0 s: the rest of the grid is "long" after the second point
     monkeypatch.setattr(SWEEP, "_PARALLEL_AFTER", 0.0)
-    monkeypatch.setattr(SWEEP.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)   # ctmc._util.cores
     grid = {"K": [8], "rho": [0.5, 0.8, 1.2, 2.0, 3.5, 4.0]}
     serial = ctmc.sweep(mm1k, grid, ["n"], initial={"n": 0}, jobs=1)
     mixed = ctmc.sweep(mm1k, grid, ["n"], initial={"n": 0})
