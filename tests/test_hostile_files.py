@@ -122,6 +122,12 @@ DRN_ROWS = [
     ("reward model twice", DRN_HEAD.replace("\nr\n", "\nr r\n") + DRN_BODY, 5, "declared twice"),
     ("reward bracket too long", DRN_HEAD + DRN_BODY.replace("[1]", "[1, 2]"), 11, "2 rewards"),
     ("reward underscore", DRN_HEAD + DRN_BODY.replace("[1]", "[1_0]"), 11, "expected a number"),
+    ("label twice on a state line", DRN_HEAD + DRN_BODY.replace("init", "init init"), 11,
+     "label 'init' is given twice"),
+    ("quoted label twice", DRN_HEAD + DRN_BODY.replace("[0]", '[0] "a b" busy "a b"'), 15,
+     "label 'a b' is given twice"),
+    ("transition without its action line", DRN_HEAD + DRN_BODY.replace("//[x=1]\n\taction 0\n", "//[x=1]\n"),
+     17, "before its 'action' line"),
     ("not utf-8", (DRN_HEAD + DRN_BODY).encode().replace(b"init", b"in\xe9t"), 11, "not UTF-8"),
 ]
 

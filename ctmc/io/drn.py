@@ -297,9 +297,11 @@ class _Blocks:
             self.state_rew[i] = self._rewards(rest[1:end], k)
             rest = rest[end + 1:].strip(BLANKS)
         for mq in _LABEL_TOKEN.finditer(rest):
-            states = self.labels.setdefault(mq.group(1) or mq.group(2), [])
-            if not states or states[-1] != i:
-                states.append(i)
+            name = mq.group(1) or mq.group(2)
+            states = self.labels.setdefault(name, [])
+            if states and states[-1] == i:
+                raise fail(path, k, f"label {name!r} is given twice on the line of state {i}")
+            states.append(i)
 
     def action_line(self, line: str, k: int) -> None:
         """``action 0 [a1, a2]``: the one action of a CTMC state and its action rewards."""
@@ -330,6 +332,8 @@ class _Blocks:
         path = self.path
         if self.state < 0:
             raise fail(path, k, f"transition before the first 'state': {line!r}")
+        if not self.actions:
+            raise fail(path, k, f"transition of state {self.state} before its 'action' line: {line!r}")
         target, sep, value = line.partition(":")
         if not sep:
             raise fail(path, k, f"expected a transition 'j : rate', got {line!r}")
