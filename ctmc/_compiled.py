@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .expr import where
+
 __all__ = ["available", "compile_model", "explore", "rows", "NotCompilable"]
 
 try:
@@ -192,6 +194,8 @@ class _Compiler:
             return kind, False
         if op == "where" or (op == "bin" and node[1] in ("&", "|")):   # lazy: see emit_lazy
             return self.emit_lazy(e, start)
+        if op == "bin" and node[1] == "mod":         # a divisor <= 0 as 0: the engine stops there
+            return self.emit(node[2] % where(node[3] > 0, node[3], 0))
         parts = [self.emit(x) for x in _children(e)]
         if not any(reads for _, reads in parts):
             del self.code[start:]

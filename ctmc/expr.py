@@ -26,7 +26,8 @@ and runs as is), else over the values of the batch. Where a bound leaves the
 64-bit range the sub-expression is computed exactly, state by state, with
 Python integers, and a state whose value leaves the range raises
 :class:`ExpressionError` naming the sub-expression, its exact value and the
-state; so does an integer ``//`` or ``%`` by zero. A value that is not used
+state; so does an integer ``//`` or ``%`` by zero, and PRISM's :func:`mod` by a divisor
+:math:`\le 0`. A value that is not used
 does not count: the branch :func:`where` does not take, an operand of ``&``
 where the other is false, of ``|`` where the other is true. An integer
 constant beyond the 64-bit range is refused where it is written. Expressions
@@ -48,7 +49,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 
-__all__ = ["Expr", "Var", "where", "minimum", "maximum", "table", "as_expr", "calls_function",
+__all__ = ["Expr", "Var", "where", "minimum", "maximum", "table", "mod", "as_expr", "calls_function",
            "ExpressionError"]
 
 Env = Mapping[str, np.ndarray]
@@ -338,6 +339,29 @@ def table(values, index) -> Expr:
     return Expr(lambda env: vals[ix._fn(env)], None, ("table", ix, vals))
 
 
+def mod(a, b) -> Expr:
+    """Element-wise PRISM ``mod(a, b)``: the remainder in ``0..b-1`` of integers, for a divisor ``b > 0``.
+
+    A state where ``b <= 0`` in which the value is used raises :class:`ExpressionError` naming the
+    expression, the divisor and the state (PRISM refuses such a divisor; Python's ``a % b`` would
+    give a remainder in ``b+1..0`` for a negative one).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ctmc.expr import Var, mod
+    >>> x, n = Var("x", -3, 3), Var("n", -1, 3)
+    >>> mod(x, n).evaluate({"x": np.array([-3, 3]), "n": np.array([2, 3])})
+    array([1, 0])
+    >>> mod(x, n).evaluate({"x": np.array([1]), "n": np.array([-1])})
+    Traceback (most recent call last):
+    ...
+    ctmc.expr.ExpressionError: mod(x, n) has the divisor -1, not > 0, in state (x=1, n=-1)
+    """
+    x, y = as_expr(a), as_expr(b)
+    return Expr(lambda env: np.mod(x._fn(env), y._fn(env)), None, ("bin", "mod", x, y))
+
+
 def minimum(a, b) -> Expr:
     """Element-wise minimum of two expressions."""
     x, y = as_expr(a), as_expr(b)
@@ -391,7 +415,9 @@ def _render(root: Expr, full: bool = False) -> str:
             out.append(e._txt if e._txt is not None else "?")
             continue
         kind = node[0]
-        if kind == "bin":
+        if kind == "bin" and node[1] == "mod":
+            parts = ["mod(", node[2], ", ", node[3], ")"]
+        elif kind == "bin":
             parts = ["(", node[2], f" {node[1]} ", node[3], ")"]
         elif kind in ("neg", "not"):
             parts = ["-" if kind == "neg" else "~", node[1]]
@@ -418,14 +444,14 @@ def _pow_exponent(e):
 
 def _bound(sym: str, a: tuple, b: tuple):
     """``(lo, hi, divides_by_zero)``: exact bounds of ``x <sym> y`` for integers ``x`` in ``a``, ``y`` in
-    ``b`` (closed intervals), and whether ``y`` may be 0 in a ``//`` or ``%``."""
+    ``b`` (closed intervals), and whether ``y`` may be 0 in a ``//`` or ``%`` (``<= 0`` in a ``mod``)."""
     (alo, ahi), (blo, bhi) = a, b
     if sym in ("+", "-", "*"):
         f = {"+": operator.add, "-": operator.sub, "*": operator.mul}[sym]
         c = [f(x, y) for x in (alo, ahi) for y in (blo, bhi)]
         return min(c), max(c), False
-    zero = blo <= 0 <= bhi
-    if sym == "%":
+    zero = blo <= 0 <= bhi or (sym == "mod" and blo <= 0)
+    if sym in ("%", "mod"):
         return min(0, blo + 1), max(0, bhi - 1), zero
     if sym == "//":
         ys = [y for y in (blo, bhi, -1, 1) if blo <= y <= bhi and y != 0]
@@ -447,7 +473,7 @@ def _unary_range(op: str, a: tuple) -> tuple:
     return (0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
 
 
-_ARITH = ("+", "-", "*", "//", "%", "**")
+_ARITH = ("+", "-", "*", "//", "%", "mod", "**")
 
 
 def _exact_by_bounds(root: Expr) -> bool:
@@ -600,6 +626,8 @@ class Faults:
             x = exact if np.ndim(exact) == 0 else exact[at if at is not None else 0]
             if what == "zero":
                 why = "divides an integer by zero"
+            elif what == "divisor":
+                why = f"has the divisor {x}, not > 0,"
             elif what == "index":
                 why = f"reads index {x}, outside the table's 0..{e._node[2].size - 1}"
             else:
@@ -637,11 +665,11 @@ def _state(e: Expr, env, k) -> str:
 
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": np.true_divide,
-        "//": np.floor_divide, "%": np.mod, "**": np.power, "<": operator.lt, "<=": operator.le,
+        "//": np.floor_divide, "%": np.mod, "mod": np.mod, "**": np.power, "<": operator.lt, "<=": operator.le,
         ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
         "&": np.logical_and, "|": np.logical_or}
 _EXACT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
-              "%": operator.mod, "**": operator.pow}
+              "%": operator.mod, "mod": operator.mod, "**": operator.pow}
 
 
 def _merge(*faults):
@@ -750,9 +778,9 @@ def _checked_int(e, v, rng, operands, prior, exact_op, divides):
     items = []
     bad = False
     if divides is not None:
-        zero = np.equal(operands[1], 0)
+        zero = np.less_equal(operands[1], 0) if divides == "mod" else np.equal(operands[1], 0)
         if np.any(zero):
-            items.append((zero, e, "zero", None))
+            items.append((zero, e, "divisor" if divides == "mod" else "zero", operands[1]))
             bad = zero
     if lim[0] <= rng[0] and rng[1] <= lim[1]:
         out = rng

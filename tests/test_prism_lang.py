@@ -334,6 +334,40 @@ def test_prism_error_is_a_model_error_with_its_position():
     assert (info.value.file, info.value.line, info.value.column) == ("<string>", 3, 3)
 
 
+MOD_PROGRAM = """ctmc
+module M
+  x : [0..4] init 0;
+  y : [LO..3] init 3;
+  [] mod(x + 6, 2*y - 3) = 0 & x < 4 -> 1 : (x'=x+1);
+  [] y > LO -> 2 : (y'=y-1);
+endmodule
+"""
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+def test_mod_by_a_variable_divisor_below_one_is_refused_naming_the_state(engine):
+    """PRISM's mod refuses a divisor <= 0: here ``2*y - 3`` is -1 at y=1 (never 0, so no division
+    by zero hides it), in both builders; Python's ``%`` would give a remainder in ``-1..0``."""
+    model = ctmc.prism.load(MOD_PROGRAM.replace("LO", "0"))
+    with pytest.raises(ctmc.ModelError, match=r"mod\(\(x \+ 6\), \(\(2 \* y\) - 3\)\) has the divisor "
+                                              r"-(1|3), not > 0, in state \(x=[0-4], y=[01]\)"):
+        model.build(engine=engine)
+
+
+def test_mod_by_a_positive_variable_divisor_is_pythons_remainder():
+    """Where the divisor stays positive (y in 2..3: divisors 1 and 3) both builders give the rates
+    that Python's integers give."""
+    model = ctmc.prism.load(MOD_PROGRAM.replace("LO", "2"))
+    a, b = model.build(engine="auto"), model.build(engine="numpy")
+    assert a.build_info["engine"] == "compiled"
+    for chain in (a, b):
+        at = {(int(x), int(y)): i for i, (x, y) in enumerate(zip(chain.states["x"], chain.states["y"]))}
+        for (x, y), i in at.items():
+            want = 1.0 if (x + 6) % (2 * y - 3) == 0 and x < 4 else 0.0
+            j = at.get((x + 1, y))                  # unreached where the guard never holds
+            assert (chain.Q[i, j] if j is not None else 0.0) == want
+
+
 # ---------------------------------------------------------------- properties: S=? and R=? [S]
 @pytest.mark.parametrize("make, size", [(kanban, 1), (tandem, 5), (cluster, 2), (polling, 3), (fms, 1)],
                          ids=["kanban:1", "tandem:5", "cluster:2", "polling:3", "fms:1"])

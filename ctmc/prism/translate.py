@@ -5,10 +5,10 @@ r"""From a parsed PRISM program to a :class:`ctmc.Model` (PRISM's CTMC semantics
 expressions that use them), the rest becomes a :mod:`ctmc.expr` expression.
 ``/`` is real division, as in PRISM; ``floor`` and ``ceil`` give ints;
 ``mod`` takes ints and gives a value in ``0..n-1`` (a constant divisor
-``n <= 0`` is refused, as PRISM does; a divisor that varies is not checked
-for sign); ``min``/``max`` take two or more arguments; ``log(x, b)``
-is the logarithm to base ``b``. A bool variable is an integer variable in
-``0..1`` (false = 0). Formulas are expanded where they are used (after a
+``n <= 0`` is refused, as PRISM does; a divisor that varies raises in a state
+where it is ``<= 0``, naming the expression and the state: :func:`ctmc.expr.mod`);
+``min``/``max`` take two or more arguments; ``log(x, b)`` is the logarithm
+to base ``b``. A bool variable is an integer variable in ``0..1`` (false = 0). Formulas are expanded where they are used (after a
 renamed module's renaming applies to them, as in PRISM).
 
 **Transitions.** An unlabelled command ``[] g -> r_1 : u_1 + ... + r_k : u_k``
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..expr import Expr, Var, as_expr, maximum, minimum, where
+from ..expr import Expr, Var, as_expr, maximum, minimum, mod, where
 from ..results import ModelError
 from .model import PrismModel
 from .syntax import Pos, PrismError, Program
@@ -298,7 +298,7 @@ class Scope:
                 raise self.err("mod: expected int arguments", pos)
             if is_const(xs[1]) and xs[1] <= 0:      # PRISM refuses a divisor <= 0 too
                 raise self.err(f"mod: the divisor must be a positive int, got {xs[1]}", pos)
-            return xs[0] % xs[1], "int"
+            return (xs[0] % xs[1] if is_const(xs[0]) and is_const(xs[1]) else mod(xs[0], xs[1])), "int"
         if fname == "pow":
             if allint and is_const(xs[1]) and xs[1] < 0:
                 raise self.err("pow: a negative int exponent of an int (write a double base)", pos)
