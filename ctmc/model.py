@@ -86,6 +86,7 @@ given initial states, each replaced by where it leads), and
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from collections.abc import Mapping
@@ -292,6 +293,24 @@ class Model:
             if not (rate >= 0 and math.isfinite(rate)):
                 raise ModelError(f"{kind} {name!r}: {what} must be finite and >= 0, got {rate!r}")
         return Event(name, expr(guard, "guard"), expr(rate, what), tuple(items), immediate)
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self):
+        """Undo the declarations of the block when it raises: a helper declaring several variables and
+        events (:func:`ctmc.ph.add_service`) leaves the model as it was when one of them is refused."""
+        parts = (self._vars, self._events, self._immediates, self._labels, self._rewards)
+        saved = [p.copy() for p in parts]
+        try:
+            yield
+        except BaseException:
+            for p, before in zip(parts, saved):
+                p.clear()
+                if isinstance(p, dict):
+                    p.update(before)
+                else:
+                    p.extend(before)
+            self.__dict__.pop("_calls_cache", None)     # keyed by the counts of events, which shrank
+            raise
 
     def label(self, name: str, states: Any) -> None:
         """Name a set of states (a boolean expression); built chains carry it in ``chain.labels``.

@@ -752,7 +752,15 @@ def add_service(model: Model, law: PhaseType, queue: Var, phase: Optional[Var] =
         if phase is not None:
             raise ValueError(f"phase: a station of {c} servers keeps one counter per phase "
                              f"({name}_busy_1..), not a phase variable: leave phase out")
-        return add_servers(model, law, queue, c, name=name, guard=guard, speed=speed, update=update, to=to)
+        with model._all_or_nothing():       # a refused event: no counter or event of the station is left
+            return add_servers(model, law, queue, c, name=name, guard=guard, speed=speed, update=update,
+                               to=to)
+    with model._all_or_nothing():           # a refused event: no phase variable or event is left
+        return _one_server(model, law, queue, phase, declared, name, guard, speed, update, to)
+
+
+def _one_server(model, law, queue, phase, declared, name, guard, speed, update, to) -> Station:
+    """The single-server part of :func:`add_service` (its arguments checked there)."""
     mph = law.n_phases
     if phase is not None and (not isinstance(phase, Var) or declared.get(phase.name) is not phase):
         raise ValueError(f"phase: expected a variable of model {model.name!r}, got {phase!r}")

@@ -126,11 +126,12 @@ class StationBase:
         """
         user = self.check_update(update, "update")
         names = []
-        for g, p, upd, sfx in self.joins():
-            nm = f"{name}{sfx}"
-            self.model.event(nm, guard=g & guard, rate=rate if p == 1.0 else rate * p,
-                             update={**upd, **user})
-            names.append(nm)
+        with self.model._all_or_nothing():      # one refused event: none of the arrival's is left
+            for g, p, upd, sfx in self.joins():
+                nm = f"{name}{sfx}"
+                self.model.event(nm, guard=g & guard, rate=rate if p == 1.0 else rate * p,
+                                 update={**upd, **user})
+                names.append(nm)
         return tuple(names)
 
 

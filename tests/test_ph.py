@@ -297,6 +297,47 @@ def test_bad_input_names_the_parameter(make, name):
         make()
 
 
+def _queue_with_arrivals(taken: bool):
+    m = ctmc.Model("q")
+    n = m.var("n", 0, 3)
+    m.event("arrival", guard=n < 3, rate=1.0, update={n: n + 1})
+    if taken:
+        m.event("s_done_2", guard=n > 0, rate=0.5, update={n: n - 1})
+    return m, n
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+@pytest.mark.parametrize("spoil", ["event name taken", "guard not a condition"])
+def test_a_refused_station_leaves_the_model_as_it_was(servers, spoil):
+    """A station refused half-way (its completion event's name taken; a guard that is no expression)
+    declares nothing: no phase variable or counter, no event; the model then builds the chain of a
+    model that never saw the call."""
+    m, n = _queue_with_arrivals(spoil == "event name taken")
+    before = ([v.name for v in m.variables], [e.name for e in m.events])
+    bad = {"guard": object()} if spoil == "guard not a condition" else {}
+    with pytest.raises((ValueError, TypeError)):
+        ph.add_service(m, ph.erlang(2), n, name="s", servers=servers, **bad)
+    assert ([v.name for v in m.variables], [e.name for e in m.events]) == before
+    ref, n_ref = _queue_with_arrivals(spoil == "event name taken")
+    for model, q in ((m, n), (ref, n_ref)):
+        ph.add_service(model, ph.erlang(2), q, name="t", servers=servers)
+    init = {v.name: 0 for v in ref.variables}
+    a, b = m.build(initial=init), ref.build(initial=init)
+    assert a.n_states == b.n_states and abs(a.Q - b.Q).max() == 0
+
+
+@pytest.mark.parametrize("servers", [1, 2])
+def test_a_refused_arrival_declares_none_of_its_events(servers):
+    """The arrival's second event (a job starting service) has a taken name: its first is undone."""
+    m, n = _queue_with_arrivals(False)
+    s = ph.add_service(m, ph.erlang(2), n, name="s", servers=servers)
+    m.event("a_s_start_1", guard=n > 0, rate=0.5, update={n: n - 1})
+    before = [e.name for e in m.events]
+    with pytest.raises(ValueError, match="'a_s_start_1'"):
+        s.arrival("a", rate=1.0)
+    assert [e.name for e in m.events] == before
+
+
 # ---------------------------------------------------------------------------
 # stations: M/PH/1/K against independent answers
 # ---------------------------------------------------------------------------
