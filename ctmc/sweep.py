@@ -18,9 +18,11 @@ The grid
 
 The measures (a dict name -> measure, or a list of strings named by themselves)
     * a callable ``f(chain)`` returning a number (``error_bound`` NaN: none
-      stated) or a result with a ``value`` (:class:`ctmc.MeasureResult`,
+      stated, and status :data:`UNCHECKED`, never ``"success"``) or a result
+      with a ``value`` (:class:`ctmc.MeasureResult`,
       :class:`ctmc.prism.PropertyResult`), whose ``error_bound``, ``status``
-      and ``method`` fill the record;
+      and ``method`` fill the record (a success without a finite bound is
+      :data:`UNCHECKED` too);
     * a PRISM property, a string with brackets (``'S=? [ n = 10 ]'``,
       ``'R{"r"}=? [ S ]'``), answered with the point's other properties as
       one properties file (:func:`ctmc.prism.check_file`: they share their
@@ -108,7 +110,11 @@ from .exprparse import FUNCTIONS, eval_on_chain, parse_expr
 from .progress import CtmcWarning, Progress, progress_scope
 from .results import Status
 
-__all__ = ["sweep", "SweepResult", "COLUMNS"]
+__all__ = ["sweep", "SweepResult", "COLUMNS", "UNCHECKED"]
+
+#: The status of a value that states no error bound (a callable returning a plain number): not graded,
+#: so never ``"success"``, whose records carry a bound a plot or a check may rely on.
+UNCHECKED = "unchecked"
 
 #: the columns of every record after the parameters, in order (plots read them by name)
 COLUMNS = ("measure", "value", "error_bound", "status", "method", "seconds", "states", "build_seconds",
@@ -331,10 +337,14 @@ def _status(value) -> str:
         return str(value)
 
 
+_NO_BOUND = ("the measure states no finite error bound, so its value is not graded: return a result with "
+             "one (a MeasureResult, e.g. res.expect('n') or chain.throughput(...); a PropertyResult)")
+
+
 def _from_result(m: _Measure, r) -> tuple:
     """``(value, error_bound, status, method, message)`` of what a callable measure returned."""
     if isinstance(r, (bool, int, float, np.integer, np.floating)):
-        return float(r), math.nan, Status.SUCCESS.value, "callable", ""
+        return float(r), math.nan, UNCHECKED, "callable", _NO_BOUND
     if hasattr(r, "value"):
         if np.ndim(r.value) != 0:
             raise TypeError(f"measure {m.name!r}: the result's value has shape {np.shape(r.value)}; a sweep "
@@ -342,8 +352,10 @@ def _from_result(m: _Measure, r) -> tuple:
         status = _status(getattr(r, "status", Status.SUCCESS))
         message = "" if status == Status.SUCCESS.value else str(     # a property's is on its solver's result
             getattr(r, "message", None) or getattr(getattr(r, "result", None), "message", None) or "")
-        return (float(r.value), float(getattr(r, "error_bound", math.nan)), status,
-                str(getattr(r, "method", "callable")), message)
+        bound = float(getattr(r, "error_bound", math.nan))
+        if status == Status.SUCCESS.value and not math.isfinite(bound):
+            status, message = UNCHECKED, _NO_BOUND
+        return float(r.value), bound, status, str(getattr(r, "method", "callable")), message
     raise TypeError(f"measure {m.name!r}: returned {type(r).__name__}; return a number or a result with a "
                     "value (a MeasureResult, a PropertyResult; from a StationaryResult, res.expect('n'))")
 

@@ -162,6 +162,26 @@ def test_a_failing_measure_is_a_record_and_errors_raise_raises():
         ctmc.sweep(mm1k, {"K": [4], "rho": [-1.0]}, ["n"], initial={"n": 0}, jobs=1, errors="raise")
 
 
+def test_a_value_without_a_bound_is_never_graded_success():
+    """A callable returning a plain number, or a result whose value has no finite bound, states no
+    error bound: its record is ``unchecked`` with a message (was ``success`` beside a NaN bound), while
+    a MeasureResult keeps its own status and bound."""
+    class Bare:                                      # a result with a value and nothing else
+        def __init__(self, value):
+            self.value = value
+
+    res = ctmc.sweep(mm1k, {"K": [4], "rho": [0.5]},
+                     {"number": lambda c: float(c.throughput("departure").value),
+                      "numpy": lambda c: np.float64(1.0), "bare": lambda c: Bare(2.0),
+                      "result": departures}, initial={"n": 0}, jobs=1)
+    by = {r["measure"]: r for r in res}
+    for name in ("number", "numpy", "bare"):
+        assert by[name]["status"] == "unchecked", by[name]
+        assert math.isnan(by[name]["error_bound"]) and "no finite error bound" in by[name]["message"]
+    assert by["result"]["status"] == "success" and by["result"]["message"] == ""
+    assert abs(Fraction(by["number"]["value"]) - exact_mm1k(0.5, 4)[2]) <= Fraction(by["result"]["error_bound"])
+
+
 # ---- the three kinds of measure agree ------------------------------------------------------------
 
 def test_property_and_expression_measures_agree_with_callables():
@@ -186,6 +206,7 @@ def test_property_and_expression_measures_agree_with_callables():
                 assert by[(rho, f"{kind}_{other}")]["value"] == pytest.approx(want, rel=1e-12, abs=1e-300)
         assert by[(rho, "p_prop")]["method"] == by[(rho, "p_expr")]["method"] == "long_run(gth)"
         assert math.isnan(by[(rho, "p_call")]["error_bound"])      # a plain number states no bound
+        assert by[(rho, "p_call")]["status"] == "unchecked"
         bounds = by[(rho, "m_prop")]["error_bound"], by[(rho, "m_expr")]["error_bound"]
         assert bounds[0] == pytest.approx(bounds[1], rel=1e-12)
     # a reward the chain does not have: an error record naming it, the other measures answered
