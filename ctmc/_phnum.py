@@ -28,7 +28,7 @@ both, in :math:`O(\mathrm{nnz})` memory:
     so :math:`\bar F(x) = \sum_i \alpha_i P(N < m - i + 1)` for :math:`N \sim
     \mathrm{Poisson}(rx)`, by scipy's regularised incomplete gamma functions (a few 1e-13
     relative in the far tails, checked against 60-digit sums in the tests) and the density by
-    Loader's saddle-point Poisson probability [Loader00]_;
+    Loader's saddle-point Poisson probability [Loader00]_ (:func:`ctmc._poisson.poisson_logpmf`);
   - otherwise uniformisation summed from the first term, in log scale
     (:func:`uniformised_tails`): no Fox-Glynn left cut, which is what lost
     :math:`e^{-700}`; a dense law far in its tail (:math:`qx > 1000`) is left to
@@ -47,10 +47,11 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ._poisson import poisson_logpmf
 from .results import SolverError
 
 __all__ = ["SPARSE_FROM", "DENSE_MAX", "WORK_MAX", "check_subgenerator", "Solver", "structure",
-           "poisson_logpmf", "diagonal_tails", "chain_tails", "uniformised_tails", "runs"]
+           "diagonal_tails", "chain_tails", "uniformised_tails", "runs"]
 
 #: builders store ``S`` in CSR form above this many phases
 SPARSE_FROM = 512
@@ -58,7 +59,6 @@ SPARSE_FROM = 512
 DENSE_MAX = 8192
 #: a uniformisation needing more multiply-adds than this is refused (SolverError) before it starts
 WORK_MAX = 4e9
-_LOG_2PI = math.log(2 * math.pi)
 
 
 # ---------------------------------------------------------------------------
@@ -188,53 +188,6 @@ def runs(csr) -> tuple:
     ends = np.concatenate([brk - 1, [r.size - 1]])
     out = [(int(r[a]), int(r[b]), int(d[a]), float(w[a])) for a, b in zip(starts, ends)]
     return tuple(sorted(out))
-
-
-# ---------------------------------------------------------------------------
-# Poisson probabilities with relative accuracy (Loader 2000)
-# ---------------------------------------------------------------------------
-def _stirlerr(n):
-    """:math:`\\ln n! - (n + 1/2)\\ln n + n - \\ln\\sqrt{2\\pi}` for integers ``n >= 1``."""
-    n = np.asarray(n, dtype=float)
-    out = np.empty_like(n)
-    small = n <= 15
-    if small.any():
-        ns = n[small]
-        out[small] = [math.lgamma(v + 1) - (v + 0.5) * math.log(v) + v - 0.5 * _LOG_2PI for v in ns]
-    nb = n[~small]
-    nn = nb * nb
-    out[~small] = (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - 1 / 1188 / nn) / nn) / nn) / nn) / nb
-    return out
-
-
-def _bd0(x, mu):
-    """:math:`x\\ln(x/\\mu) + \\mu - x` without cancellation near :math:`x = \\mu`."""
-    x, mu = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(mu, dtype=float))
-    out = x * np.log(x / mu) + mu - x
-    near = np.abs(x - mu) < 0.1 * (x + mu)
-    if near.any():
-        xs, ms = x[near], mu[near]
-        v = (xs - ms) / (xs + ms)
-        s = (xs - ms) * v
-        ej = 2 * xs * v
-        v2 = v * v
-        for j in range(1, 30):          # |v| < 1/21: 30 terms are far past convergence
-            ej = ej * v2
-            s = s + ej / (2 * j + 1)
-        out[near] = s
-    return out
-
-
-def poisson_logpmf(n, mu):
-    """``log P(N = n)`` for ``N ~ Poisson(mu)``, integers ``n >= 0`` and ``mu > 0`` (broadcast),
-    accurate to a few ulps of the result's logarithm (no ``lgamma`` of a large number)."""
-    n, mu = np.broadcast_arrays(np.asarray(n, dtype=float), np.asarray(mu, dtype=float))
-    out = -mu.astype(float).copy()
-    pos = n > 0
-    if pos.any():
-        npos = n[pos]
-        out[pos] = -_stirlerr(npos) - _bd0(npos, mu[pos]) - 0.5 * (_LOG_2PI + np.log(npos))
-    return out
 
 
 # ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ._poisson import poisson_logpmf
 from ._util import as_points
 from .backends import check_backend_options, operator_for
 from .backends.base import UNIT_ROUNDOFF, worst
@@ -115,7 +116,8 @@ def poisson_window(eps: float, mu: float) -> tuple:
 
     Exact-enough for any ``eps`` down to the smallest doubles (scipy's
     ``poisson.isf`` returns NaN below about 1e-30), from the log-probabilities
-    and the geometric tail bounds :math:`P(N > K) \le p_{K+1} / (1 - \mu/(K+2))`
+    (:func:`ctmc._poisson.poisson_logpmf`) and the geometric tail bounds
+    :math:`P(N > K) \le p_{K+1} / (1 - \mu/(K+2))`
     and :math:`P(N < k) \le p_{k-1} / (1 - (k-1)/\mu)`.
 
     >>> poisson_window(1e-13, 0.0)
@@ -125,11 +127,10 @@ def poisson_window(eps: float, mu: float) -> tuple:
     """
     if mu <= 0:
         return 0, 0
-    from scipy.special import gammaln
-    lm, le = math.log(mu), math.log(eps)
+    le = math.log(eps)
 
-    def logpmf(k):
-        return k * lm - mu - gammaln(k + 1.0)
+    def logpmf(k):                 # a few ulps of the log: the tails' terms keep their digits
+        return poisson_logpmf(k, mu)
 
     def right(K):                  # log of the bound on P(N > K), K + 2 > mu
         return logpmf(K + 1) - math.log1p(-mu / (K + 2))

@@ -186,6 +186,39 @@ def test_a_sparse_general_law_too_large_to_uniformise_is_refused_before_the_work
 # ---------------------------------------------------------------------------
 # tails with relative accuracy
 # ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mu", [0.5, 3.0, 50.0, 1e3, 1e4, 1e5, 1e6, 1e7])
+def test_poisson_logpmf_keeps_relative_accuracy_down_to_1e_300(mu):
+    """The one Poisson log-probability (uniformisation windows and phase-type densities) against
+    60-digit sums: the log right to a few ulps, so a probability of 1e-300 keeps 12 digits; at the
+    window's ends (where the probabilities are about 1e-300), the mode, 5 sd out, small counts.
+    Scalars and arrays give the same values; the window holds all but 1e-300 on each side."""
+    from ctmc._poisson import poisson_logpmf
+    from ctmc.transient import poisson_window
+    kmin, kmax = poisson_window(1e-300, mu)
+    sd = math.sqrt(mu)
+    ks = sorted({0, 1, 2, 15, 16, int(mu), int(mu) + 1, int(mu + 5 * sd), max(int(mu - 5 * sd), 0),
+                 kmin, kmax, kmax + 1} - ({kmin} if kmin == 0 else set()))
+    m = Decimal(mu)
+    ref = [-m if k == 0 else -m + k * m.ln() - _ln_fact(k) for k in ks]
+    got = poisson_logpmf(np.array(ks), mu)
+    one = [poisson_logpmf(k, mu) for k in ks]            # one at a time, as the window asks
+    assert got.shape == (len(ks),) and all(type(x) is float for x in one)
+    for k, r, g, x in zip(ks, ref, got, one):
+        for v in (g, x):
+            assert abs(Decimal(float(v)) - r) <= Decimal(8.9e-16) * max(1, abs(r)), (k, float(r), v)
+    assert -700 < float(ref[ks.index(kmax)]) < -680             # the right end is near 1e-300
+    # the mass beyond each end, summed in 60 digits from the end outwards
+    tail, t, k = Decimal(0), (ref[ks.index(kmax + 1)]).exp(), kmax + 1
+    while t > tail * Decimal("1e-30"):
+        tail, t, k = tail + t, t * m / (k + 1), k + 1
+    assert 0 < tail <= Decimal("1e-300")
+    if kmin > 0:
+        head, t, k = Decimal(0), (-m + (kmin - 1) * m.ln() - _ln_fact(kmin - 1)).exp(), kmin - 1
+        while k >= 0 and t > head * Decimal("1e-30"):
+            head, t, k = head + t, t * k / m, k - 1
+        assert 0 < head <= Decimal("1e-300")
+
+
 def test_exponential_far_tail_is_e_to_the_minus_x():
     law = ph.exponential(1.0)
     x = np.array([1.0, 50.0, 300.0, 700.0, 708.0])
