@@ -109,6 +109,18 @@ def test_interval_reachability_is_a_transient_law_then_a_bounded_reachability(ch
     assert ctmc.prism.check(chain, f'P=? [ F>={t1} "full" ]').value == pytest.approx(ref[_i0(chain)], rel=1e-10)
 
 
+@pytest.mark.parametrize("prop", ['P=? [ F<=2 "full" ]', 'P=? [ F[0.5,2] "full" ]', 'P=? [ n!=1 U[0.5,2] "full" ]'])
+def test_bounded_reachability_is_graded_against_the_error_tol_given(chain, prop):
+    """One grading rule for every analysis: a time-bounded probability is ``inaccurate`` where its
+    bound exceeds the ``error_tol`` passed (as a long-run property is), a success under the default;
+    the value is the same either way (was: success beside a bound of 1e-13 > error_tol 1e-30)."""
+    ok = ctmc.prism.check(chain, prop)
+    assert ok.status == ctmc.Status.SUCCESS and 0 < ok.error_bound < 1e-6
+    tight = ctmc.prism.check(chain, prop, error_tol=ok.error_bound / 2)
+    assert tight.status == ctmc.Status.INACCURATE and tight.value == ok.value
+    assert ctmc.prism.check(chain, prop, error_tol=ok.error_bound * 2).status == ctmc.Status.SUCCESS
+
+
 def test_small_bounded_probability_keeps_its_relative_accuracy():
     c = ctmc.prism.load(PROGRAM, constants={"K": 8}).build()
     Q, n, _ = _dense(c)

@@ -45,7 +45,9 @@ Every property gives a value per state :math:`v` (and :math:`p_0 v`):
 (uniformisation: the neglected Poisson mass times :math:`\max|v_0|`; a linear
 solve's relative normwise bound times :math:`\max|v|`; the long-run law's
 :math:`\ell_1` bound times :math:`\max|r|`); ``phi U[t1,t2] psi`` adds the
-bounds of its two stages (:math:`e^{Q''t}` does not expand the max-norm).
+bounds of its two stages (:math:`e^{Q''t}` does not expand the max-norm), its status
+``inaccurate`` where that bound exceeds the options' ``error_tol`` (the rule of every analysis:
+:func:`~ctmc.kernels.evidence.grade_bound`).
 A bool answer is 0 or 1 with bound 0; its status is ``inaccurate`` when a
 value lies within its bound of ``p``.
 """
@@ -58,6 +60,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backends.base import worst
+from ..kernels.evidence import grade_bound
 from ..options import Tolerances
 from ..results import Status
 from ..sets import owned_values
@@ -105,8 +108,12 @@ class Context:
         return self.cache[key]
 
 
-def _graded(bound: float, scale: float) -> Status:
-    return Status.SUCCESS if bound <= Tolerances.error_tol * max(scale, 1e-300) else Status.INACCURATE
+def _graded(ctx, status: Status, bound: float) -> Status:
+    """``status``, ``inaccurate`` where the absolute ``bound`` of a probability exceeds ``error_tol`` (the
+    options', as the long-run and passage properties read it): :func:`~ctmc.kernels.evidence.grade_bound`,
+    the rule of every analysis."""
+    opts = Tolerances(error_tol=ctx.options.get("error_tol", Tolerances.error_tol))
+    return grade_bound(status, "", bound, opts)[0]
 
 
 def _constant(ctx, node, what):
@@ -163,7 +170,7 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
         v0 = np.where(phi, u.values, 0.0)
         v, res = _at(chain, v0, t1, None if phi.all() else ~phi)
         bound = u.error_bound + float(res.error_bound)
-        return Answer(v, worst(u.status, _graded(bound, 1.0)), bound,
+        return Answer(v, _graded(ctx, u.status, bound), bound,
                       f"{u.method} then uniformization({res.info['uniformization_steps']} steps) on [0, {t1:g}]",
                       u.result)
     if not psi.any():
@@ -176,8 +183,8 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     # P(phi U<=t2 psi) = E[1_psi(X_t2)] with psi and the states outside phi absorbing (no copy of Q)
     v, res = _at(chain, psi.astype(float), t2, psi | ~phi)
     value = None if res.value is None else float(np.asarray(res.value).reshape(-1)[0])
-    return Answer(v, res.status, float(np.max(res.error_bound)),
-                  f"prob_within({res.method})", res, value=value)
+    bound = float(np.max(res.error_bound))
+    return Answer(v, _graded(ctx, res.status, bound), bound, f"prob_within({res.method})", res, value=value)
 
 
 def _reward_vector(ctx, name, pos, what):
