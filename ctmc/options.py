@@ -171,18 +171,24 @@ class KrylovSolverOptions(Tolerances):
         until the small entries balance too (``tail_tol``; 0: none): a Krylov
         method stops on a normwise residual, which leaves small probabilities
         and small passage values as noise.
+    stall : int
+        BiCGStab (scipy backend) gives up when its residual has not fallen tenfold in that many
+        iterations (0, the default: never; ``auto``'s first BiCGStab takes
+        :data:`ctmc.kernels.plan.BICGSTAB_STALL`). Other methods and backends ignore it.
     """
 
     maxiter: int = 10_000
     restart: int = 50
     preconditioner: Optional[str] = None
     polish: int = 2000
+    stall: int = 0
 
     def __post_init__(self):
         super().__post_init__()
         positive("maxiter", self.maxiter, integer=True)
         positive("restart", self.restart, integer=True)
         integer_in("polish", self.polish)
+        integer_in("stall", self.stall)
         if self.preconditioner is not None and self.preconditioner not in PRECONDITIONERS:
             raise ValueError(f"preconditioner: expected one of {PRECONDITIONERS}, got {self.preconditioner!r}")
 
@@ -206,7 +212,7 @@ def linear_spec(kind: str, opts, analysis: str = "stationary") -> LinearSpec:
     pc = getattr(opts, "preconditioner", None) or DEFAULT_PRECONDITIONER.get((analysis, kind), "ilu")
     return LinearSpec(kind=kind, ordering=getattr(opts, "ordering", "auto"), preconditioner=pc,
                       rtol=opts.tol * 1e-2, maxiter=getattr(opts, "maxiter", 10_000),
-                      restart=getattr(opts, "restart", 50))
+                      restart=getattr(opts, "restart", 50), stall=getattr(opts, "stall", 0))
 
 
 def make_options(analysis: str, registry: dict, method: str, options: dict):

@@ -696,6 +696,8 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
             name, kw = "bicgstab", dict(common, preconditioner="sgs",     # (or the first of a plentiful one)
                                         maxiter=plan.PROBE_ITERATIONS if m == "bicgstab-probe"
                                         else plan.BICGSTAB_FIRST_ITERATIONS)
+            if m == "bicgstab-first-probe":     # GMRES follows: a probe that does not converge stops early
+                kw["stall"] = plan.BICGSTAB_STALL
         elif m == "gauss_seidel-probe":
             name, run = "gauss_seidel", _gs_probe
         o = METHODS[name].options(**kw)

@@ -226,6 +226,40 @@ def test_bicgstab_stops_at_a_bracketing_iterate(bracket, seed, kernels):
     assert np.all(exact <= upper * (1 + 1e-9)) and np.all(upper <= bracket * exact * (1 + 1e-9))
 
 
+def _shift_system(n=1000):
+    """``I - 0.999 S``, ``S`` a cyclic shift: BiCGStab's residual falls 26-fold in 300 iterations."""
+    S = sp.csr_matrix((np.ones(n), (np.arange(n), (np.arange(n) + 1) % n)), shape=(n, n))
+    return (sp.identity(n) - 0.999 * S).tocsr(), np.random.default_rng(0).uniform(0, 1, n)
+
+
+@pytest.mark.parametrize("stall", [10, 25])
+def test_bicgstab_gives_up_where_its_residual_stagnates(stall, kernels):
+    """With ``stall=k`` a solve whose residual does not fall tenfold in k iterations stops there: the
+    very iterate of ``maxiter=k``, reported ``stalled`` (not converged), instead of running on."""
+    from ctmc.krylov import bicgstab
+    A, b = _shift_system()
+    x, rep = bicgstab(A, b, None, rtol=1e-10, maxiter=300, norm_a=2.0, stall=stall)
+    y, ref = bicgstab(A, b, None, rtol=1e-10, maxiter=stall, norm_a=2.0)
+    assert rep.stalled and not rep.converged and rep.iterations == stall and not ref.stalled
+    assert np.array_equal(x, y) and rep.backward_error == ref.backward_error
+    _, full = bicgstab(A, b, None, rtol=1e-10, maxiter=300, norm_a=2.0)
+    assert full.iterations == 300 and not full.converged and not full.stalled
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bicgstab_stall_test_leaves_a_converging_solve_alone(seed, kernels):
+    """A solve that converges (its residual falls tenfold in fewer than 10 iterations throughout) is the
+    same iterate for iterate with the stagnation test on."""
+    from ctmc.krylov import bicgstab
+    A = _m_matrix(300, seed, spread=0.01)             # nearly singular: many iterations
+    b = np.random.default_rng(seed).uniform(0.5, 2.0, 300)
+    norm_a = abs(A).sum(axis=1).max()
+    x, rep = bicgstab(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, norm_a=norm_a, stall=10)
+    y, ref = bicgstab(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, norm_a=norm_a)
+    assert rep.converged and ref.converged and not rep.stalled and rep.iterations == ref.iterations
+    assert np.array_equal(x, y)
+
+
 def test_bracket_factor_needs_a_zero_residual_where_b_is_zero():
     from ctmc.krylov import bracket_factor
     assert bracket_factor(np.array([0.1, 0.0]), np.array([1.0, 0.0])) == pytest.approx(1 / 0.9)

@@ -4,6 +4,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -360,6 +361,36 @@ def test_auto_falls_back_when_the_probes_stall(monkeypatch):
     assert res.method == "lu" and res.status is ctmc.Status.SUCCESS
     exact = chain.stationary("lu", ordering="COLAMD").pi
     assert g.measure(res.pi) == pytest.approx(g.measure(exact), rel=1e-9)
+
+
+def test_auto_gives_up_a_stagnating_bicgstab_probe_early(monkeypatch):
+    """A shuffled cycle of 3000 states (three variables, so auto tries BiCGStab first) with one rate of
+    1e8: BiCGStab's residual does not fall, and the probe gives up after plan.BICGSTAB_STALL
+    iterations on each pin (it ran plan.BICGSTAB_FIRST_ITERATIONS = 150 on each of three); the answer
+    is the direct solve's."""
+    from ctmc import krylov
+    from ctmc.kernels import plan
+    n = 3000
+    perm = np.random.default_rng(0).permutation(n)
+    rate = np.ones(n)
+    rate[n // 2] = 1e8
+    R = sp.csr_matrix((rate, (perm, perm[(np.arange(n) + 1) % n])), shape=(n, n))
+    k = np.arange(n)
+    chain = ctmc.CTMC.from_rates(R, {"a": k % 10, "b": (k // 10) % 10, "c": k // 100})
+    calls = []
+    real = krylov.bicgstab
+
+    def counted(*args, **kw):
+        x, rep = real(*args, **kw)
+        calls.append((kw.get("stall", 0), rep.iterations, rep.stalled))
+        return x, rep
+    monkeypatch.setattr(krylov, "bicgstab", counted)
+    res = chain.stationary()
+    probe = [c for c in calls if c[0] == plan.BICGSTAB_STALL]
+    assert probe and all(its <= plan.BICGSTAB_STALL for _, its, _ in probe) and probe[0][2]
+    assert res.info["fallbacks"][0].startswith("bicgstab-first-probe") and "stalled" in res.info["fallbacks"][0]
+    exact = 1.0 / -chain.Q.diagonal()              # a cycle: pi proportional to the mean holding times
+    assert log_ratio_error(res.pi, exact / exact.sum()) < 1e-8
 
 
 def test_auto_gives_up_a_factorisation_that_outgrows_the_memory(monkeypatch):

@@ -91,6 +91,9 @@ class LinearSpec:
         BiCGStab (scipy backend) on a right-hand side ``b >= 0`` also stops at the first
         iterate proven within this factor of the solution, entrywise, by its componentwise
         residual (:func:`ctmc.krylov.bracket_factor`); 0: off. Other solvers ignore it.
+    stall : int
+        BiCGStab (scipy backend) gives up when its residual has not fallen tenfold over that many
+        iterations (:func:`ctmc.krylov.bicgstab`); 0: off. Other solvers ignore it.
     """
 
     kind: str = "lu"
@@ -100,6 +103,7 @@ class LinearSpec:
     maxiter: int = 10_000
     restart: int = 50
     bracket: float = 0.0
+    stall: int = 0
 
 
 @dataclass

@@ -385,12 +385,17 @@ class ScipySystem(System):
         # componentwise bracket of the M-matrix solution (spec.bracket)
         from ..krylov import bicgstab
         bracket = spec.bracket if b.size and b.min() >= 0 and b.max() > 0 else 0.0
-        y, rep = bicgstab(A, b, P, rtol=spec.rtol, maxiter=spec.maxiter, norm_a=normA, bracket=bracket)
+        y, rep = bicgstab(A, b, P, rtol=spec.rtol, maxiter=spec.maxiter, norm_a=normA, bracket=bracket,
+                          stall=spec.stall)
         if rep.breakdown or not np.all(np.isfinite(y)):
             return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", rep.iterations)
         if rep.converged or rep.backward_error <= spec.rtol:
             how = "stopped on its bracket" if rep.accepted else "converged"
             return y, SolveReport(Status.SUCCESS, f"{spec.kind} {how} in {rep.iterations} iterations", rep.iterations)
+        if rep.stalled:
+            return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less than "
+                                  f"tenfold in {spec.stall} iterations (backward error {rep.backward_error:.1e} "
+                                  f"after {rep.iterations})", rep.iterations)
         return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
                               f"(backward error {rep.backward_error:.1e})", rep.iterations)
 

@@ -47,7 +47,8 @@ from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
            "DENSE_FALLBACK", "DENSE_BYTES", "dense_fallback",
-           "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "PROBE_RESTART", "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
+           "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART", "PROBE_MIN_RESTART",
+           "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
 
 AUTO_GTH = 1000
@@ -65,6 +66,11 @@ PROBE_ITERATIONS = 300
 #: fused Gauss-Seidel products an iteration and no basis to orthogonalise against, 0.65-0.7 of GMRES's CPU
 #: on kanban t=4/5 and fms n=6 (29-38 iterations against GMRES's 44-64; benchmarks/README.md)
 BICGSTAB_FIRST_ITERATIONS = 150
+#: ... given up earlier where its residual falls less than tenfold in this many iterations
+#: (:func:`ctmc.krylov.bicgstab`'s ``stall``): on the gallery the solves it wins fall 78-fold or more in
+#: every 20 iterations (fms n=5/6, kanban t=3/4, polling N=15); on a shuffled 20000-state cycle with one
+#: rate of 1e8 it never fell below its start, and three pins cost 450 iterations before GMRES
+BICGSTAB_STALL = 25
 #: its Arnoldi basis at most: GMRES(50) stagnated on 4-species population chains (JIQ with buffer 3,
 #: N = 120: backward error 7e-8 after 10,000 steps) where GMRES(100) converged in 77 steps (with the
 #: walked pin of Krylov solves it converges with 30 vectors too, in 150 steps)
