@@ -14,7 +14,9 @@ status, and the largest difference between the laws. The issue's target is
 
 Cases: ``jsq:K`` (JSQ2(K, 0.9, 0.5)), ``hysteresis:r`` (thresholds r/4, 5r/8,
 r, lam 1.2 / 0.6, Erlang-20 service), ``supermarket:n`` (n queues, d = 2,
-lam = 0.7, the automatic capacity), and any gallery model ``name:value``
+lam = 0.7, the automatic capacity), ``cycle:n`` (n states in a shuffled cycle of rate 1 with one
+rate of 1e8, labelled by three variables: BiCGStab, which ``auto`` tries first there, does not
+converge; reference ``lu``), and any gallery model ``name:value``
 (references ``gmres`` with the Gauss-Seidel preconditioner and, as
 ``gmres+multilevel``, with the multilevel one (:mod:`ctmc.multigrid`), ``bicgstab``
 with the Gauss-Seidel preconditioner (the lean method of a tight memory budget), ``gauss_seidel``
@@ -52,6 +54,17 @@ def build(name: str, value: int):
         c, B = s.chain(), s.capacity
         level = sum(k * c.states[f"m{k}"].astype(np.int64) for k in range(1, B + 1))
         return c, {"level_iad": {"levels": level}, "multilevel": {"aggregates": level}}
+    if name == "cycle":
+        import scipy.sparse as sp
+        import ctmc
+        perm = np.random.default_rng(0).permutation(value)
+        rate = np.ones(value)
+        rate[value // 2] = 1e8
+        R = sp.csr_matrix((rate, (perm, perm[(np.arange(value) + 1) % value])), shape=(value, value))
+        k = np.arange(value)
+        side = max(int(round(value ** (1 / 3))), 2)
+        states = {"a": k % side, "b": (k // side) % side, "c": k // (side * side)}
+        return ctmc.CTMC.from_rates(R, states), {"lu": {}}
     from ctmc.models.gallery import GALLERY
     return GALLERY[name](value).chain(), {"gmres": {"preconditioner": "sgs"},
                                           "gmres+multilevel": {"preconditioner": "multilevel"},
