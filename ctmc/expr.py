@@ -665,7 +665,8 @@ def _state(e: Expr, env, k) -> str:
 
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": np.true_divide,
-        "//": np.floor_divide, "%": np.mod, "mod": np.mod, "**": np.power, "<": operator.lt, "<=": operator.le,
+        "//": np.floor_divide, "%": np.mod, "mod": np.mod, "**": np.power, "<": operator.lt,
+        "<=": operator.le,
         ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
         "&": np.logical_and, "|": np.logical_or}
 _EXACT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,

@@ -109,7 +109,8 @@ def test_interval_reachability_is_a_transient_law_then_a_bounded_reachability(ch
     assert ctmc.prism.check(chain, f'P=? [ F>={t1} "full" ]').value == pytest.approx(ref[_i0(chain)], rel=1e-10)
 
 
-@pytest.mark.parametrize("prop", ['P=? [ F<=2 "full" ]', 'P=? [ F[0.5,2] "full" ]', 'P=? [ n!=1 U[0.5,2] "full" ]'])
+@pytest.mark.parametrize("prop", ['P=? [ F<=2 "full" ]', 'P=? [ F[0.5,2] "full" ]',
+                                  'P=? [ n!=1 U[0.5,2] "full" ]'])
 def test_bounded_reachability_is_graded_against_the_error_tol_given(chain, prop):
     """One grading rule for every analysis: a time-bounded probability is ``inaccurate`` where its
     bound exceeds the ``error_tol`` passed (as a long-run property is), a success under the default;

@@ -393,9 +393,9 @@ class ScipySystem(System):
             how = "stopped on its bracket" if rep.accepted else "converged"
             return y, SolveReport(Status.SUCCESS, f"{spec.kind} {how} in {rep.iterations} iterations", rep.iterations)
         if rep.stalled:
-            return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less than "
-                                  f"tenfold in {spec.stall} iterations (backward error {rep.backward_error:.1e} "
-                                  f"after {rep.iterations})", rep.iterations)
+            return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less "
+                                  f"than tenfold in {spec.stall} iterations (backward error "
+                                  f"{rep.backward_error:.1e} after {rep.iterations})", rep.iterations)
         return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
                               f"(backward error {rep.backward_error:.1e})", rep.iterations)
 

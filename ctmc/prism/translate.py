@@ -8,8 +8,9 @@ expressions that use them), the rest becomes a :mod:`ctmc.expr` expression.
 ``n <= 0`` is refused, as PRISM does; a divisor that varies raises in a state
 where it is ``<= 0``, naming the expression and the state: :func:`ctmc.expr.mod`);
 ``min``/``max`` take two or more arguments; ``log(x, b)`` is the logarithm
-to base ``b``. A bool variable is an integer variable in ``0..1`` (false = 0). Formulas are expanded where they are used (after a
-renamed module's renaming applies to them, as in PRISM).
+to base ``b``. A bool variable is an integer variable in ``0..1`` (false = 0).
+Formulas are expanded where they are used (after a renamed module's renaming
+applies to them, as in PRISM).
 
 **Transitions.** An unlabelled command ``[] g -> r_1 : u_1 + ... + r_k : u_k``
 is one event per branch (guard ``g``, rate ``r_j``, update ``u_j``). An action
