@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 
@@ -52,6 +53,7 @@ class ReturnTimesAhead:
     Made by :meth:`start`; ``solve(b, transpose=False)`` returns the solve made ahead for the
     right-hand side of ones on ``X`` (waiting for it) and solves any other on the same system
     in the caller's thread; :meth:`close` waits for the thread and frees the system.
+    ``cpu_seconds`` is the thread's CPU time (``info["return_time_ahead_cpu"]`` of the result).
     """
 
     kind = RETURN_SPEC.kind
@@ -63,7 +65,7 @@ class ReturnTimesAhead:
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors
         self.system.solve(np.zeros(self.members.shape), transpose=False)
-        self._out, self._error = None, None
+        self._out, self._error, self.cpu_seconds = None, None, 0.0
         self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}", daemon=True)
         self._thread.start()
 
@@ -82,11 +84,14 @@ class ReturnTimesAhead:
             return None
 
     def _run(self):
+        t0 = time.thread_time()
         try:
             with progress_scope(False):          # one progress line: the stationary solve's
                 self._out = self.system.solve(self.members.astype(float), transpose=False)
         except BaseException as exc:             # handed to the caller of solve
             self._error = exc
+        finally:
+            self.cpu_seconds = time.thread_time() - t0
 
     def solve(self, b, transpose=False):
         """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (a
@@ -127,8 +132,8 @@ def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, 
         ahead, mine = None, pin
     first = {}
     bound, kind = solver(op, support, pi, mine, size, backend_options, first, error_tol=error_tol, system=ahead)
-    if isinstance(ahead, ReturnTimesAhead):
-        first["return_time_ahead"] = True
+    if isinstance(ahead, ReturnTimesAhead):      # (its thread's CPU seconds, beside the caller's)
+        first.update(return_time_ahead=True, return_time_ahead_cpu=ahead.cpu_seconds)
     if bound <= error_tol or mine == pin:
         info.update(first)
         return bound, kind, mine
