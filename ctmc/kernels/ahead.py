@@ -35,7 +35,8 @@ from .classes import global_argmax
 from .evidence import BOUND_BRACKET, RETURN_SPEC, iterative_bound, value_at
 from .plan import solve_bytes
 
-__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE", "AHEAD_PIN_SHARE"]
+__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE",
+           "AHEAD_PIN_SHARE"]
 
 #: classes from this many states get their return times ahead (below, a solve takes milliseconds and a
 #: thread is not worth its start)
@@ -53,7 +54,9 @@ class ReturnTimesAhead:
     Made by :meth:`start`; ``solve(b, transpose=False)`` returns the solve made ahead for the
     right-hand side of ones on ``X`` (waiting for it) and solves any other on the same system
     in the caller's thread; :meth:`close` waits for the thread and frees the system.
-    ``cpu_seconds`` is the thread's CPU time (``info["return_time_ahead_cpu"]`` of the result).
+    ``cpu_seconds`` is the thread's CPU time (``info["return_time_ahead_cpu"]`` of the result);
+    ``error`` what its solve raised, if it did (the solve is then made again in the caller's thread,
+    where the error, if it holds, is raised; ``info["return_time_ahead_error"]``).
     """
 
     kind = RETURN_SPEC.kind
@@ -65,14 +68,16 @@ class ReturnTimesAhead:
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors
         self.system.solve(np.zeros(self.members.shape), transpose=False)
-        self._out, self._error, self.cpu_seconds = None, None, 0.0
-        self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}", daemon=True)
+        self._out, self.error, self.cpu_seconds = None, None, 0.0
+        self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}",
+                                        daemon=True)
         self._thread.start()
 
     @classmethod
     def start(cls, op, support, pin: int, size: int, backend_options=None):
         """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
-        ``size`` states from :data:`AHEAD_STATES`, its memory within :data:`AHEAD_MEMORY_SHARE`), else None."""
+        ``size`` states from :data:`AHEAD_STATES`, its memory within :data:`AHEAD_MEMORY_SHARE`),
+        else None."""
         if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
             return None
         entries = size + int(op.offdiagonal_counts()[support].sum())
@@ -88,8 +93,8 @@ class ReturnTimesAhead:
         try:
             with progress_scope(False):          # one progress line: the stationary solve's
                 self._out = self.system.solve(self.members.astype(float), transpose=False)
-        except BaseException as exc:             # handed to the caller of solve
-            self._error = exc
+        except Exception as exc:                 # kept for the record; solve() makes it again
+            self.error = exc
         finally:
             self.cpu_seconds = time.thread_time() - t0
 
@@ -131,9 +136,12 @@ def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, 
     if mine != pin and not value_at(op, pi, mine) >= AHEAD_PIN_SHARE * top:
         ahead, mine = None, pin
     first = {}
-    bound, kind = solver(op, support, pi, mine, size, backend_options, first, error_tol=error_tol, system=ahead)
+    bound, kind = solver(op, support, pi, mine, size, backend_options, first, error_tol=error_tol,
+                         system=ahead)
     if isinstance(ahead, ReturnTimesAhead):      # (its thread's CPU seconds, beside the caller's)
         first.update(return_time_ahead=True, return_time_ahead_cpu=ahead.cpu_seconds)
+        if ahead.error is not None:
+            first["return_time_ahead_error"] = f"{type(ahead.error).__name__}: {ahead.error}"
     if bound <= error_tol or mine == pin:
         info.update(first)
         return bound, kind, mine
