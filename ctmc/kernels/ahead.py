@@ -42,7 +42,9 @@ __all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AH
 #: thread is not worth its start)
 AHEAD_STATES = 20_000
 #: ... when the return-time solve's memory (:func:`ctmc.kernels.plan.solve_bytes` ``"bound"``, held at
-#: the same time as the stationary solve's, not after it) is at most this share of the available memory
+#: the same time as the stationary solve's, not after it) is at most this share of the available memory:
+#: a GMRES with ``auto``'s largest basis (:data:`~ctmc.kernels.plan.PROBE_RESTART`) needs less than 5 times
+#: as much on any chain, so the two stay within ``auto``'s budget (:data:`~ctmc.kernels.plan.BUDGET_FRACTION`)
 AHEAD_MEMORY_SHARE = 0.1
 #: the pin of the solve serves the bound while its probability is at least this share of the largest
 AHEAD_PIN_SHARE = 0.25
