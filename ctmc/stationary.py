@@ -57,33 +57,28 @@ Methods (the registry :data:`METHODS`)
 ``given``
     A law computed elsewhere (option ``x0``), graded and bounded like the answers above (:mod:`ctmc.given`).
 ``auto``
-    Chosen by the class's structure, measured cheaply before any heavy work
-    (:func:`structure_facts`, :func:`auto_plan`): ``gth`` up to 1000
-    states; ``lu`` when the chain is banded in state order or has at most two
-    dimensions (state variables that vary on the class); on
-    many-dimensional chains, where a direct solve fills in badly, GMRES with a
-    Gauss-Seidel preconditioner and tail polish (at most 300 iterations), then
-    Gauss-Seidel sweeps for as long as their rate of convergence predicts
-    success within 500 sweeps, then ``lu``, then ``power``. A method that
-    breaks down, runs out of memory or (for the probes) stalls or leaves a
-    noisy tail hands over to the next; ``info["auto"]`` records the facts, the plan and why, and
-    ``info["fallbacks"]`` what failed. The plan fits a memory budget (option
-    ``memory``, default 90 % of the available memory;
-    :func:`ctmc.kernels.plan.memory_plan`): the GMRES basis that fits, else
-    BiCGStab and Gauss-Seidel sweeps (``info["auto"]["memory_plan"]`` says why),
-    and a budget too small for the error bound's solve is an error before any solve.
-    When no planned method succeeds on a class small enough for it
-    (:func:`ctmc.kernels.plan.dense_fallback`: up to 4000 states, its dense
-    matrix within the budget), ``gth`` is the last resort
+    Chosen by the class's structure, measured cheaply before any heavy work (:func:`structure_facts`,
+    :func:`auto_plan`): ``gth`` up to 1000 states; ``lu`` when the chain is banded in state order or has
+    at most two dimensions (state variables that vary on the class); on many-dimensional chains, where a
+    direct solve fills in badly, BiCGStab then GMRES with a Gauss-Seidel preconditioner and tail polish,
+    then Gauss-Seidel sweeps for as long as their rate of convergence predicts success within 500
+    sweeps, then ``lu``, then ``power``. A method that breaks down, runs out of memory or (for the
+    probes) stalls or leaves a noisy tail hands over to the next; ``info["auto"]`` records the facts,
+    the plan and why, and ``info["fallbacks"]`` what failed. The plan fits a memory budget (option
+    ``memory``, default 90 % of the available memory; :func:`ctmc.kernels.plan.memory_plan`): the GMRES
+    basis that fits, else BiCGStab and Gauss-Seidel sweeps (``info["auto"]["memory_plan"]`` says why),
+    and a budget too small for the error bound's solve is an error before any solve. When no planned
+    method succeeds on a class small enough for it (:func:`ctmc.kernels.plan.dense_fallback`: up to 4000
+    states, its dense matrix within the budget), ``gth`` is the last resort
     (``info["auto"]["last_resort"]``; the failures in ``info["fallbacks"]``).
 
 Evidence
 --------
-Every result carries ``residual`` :math:`= \|\pi Q\|_1`, ``balance_error``
-:math:`= \max_j |(\pi Q)_j| / (\pi_j |q_{jj}|)` and ``error_bound``, recomputed
-from the generator and graded by one rule for every method and backend
-(:mod:`ctmc.kernels.evidence`: :func:`~ctmc.kernels.evidence.stationary_evidence`,
-:func:`~ctmc.kernels.evidence.grade`, :func:`~ctmc.kernels.evidence.error_bound`).
+Every result carries ``residual`` :math:`= \|\pi Q\|_1`, ``balance_error`` :math:`= \max_j |(\pi Q)_j| /
+(\pi_j |q_{jj}|)` and ``error_bound``, recomputed from the generator and graded by one rule for every
+method and backend (:mod:`ctmc.kernels.evidence`: :func:`~ctmc.kernels.evidence.stationary_evidence`,
+:func:`~ctmc.kernels.evidence.grade`, :func:`~ctmc.kernels.evidence.error_bound`); a Krylov solve's
+return times are solved beside it on another core (:mod:`ctmc.kernels.ahead`).
 
 References
 ----------
@@ -112,6 +107,7 @@ from .kernels.classes import (closed_classes, count, describe_classes, global_ar
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
+from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
 from .kernels.levels import LevelSystem
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
@@ -348,6 +344,8 @@ def _pinned(kind: str):
                 return None, its, Status.BREAKDOWN, f"{kind}: out of memory ({exc})"
             try:
                 b = np.where(support & ~e, _row_of_R(op, pin), 0.0)
+                if kind != "lu" and "_ahead" not in info:      # the bound's return times on another core
+                    info["_ahead"] = ReturnTimesAhead.start(op, support, pin, ctx.size, ctx.backend_options)
                 t0 = time.perf_counter()
                 x, rep = sysm.solve(b, transpose=True)
                 info["solve_seconds"] = time.perf_counter() - t0
@@ -822,14 +820,13 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             pin, (m_bound, m_est), upper = ret
             bound = error_bound(op, support, pi, pin, m_bound, upper=upper)
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
-        else:                            # an iterative method
-            pin = global_argmax(op, pi)[1]
-            system = None
+        else:                            # an iterative method: its return times solved ahead, if they were
+            system = ctx.info.get("_ahead")
             if levels is not None and op.size == 1:     # level_iad, or "given" with levels
                 # the level structure solves the return times (the bound is proven the same way)
-                system = LevelSystem(op, support & ~unit_mask(op, pin), levels, pi)
-            bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
-                                          error_tol=opts.error_tol, system=system)
+                system = LevelSystem(op, support & ~unit_mask(op, global_argmax(op, pi)[1]), levels, pi)
+            bound, kind, pin = bound_ahead(system, op, support, pi, ctx.size, ctx.backend_options, info,
+                                           opts.error_tol, iterative_bound)
             system = None
             info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)
@@ -839,14 +836,17 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
 
 def _solve_class(op, support, method, opts, hint, backend_options, t0):
     ctx = _Context(info={}, backend_options=backend_options, size=count(op, support))
-    if ctx.size == 1 and method != "given":      # "given" still checks its law there
-        x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
-    else:
-        x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)
-    used = ctx.info.pop("chosen", method)
-    ev = ctx.info.pop("evaluated", None)
-    if ev is None:
-        ev = _evaluate(op, support, x, status, msg, opts, ctx, method)
+    try:
+        if ctx.size == 1 and method != "given":      # "given" still checks its law there
+            x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
+        else:
+            x, its, status, msg = METHODS[method].run(op, support, opts, hint, ctx)
+        used = ctx.info.pop("chosen", method)
+        ev = ctx.info.pop("evaluated", None)
+        if ev is None:
+            ev = _evaluate(op, support, x, status, msg, opts, ctx, method)
+    finally:                                     # the return times' thread ended, its system freed
+        close_ahead(ctx.info.pop("_ahead", None))
     info = {**ev.info, **ctx.info, "processes": op.size}
     if ev.pi is None:
         return StationaryResult(method=used, backend=op.backend, status=ev.status, message=ev.message,

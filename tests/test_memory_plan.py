@@ -291,7 +291,11 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
     dense = _masked_dense(Q, members, 2.5).T
     v = np.random.default_rng(seed + 200).standard_normal(40)
     x = A.ssor()(v)
-    assert not hasattr(A.ssor(), "with_product")
+    owner, fused = A.ssor().with_product             # SSOR(1) then the product (Eisenstat's), one kernel
+    xf, y = np.empty(40), np.empty(40)
+    fused(v, xf, y)
+    assert owner is A and np.array_equal(xf, x)
+    np.testing.assert_allclose(y, dense @ x, rtol=0, atol=1e-13 * np.abs(dense).sum(axis=1).max() * np.abs(x).max())
     np.testing.assert_allclose(x, _ssor_dense(dense, v), rtol=0, atol=1e-12 * np.abs(x).max())
     np.testing.assert_allclose(A @ v, dense @ v, rtol=0, atol=1e-13 * np.abs(dense).sum(axis=1).max())
     assert A.inf_norm() == pytest.approx(np.abs(dense).sum(axis=1).max(), rel=1e-14)

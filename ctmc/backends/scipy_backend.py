@@ -338,7 +338,7 @@ class ScipySystem(System):
             self.op.release()
             P = A.ilu0() if self.spec.preconditioner == "ilu0" else None
             self.info["preconditioner"] = "ilu0" if P is not None else "sgs"
-            self._krylov[transpose] = (A if transpose else A.product, P or A.ssor(), A.inf_norm())
+            self._krylov[transpose] = (A, P or A.ssor(), A.inf_norm())
             return
         if not transpose:
             self.op.release()    # M comes from Q's rows: Q^T is freed before M is made, not after

@@ -1,0 +1,156 @@
+r"""The return times of the error bound, solved on a second core while the stationary solve runs.
+
+The error bound of an iterative answer (:func:`ctmc.kernels.evidence.iterative_bound`) needs
+the mean times :math:`m = M^{-1}1` to reach a pin :math:`k`, :math:`M = -Q_{XX}` on the
+class without :math:`k`: a system that does not involve :math:`\pi` at all. A Krylov
+solve of :math:`\pi` is pinned on a probable state before it starts
+(:func:`ctmc.kernels.classes.walk_pin`), so :math:`m` for that pin can be solved beside it,
+on a thread of its own: both solves spend their time in compiled kernels that release
+the interpreter lock, and where two cores are free the bound then costs the
+wall time of what is left of its solve after the stationary one (none on the gallery
+models, where it takes half the iterations).
+
+:class:`ReturnTimesAhead` is the return-time *system* :func:`iterative_bound` takes
+(``system=``): its first solve of :math:`M y = 1` is the one made ahead, every
+other solve (the refinements on the residual) runs on the same set-up system, in
+the caller's thread. The bound is proven exactly as for any other solver: from the
+residual :math:`1 - M\hat m` recomputed by the caller, whatever computed
+:math:`\hat m`; a pin other than the argmax of :math:`\pi` is used only while
+:math:`\pi_k` is at least :data:`AHEAD_PIN_SHARE` of the largest probability (the bound
+divides by it), and a bound that misses ``error_tol`` is computed again the usual
+way at the argmax (:func:`bound_ahead`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import numpy as np
+
+from .._util import available_memory, cores
+from ..progress import progress_scope
+from ..sets import unit_mask
+from .classes import global_argmax
+from .evidence import BOUND_BRACKET, RETURN_SPEC, iterative_bound, value_at
+from .plan import solve_bytes
+
+__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE",
+           "AHEAD_PIN_SHARE"]
+
+#: classes from this many states get their return times ahead (below, a solve takes milliseconds and a
+#: thread is not worth its start)
+AHEAD_STATES = 20_000
+#: ... when the return-time solve's memory (:func:`ctmc.kernels.plan.solve_bytes` ``"bound"``, held at
+#: the same time as the stationary solve's, not after it) is at most this share of the available memory:
+#: a GMRES with ``auto``'s largest basis (:data:`~ctmc.kernels.plan.PROBE_RESTART`) needs less than 5 times
+#: as much on any chain, so the two stay within ``auto``'s budget (:data:`~ctmc.kernels.plan.BUDGET_FRACTION`)
+AHEAD_MEMORY_SHARE = 0.1
+#: the pin of the solve serves the bound while its probability is at least this share of the largest
+AHEAD_PIN_SHARE = 0.25
+
+
+class ReturnTimesAhead:
+    """The solve of :math:`M y = 1` (``M = -Q_XX``, ``X`` the class without ``pin``) on a thread of its own.
+
+    Made by :meth:`start`; ``solve(b, transpose=False)`` returns the solve made ahead for the
+    right-hand side of ones on ``X`` (waiting for it) and solves any other on the same system
+    in the caller's thread; :meth:`close` waits for the thread and frees the system.
+    ``cpu_seconds`` is the thread's CPU time (``info["return_time_ahead_cpu"]`` of the result);
+    ``error`` what its solve raised, if it did (the solve is then made again in the caller's thread,
+    where the error, if it holds, is raised; ``info["return_time_ahead_error"]``).
+    """
+
+    kind = RETURN_SPEC.kind
+
+    def __init__(self, op, support, pin: int, backend_options=None):
+        self.pin, self.members = int(pin), support & ~unit_mask(op, pin)
+        spec = dataclasses.replace(RETURN_SPEC, bracket=BOUND_BRACKET)
+        self.system = op.system(self.members, 0.0, spec, backend_options or {})
+        # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
+        # below touches only the system's own matrix and vectors
+        self.system.solve(np.zeros(self.members.shape), transpose=False)
+        self._out, self.error, self.cpu_seconds = None, None, 0.0
+        self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}",
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, op, support, pin: int, size: int, backend_options=None):
+        """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
+        ``size`` states from :data:`AHEAD_STATES`, its memory within :data:`AHEAD_MEMORY_SHARE`),
+        else None."""
+        if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
+            return None
+        entries = size + int(op.offdiagonal_counts()[support].sum())
+        if solve_bytes("bound", size, entries) > AHEAD_MEMORY_SHARE * available_memory():
+            return None
+        try:
+            return cls(op, support, pin, backend_options)
+        except MemoryError:
+            return None
+
+    def _run(self):
+        t0 = time.thread_time()
+        try:
+            with progress_scope(False):          # one progress line: the stationary solve's
+                self._out = self.system.solve(self.members.astype(float), transpose=False)
+        except Exception as exc:                 # kept for the record; solve() makes it again
+            self.error = exc
+        finally:
+            self.cpu_seconds = time.thread_time() - t0
+
+    def solve(self, b, transpose=False):
+        """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (a
+        failed one is made again here, where its error is raised)."""
+        self._thread.join()
+        if self._out is not None and not transpose and np.array_equal(b, self.members.astype(float)):
+            x, rep = self._out
+            return x.copy(), rep
+        return self.system.solve(b, transpose=transpose)
+
+    def close(self):
+        """Wait for the thread; free the system."""
+        self._thread.join()
+        self._out = None
+        self.system.close()
+
+
+def close_ahead(ahead) -> None:
+    """:meth:`ReturnTimesAhead.close` of ``ahead`` (None: nothing)."""
+    if ahead is not None:
+        ahead.close()
+
+
+def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, error_tol: float,
+                solver=iterative_bound) -> tuple:
+    """``(bound, kind, pin)``: :func:`iterative_bound` (or ``solver``, a function of its signature) of
+    ``pi`` with the return-time system ``ahead`` where its pin serves (None: at the argmax of ``pi``).
+
+    A :class:`ReturnTimesAhead`'s pin serves while its probability is at least
+    :data:`AHEAD_PIN_SHARE` of the largest; a bound from it above ``error_tol`` is computed
+    again at the argmax (both are proven; the smaller is kept, with its evidence in ``info``).
+    Any other system (``ahead`` without a ``pin``, e.g. :class:`ctmc.kernels.levels.LevelSystem`)
+    is one made for the argmax.
+    """
+    top, pin = global_argmax(op, pi)
+    mine = getattr(ahead, "pin", pin)
+    if mine != pin and not value_at(op, pi, mine) >= AHEAD_PIN_SHARE * top:
+        ahead, mine = None, pin
+    first = {}
+    bound, kind = solver(op, support, pi, mine, size, backend_options, first, error_tol=error_tol,
+                         system=ahead)
+    if isinstance(ahead, ReturnTimesAhead):      # (its thread's CPU seconds, beside the caller's)
+        first.update(return_time_ahead=True, return_time_ahead_cpu=ahead.cpu_seconds)
+        if ahead.error is not None:
+            first["return_time_ahead_error"] = f"{type(ahead.error).__name__}: {ahead.error}"
+    if bound <= error_tol or mine == pin:
+        info.update(first)
+        return bound, kind, mine
+    again = {}
+    other, other_kind = solver(op, support, pi, pin, size, backend_options, again, error_tol=error_tol)
+    if other <= bound or not np.isfinite(bound):
+        info.update(again)
+        return other, other_kind, pin
+    info.update(first)
+    return bound, kind, mine
