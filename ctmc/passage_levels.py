@@ -287,7 +287,7 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
         (not np.all(np.isfinite(mean)), Status.INACCURATE, "; the means overflow the double range"),
         (not bound <= error_tol, Status.INACCURATE,
          f"; error estimate {bound:.1e} exceeds error_tol {error_tol:.1e}"
-         + (f" (band truncation {trunc:.1e}: raise band_states)" if trunc > error_tol else "")),
+         + (f" (band truncation {trunc:.1e}: raise band_states)" if trunc >= 0.1 * bound else "")),
     ])
     if status is not Status.SUCCESS and pi_status is not Status.SUCCESS:
         msg += f"; the stationary law's status: {pi_status.value}"

@@ -92,6 +92,10 @@ class JSQ2:
     ``"level_iad"`` on the level :math:`N = x + y`, which every transition
     moves by one, from a start near the answer (:meth:`start_vector`).
     ``solver`` options of the ctmc analyses are passed through ``**options``.
+    The saturation means take the same turn (:meth:`saturation_analysis`): beyond
+    :attr:`LEVEL_STATES` Kac's formula at :math:`(K, K)` on the cached stationary law and one
+    sparse LU on the top levels (``"lu-kac"``), where the regenerative LU of the whole chain
+    no longer fits.
 
     Examples
     --------
