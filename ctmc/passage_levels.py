@@ -27,9 +27,10 @@ order :math:`1/\pi_a`, and a factorisation of the whole chain (ten million state
 
 The band
 --------
-When every transition moves a level by one and the chain is larger than ``band_states``, the
-system is solved on the *band* of the levels above :math:`L_0`, the largest band of at most
-``band_states`` states, with the states of levels :math:`\le L_0` joined to :math:`z` (absorbing
+When every transition moves a level by one and the chain is larger than :data:`BAND_START` states,
+the system is solved on the *band* of the levels above :math:`L_0`, the largest band of at most
+that many states (widened fourfold while its truncation estimate below is above
+:data:`TRUNC_TOL`, up to ``band_states``), with the states of levels :math:`\le L_0` joined to :math:`z` (absorbing
 with :math:`w = 1`). Below the band :math:`q` is tiny (:math:`a` is reached from there only across
 every level in between) and :math:`u \le U`, the mean time to reach :math:`z`, is small beside
 :math:`H`: there :math:`h = H` is taken, in the band :math:`\tilde u + \tilde w H`. With
@@ -71,10 +72,14 @@ from .kernels.evidence import judge
 from .options import Tolerances
 from .results import HittingResult, Status
 
-__all__ = ["BAND_STATES", "PI_ERROR_PER_BALANCE", "level_hitting_mean"]
+__all__ = ["BAND_START", "BAND_STATES", "PI_ERROR_PER_BALANCE", "TRUNC_TOL", "level_hitting_mean"]
 
+#: the first band's states (JSQ at rho = 0.95: the top 630 levels, where q falls to 1e-14)
+BAND_START = 100_000
 #: the band's states at most (one sparse LU; 1.2e6 states of JSQ's two-dimensional chain: about 1.5 GB)
 BAND_STATES = 1_200_000
+#: a band is widened (4x its states) while its truncation estimate ``c + U/H`` is above this
+TRUNC_TOL = 1e-13
 #: the relative error of a stationary probability estimated as this many times the law's balance error
 #: (``level_iad`` at tail_tol 1e-11, JSQ rho = 0.95: P_block 2e-12 (K = 1500) .. 7.4e-11 (K = 4500) off the
 #: closed form, every normal probability within 1.1e-10 of a sparse LU at K = 1500 (balance 7.9e-12))
@@ -177,6 +182,26 @@ def _escape_estimate(q, levels, X, L0, top) -> float:
     return max(near, min(far, 1.0))
 
 
+def _band(op, a, z, levels, L0):
+    """The band's solve: ``(X, D, u, q, eps_u, eps_q, report)``, ``D`` the states joined to ``z`` (levels
+    ``<= L0``), ``eps`` the residuals' bounds (the module's "The error")."""
+    ea = np.arange(op.n) == a
+    D = levels <= L0
+    D[z] = True
+    X = ~(ea | D)
+    system = op.system(X, 0.0, LinearSpec(kind="lu"), {})
+    B = np.column_stack([X.astype(float), np.where(X, op.rates(ea.astype(float)), 0.0)])
+    x, rep = system.solve(B)
+    system.close()
+    sol = np.where(X[:, None], x, 0.0)
+    r = np.where(X[:, None], B - (op.exit_rates[:, None] * sol - op.rates(sol)), 0.0)   # B - M x on X
+    # |fl(r) - r| <= gam (|b| + |M||x|), |M||x| <= 2 q_max ||x|| on X
+    gam, norm_m = op.product_roundoff(), 2.0 * float(np.max(op.exit_rates[X], initial=0.0))
+    eps_u, eps_q = (float(np.abs(r[:, k]).max(initial=0.0)) + gam * (float(B[:, k].max(initial=0.0))
+                    + norm_m * float(np.abs(sol[:, k]).max(initial=0.0))) for k in (0, 1))
+    return X, D, sol[:, 0], sol[:, 1], eps_u, eps_q, rep
+
+
 def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regeneration=None,
                        pi_status=Status.SUCCESS, band_states: int = BAND_STATES,
                        error_tol: float = Tolerances.error_tol, check: bool = True) -> HittingResult:
@@ -236,26 +261,24 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
     op = operator_for(chain, "scipy")
     n = op.n
     a, z, pi, levels = _check(n, target, pi, levels, regeneration, pi_error, band_states)
-    L0 = _band_floor(levels, a, band_states) if n > band_states else int(levels.min()) - 1
-    if L0 >= int(levels.min()):
-        _check_levels(op.Q, levels)
+    lo, size, U, sizes = int(levels.min()), min(BAND_START, band_states), None, []
+    while True:                 # bands of BAND_START, 4x, 16x, ... states up to band_states
+        L0 = _band_floor(levels, a, size) if n > size else lo - 1
+        truncated = L0 >= lo
+        if truncated and U is None:
+            _check_levels(op.Q, levels)
+            U = _level_time(op, pi, levels, int(levels[z]))
+        X, D, u, qq, eps_u, eps_q, rep = _band(op, a, z, levels, L0)
+        sizes.append(int(X.sum()))
+        w = np.where(X, 1.0 - qq, np.where(D, 1.0, 0.0))
+        num = 1.0 / pi[a] - 1.0 - float(op.rates(u)[a])
+        H = num / float(op.rates(w)[a])
+        c = _escape_estimate(qq, levels, X, L0, int(levels[a])) if truncated else 0.0
+        trunc = (c + U / H if H > 0 else np.inf) if truncated else 0.0
+        if trunc <= TRUNC_TOL or size >= band_states or not truncated:
+            break
+        size = min(4 * size, band_states)
     ea = np.arange(n) == a
-    D = levels <= L0                                  # joined to z
-    D[z] = True
-    X = ~(ea | D)
-    system = op.system(X, 0.0, LinearSpec(kind="lu"), {})
-    gam = op.product_roundoff()
-    B = np.column_stack([X.astype(float), np.where(X, op.rates(ea.astype(float)), 0.0)])
-    x, rep = system.solve(B)
-    system.close()
-    sol = np.where(X[:, None], x, 0.0)
-    r = np.where(X[:, None], B - (op.exit_rates[:, None] * sol - op.rates(sol)), 0.0)   # B - M x on X
-    # |fl(r) - r| <= gam (|b| + |M||x|), |M||x| <= 2 q_max ||x|| on X
-    norm_m = 2.0 * float(np.max(op.exit_rates[X], initial=0.0))
-    eps_u, eps_q = (float(np.abs(r[:, k]).max(initial=0.0)) + gam * (float(B[:, k].max(initial=0.0))
-                    + norm_m * float(np.abs(sol[:, k]).max(initial=0.0))) for k in (0, 1))
-    u, qq = sol[:, 0], sol[:, 1]
-    w = np.where(X, 1.0 - qq, np.where(D, 1.0, 0.0))
     status = worst(pi_status, rep.status)
     up = u / max(1.0 - eps_u, 0.5)                    # u <= up (when eps_u < 1/2)
     du, dq = eps_u * up, eps_q * up                   # entrywise error bounds of u and q
@@ -263,12 +286,6 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
     def row(v):                                       # (R v)_a
         return float(op.rates(v)[a])
 
-    num = 1.0 / pi[a] - 1.0 - row(u)
-    H = num / row(w)
-    truncated = bool((levels <= L0).any())
-    U = _level_time(op, pi, levels, int(levels[z])) if truncated else 0.0
-    c = _escape_estimate(qq, levels, X, L0, int(levels[a])) if truncated else 0.0
-    trunc = c + U / H if H > 0 else np.inf
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         mean = np.where(ea, 0.0, np.where(X, u + w * H, H))
 
@@ -294,7 +311,7 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
     info = dict(regeneration_state=z, cycle_mean=float(H), pi_target=float(pi[a]), pi_error=float(pi_error),
                 solve_bound=solve_bound, truncation=trunc, band_floor=L0 if truncated else None,
                 band_states=int(X.sum()), level_time=U, error_bound_kind="estimate",
-                solve_residuals=(eps_u, eps_q), **rep.info)
+                solve_residuals=(eps_u, eps_q), band_sizes=sizes, **rep.info)
     res = HittingResult(method="lu-kac", backend="scipy", status=status, message=msg, iterations=0,
                         residual=max(eps_u, eps_q), wall_time=time.perf_counter() - t0, info=info, mean=mean,
                         moments=mean[None, :], finite=np.ones(n, dtype=bool), target=ea, error_bound=bound)

@@ -106,3 +106,16 @@ def test_bad_arguments_are_named_before_any_solve():
         level_hitting_mean(c, 20, tiny, lev, pi_error=0.0)
     with pytest.raises(ValueError, match="every transition must move it by one"):
         level_hitting_mean(c, 20, pi, lev // 2, pi_error=0.0, band_states=10)
+
+
+def test_the_band_is_widened_until_its_truncation_is_negligible(monkeypatch):
+    """From a first band of 5000 states (K = 300, rho = 0.95: q is 1e-4 at its floor) the band is widened
+    fourfold while its truncation estimate exceeds TRUNC_TOL: 5000, 20000, then the whole chain."""
+    import ctmc.passage_levels as pl
+    monkeypatch.setattr(pl, "BAND_START", 5000)
+    q = JSQ2(300, 0.95, 0.5)
+    res = q.saturation_analysis(method="lu-kac")
+    sizes = res.info["band_sizes"]
+    assert len(sizes) == 3 and sizes[0] <= 5000 < sizes[1] <= 20000 < sizes[2] == q.n_states - 2
+    assert res.info["band_floor"] is None and res.info["truncation"] == 0.0
+    assert _closed_form_error(q, res.mean) < 1e-9
