@@ -30,16 +30,16 @@ The band
 When every transition moves a level by one and the chain is larger than :data:`BAND_START` states,
 the system is solved on the *band* of the levels above :math:`L_0`, the largest band of at most
 that many states (widened fourfold while its truncation estimate below is above
-:data:`TRUNC_TOL`, up to ``band_states``), with the states of levels :math:`\le L_0` joined to :math:`z` (absorbing
-with :math:`w = 1`). Below the band :math:`q` is tiny (:math:`a` is reached from there only across
-every level in between) and :math:`u \le U`, the mean time to reach :math:`z`, is small beside
-:math:`H`: there :math:`h = H` is taken, in the band :math:`\tilde u + \tilde w H`. With
-:math:`c = \max q` on level :math:`L_0` the answer is off by at most :math:`c + U/H` relatively
-(every path that leaves the band meets :math:`h \in [H(1-c), H + U]`). Both are *estimated*:
-:math:`c` from the geometric decay of :math:`\max \tilde q` per level in the upper half of the
-band (:func:`_escape_estimate`), :math:`U` by the mean time of
-the levels' birth-death chain (rates averaged by :math:`\pi` within a level) to reach the level
-of :math:`z` from its farthest level.
+:data:`TRUNC_TOL`, up to ``band_states``), with the states of levels :math:`\le L_0` joined to
+:math:`z` (absorbing with :math:`w = 1`). Below the band :math:`q` is tiny (:math:`a` is reached
+from there only across every level in between) and :math:`u \le U`, the mean time to reach
+:math:`z`, is small beside :math:`H`: there :math:`h = H` is taken, in the band
+:math:`\tilde u + \tilde w H`. With :math:`c = \max q` on level :math:`L_0` the answer is off by
+at most :math:`c + U/H` relatively (every path that leaves the band meets
+:math:`h \in [H(1-c), H + U]`). Both are *estimated*: :math:`c` from the geometric decay of
+:math:`\max \tilde q` per level in the upper half of the band (:func:`_escape_estimate`),
+:math:`U` by the mean time of the levels' birth-death chain (rates averaged by :math:`\pi` within a
+level) to reach the level of :math:`z` from its farthest level.
 
 The error
 ---------
@@ -124,7 +124,8 @@ def _check_levels(Q, levels, rows: int = 1 << 20) -> None:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"levels: the transition {int(src[i])} -> {int(cols[i])} moves the level from "
-                             f"{int(levels[src[i]])} to {int(levels[cols[i]])}; every transition must move it by one")
+                             f"{int(levels[src[i]])} to {int(levels[cols[i]])}; every transition must move "
+                             "it by one")
 
 
 def _band_floor(levels, a, band_states):
@@ -154,7 +155,7 @@ def _level_time(op, pi, levels, home) -> float:
     lam = np.bincount(levels - lo, weights=w * up, minlength=nl) / W
     mu = np.bincount(levels - lo, weights=w * (q - up), minlength=nl) / W
     h = home - lo
-    down, t = 0.0, 0.0                                 # from the top down to home: t_l = (1 + lam_l t_{l+1}) / mu_l
+    down, t = 0.0, 0.0                  # from the top down to home: t_l = (1 + lam_l t_{l+1}) / mu_l
     for k in range(nl - 1, h, -1):
         t = (1.0 + lam[k] * t) / mu[k] if mu[k] > 0 else np.inf
         down += t

@@ -85,6 +85,7 @@ def test_default_saturation_route_switches_beyond_level_states(monkeypatch):
     assert res.method == "lu-kac" and q.stationary().method == "level_iad"
     assert _closed_form_error(q, res.mean) < 1e-9
     assert _closed_form_error(q, q.saturation_times()) < 1e-9
+    assert q.saturation_analysis(check=False).method == "lu-kac"          # as the command line asks
     assert q.saturation_analysis(moments=2, check=False).method == "lu-regenerative"
     with pytest.raises(ValueError, match="moments=1"):
         q.saturation_analysis(moments=2, method="lu-kac")

@@ -378,8 +378,8 @@ class JSQ2:
     def saturation_analysis(self, moments: int = 1, **options):
         """The full :class:`ctmc.HittingResult` (status, residual, method) for saturation.
 
-        The route: up to :attr:`LEVEL_STATES` states (or with ``moments > 1``, other options, or
-        on PETSc), ctmc's hitting-time analysis (a sparse LU through a regeneration state); beyond,
+        The route: up to :attr:`LEVEL_STATES` states (or with ``moments > 1``, options other than
+        ``check``, or on PETSc), ctmc's hitting-time analysis (a sparse LU through a regeneration state); beyond,
         where that factorisation no longer fits a machine, ``"lu-kac"``
         (:func:`ctmc.passage_levels.level_hitting_mean`): the means from the stationary law
         (:meth:`stationary`, cached: Kac's formula at ``(K, K)``) and one sparse LU on the top levels
@@ -394,7 +394,8 @@ class JSQ2:
         >>> a.method, a.status.value, bool(np.allclose(a.mean, b, rtol=1e-9, atol=0))
         ('lu-kac', 'success', True)
         """
-        auto = not options and moments == 1 and self.backend == "scipy" and self.n_states > self.LEVEL_STATES
+        auto = (set(options) <= {"check"} and moments == 1 and self.backend == "scipy"
+                and self.n_states > self.LEVEL_STATES)
         if auto or options.get("method") == "lu-kac":
             return self._kac_saturation(moments, auto, **options)
         return self.chain().hitting_times(self._saturated(), moments=moments, **options)
