@@ -386,8 +386,8 @@ class JSQ2:
         """The full :class:`ctmc.HittingResult` (status, residual, method) for saturation.
 
         The route: up to :attr:`LEVEL_STATES` states (or with ``moments > 1``, options other than
-        ``check``, or on PETSc), ctmc's hitting-time analysis (a sparse LU through a regeneration state); beyond,
-        where that factorisation no longer fits a machine, ``"lu-kac"``
+        ``check``, or on PETSc), ctmc's hitting-time analysis (a sparse LU through a regeneration
+        state); beyond, where that factorisation no longer fits a machine, ``"lu-kac"``
         (:func:`ctmc.passage_levels.level_hitting_mean`): the means from the stationary law
         (:meth:`stationary`, cached: Kac's formula at ``(K, K)``) and one sparse LU on the top levels
         of :meth:`levels`, where saturation is not far. ``method="lu-kac"`` asks for it at any size
