@@ -9,8 +9,13 @@ the cached law: no second solve) and the mean time to saturation from every
 state. Each answer is compared with the closed forms of
 :mod:`ctmc.models.jsq` (the baseline in the same run, with their own time):
 the relative error of P_block and the largest relative error of E[tau] over
-all states. Saturation means are run up to ``--saturation-max-states`` (their
-route is the sparse LU, whose fill is 5.4 GB at K = 3000).
+all states, with the route's own error estimate. Saturation means are run up to
+``--saturation-max-states`` (default: every K). Their route is the model's: a sparse LU through
+a regeneration state up to ``JSQ2.LEVEL_STATES`` states (fill 5.4 GB at K = 3000), ``lu-kac``
+beyond (Kac's formula on the cached stationary law and a sparse LU on the top levels:
+:func:`ctmc.passage_levels.level_hitting_mean`); ``--saturation-method auto`` asks for the LU route
+at every K (the baseline). The saturation time counts the call alone, the stationary law
+being cached by then.
 
 rho defaults to 0.95: P_block ~ rho^(2K) must stay a double at K = 4500
 (0.9^9000 underflows; 0.95^9000 = 1e-200).
@@ -56,7 +61,7 @@ def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def one(K, rho, backend="scipy", saturation_max_states=5_000_000):
+def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_method=None):
     """The measurements of one K (a dict)."""
     import warnings
 
@@ -72,10 +77,12 @@ def one(K, rho, backend="scipy", saturation_max_states=5_000_000):
                bound_s=float(res.info.get("error_bound_seconds", 0.0)), balance=float(res.balance_error),
                pb=float(pb), pb_err=abs(pb / pb_cf - 1), pb_s=t_pb, rss_stationary=rss_gib())
     if q.n_states <= saturation_max_states:
-        sat, t_sat = timed(q.saturation_analysis)
+        kw = {} if saturation_method is None else {"method": saturation_method}
+        sat, t_sat = timed(q.saturation_analysis, **kw)
         cf, t_cf = timed(q.saturation_times, source="closed_form")
         fin = cf > 0
         row.update(saturation=t_sat, sat_method=sat.method, sat_status=sat.status.value, closed_form_s=t_cf,
+                   tau_bound=float(sat.error_bound), tau_bound_kind=str(sat.info.get("error_bound_kind", "")),
                    tau_err=float(np.max(np.abs(sat.mean[fin] / cf[fin] - 1))),
                    tau0=float(sat.mean[chain.index(s=0, l=0)]))
     row["rss"] = rss_gib()
@@ -118,10 +125,12 @@ def table(rows):
                     f"{r['stationary']:.1f} ({r['method']}, {r['status']}, {r['iterations']} it.)",
                     f"{r['bound_s']:.1f}", f"{r['pb']:.3e}", f"{r['pb_err']:.1e}", f"{r['pb_s']:.4f}", sat,
                     f"{r['tau_err']:.1e}" if "tau_err" in r else "-",
+                    f"{r['tau_bound']:.1e} ({r['tau_bound_kind']})" if "tau_bound" in r else "-",
                     f"{r['closed_form_s']:.1f}" if "closed_form_s" in r else "-", f"{r['rss']:.2f}"])
     return format_table(out, ["K", "states", "build s", "stationary s (route)", "of which bound s", "P_block",
                               "rel.err P_block", "P_block s (cached)", "saturation s (route)",
-                              "max rel.err E[tau]", "closed forms s", "peak RSS GiB"])
+                              "max rel.err E[tau]", "its error bound (kind)", "closed forms s",
+                              "peak RSS GiB"])
 
 
 def main(argv=None):
@@ -131,8 +140,11 @@ def main(argv=None):
     ap.add_argument("--rho", type=float, default=0.95)
     ap.add_argument("--backend", default="scipy", help="scipy (one process per K) or petsc (in this process, "
                                                        "run under mpirun)")
-    ap.add_argument("--saturation-max-states", type=int, default=5_000_000,
-                    help="run the saturation means up to this many states (default 5e6, K = 3160)")
+    ap.add_argument("--saturation-max-states", type=int, default=20_000_000,
+                    help="run the saturation means up to this many states (default 2e7: every K)")
+    ap.add_argument("--saturation-method", default=None,
+                    help="the saturation means by this method (default: the model's route; 'auto': "
+                         "ctmc's hitting-time analysis, the sparse LU, at every K)")
     ap.add_argument("--method-only", action="store_true",
                     help="time level_iad's iterations alone (no error bound, no saturation), every K")
     ap.add_argument("--lu-max-states", type=int, default=1_200_000,
@@ -141,8 +153,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.one is not None:                          # a child: one K, JSON on stdout
         warm_up()
-        out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(a.one, a.rho, a.backend,
-                                                                   a.saturation_max_states)
+        out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(
+            a.one, a.rho, a.backend, a.saturation_max_states, a.saturation_method)
         print(json.dumps(out))
         return 0
     Ks = a.K or ([100, 300] if a.quick else [1000, 2000, 3000, 4500])
@@ -153,11 +165,12 @@ def main(argv=None):
     for K in Ks:
         if a.backend == "petsc":
             warm_up()
-            rows.append(one(K, a.rho, "petsc", a.saturation_max_states))
+            rows.append(one(K, a.rho, "petsc", a.saturation_max_states, a.saturation_method))
         else:
             cmd = [sys.executable, __file__, "--one", str(K), "--rho", str(a.rho),
                    "--saturation-max-states", str(a.saturation_max_states),
-                   "--lu-max-states", str(a.lu_max_states)] + (["--method-only"] if a.method_only else [])
+                   "--lu-max-states", str(a.lu_max_states)] + (["--method-only"] if a.method_only else []) \
+                + (["--saturation-method", a.saturation_method] if a.saturation_method else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"  K={K} failed: {proc.stderr.strip().splitlines()[-1:]}", flush=True)

@@ -1,0 +1,122 @@
+"""Mean hitting times of a rare state by Kac's formula and a band of levels (``ctmc.passage_levels``), and
+the JSQ saturation means that use them beyond ``JSQ2.LEVEL_STATES`` (issue 24, item 3).
+
+Checked against independent answers: the dense subtraction-free solve (GTH) of the same chain, the
+closed forms of :mod:`ctmc.models.jsq` (level recursions, in logs) and ctmc's regenerative LU route.
+"""
+import numpy as np
+import pytest
+
+import ctmc
+from ctmc.models.jsq import JSQ2, log_saturation_mean
+
+
+def level_hitting_mean(*args, **kw):
+    from ctmc.passage_levels import level_hitting_mean as f     # here: each test fails on its own without it
+    return f(*args, **kw)
+
+
+def _birth_death(K, up, down):
+    m = ctmc.Model("bd")
+    n = m.var("n", 0, K)
+    m.event("a", guard=n < K, rate=up, update={n: n + 1})
+    m.event("d", guard=n > 0, rate=down, update={n: n - 1})
+    return m.build(initial={"n": 0}), n
+
+
+def _closed_form_error(q, mean):
+    st = q.chain().states
+    logs = log_saturation_mean(q.K, q.rho, q.mu2, q.nu, states=np.column_stack([st["s"], st["l"]]))
+    fin = np.isfinite(logs)
+    return float(np.max(np.abs(np.expm1(np.log(mean[fin]) - logs[fin]))))
+
+
+@pytest.mark.parametrize("band", [None, 60])
+def test_birth_death_means_against_gth(band):
+    """Means of 3^100 / 2: the whole chain, and a band of the top 60 levels (q falls by 3 a level)."""
+    c, n = _birth_death(100, 1.0, 3.0)
+    pi = c.stationary("gth").pi
+    kw = {} if band is None else {"band_states": band}
+    res = level_hitting_mean(c, 100, pi, np.arange(101), pi_error=1e-14, **kw)
+    ref = c.hitting_times(n == 100, method="gth").mean
+    assert res.status == "success" and res.method == "lu-kac"
+    err = np.max(np.abs(res.mean[:100] / ref[:100] - 1))
+    assert err < 1e-11 and res.mean[100] == 0.0
+    assert err <= res.error_bound <= 1e-9
+    assert (res.info["band_floor"] is None) == (band is None)
+
+
+@pytest.mark.parametrize("K,rho,mu2,nu,band", [(150, 0.9, 0.5, None, None), (120, 1.3, 0.25, 0.6, None),
+                                              (200, 0.7, 0.8, 0.2, None), (300, 0.9, 0.3, 0.7, 30_000),
+                                              (400, 0.95, 0.5, None, 60_000)])
+def test_jsq_saturation_means_against_closed_form_and_lu(K, rho, mu2, nu, band):
+    """``method="lu-kac"`` (the route beyond LEVEL_STATES) on the whole chain and on a band of the top
+    levels: every mean within 1e-9 of the closed form and of the regenerative LU, inside its estimate."""
+    q = JSQ2(K, rho, mu2, nu)
+    kw = {} if band is None else {"band_states": band}
+    res = q.saturation_analysis(method="lu-kac", **kw)
+    assert res.method == "lu-kac" and res.status == "success"
+    err = _closed_form_error(q, res.mean)
+    assert err < 1e-9 and err <= res.error_bound <= 1e-6
+    lu = q.saturation_analysis()
+    assert lu.method == "lu-regenerative"
+    fin = lu.mean > 0
+    assert np.max(np.abs(res.mean[fin] / lu.mean[fin] - 1)) < 1e-9
+
+
+def test_a_band_too_thin_is_flagged_by_its_estimate():
+    """K = 300, rho = 0.95: q falls by 0.95 a level, so 280 levels leave 5e-7 (the estimate says 1e-6,
+    above error_tol: inaccurate); 350 levels leave 1e-8 (success)."""
+    q = JSQ2(300, 0.95, 0.5)
+    thin = q.saturation_analysis(method="lu-kac", band_states=20_000, check=False)
+    err = _closed_form_error(q, thin.mean)
+    assert thin.status == "inaccurate" and "band_states" in thin.message
+    assert 1e-7 < err <= thin.info["truncation"] * 4 and err <= thin.error_bound
+    wide = q.saturation_analysis(method="lu-kac", band_states=32_000)
+    assert _closed_form_error(q, wide.mean) < 1e-8
+
+
+def test_default_saturation_route_switches_beyond_level_states(monkeypatch):
+    """Beyond LEVEL_STATES the public call takes lu-kac on the cached level_iad law (the regenerative LU
+    of the whole chain does not fit at K = 4500); moments and options keep ctmc's analysis."""
+    monkeypatch.setattr(JSQ2, "LEVEL_STATES", 1000)
+    q = JSQ2(60, 0.9, 0.5)
+    res = q.saturation_analysis()
+    assert res.method == "lu-kac" and q.stationary().method == "level_iad"
+    assert _closed_form_error(q, res.mean) < 1e-9
+    assert _closed_form_error(q, q.saturation_times()) < 1e-9
+    assert q.saturation_analysis(check=False).method == "lu-kac"          # as the command line asks
+    assert q.saturation_analysis(moments=2, check=False).method == "lu-regenerative"
+    with pytest.raises(ValueError, match="moments=1"):
+        q.saturation_analysis(moments=2, method="lu-kac")
+
+
+def test_bad_arguments_are_named_before_any_solve():
+    c, n = _birth_death(20, 1.0, 2.0)
+    pi = c.stationary("lu").pi
+    lev = np.arange(21)
+    with pytest.raises(ValueError, match="target"):
+        level_hitting_mean(c, 21, pi, lev, pi_error=0.0)
+    with pytest.raises(ValueError, match="pi_error"):
+        level_hitting_mean(c, 20, pi, lev, pi_error=-1.0)
+    with pytest.raises(ValueError, match="regeneration"):
+        level_hitting_mean(c, 20, pi, lev, pi_error=0.0, regeneration=20)
+    tiny = pi.copy()
+    tiny[20] = 1e-320
+    with pytest.raises(ValueError, match="not a normal double"):
+        level_hitting_mean(c, 20, tiny, lev, pi_error=0.0)
+    with pytest.raises(ValueError, match="every transition must move it by one"):
+        level_hitting_mean(c, 20, pi, lev // 2, pi_error=0.0, band_states=10)
+
+
+def test_the_band_is_widened_until_its_truncation_is_negligible(monkeypatch):
+    """From a first band of 5000 states (K = 300, rho = 0.95: q is 1e-4 at its floor) the band is widened
+    fourfold while its truncation estimate exceeds TRUNC_TOL: 5000, 20000, then the whole chain."""
+    import ctmc.passage_levels as pl
+    monkeypatch.setattr(pl, "BAND_START", 5000)
+    q = JSQ2(300, 0.95, 0.5)
+    res = q.saturation_analysis(method="lu-kac")
+    sizes = res.info["band_sizes"]
+    assert len(sizes) == 3 and sizes[0] <= 5000 < sizes[1] <= 20000 < sizes[2] == q.n_states - 2
+    assert res.info["band_floor"] is None and res.info["truncation"] == 0.0
+    assert _closed_form_error(q, res.mean) < 1e-9
