@@ -112,7 +112,7 @@ from .kernels.classes import (closed_classes, count, describe_classes, global_ar
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
-from .kernels.levels import LevelSystem
+from .kernels.levels import return_time_system
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
@@ -822,10 +822,8 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]
-            system = None
-            if levels is not None and op.size == 1:     # level_iad, or "given" with levels
-                # the level structure solves the return times (the bound is proven the same way)
-                system = LevelSystem(op, support & ~unit_mask(op, pin), levels, pi)
+            # return times on levels (level_iad's, "given"'s, or a state variable moved by +-1)
+            system, info["return_time_levels"] = return_time_system(op, support & ~unit_mask(op, pin), levels)
             bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
                                           error_tol=opts.error_tol, system=system)
             system = None
