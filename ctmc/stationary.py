@@ -112,7 +112,7 @@ from .kernels.classes import (closed_classes, count, describe_classes, global_ar
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
-from .kernels.levels import return_time_system
+from .kernels.levels import return_time_systems
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
@@ -823,9 +823,9 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         else:                            # an iterative method
             pin = global_argmax(op, pi)[1]
             # return times on levels (level_iad's, "given"'s, or a state variable moved by +-1)
-            system, info["return_time_levels"] = return_time_system(op, support & ~unit_mask(op, pin), levels)
+            system, later = return_time_systems(op, support & ~unit_mask(op, pin), levels, info)
             bound, kind = iterative_bound(op, support, pi, pin, ctx.size, ctx.backend_options, info,
-                                          error_tol=opts.error_tol, system=system)
+                                          error_tol=opts.error_tol, system=system, later=later)
             system = None
             info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)

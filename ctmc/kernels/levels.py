@@ -46,7 +46,7 @@ from ..results import Status
 from .sweeps import Sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
-           "structured_levels", "return_time_system"]
+           "structured_levels", "return_time_systems"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -266,19 +266,26 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     return None if best is None else best[1:]
 
 
-def return_time_system(op, X, levels=None) -> tuple:
-    """``(system, name)``: a :class:`LevelSystem` of the return times on ``X``, or ``(None, None)``.
+def return_time_systems(op, X, levels=None, info=None) -> tuple:
+    """``(first, later)``: the return-time systems on levels for
+    :func:`ctmc.kernels.evidence.iterative_bound` (one process only, else ``(None, None)``).
 
-    On ``levels`` when given (``level_iad``'s, ``"given"``'s: :data:`LEVEL_CYCLES` cycles, name
-    ``"given"``), else on the variable :func:`structured_levels` finds (:data:`LEVEL_PROBE` cycles,
-    its name); one process only. :func:`ctmc.kernels.evidence.iterative_bound` tries it first and
-    proves the bound from its answer's residual, whatever it is.
+    With ``levels`` (``level_iad``'s, ``"given"``'s) ``first`` is a :class:`LevelSystem` on them
+    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles). Without, ``later`` is a callable
+    that finds a variable by :func:`structured_levels` (its name into ``info["return_time_levels"]``)
+    and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None: tried
+    only where BiCGStab did not bound the return times, so chains it serves pay nothing.
     """
     if op.size != 1:
         return None, None
     if levels is not None:
-        return LevelSystem(op, X, levels), "given"
-    found = structured_levels(op, X)
-    if found is None:
-        return None, None
-    return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE), found[0]
+        return LevelSystem(op, X, levels), None
+
+    def later():
+        found = structured_levels(op, X)
+        if found is None:
+            return None
+        if info is not None:
+            info["return_time_levels"] = found[0]
+        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE)
+    return None, later
