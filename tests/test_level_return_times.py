@@ -17,6 +17,7 @@ import ctmc
 from ctmc.backends import operator_for
 from ctmc.kernels.evidence import BOUND_BRACKET, RETURN_GMRES, return_time_bound
 from ctmc.kernels import evidence
+from ctmc.kernels import levels as levels_module
 from ctmc.kernels.levels import level_chain, return_time_systems, structured_levels
 
 
@@ -45,7 +46,10 @@ def tandem():
     return chain, op, lu, pin, X, m
 
 
-def test_the_level_chain_is_the_galerkin_product_of_the_levels():
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_the_level_chain_is_the_galerkin_product_of_the_levels(chunk, monkeypatch):
+    if chunk is not None:                   # Q read a few rows at a time, as on large chains
+        monkeypatch.setattr(levels_module, "_CHUNK", chunk)
     chain = _tandem(6, 2.1)
     op = operator_for(chain, "scipy")
     X = np.ones(op.n, dtype=bool)
