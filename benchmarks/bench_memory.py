@@ -87,6 +87,8 @@ def worker(spec: str, options: str = "") -> None:
                              "restart": res.info.get("auto", {}).get("probe_restart"),
                              "memory_plan": res.info.get("auto", {}).get("memory_plan"),
                              "polish": res.info.get("polish_stop"),
+                             "return_time": {k: res.info[k] for k in ("return_time_solver", "return_time_levels",
+                                                                      "return_time_iterations") if k in res.info},
                              "bound": float(res.error_bound)}))
 
 

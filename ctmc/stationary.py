@@ -108,7 +108,6 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
                                gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
-from .kernels.levels import LevelSystem
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
@@ -820,13 +819,9 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
             pin, (m_bound, m_est), upper = ret
             bound = error_bound(op, support, pi, pin, m_bound, upper=upper)
             info.update(condition=m_est * op.qmax, return_time_state=pin, error_bound_kind="proven")
-        else:                            # an iterative method: its return times solved ahead, if they were
-            system = ctx.info.get("_ahead")
-            if levels is not None and op.size == 1:     # level_iad, or "given" with levels
-                # the level structure solves the return times (the bound is proven the same way)
-                system = LevelSystem(op, support & ~unit_mask(op, global_argmax(op, pi)[1]), levels, pi)
-            bound, kind, pin = bound_ahead(system, op, support, pi, ctx.size, ctx.backend_options, info,
-                                           opts.error_tol, iterative_bound)
+        else:       # an iterative method: its return times solved ahead if they were, else on levels
+            bound, kind, pin = bound_ahead(ctx.info.get("_ahead") if levels is None else None, op, support, pi,
+                                           ctx.size, ctx.backend_options, info, opts.error_tol, levels=levels)
             system = None
             info.update(error_bound_kind=kind, return_time_state=pin)
         status, msg = grade_bound(status, msg, bound, opts)

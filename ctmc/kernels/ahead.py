@@ -32,7 +32,9 @@ from .._util import available_memory, cores
 from ..progress import progress_scope
 from ..sets import unit_mask
 from .classes import global_argmax
+from . import evidence
 from .evidence import BOUND_BRACKET, RETURN_SPEC, iterative_bound, value_at
+from .levels import return_time_systems
 from .plan import solve_bytes
 
 __all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE",
@@ -65,7 +67,8 @@ class ReturnTimesAhead:
 
     def __init__(self, op, support, pin: int, backend_options=None):
         self.pin, self.members = int(pin), support & ~unit_mask(op, pin)
-        spec = dataclasses.replace(RETURN_SPEC, bracket=BOUND_BRACKET)
+        # (read at each start: the bound's own solver, however it is set at the time)
+        spec = dataclasses.replace(evidence.RETURN_SPEC, bracket=BOUND_BRACKET)
         self.system = op.system(self.members, 0.0, spec, backend_options or {})
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors
@@ -123,33 +126,41 @@ def close_ahead(ahead) -> None:
 
 
 def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, error_tol: float,
-                solver=iterative_bound) -> tuple:
+                solver=iterative_bound, levels=None) -> tuple:
     """``(bound, kind, pin)``: :func:`iterative_bound` (or ``solver``, a function of its signature) of
     ``pi`` with the return-time system ``ahead`` where its pin serves (None: at the argmax of ``pi``).
 
     A :class:`ReturnTimesAhead`'s pin serves while its probability is at least
     :data:`AHEAD_PIN_SHARE` of the largest; a bound from it above ``error_tol`` is computed
-    again at the argmax (both are proven; the smaller is kept, with its evidence in ``info``).
-    Any other system (``ahead`` without a ``pin``, e.g. :class:`ctmc.kernels.levels.LevelSystem`)
-    is one made for the argmax.
+    again at the argmax, as is one that is only an estimate (a proven bound is kept before an estimate,
+    else the smaller, with its evidence in ``info``).
+    Without ``ahead``, the return-time systems on levels of
+    :func:`ctmc.kernels.levels.return_time_systems` (``levels``: ``level_iad``'s or ``"given"``'s,
+    tried first; else levels found from the chain's variables, tried after BiCGStab) serve each pin.
     """
     top, pin = global_argmax(op, pi)
     mine = getattr(ahead, "pin", pin)
     if mine != pin and not value_at(op, pi, mine) >= AHEAD_PIN_SHARE * top:
         ahead, mine = None, pin
+
+    def bound_at(k, system, out):
+        first, later = return_time_systems(op, support & ~unit_mask(op, k), levels, out)
+        return solver(op, support, pi, k, size, backend_options, out, error_tol=error_tol,
+                      system=first if system is None else system, later=later)
+
     first = {}
-    bound, kind = solver(op, support, pi, mine, size, backend_options, first, error_tol=error_tol,
-                         system=ahead)
+    bound, kind = bound_at(mine, ahead, first)
     if isinstance(ahead, ReturnTimesAhead):      # (its thread's CPU seconds, beside the caller's)
         first.update(return_time_ahead=True, return_time_ahead_cpu=ahead.cpu_seconds)
         if ahead.error is not None:
             first["return_time_ahead_error"] = f"{type(ahead.error).__name__}: {ahead.error}"
-    if bound <= error_tol or mine == pin:
+    if (bound <= error_tol and kind == "proven") or mine == pin:
         info.update(first)
         return bound, kind, mine
     again = {}
-    other, other_kind = solver(op, support, pi, pin, size, backend_options, again, error_tol=error_tol)
-    if other <= bound or not np.isfinite(bound):
+    other, other_kind = bound_at(pin, None, again)
+    proven = (other_kind == "proven", kind == "proven")
+    if not np.isfinite(bound) or proven[0] > proven[1] or (proven[0] == proven[1] and other <= bound):
         info.update(again)
         return other, other_kind, pin
     info.update(first)

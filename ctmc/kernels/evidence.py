@@ -453,7 +453,8 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
         ``(m_hat, f, top) -> bool``, for a stop at the bracket.
     specs : sequence of LinearSpec, optional
         The solvers to try without a ``system`` (default: BiCGStab with the
-        Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`).
+        Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`); an
+        entry may also be a callable that sets up a system of ``M`` on demand (None: skipped).
     info : dict, optional
         Receives ``return_time_solver``, the kind of the last solver run,
         ``return_time_iterations``, the iterations of each solve, and
@@ -500,11 +501,17 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     if system is not None:
         return times(system)
     for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
-        try:
-            system = op.system(X, 0.0, spec if bracket is None or spec.kind == "lu"
-                               else dataclasses.replace(spec, bracket=float(bracket)), backend_options or {})
-        except MemoryError:
-            continue
+        if callable(spec):                      # a system set up on demand (levels), or None
+            system = spec()
+            if system is None:
+                continue
+            spec = LinearSpec(kind=getattr(system, "kind", "given"))
+        else:
+            try:
+                system = op.system(X, 0.0, spec if bracket is None or spec.kind == "lu"
+                                   else dataclasses.replace(spec, bracket=float(bracket)), backend_options or {})
+            except MemoryError:
+                continue
         try:
             bound, est = times(system)
         except MemoryError as exc:              # a Krylov basis or a factor beyond memory: the next solver
@@ -608,7 +615,7 @@ BOUND_LU_STATES = 5000
 
 
 def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict,
-                    error_tol: float = np.inf, system=None) -> tuple:
+                    error_tol: float = np.inf, system=None, later=None) -> tuple:
     """The error bound of an iterative method's answer: ``(bound, kind)``; evidence into ``info``.
 
     Proven (:func:`error_bound`) when the return-time system is solved well
@@ -629,10 +636,15 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     A ``system`` of the return-time system ``M = -Q_XX`` (``X`` the class without
     ``pin``; e.g. :class:`ctmc.kernels.levels.LevelSystem`, which knows the chain's
     structure) is tried first; the bound from it is proven by the same residual
-    check, whatever it is; the route above runs only when it gives none.
+    check, whatever it is; the route above runs only when it gives none. ``later``
+    (a callable setting up such a system, or returning None) is tried after BiCGStab,
+    before GMRES (:func:`ctmc.kernels.levels.return_time_systems`: levels found from the
+    chain's variables, where BiCGStab stalls: tandem networks from c = 2047).
     """
-    specs = [RETURN_SPEC, RETURN_GMRES] + ([dataclasses.replace(RETURN_SPEC, kind="lu")]
-                                           if size <= BOUND_LU_STATES else [])
+    # (a system that ran RETURN_SPEC's own solver, as a solve made ahead did, is not run again)
+    specs = ([] if getattr(system, "kind", None) == RETURN_SPEC.kind else [RETURN_SPEC]) \
+        + ([later] if later is not None else []) + [RETURN_GMRES] \
+        + ([dataclasses.replace(RETURN_SPEC, kind="lu")] if size <= BOUND_LU_STATES else [])
     # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
     residual = _residual_1norm(op, support, pi)
 

@@ -22,13 +22,13 @@ Each cycle of :class:`LevelSystem` runs
 1. a Gauss-Seidel sweep on :math:`M` in increasing level order
    (:meth:`ctmc.kernels.sweeps.Sweeper.relax_ordered`, the matrix permuted once),
 2. a coarse correction on the levels: the residual :math:`r = b - Mx` is
-   restricted by the weights :math:`s_i = w_i / W_L` (:math:`w` the stationary law,
-   :math:`W_L` its mass on the level, so :math:`s^T r` is the conditional mean of
-   :math:`r` on the level), the correction is constant on each level, and the coarse
+   restricted by the weights :math:`s_i = w_i / W_L` (:math:`w_i = 1/q_i` by default,
+   :math:`W_L` their sum on the level, so :math:`s^T r` is the mean on the level of the
+   point corrections :math:`r_i/q_i`), the correction is constant on each level, and the coarse
    operator is the Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T`
    (as in :mod:`ctmc.multigrid`, on the transposed side), :math:`T` the 0/1 level matrix. :math:`A_c` is
    the (negated, pinned) generator of the birth-death chain of the levels with
-   rates averaged by :math:`w`: tridiagonal, a nonsingular M-matrix, solved exactly
+   rates averaged by :math:`s`: tridiagonal, a nonsingular M-matrix, solved exactly
    in :math:`O(\text{levels})`,
 3. a Gauss-Seidel sweep in decreasing level order.
 
@@ -39,19 +39,26 @@ residual of what it returns and proves the bound from it, whatever solved it.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
+from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
 from .sweeps import Sweeper
 
-__all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES"]
+__all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
+           "structured_levels", "return_time_systems"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
 LEVEL_RTOL = 1e-2
 #: cycles of one solve at most
 LEVEL_CYCLES = 500
+#: cycles of a solve on levels found by :func:`structured_levels` (tandem networks: 15 at c = 255 and
+#: 1023): a wrong guess costs little before the Krylov route takes over
+LEVEL_PROBE = 60
+#: the fewest levels a state variable needs for :func:`structured_levels` to offer it: a shorter
+#: level chain is crossed by a Krylov solve in a few iterations
+LEVEL_MIN = 32
 
 
 class LevelSystem:
@@ -65,8 +72,10 @@ class LevelSystem:
         The class without the pin.
     levels : ndarray of int
         The level of every state; every transition moves it by +-1.
-    weights : ndarray
-        Non-negative weights of the states within their level (the stationary law).
+    weights : ndarray, optional
+        Non-negative weights of the states within their level (default :math:`1/q_i`: on tandem
+        networks, levels ``sm``, 15 cycles at c = 255 and 1023, where the stationary law's weights
+        needed 102 and 500+; 19-20 cycles on JSQ either way).
     rtol, maxiter : float, int
         The stop of a solve (:data:`LEVEL_RTOL`, :data:`LEVEL_CYCLES`).
 
@@ -90,7 +99,7 @@ class LevelSystem:
 
     kind = "level"
 
-    def __init__(self, op, X, levels, weights, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES):
+    def __init__(self, op, X, levels, weights=None, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES):
         if op.size != 1:
             raise ValueError("LevelSystem: one process only")
         self.op, self.rtol, self.maxiter = op, float(rtol), int(maxiter)
@@ -102,32 +111,18 @@ class LevelSystem:
         self.nx = nx = idx.size
         self.sweeper = Sweeper(op, X, 0.0, transpose=False, order=self.order)
         A = self.sweeper.local                       # Q_XX in level order (unit rows off X)
-        # the levels present in X, numbered in order: a level of the pin alone drops out, and the
-        # levels on either side of it are not coupled (every transition moves by one)
-        _, self.group = np.unique(lev[idx], return_inverse=True)
-        nc = int(self.group.max()) + 1 if nx else 0
-        w = np.asarray(weights, dtype=float)[idx]
-        w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-        W = np.bincount(self.group, weights=w, minlength=nc)
-        empty = ~(W > 0)[self.group]                 # no weight on a level: uniform there
-        w = np.where(empty, 1.0, w)
-        W = np.bincount(self.group, weights=w, minlength=nc)
-        self.share = w / W[self.group]
-        Mxx = -A[:nx, :nx]
-        # T^T diag(s) M T: M's columns moved to their level (M T, duplicates summed by the product)
-        MT = sp.csr_matrix((Mxx.data, self.group[Mxx.indices], Mxx.indptr), shape=(nx, nc))
-        Ts = sp.csr_matrix((self.share, self.group, np.arange(nx + 1)), shape=(nx, nc)).T
-        Ac = (Ts @ MT).tocoo()
-        del Mxx, MT
-        if np.any(np.abs(Ac.row - Ac.col) > 1):
+        if weights is None:
+            with np.errstate(divide="ignore"):
+                weights = 1.0 / op.exit_rates
+        found = level_chain(op.generator_rows(False), X, lev, weights)
+        if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
-        ab = np.zeros((3, nc))
-        np.add.at(ab, (1 + Ac.row - Ac.col, Ac.col), Ac.data)
-        self.ab = ab
+        group, share, self.ab = found
+        self.group, self.share = group[idx], share[idx]
+        nc = self.ab.shape[1]
         self.info = {"levels": nc}
 
     def _coarse(self, r):
-        from scipy.linalg import solve_banded
         rc = np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1])
         return solve_banded((1, 1), self.ab, rc, check_finite=False)[self.group]
 
@@ -164,3 +159,133 @@ class LevelSystem:
 
     def close(self):
         """Nothing to release (the interface of a backend's system)."""
+
+
+#: stored entries of ``Q`` read at once by :func:`level_chain` (its index arrays stay this small)
+_CHUNK = 1 << 22
+
+
+def level_chain(Q, X, levels, weights):
+    r"""The level chain of :math:`M = -Q_{XX}`: ``(group, share, ab)``, or None when a transition
+    moves the level by more than one.
+
+    ``group`` numbers the levels present in ``X`` in order (-1 off ``X``), ``share`` is
+    :math:`s_i = w_i / W_L` (uniform on a level without weight, 0 off ``X``) and ``ab`` holds the
+    Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T` in the banded form of
+    :func:`scipy.linalg.solve_banded` (``(1, 1)``): row ``L`` of :math:`A_c` is the
+    :math:`s`-average of the rows of :math:`M` on level ``L``, its columns summed by level. ``Q`` is
+    read a chunk of rows at a time (no copy of it).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> Q = sp.csr_matrix(np.array([[-1., 1, 0], [2, -3, 1], [0, 2, -2]]))
+    >>> group, share, ab = level_chain(Q, np.array([False, True, True]), np.arange(3), np.ones(3))
+    >>> group.tolist(), ab.tolist()        # M = [[3, -1], [-2, 2]] in banded form
+    ([-1, 0, 1], [[0.0, -1.0], [3.0, 2.0], [-2.0, 0.0]])
+    """
+    X = np.asarray(X, dtype=bool)
+    lev = np.asarray(levels, dtype=np.int64)
+    group = np.full(X.size, -1, dtype=np.int64)
+    _, group[X] = np.unique(lev[X], return_inverse=True)
+    nc = int(group.max()) + 1
+    w = np.asarray(weights, dtype=float)
+    w = np.where(X & np.isfinite(w) & (w > 0), w, 0.0)
+    W = np.bincount(group[X], weights=w[X], minlength=nc)
+    w = np.where(X & ~(W > 0)[group], 1.0, w)           # no weight on a level: uniform there
+    W = np.bincount(group[X], weights=w[X], minlength=nc)
+    share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
+    ab = np.zeros(3 * max(nc, 0))
+    n, ptr = Q.shape[0], Q.indptr
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(ptr, ptr[start] + _CHUNK, side="right"))
+        stop = min(max(stop - 1, start + 1), n)
+        lo, hi = int(ptr[start]), int(ptr[stop])
+        rows = np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1]))
+        cols = Q.indices[lo:hi]
+        keep = X[rows] & X[cols]
+        r, c = rows[keep], cols[keep]
+        if np.any(np.abs(lev[c] - lev[r]) > 1):
+            return None
+        gc = group[c]
+        ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * Q.data[lo:hi][keep],
+                          minlength=3 * nc)
+        start = stop
+    return group, share, ab.reshape(3, nc)
+
+
+def structured_levels(op, X, min_levels: int = LEVEL_MIN):
+    r"""The state variable whose levels carry the slow part of the return times on ``X``: ``(name,
+    levels)``, or None.
+
+    Every variable of the chain's state table with at least ``min_levels`` values on ``X`` whose
+    every transition within ``X`` moves it by at most one is a candidate; its level chain
+    (:func:`level_chain`, weights :math:`1/q_i`) is solved for the mean times to reach the pin's
+    side, :math:`A_c m_c = 1` (tridiagonal). The candidate with the largest :math:`\max m_c` is
+    the one along which the passage to the pin is slow (on a tandem network ``sm``, the second
+    queue: :math:`\max m_c` about ``c/2`` against ``1/(4c)``-sized steps along ``sc``). One
+    process only; None without a state table or a candidate.
+
+    Examples
+    --------
+    >>> import numpy as np, ctmc
+    >>> from ctmc.backends import operator_for
+    >>> m = ctmc.Model("two"); a = m.var("a", 0, 40); b = m.var("b", 0, 40)
+    >>> m.event("in", guard=a < 40, rate=100.0, update={a: a + 1})
+    >>> m.event("move", guard=(a > 0) & (b < 40), rate=1.0, update={a: a - 1, b: b + 1})
+    >>> m.event("out", guard=b > 0, rate=2.0, update={b: b - 1})
+    >>> op = operator_for(m.build(initial={"a": 0, "b": 0}), "scipy")
+    >>> X = np.ones(op.n, dtype=bool); X[op.states.index(a=40, b=0)] = False
+    >>> structured_levels(op, X)[0]
+    'b'
+    """
+    if op.size != 1 or op.states is None:
+        return None
+    X = np.asarray(X, dtype=bool)
+    if not X.any():
+        return None
+    Q = op.generator_rows(False)
+    with np.errstate(divide="ignore"):
+        weights = 1.0 / op.exit_rates
+    best = None
+    for name, lev in op.states.as_dict().items():
+        lev = np.asarray(lev)
+        if lev.dtype.kind not in "iub" or int(lev[X].max()) - int(lev[X].min()) + 1 < min_levels:
+            continue
+        found = level_chain(Q, X, lev, weights)
+        if found is None:
+            continue
+        try:
+            mc = solve_banded((1, 1), found[2], np.ones(found[2].shape[1]), check_finite=False)
+        except (ValueError, np.linalg.LinAlgError):     # a singular level chain: no use
+            continue
+        top = float(mc.max()) if np.all(np.isfinite(mc)) else -np.inf
+        if top > 0 and (best is None or top > best[0]):
+            best = (top, name, lev)
+    return None if best is None else best[1:]
+
+
+def return_time_systems(op, X, levels=None, info=None) -> tuple:
+    """``(first, later)``: the return-time systems on levels for
+    :func:`ctmc.kernels.evidence.iterative_bound` (one process only, else ``(None, None)``).
+
+    With ``levels`` (``level_iad``'s, ``"given"``'s) ``first`` is a :class:`LevelSystem` on them
+    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles). Without, ``later`` is a callable
+    that finds a variable by :func:`structured_levels` (its name into ``info["return_time_levels"]``)
+    and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None: tried
+    only where BiCGStab did not bound the return times, so chains it serves pay nothing.
+    """
+    if op.size != 1:
+        return None, None
+    if levels is not None:
+        return LevelSystem(op, X, levels), None
+
+    def later():
+        found = structured_levels(op, X)
+        if found is None:
+            return None
+        if info is not None:
+            info["return_time_levels"] = found[0]
+        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE)
+    return None, later
