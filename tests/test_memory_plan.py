@@ -337,3 +337,83 @@ def test_the_error_bound_holds_no_matrix_of_its_own():
     assert res.status is ctmc.Status.SUCCESS and len(seen) == 1
     bound = (plan.BICGSTAB_VECTORS + plan.WORK_VECTORS) * 8.0 * n + 4.0 * e
     assert seen[0] <= bound, f"the bound's peak {seen[0] / e:.1f} B/entry above {bound / e:.1f}"
+
+
+def test_the_error_bound_s_solve_runs_beside_the_law_alone():
+    r"""The peak of ``stationary()`` while its error bound solves (BiCGStab, kanban t=3), counted in float64
+    vectors of ``8 n`` bytes from the start of the call (tracemalloc: numpy reports its buffers).
+
+    What that phase must hold: BiCGStab's nine vectors (iterate, residual, shadow, direction, the two
+    products, the half step and the two preconditioned ones) and one product's temporary; beside them the
+    law ``pi``, its residual ``pi Q`` (the bound reads it), the return-time system's right-hand side and
+    its iterate, the system's mask (a byte a state) and the diagonal positions it reads ``Q`` by (int32):
+    10 + 4 + 5/8, at most 15 with the set masks of the caller. A second copy of the answer (the raw
+    solve's, the masked or the clipped one), the system's int64 index set, diagonal or rows, or a copy of
+    the right-hand side held beside it is a vector more each.
+    """
+    import tracemalloc
+    from ctmc import _relax, krylov
+    if not _relax.compiled():
+        pytest.skip("the compiled kernels are off: the system is a matrix")
+    chain = parse_spec("kanban:3").chain()
+    chain.stationary()                                     # imports, first-use caches
+    n = chain.n_states
+    inner, seen = krylov._bicgstab, []
+
+    def measured(*a, **k):
+        tracemalloc.reset_peak()                           # the peak within this solve, from the call's start
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - start)
+    krylov._bicgstab = measured
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        krylov._bicgstab = inner
+    assert res.status is ctmc.Status.SUCCESS and res.method == "bicgstab" and len(seen) >= 2
+    assert seen[-1] <= 15 * 8.0 * n, f"the bound's solve peaks at {seen[-1] / (8.0 * n):.1f} vectors"
+
+
+def test_the_compiled_build_holds_one_generator():
+    r"""The compiled search's resident peak (kanban t=3, hashed: its box of 2^32 points is beyond a table)
+    is the generator it returns and per-state tables, not a second generator's worth of kept transitions.
+
+    Measured in a fresh process by the resident set's high-water mark (``VmHWM``, reset through
+    ``/proc/self/clear_refs``: the engine's buffers are C allocations tracemalloc does not see) less the
+    resident set before the build. Allowed: ``Q``'s arrays (12 bytes a stored entry, 4 a row), the sorted
+    codes (8 bytes a state), the hashed index at its largest (16-byte slots, at most 4 a state: 64) and 16
+    bytes a state of slack (the discovery order, pages). The search keeping each transition (12 bytes)
+    for a permutation at the end adds about 9 a state here, 100 bytes a state.
+    """
+    import subprocess
+    import sys
+    code = r'''
+import os, sys
+from ctmc.models.gallery import parse_spec
+parse_spec("kanban:1").chain()
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key))
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    print("skip"); sys.exit()
+before = status("VmRSS")
+c = parse_spec("kanban:3").chain()
+Q = c.Q
+print(status("VmHWM") - before, Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes, c.n_states,
+      c.build_info["engine"])
+'''
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    if out == ["skip"]:
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    growth, qbytes, n, engine = int(out[0]), int(out[1]), int(out[2]), out[3]
+    if engine != "compiled":
+        pytest.skip("the compiled builder is not built")
+    bound = qbytes + (8 + 64 + 16) * n
+    assert growth <= bound, f"the build's peak {growth / 1e6:.1f} MB above {bound / 1e6:.1f} MB (Q {qbytes / 1e6:.1f})"
