@@ -425,12 +425,13 @@ def compile_model(model, layout, programs=()):
 
 
 #: The box (points) up to which the engine may index states by one array over it (once they fill
-#: 1/64 of it; a hash table before, and beyond it); either way the rows are made in a second pass in
-#: code order, each state expanded again. The table takes at most a tenth of the memory limit too
-#: (:func:`_dense`). 2^28 (a table of 1 GiB at most): on polling N=17 (box 4.5 M, 3.3 M states) the
-#: table built in 4.2 s at 0.52 GiB where the hash table and the transitions the hashed search then
-#: kept took 9-11 s and 1.03 GiB (it no longer keeps them: kanban and fms, hashed, peak at 20-24
-#: bytes a transition, were 34-39)
+#: 1/64 of it; a hash table before) and make the rows in a second pass in code order; the table
+#: takes at most a tenth of the memory limit too (:func:`_dense`). 2^28 (a table of 1 GiB at most):
+#: on polling N=17 (box 4.5 M, 3.3 M states) the table built in 4.2 s at 0.52 GiB where the hash
+#: table and the kept transitions took 9-11 s and 1.03 GiB; polling N=20 (box 42 M) was past 2^24,
+#: and its hashed build (kept transitions, their doubling room) did not fit 16 GiB. Beyond the table
+#: the transitions are kept (expanding every state again instead cost 15-45 % more CPU on kanban
+#: and fms), and the hash index is freed before the generator is made from them.
 DENSE_POINTS = 1 << 28
 
 #: Opcodes per event above which a box-shaped chain (numpy's box strategy chosen by the cost model)

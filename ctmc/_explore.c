@@ -132,8 +132,9 @@ static inline void decode(const engine_t *g, int64_t c0, double *vals, int32_t *
  * lo, span, strides  int64 per variable; box = product of spans
  * init    int64 codes of the initial states
  * dense   the box may be indexed by one int32 slot a point: states are then indexed by a hash
- *         table until they are 1/64 of the box, then by the table; else by a hash table. Either
- *         way the rows are made in a second pass in code order (nothing kept from the search)
+ *         table until they are 1/64 of the box, then by the table, and the rows are made in a
+ *         second pass in code order (nothing kept from the search); else a hash table, and the
+ *         search keeps the transitions, permuted into code order at the end
  * max_states, max_bytes  limits (-1: none): a build beyond them stops (ST_MAX_STATES, ST_MEMORY)
  * progress  callable(n_found) called now and then, or None
  * codes_only  find the states only
@@ -162,10 +163,12 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     const model_t *M = &g.M;
     const int64_t *init = b_init.buf;
     const int nv = g.nv, n_ev = M->n_ev;
+    const int keep = !dense && !codes_only;     /* transitions kept (permuted at the end) */
     const int64_t table_at = box <= 65536 ? 0 : box / 64;   /* states from which a table indexes them */
     Py_ssize_t n_init = b_init.len / 8;
     size_t bytes = 0, n = 0, ntrans = 0, i;
-    vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4};
+    vec vcodes = {NULL, 0, 0, 8}, vvals = {NULL, 0, 0, 4}, vptr = {NULL, 0, 0, 8};
+    vec vcol = {NULL, 0, 0, 4}, vrate = {NULL, 0, 0, 8};
     index_t ix = {0};
     double vals[MAX_VARS];
     int32_t ivals[MAX_VARS];
@@ -173,14 +176,14 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     double *rs = g.rs, *newvs = g.newvs;
     int *evi = g.evi;
     PyObject *o_codes = NULL, *o_indptr = NULL, *o_indices = NULL, *o_data = NULL;
+    int32_t *rank = NULL, *order = NULL;        /* the code order of a hashed search's states */
 
     if (status != ST_OK) goto done;
     if (index_init(&ix, dense && table_at == 0, box, &bytes) < 0) { status = ST_MEMORY; goto done; }
     /* the initial states */
-    if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)) {
-        status = ST_MEMORY;
-        goto done;
-    }
+    if (vec_reserve(&vcodes, n_init, &bytes) || vec_reserve(&vvals, n_init * nv, &bytes)
+        || vec_reserve(&vptr, 1, &bytes)) { status = ST_MEMORY; goto done; }
+    ((int64_t *)vptr.p)[0] = 0;
     for (Py_ssize_t k = 0; k < n_init; k++) {
         int isnew;
         int64_t c = init[k];
@@ -193,20 +196,19 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     }
     if (max_states >= 0 && (long long)n > max_states) { status = ST_MAX_STATES; goto done; }
     /*
-     * Breadth first: states are expanded in discovery order. The search only finds the states
-     * (pass 1) and the rows are made afterwards in code order (pass 2: every state expanded
-     * again, its targets' numbers one read of the table, or of the hashed index, away). The
-     * transitions are not kept between the passes: kept, with their growth room, they and the
-     * generator made from them peaked at 34-39 bytes a transition (kanban, fms: hashed), against
-     * 20-26 expanded again, for about the same time (the expansion is as cheap as the
-     * permutation of the kept rows was).
+     * Breadth first: states are expanded in discovery order. With a dense index the search only
+     * finds the states (pass 1) and the rows are made afterwards in code order (pass 2: every
+     * state expanded again, its targets' numbers one read of the table away); with a hashed index
+     * the transitions are kept and permuted into code order.
      */
     for (i = 0; i < n; i++) {
         const int32_t *sv;
         int64_t c0 = ((int64_t *)vcodes.p)[i];
         int nt, st;
         /* room for every event's transition and new state (the storage does not move below) */
-        if (vec_reserve(&vcodes, n + n_ev, &bytes) || vec_reserve(&vvals, (n + n_ev) * nv, &bytes)) {
+        if (vec_reserve(&vcodes, n + n_ev, &bytes) || vec_reserve(&vvals, (n + n_ev) * nv, &bytes)
+            || (keep && (vec_reserve(&vcol, ntrans + n_ev, &bytes) || vec_reserve(&vrate, ntrans + n_ev, &bytes)
+                         || vec_reserve(&vptr, i + 2, &bytes)))) {
             status = ST_MEMORY;
             goto done;
         }
@@ -234,8 +236,13 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
                 for (int u = 0; u < E->nu; u++) nvp[E->ups[u].var] = (int32_t)newv[u];
                 n++;
             }
+            if (keep) {
+                ((int32_t *)vcol.p)[ntrans] = (int32_t)j;
+                ((double *)vrate.p)[ntrans] = rs[t];
+            }
             ntrans++;
         }
+        if (keep) ((int64_t *)vptr.p)[i + 1] = (int64_t)ntrans;
         if (dense && !ix.table && (int64_t)n >= table_at && index_to_table(&ix, box, &bytes) < 0) {
             status = ST_MEMORY;
             goto done;
@@ -254,7 +261,7 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
     vvals.p = NULL;
     if (!codes_only && ntrans + n >= INT32_MAX) { status = ST_FALLBACK; goto done; }
     /* what the result adds: the codes, and the generator (CSR) */
-    bytes += n * 8 + (codes_only ? 0 : (n + 1) * 4 + (ntrans + n) * 12);
+    bytes += n * 8 + (codes_only ? 0 : (n + 1) * 4 + (ntrans + n) * 12 + (ix.table ? 0 : n * 8));
     if (max_bytes >= 0 && bytes > (size_t)max_bytes) { status = ST_MEMORY; goto done; }
     {
         size_t nnz = 0, cap = codes_only ? 0 : ntrans + n;
@@ -267,8 +274,8 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             size_t r = 0;
             for (int64_t c = 0; c < box; c++)
                 if (ix.table[c] >= 0) { ix.table[c] = (int32_t)r; cs[r] = c; r++; }   /* renumbered */
-        } else {
-            /* hashed (a box too large for a table): sorted, and the index renumbered */
+        } else if (dense) {
+            /* few states in a large box, still hashed: sorted, and the index renumbered */
             int bits = 0;
             int32_t *tmp = malloc(n * sizeof(int32_t));
             if (!tmp) { status = ST_MEMORY; goto done; }
@@ -276,11 +283,25 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             memcpy(cs, vcodes.p, n * sizeof(int64_t));
             if (radix_sort(cs, tmp, n, bits) < 0) { free(tmp); status = ST_MEMORY; goto done; }
             free(tmp);
-            if (!codes_only)
-                for (i = 0; i < n; i++) index_set(&ix, cs[i], (int32_t)i);
+            for (i = 0; i < n; i++) index_set(&ix, cs[i], (int32_t)i);
+        } else {
+            int bits = 0;
+            rank = malloc(n * sizeof(int32_t));
+            order = malloc(n * sizeof(int32_t));
+            if (!rank || !order) { status = ST_MEMORY; goto done; }
+            while (bits < 63 && ((int64_t)1 << bits) < box) bits++;
+            memcpy(cs, vcodes.p, n * sizeof(int64_t));
+            for (i = 0; i < n; i++) order[i] = (int32_t)i;
+            if (radix_sort(cs, order, n, bits) < 0) { status = ST_MEMORY; goto done; }
+            for (i = 0; i < n; i++) rank[order[i]] = (int32_t)i;
+            /* the rows are found by rank from here: the hashed index and the discovery order are
+             * freed before the generator is made beside the kept transitions (kanban t=4: 4.7
+             * bytes a transition less at the build's peak) */
+            free(ix.slots);
+            ix.slots = NULL;
+            free(vcodes.p);
+            vcodes.p = NULL;
         }
-        free(vcodes.p);           /* the discovery order: not needed by pass 2 */
-        vcodes.p = NULL;
         if (!codes_only) {
             int32_t *ip, *col;
             double *dat;
@@ -294,14 +315,32 @@ static PyObject *explore(PyObject *Py_UNUSED(self), PyObject *args)
             ip[0] = 0;
             for (size_t r = 0; r < n; r++) {
                 size_t start = nnz;
-                int nt, st;
-                decode(&g, cs[r], vals, ivals);
-                st = expand(M, vals, ivals, cs[r], c1s, rs, evi, newvs, &nt);
-                if (st != ST_OK) { status = st; goto done; }
-                for (int t = 0; t < nt; t++) {
-                    col[nnz] = (int32_t)index_find(&ix, c1s[t]);
-                    dat[nnz] = rs[t];
-                    nnz++;
+                if (dense) {
+                    /* pass 2 */
+                    int nt, st;
+                    decode(&g, cs[r], vals, ivals);
+                    st = expand(M, vals, ivals, cs[r], c1s, rs, evi, newvs, &nt);
+                    if (st != ST_OK) { status = st; goto done; }
+                    for (int t = 0; t < nt; t++) {
+                        col[nnz] = (int32_t)index_find(&ix, c1s[t]);
+                        dat[nnz] = rs[t];
+                        nnz++;
+                    }
+                } else {
+                    /* the kept row, permuted (the rows a few ahead asked for: they are scattered) */
+                    int32_t d = order[r];
+                    const int64_t *ptr = vptr.p;
+                    if (r + 16 < n) __builtin_prefetch(ptr + order[r + 16]);
+                    if (r + 8 < n) {
+                        int64_t a8 = ptr[order[r + 8]];
+                        __builtin_prefetch((int32_t *)vcol.p + a8);
+                        __builtin_prefetch((double *)vrate.p + a8);
+                    }
+                    for (int64_t k = ptr[d]; k < ptr[d + 1]; k++) {
+                        col[nnz] = rank[((int32_t *)vcol.p)[k]];
+                        dat[nnz] = ((double *)vrate.p)[k];
+                        nnz++;
+                    }
                 }
                 nnz = finish_row(col, dat, start, nnz, (int32_t)r);
                 if (nnz == SIZE_MAX) { status = ST_MEMORY; goto done; }
@@ -327,8 +366,13 @@ fail:
     Py_XDECREF(o_indptr);
     Py_XDECREF(o_indices);
     Py_XDECREF(o_data);
+    free(rank);
+    free(order);
     free(vcodes.p);
     free(vvals.p);
+    free(vptr.p);
+    free(vcol.p);
+    free(vrate.p);
     free(ix.table);
     free(ix.slots);
     }
