@@ -790,7 +790,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`, :func:`grade_bound`)."""
     ret = ctx.info.pop("_return", None)
     levels = ctx.info.pop("_levels", None)
-    x = x.pop() if isinstance(x, list) else x    # a list handed over: emptied, not held beside the bound's solve
+    x = x.pop() if isinstance(x, list) else x    # a list handed over: emptied (not held beside the bound)
     if x is None:
         return _Evaluated(None, status, msg, info={})
     x = np.where(support, x, 0.0)

@@ -411,11 +411,13 @@ Q = c.Q
 print(status("VmHWM") - before, Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes, c.n_states,
       c.build_info["engine"], c.n_transitions)
 '''
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
     if out == ["skip"]:
         pytest.skip("/proc/self/clear_refs is not writable here")
     growth, qbytes, n, engine, transitions = int(out[0]), int(out[1]), int(out[2]), out[3], int(out[4])
     if engine != "compiled":
         pytest.skip("the compiled builder is not built")
     bound = qbytes + 12 * transitions + 40 * n
-    assert growth <= bound, f"the build's peak {growth / 1e6:.1f} MB above {bound / 1e6:.1f} MB (Q {qbytes / 1e6:.1f})"
+    assert growth <= bound, (f"the build's peak {growth / 1e6:.1f} MB above {bound / 1e6:.1f} MB "
+                             f"(Q {qbytes / 1e6:.1f})")

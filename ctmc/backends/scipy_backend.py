@@ -413,7 +413,8 @@ class ScipySystem(System):
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
         if self._count == 0 or self._failure is not None:
-            return np.zeros_like(b), (SolveReport() if self._count == 0 else SolveReport(Status.BREAKDOWN, self._failure))
+            return np.zeros_like(b), (SolveReport() if self._count == 0
+                                      else SolveReport(Status.BREAKDOWN, self._failure))
         if self._lu is not None:
             idx = self.idx
             x = np.zeros_like(b)
@@ -426,7 +427,8 @@ class ScipySystem(System):
             # the chain's numbering: the solve's own answer is returned (no embedding beside the basis); a
             # right-hand side already zero off the members is solved as it is (the solvers only read it)
             off = ~self.members
-            y, rep = self._solve_krylov(np.where(self.members, b, 0.0) if np.any(b, where=off) else b, transpose)
+            bm = np.where(self.members, b, 0.0) if np.any(b, where=off) else b
+            y, rep = self._solve_krylov(bm, transpose)
             y[off] = 0.0
             return y, rep
         keep = self.members if self._masked else None
