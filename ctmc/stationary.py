@@ -328,10 +328,9 @@ def _pinned(kind: str):
         elif kind == "lu":
             pin = pin_hint(op, support, hint)
         else:
-            # a Krylov solve pinned on a negligible-probability state (a user's
-            # initial state often is one) stalls for its whole iteration budget
-            # before a re-pin can help: a short random walk finds a probable state
-            # (on one process; the slowest-exit state on several)
+            # a Krylov solve pinned on a negligible-probability state (a user's initial state often is
+            # one) stalls for its whole iteration budget before a re-pin can help: a short random walk
+            # finds a probable state (on one process; the slowest-exit state on several)
             pin = walk_pin(op, support, hint) if op.size == 1 else slowest
             info["pin_rule"] = "random walk" if op.size == 1 else "slowest exit"
         spec = linear_spec(kind, opts)
@@ -348,6 +347,7 @@ def _pinned(kind: str):
                 b = np.where(support & ~e, _row_of_R(op, pin), 0.0)
                 t0 = time.perf_counter()
                 x, rep = sysm.solve(b, transpose=True)
+                b = None                     # (not held through the polish and the bound)
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
