@@ -421,3 +421,36 @@ print(status("VmHWM") - before, Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbyt
     bound = qbytes + 12 * transitions + 40 * n
     assert growth <= bound, (f"the build's peak {growth / 1e6:.1f} MB above {bound / 1e6:.1f} MB "
                              f"(Q {qbytes / 1e6:.1f})")
+
+
+def test_the_polish_holds_q_transpose_and_three_vectors():
+    r"""The peak of ``stationary()`` during the tail polish (cluster N=64: BiCGStab's answer is swept), from
+    the start of the call (tracemalloc), is ``Q^T`` (its sweeps read its rows: 12 bytes a stored entry, 4 a
+    row) and, in float64 vectors of ``8 n`` bytes: the iterate (the solve's own answer, swept in place), the
+    sweep's zero right-hand side and the balance measurement's product ``x Q``, plus the masks and a
+    block's temporaries: at most 4. The solve's raw answer and its clipped copy, the pinned right-hand side,
+    or the balance error's vector temporaries held beside them are a vector more each (11.5 on 9058792).
+    """
+    import tracemalloc
+    chain = parse_spec("cluster:64").chain()
+    chain.stationary()                                     # imports, first-use caches
+    n, e = chain.n_states, chain.Q.nnz
+    inner, seen = st._polish, []
+
+    def measured(*a, **k):
+        tracemalloc.reset_peak()
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - start)
+    st._polish = measured
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        st._polish = inner
+    assert res.status is ctmc.Status.SUCCESS and len(seen) == 1 and res.info.get("polish_sweeps", 0) > 0
+    qt = 12.0 * e + 4.0 * (n + 1)
+    assert seen[0] <= qt + 4 * 8.0 * n, f"the polish peaks at Q^T + {(seen[0] - qt) / (8.0 * n):.1f} vectors"
