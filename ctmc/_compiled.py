@@ -433,7 +433,9 @@ def compile_model(model, layout, programs=()):
 #: takes at most a tenth of the memory limit too (:func:`_dense`). 2^28 (a table of 1 GiB at most):
 #: on polling N=17 (box 4.5 M, 3.3 M states) the table built in 4.2 s at 0.52 GiB where the hash
 #: table and the kept transitions took 9-11 s and 1.03 GiB; polling N=20 (box 42 M) was past 2^24,
-#: and its hashed build (kept transitions, their doubling room) did not fit 16 GiB
+#: and its hashed build (kept transitions, their doubling room) did not fit 16 GiB. Beyond the table
+#: the transitions are kept (expanding every state again instead cost 15-45 % more CPU on kanban
+#: and fms), and the hash index is freed before the generator is made from them.
 DENSE_POINTS = 1 << 28
 
 #: Opcodes per event above which a box-shaped chain (numpy's box strategy chosen by the cost model)

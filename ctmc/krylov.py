@@ -681,7 +681,12 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     # the shadow residual: r_0 scaled entrywise by fixed pseudo-random factors in [0.5, 1.5] (not r_0 itself)
     # where r_0 is 0 (a pinned system's unit right-hand side), the shadow takes max |r_0| instead: a shadow
     # with r_0's few entries is orthogonal to r after a step that solves those rows (polling N=15: rho = 0)
-    rhat = np.where(r != 0.0, r, np.abs(r).max()) * np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    # (made in the factors' vector: no temporary vector beside the nine)
+    rhat = np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    zero = r == 0.0
+    np.multiply(rhat, r, out=rhat, where=~zero)
+    np.multiply(rhat, np.maximum(r.max(), -r.min()), out=rhat, where=zero)
+    del zero
     rho = float(np.dot(rhat, r))
     alpha = omega = 1.0
     its = 0
@@ -748,11 +753,21 @@ def bracket_factor(r, b) -> float:
     >>> bracket_factor(np.array([0.5, -0.25, 0.0]), np.array([1.0, 1.0, 0.0]))
     2.5
     """
-    r, b = np.asarray(r), np.asarray(b)
-    pos = b > 0
-    if np.any(r[~pos] != 0):
-        return np.inf
-    rho = r[pos] / b[pos]
-    hi = max(float(rho.max(initial=0.0)), 0.0)
-    lo = max(float(-rho.min(initial=0.0)), 0.0)
+    r, b = np.ravel(r), np.ravel(b)
+    # block by block: the temporaries of the quotients are a block's, not vectors beside a solve's own
+    his, los = [], []
+    for s in range(0, r.size, _BLOCK):
+        rb, bb = r[s:s + _BLOCK], b[s:s + _BLOCK]
+        pos = bb > 0
+        if np.any(rb[~pos] != 0):
+            return np.inf
+        rho = rb[pos] / bb[pos]
+        his.append(rho.max(initial=0.0))
+        los.append(-rho.min(initial=0.0))
+    hi = max(float(np.max(his, initial=0.0)), 0.0)
+    lo = max(float(np.max(los, initial=0.0)), 0.0)
     return (1.0 + lo) / (1.0 - hi) if hi < 1.0 else np.inf
+
+
+#: the entries :func:`bracket_factor` takes at a time
+_BLOCK = 1 << 13

@@ -112,10 +112,8 @@ from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
                              start_vector, state_levels)
-from .options import DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, linear_spec
-from .options import make_options as _make_options
-from .options import integer_in as _integer_in
-from .options import positive as _positive
+from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
+                      linear_spec, make_options as _make_options, positive as _positive)
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask
 
@@ -325,10 +323,9 @@ def _pinned(kind: str):
         elif kind == "lu":
             pin = pin_hint(op, support, hint)
         else:
-            # a Krylov solve pinned on a negligible-probability state (a user's
-            # initial state often is one) stalls for its whole iteration budget
-            # before a re-pin can help: a short random walk finds a probable state
-            # (on one process; the slowest-exit state on several)
+            # a Krylov solve pinned on a negligible-probability state (a user's initial state often is
+            # one) stalls for its whole iteration budget before a re-pin can help: a short random walk
+            # finds a probable state (on one process; the slowest-exit state on several)
             pin = walk_pin(op, support, hint) if op.size == 1 else slowest
             info["pin_rule"] = "random walk" if op.size == 1 else "slowest exit"
         spec = linear_spec(kind, opts)
@@ -347,6 +344,7 @@ def _pinned(kind: str):
                     info["_ahead"] = ReturnTimesAhead.start(op, support, pin, ctx.size, ctx.backend_options)
                 t0 = time.perf_counter()
                 x, rep = sysm.solve(b, transpose=True)
+                b = None                     # (not held through the polish and the bound)
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
@@ -495,7 +493,8 @@ def _polish(op, support, x, opts, ctx):
     neg = int(op.allsum(float(np.count_nonzero(support & (x < 0)))))
     if neg:
         ctx.info["negative_states"] = neg   # reported even when the sweeps repair them
-    x = np.ascontiguousarray(np.where(support, np.maximum(x, 0.0), 0.0))
+    x = np.ascontiguousarray(x, dtype=float)       # in place: the solve's own answer, no copy beside Q^T
+    np.copyto(x, 0.0, where=~support | (x < 0))
     x /= op.allsum(float(x.sum()))
     bal = _balance(op, x)
     ctx.info["balance_before_polish"] = bal
@@ -505,6 +504,7 @@ def _polish(op, support, x, opts, ctx):
     run = polish_sweeps(lambda: sweeper.relax(x, None, 1.0, "forward") or sweeper(x, 1.0, "backward"),
                         lambda: _balance(op, x), opts.polish, opts.tail_tol)
     ctx.info["polish_sweeps"], ctx.info["polish_stop"] = run.sweeps, run.describe(opts.tail_tol)
+    op.release()        # the Q^T the sweeps read: the answer's evidence reads Q's rows (the same numbers)
     return x
 
 
@@ -703,7 +703,8 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         except MemoryError as exc:
             tried.append(f"{m}: out of memory ({exc})")
             continue
-        ev = _evaluate(op, support, x, status, msg, o, ctx, name)
+        got, x = [x], None       # handed over: the raw answer is not held beside the law and its bound
+        ev = _evaluate(op, support, got, status, msg, o, ctx, name)
         last = i == len(steps) - 1
         # an inaccurate direct solve is not improved by an iterative one: only a breakdown
         # (or a Krylov probe that stalls or leaves a noisy tail) moves on
@@ -788,6 +789,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`, :func:`grade_bound`)."""
     ret = ctx.info.pop("_return", None)
     levels = ctx.info.pop("_levels", None)
+    x = x.pop() if isinstance(x, list) else x    # a list handed over: emptied (not held beside the bound)
     if x is None:
         return _Evaluated(None, status, msg, info={})
     x = np.where(support, x, 0.0)
@@ -798,11 +800,11 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         return _Evaluated(None, Status.BREAKDOWN, f"{msg}; non-finite or zero solution", info={})
     negative = max(0.0, -xmin / xmax)
     info = {}
-    # clip first, then normalise: the law sums to one
-    xp = np.maximum(x, 0.0)
-    pi = xp / op.allsum(float(xp.sum()))
     if negative:
         info["negative_states"] = int(op.allsum(float(np.count_nonzero(x < 0))))
+    # clip first, then normalise: the law sums to one (in place: the bound's solve holds one vector of it)
+    pi = np.maximum(x, 0.0, out=x)
+    pi /= op.allsum(float(pi.sum()))
     residual, bal, under, lost = stationary_evidence(op, pi)
     rel = residual / max(op.qmax, _TINY)
     status, msg = grade(status, msg, rel_residual=rel, balance=bal, lost=lost, negative=negative, opts=opts)

@@ -341,3 +341,120 @@ def test_the_error_bound_holds_no_matrix_of_its_own():
     assert res.status is ctmc.Status.SUCCESS and len(seen) == 1
     bound = (plan.BICGSTAB_VECTORS + plan.WORK_VECTORS) * 8.0 * n + 4.0 * e
     assert seen[0] <= bound, f"the bound's peak {seen[0] / e:.1f} B/entry above {bound / e:.1f}"
+
+
+def test_the_error_bound_s_solve_runs_beside_the_law_alone():
+    r"""The peak of ``stationary()`` while its error bound solves (BiCGStab, kanban t=3), counted in float64
+    vectors of ``8 n`` bytes from the start of the call (tracemalloc: numpy reports its buffers).
+
+    What that phase must hold: BiCGStab's nine vectors (iterate, residual, shadow, direction, the two
+    products, the half step and the two preconditioned ones) and one product's temporary; beside them the
+    law ``pi``, its residual ``pi Q`` (the bound reads it), the return-time system's right-hand side and
+    its iterate, the system's mask (a byte a state) and the diagonal positions it reads ``Q`` by (int32):
+    10 + 4 + 5/8, at most 15 with the set masks of the caller. A second copy of the answer (the raw
+    solve's, the masked or the clipped one), the system's int64 index set, diagonal or rows, or a copy of
+    the right-hand side held beside it is a vector more each.
+    """
+    import tracemalloc
+    from ctmc import _relax, krylov
+    if not _relax.compiled():
+        pytest.skip("the compiled kernels are off: the system is a matrix")
+    chain = parse_spec("kanban:3").chain()
+    chain.stationary()                                     # imports, first-use caches
+    n = chain.n_states
+    inner, seen = krylov._bicgstab, []
+
+    def measured(*a, **k):
+        tracemalloc.reset_peak()                           # the peak within this solve, from the call's start
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - start)
+    krylov._bicgstab = measured
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        krylov._bicgstab = inner
+    assert res.status is ctmc.Status.SUCCESS and res.method == "bicgstab" and len(seen) >= 2
+    assert seen[-1] <= 15 * 8.0 * n, f"the bound's solve peaks at {seen[-1] / (8.0 * n):.1f} vectors"
+
+
+def test_the_compiled_build_frees_its_index_before_the_generator():
+    r"""The compiled search's resident peak (kanban t=3, hashed: its box of 2^32 points is beyond a table)
+    is the generator it returns, the transitions it kept for it and per-state arrays, not its hash index.
+
+    Measured in a fresh process by the resident set's high-water mark (``VmHWM``, reset through
+    ``/proc/self/clear_refs``: the engine's buffers are C allocations tracemalloc does not see) less the
+    resident set before the build. At the peak (the generator made from the kept rows, permuted into code
+    order): ``Q``'s arrays (12 bytes a stored entry, 4 a row), the kept transitions (12 bytes each: an
+    int32 column, a float64 rate), their row starts (8 bytes a state), the permutation and its inverse (4
+    and 4), the sorted codes (8) and 16 bytes a state of slack (pages, the Python objects): ``Q`` + 12 a
+    transition + 40 a state. The hashed index (16-byte slots, 2-4 a state) and the discovery order (8 a
+    state) held on through that pass exceed it.
+    """
+    import subprocess
+    import sys
+    code = r'''
+import os, sys
+from ctmc.models.gallery import parse_spec
+parse_spec("kanban:1").chain()
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key))
+try:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    print("skip"); sys.exit()
+before = status("VmRSS")
+c = parse_spec("kanban:3").chain()
+Q = c.Q
+print(status("VmHWM") - before, Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes, c.n_states,
+      c.build_info["engine"], c.n_transitions)
+'''
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    if out == ["skip"]:
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    growth, qbytes, n, engine, transitions = int(out[0]), int(out[1]), int(out[2]), out[3], int(out[4])
+    if engine != "compiled":
+        pytest.skip("the compiled builder is not built")
+    bound = qbytes + 12 * transitions + 40 * n
+    assert growth <= bound, (f"the build's peak {growth / 1e6:.1f} MB above {bound / 1e6:.1f} MB "
+                             f"(Q {qbytes / 1e6:.1f})")
+
+
+def test_the_polish_holds_q_transpose_and_three_vectors():
+    r"""The peak of ``stationary()`` during the tail polish (cluster N=64: BiCGStab's answer is swept), from
+    the start of the call (tracemalloc), is ``Q^T`` (its sweeps read its rows: 12 bytes a stored entry, 4 a
+    row) and, in float64 vectors of ``8 n`` bytes: the iterate (the solve's own answer, swept in place), the
+    sweep's zero right-hand side and the balance measurement's product ``x Q``, plus the masks and a
+    block's temporaries: at most 4. The solve's raw answer and its clipped copy, the pinned right-hand side,
+    or the balance error's vector temporaries held beside them are a vector more each (11.5 on 9058792).
+    """
+    import tracemalloc
+    chain = parse_spec("cluster:64").chain()
+    chain.stationary()                                     # imports, first-use caches
+    n, e = chain.n_states, chain.Q.nnz
+    inner, seen = st._polish, []
+
+    def measured(*a, **k):
+        tracemalloc.reset_peak()
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - start)
+    st._polish = measured
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+        st._polish = inner
+    assert res.status is ctmc.Status.SUCCESS and len(seen) == 1 and res.info.get("polish_sweeps", 0) > 0
+    qt = 12.0 * e + 4.0 * (n + 1)
+    assert seen[0] <= qt + 4 * 8.0 * n, f"the polish peaks at Q^T + {(seen[0] - qt) / (8.0 * n):.1f} vectors"

@@ -271,27 +271,31 @@ class ScipySystem(System):
     def __init__(self, op: ScipyOperator, members, shift, spec: LinearSpec, backend_options: dict):
         self.op, self.spec, self.bo = op, spec, backend_options
         self.members = np.array(members, dtype=bool)
-        self.idx = np.flatnonzero(members)
+        self.shift = float(shift)
+        self._count = int(np.count_nonzero(self.members))
         self.info = {}
-        self._diag = shift + op.exit_rates[self.idx]
         # a Krylov system of all states but a few (a pinned class that is the whole chain) masks them in
         # a copy of the generator's values instead of extracting its block (csr.masked_block): the solve
-        # runs in the chain's numbering, the few rows decoupled (a right-hand side zero there)
-        self._rows = self.idx
-        self._masked = bool(spec.kind in ("gmres", "bicgstab") and shift == 0.0 and self.idx.size
-                        and op.n - self.idx.size <= MASKED_STATES and spec.preconditioner in ("sgs", "ilu0", "jacobi", "none"))
-        if self._masked:
-            self._rows = np.arange(op.n)
+        # runs in the chain's numbering, the few rows decoupled (a right-hand side zero there); it holds
+        # the mask only (the index set, the diagonal and the rows, a vector each, are made if it falls
+        # back to the extracted block)
+        self._masked = bool(spec.kind in ("gmres", "bicgstab") and shift == 0.0 and self._count
+                            and op.n - self._count <= MASKED_STATES
+                            and spec.preconditioner in ("sgs", "ilu0", "jacobi", "none"))
+        # the largest diagonal entry: the masked rows' fill (shift + max e_i, the max of shift + e_i exactly)
+        self._fill = self.shift + float(np.max(op.exit_rates, where=self.members, initial=-np.inf)) \
+            if self._count else 0.0
+        self._idx = None
         self._lu = None
         self._failure = None
         self._krylov = {}
-        if spec.kind == "lu" and self.idx.size:
+        if spec.kind == "lu" and self._count:
             MT = self.matrix(transpose=True)
             M = sp.csc_matrix((MT.data, MT.indices, MT.indptr), shape=MT.shape)   # M^T in CSR is M in CSC
             try:
                 self._lu, self.info["ordering"] = splu(M, spec.ordering)
             except MemoryError as exc:      # splu turns SuperLU's failed allocation into one
-                raise MemoryError(f"SuperLU ran out of memory on {self.idx.size} unknowns ({exc})") from exc
+                raise MemoryError(f"SuperLU ran out of memory on {self._count} unknowns ({exc})") from exc
             except RuntimeError as exc:  # an exactly singular pivot
                 self._failure = f"SuperLU failed: {exc}"
             else:
@@ -301,16 +305,28 @@ class ScipySystem(System):
         elif spec.kind in ("gmres", "bicgstab"):
             self.info["preconditioner"] = spec.preconditioner
 
+    @property
+    def idx(self) -> np.ndarray:
+        """The members' indices (int64), made when first asked (an extracted block, a direct solve)."""
+        if self._idx is None:
+            self._idx = np.flatnonzero(self.members)
+        return self._idx
+
+    @property
+    def _rows(self):
+        """Where the solve's unknowns sit in the chain's numbering: every state (masked) or the members."""
+        return slice(None) if self._masked else self.idx
+
     def matrix(self, transpose=False) -> sp.csr_matrix:
         """``M`` (or ``M^T``) on ``X`` in CSR, a new matrix (:func:`principal_block`), or the masked
         generator of a Krylov system of nearly every state (:func:`masked_block`)."""
         rows = self.op.generator_rows(transpose)
         if self._masked:
-            M = masked_block(rows, self.members, float(self._diag.max()))
+            M = masked_block(rows, self.members, self._fill)
             if M is not None:
                 return M
-            self._masked, self._rows = False, self.idx       # a left-out state stores no diagonal entry
-        return principal_block(rows, self.members, self._diag)
+            self._masked = False                             # a left-out state stores no diagonal entry
+        return principal_block(rows, self.members, self.shift + self.op.exit_rates[self.idx])
 
     def _preconditioner(self, A):
         """The function ``v -> P v`` of the preconditioner of ``A`` (None for none); made once per matrix."""
@@ -361,7 +377,7 @@ class ScipySystem(System):
         if not (self._masked and self.spec.kind in kinds and self.spec.preconditioner in ("sgs", "ilu0")
                 and ssor_blocks(self.op.n) == 1):
             return None
-        return masked_transpose(self.op.Q, self.members, float(self._diag.max()), transpose=transpose)
+        return masked_transpose(self.op.Q, self.members, self._fill, transpose=transpose)
 
     def _solve_krylov(self, b, transpose):
         if transpose not in self._krylov:
@@ -401,22 +417,26 @@ class ScipySystem(System):
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)
-        idx = self.idx
-        if idx.size == 0 or self._failure is not None:
-            return np.zeros_like(b), (SolveReport() if idx.size == 0 else SolveReport(Status.BREAKDOWN, self._failure))
+        if self._count == 0 or self._failure is not None:
+            return np.zeros_like(b), (SolveReport() if self._count == 0
+                                      else SolveReport(Status.BREAKDOWN, self._failure))
         if self._lu is not None:
+            idx = self.idx
             x = np.zeros_like(b)
             x[idx] = self._lu.solve(np.ascontiguousarray(b[idx]), trans="T" if transpose else "N")
             return x, SolveReport(Status.SUCCESS, "sparse LU (SuperLU)")
         if self._masked and transpose not in self._krylov:
             self._krylov_setup(transpose)                 # may fall back to the extracted block
         rows = self._rows
-        if b.ndim == 1 and self._masked and rows.size == b.size:
-            # the chain's numbering: the solve's own answer is returned (no embedding beside the basis)
-            y, rep = self._solve_krylov(np.where(self.members, b, 0.0), transpose)
-            y[~self.members] = 0.0
+        if b.ndim == 1 and self._masked and b.size == self.op.n:
+            # the chain's numbering: the solve's own answer is returned (no embedding beside the basis); a
+            # right-hand side already zero off the members is solved as it is (the solvers only read it)
+            off = ~self.members
+            bm = np.where(self.members, b, 0.0) if np.any(b, where=off) else b
+            y, rep = self._solve_krylov(bm, transpose)
+            y[off] = 0.0
             return y, rep
-        keep = self.members[rows] if rows.size != idx.size else None
+        keep = self.members if self._masked else None
         bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
                                                                           b[rows], 0.0))
         rep, x = SolveReport(), np.zeros_like(b)

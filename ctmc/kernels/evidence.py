@@ -263,9 +263,12 @@ def balance_error(op, x, r, floor: float = _TINY) -> float:
 
     ``r`` is ``(x Q)`` on the owned rows: the relative imbalance of flow in and out of each state.
     """
-    out = x * op.exit_rates
-    ok = (x >= floor) & (out > 0)
-    return op.allmax(float(np.max(np.abs(r[ok]) / out[ok], initial=0.0)))
+    tops, q, step = [], op.exit_rates, 1 << 13      # block by block: no vector temporaries
+    for s in range(0, x.size, step):
+        out = x[s:s + step] * q[s:s + step]
+        ok = (x[s:s + step] >= floor) & (out > 0)
+        tops.append(np.max(np.abs(r[s:s + step][ok]) / out[ok], initial=0.0))
+    return op.allmax(float(np.max(tops, initial=0.0)))          # (a NaN stays one)
 
 
 
