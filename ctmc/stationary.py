@@ -105,7 +105,7 @@ from .backends.base import SolveReport
 from .kernels.classes import (closed_classes, count, describe_classes, global_argmax, next_pin, pin_hint,
                               slowest_exit, walk_pin)
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
-                               gth_bound, iterative_bound, return_time_bound, stationary_evidence, value_at)
+                               gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
 from .kernels.plan import auto_plan, probe_restart, structure_facts

@@ -126,7 +126,7 @@ def close_ahead(ahead) -> None:
 
 
 def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, error_tol: float,
-                solver=iterative_bound, levels=None) -> tuple:
+                solver=None, levels=None) -> tuple:
     """``(bound, kind, pin)``: :func:`iterative_bound` (or ``solver``, a function of its signature) of
     ``pi`` with the return-time system ``ahead`` where its pin serves (None: at the argmax of ``pi``).
 
@@ -145,8 +145,9 @@ def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, 
 
     def bound_at(k, system, out):
         first, later = return_time_systems(op, support & ~unit_mask(op, k), levels, out)
-        return solver(op, support, pi, k, size, backend_options, out, error_tol=error_tol,
-                      system=first if system is None else system, later=later)
+        return (solver or iterative_bound)(op, support, pi, k, size, backend_options, out,
+                                           error_tol=error_tol, system=first if system is None else system,
+                                           later=later)
 
     first = {}
     bound, kind = bound_at(mine, ahead, first)
