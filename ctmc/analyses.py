@@ -225,7 +225,7 @@ class Analyses:
 
     # one-liners (Storm's usual questions) -------------------------------------
     def prob_within(self, target, t, p0=None, *, eps: float = 1e-300, max_terms: int = 10_000_000,
-                    backend=None, check: bool = True):
+                    backend=None, check: bool = True, error_tol=None):
         """Probability of reaching ``target`` within time ``t``: ``P(T_A <= t)``.
 
         Parameters
@@ -238,6 +238,9 @@ class Analyses:
             Poisson mass left out of the uniformisation sum; the default
             (:data:`ctmc.transient.TAIL_EPS`) keeps relative accuracy for
             probabilities far below 1.
+        error_tol : float, optional
+            Largest accepted ``error_bound`` (relative to the largest value possible)
+            before ``INACCURATE``; default :class:`ctmc.options.Tolerances`' ``error_tol``.
 
         Returns
         -------
@@ -248,11 +251,12 @@ class Analyses:
         """
         from . import measures
         res = measures.prob_within(self, self._named_set(target), t, self._named_set(p0, "p0"), eps=eps,
-                                   max_terms=max_terms, backend=self.resolve_backend(backend), check=check)
+                                   max_terms=max_terms, backend=self.resolve_backend(backend), check=check,
+                                   error_tol=error_tol)
         return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
 
     def cumulative_reward(self, reward, t, p0=None, *, eps: float = 1e-300, max_terms: int = 10_000_000,
-                          backend=None, check: bool = True):
+                          backend=None, check: bool = True, error_tol=None):
         """Expected reward accumulated up to ``t``: ``E[int_0^t r(X_s) ds]``.
 
         Parameters
@@ -260,6 +264,9 @@ class Analyses:
         reward : array_like, number, expression or reward name
         t : float or array_like of float >= 0
         p0 : initial law or set of states, optional (default: the chain's initial states)
+        error_tol : float, optional
+            Largest accepted ``error_bound`` relative to ``max|r| t`` before ``INACCURATE``
+            (default :class:`ctmc.options.Tolerances`' ``error_tol``).
 
         Returns
         -------
@@ -268,7 +275,8 @@ class Analyses:
         """
         from . import measures
         res = measures.cumulative_reward(self, reward, t, self._named_set(p0, "p0"), eps=eps,
-                                         max_terms=max_terms, backend=self.resolve_backend(backend), check=check)
+                                         max_terms=max_terms, backend=self.resolve_backend(backend), check=check,
+                                         error_tol=error_tol)
         return self._bind(_drop_point_axes(res, {"value": t, "values": t}))
 
     def long_run(self, p0=None, method: str = "auto", *, backend=None, check: bool = True, **options):

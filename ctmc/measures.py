@@ -47,7 +47,7 @@ import numpy as np
 from ._util import as_points
 from .backends import operator_for
 from .backends.base import worst
-from .kernels.evidence import judge
+from .kernels.evidence import grade_bound, judge
 from .options import Tolerances
 from .results import MeasureResult, StationaryResult, Status
 from .sets import owned_mask, owned_values
@@ -69,7 +69,13 @@ def _start_law(op, p0, chain=None):
     return initial_law(op, set(int(i) for i in op.initial))
 
 
-def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0):
+def _tolerances(error_tol) -> Tolerances:
+    """The options a measure is graded with: ``error_tol`` (> 0, checked before any work), or the default."""
+    return Tolerances() if error_tol is None else Tolerances(error_tol=error_tol)
+
+
+def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate, scale, lo, hi, name, t0,
+                         tols):
     """Shared tail of prob_within and cumulative_reward: uniformise (``absorbing``: the states made
     absorbing, or None), check the range, weigh by p0."""
     run = {}
@@ -84,13 +90,13 @@ def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate,
     # a NaN/inf measure is never a success: values beyond the double range on any process
     overflow = op.allmax(float(not np.all(np.isfinite(U)))
                          + float(value is not None and not np.all(np.isfinite(value))))
-    # graded like every bound (ctmc.options: error_tol), relative to the largest value possible
-    tol = Tolerances.error_tol * max(scale * float(tv.max()) if integrate else scale, 1e-300)
     status, msg = judge(Status.SUCCESS, (
         f"{name}: uniformisation, rate {lam:.4g}; truncation and round-off {scale * trunc:.1e}, range check "
         f"{resid:.1e}" + ("" if p is not None else "; no initial law (the chain has no initial state): value is None")),
-        [(overflow > 0, Status.INACCURATE, "; values beyond the double range (overflow): not a number"),
-         (not bound <= tol, Status.INACCURATE, "")])
+        [(overflow > 0, Status.INACCURATE, "; values beyond the double range (overflow): not a number")])
+    # graded like every bound (grade_bound, the error_tol given), relative to the largest value possible
+    ref = max(scale * float(tv.max()) if integrate else scale, 1e-300)
+    status, msg = grade_bound(status, msg + f"; bound relative to {ref:.3g}", bound / ref, tols)
     values = np.array([op.gather(row, op.default_gather) for row in U])
     return MeasureResult(method="uniformization", backend=op.backend, status=status, message=msg, iterations=0,
                          residual=resid, wall_time=time.perf_counter() - t0,
@@ -100,7 +106,8 @@ def _uniformized_measure(op, absorbing, V0, tv, p, *, eps, max_terms, integrate,
                          t=tv, error_bound=bound)
 
 
-def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000, backend="scipy", check=True):
+def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000, backend="scipy", check=True,
+                error_tol=None):
     """``P(T_A <= t)`` from every state and from the initial law; see :meth:`ctmc.CTMC.prob_within`.
 
     Examples
@@ -114,6 +121,7 @@ def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000
     (0.632120558829, 0.632120558829)
     """
     check_uniformization(eps, max_terms)
+    tols = _tolerances(error_tol)
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
@@ -123,12 +131,12 @@ def prob_within(chain, target, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000
     p = _start_law(op, p0, chain)
     res = _uniformized_measure(op, A, A.astype(float), tv, p, eps=eps, max_terms=max_terms,
                                integrate=False, scale=1.0, lo=np.zeros(tv.size), hi=np.ones(tv.size),
-                               name="prob_within", t0=t0)
+                               name="prob_within", t0=t0, tols=tols)
     return res.check(check)
 
 
 def expected_at(chain, values, t, p0=None, *, absorbing=None, eps=TAIL_EPS, max_terms=10_000_000,
-                backend="scipy", check=True):
+                backend="scipy", check=True, error_tol=None):
     """``E_i[v(X_t)]`` from every state ``i`` and from the initial law, the states of ``absorbing``
     (a set, or None) made absorbing: :func:`prob_within` is the indicator of its target with the
     target absorbing; an instantaneous reward is a reward with nothing absorbing. Every value lies
@@ -145,6 +153,7 @@ def expected_at(chain, values, t, p0=None, *, absorbing=None, eps=TAIL_EPS, max_
     (0.367879441171, 0.367879441171)
     """
     check_uniformization(eps, max_terms)
+    tols = _tolerances(error_tol)
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
@@ -155,12 +164,12 @@ def expected_at(chain, values, t, p0=None, *, absorbing=None, eps=TAIL_EPS, max_
     lo = -op.allmax(float(-v.min()) if v.size else -np.inf)
     res = _uniformized_measure(op, A, v.astype(float), tv, p, eps=eps, max_terms=max_terms, integrate=False,
                                scale=max(abs(lo), abs(hi)), lo=np.full(tv.size, lo), hi=np.full(tv.size, hi),
-                               name="expected_at", t0=t0)
+                               name="expected_at", t0=t0, tols=tols)
     return res.check(check)
 
 
 def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_000_000, backend="scipy",
-                      check=True):
+                      check=True, error_tol=None):
     """``E[int_0^t r(X_s) ds]`` from every state and from the initial law; see :meth:`ctmc.CTMC.cumulative_reward`.
 
     Examples
@@ -173,6 +182,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     0.316060279414
     """
     check_uniformization(eps, max_terms)
+    tols = _tolerances(error_tol)
     tv = as_points(t, "t")
     t0 = time.perf_counter()
     op = operator_for(chain, backend)
@@ -182,7 +192,7 @@ def cumulative_reward(chain, reward, t, p0=None, *, eps=TAIL_EPS, max_terms=10_0
     rlo = -op.allmax(float(-r.min()) if r.size else 0.0)
     res = _uniformized_measure(op, None, r.astype(float), tv, p, eps=eps, max_terms=max_terms,
                                integrate=True, scale=rmax, lo=rlo * tv, hi=rmax * tv,
-                               name="cumulative_reward", t0=t0)
+                               name="cumulative_reward", t0=t0, tols=tols)
     return res.check(check)
 
 

@@ -172,9 +172,9 @@ class KrylovSolverOptions(Tolerances):
         method stops on a normwise residual, which leaves small probabilities
         and small passage values as noise.
     stall : int
-        BiCGStab (scipy backend) gives up when its residual has not fallen tenfold in that many
-        iterations (0, the default: never; ``auto``'s first BiCGStab takes
-        :data:`ctmc.kernels.plan.BICGSTAB_STALL`). Other methods and backends ignore it.
+        GMRES and BiCGStab (scipy backend) give up when their residual has not fallen tenfold in that
+        many iterations (:class:`ctmc.krylov.Stall`; 0, the default: never; ``auto``'s Krylov probes
+        take :data:`ctmc.kernels.plan.BICGSTAB_STALL`). Other methods and backends ignore it.
     """
 
     maxiter: int = 10_000

@@ -687,8 +687,8 @@ def _auto(op, support, opts: AutoOptions, hint, ctx):
         name, kw, run = m, dict(common), None
         if m in ("gmres-probe", "gmres-long", "gmres"):
             name, kw = "gmres", dict(common, preconditioner="sgs", restart=restart)
-            if m == "gmres-probe":
-                kw["maxiter"] = plan.PROBE_ITERATIONS
+            if m == "gmres-probe":      # a probe that does not converge stops early (gmres-long is not one)
+                kw.update(maxiter=plan.PROBE_ITERATIONS, stall=plan.BICGSTAB_STALL)
         elif m in ("bicgstab-probe", "bicgstab-first-probe"):   # the lean Krylov step of a tight budget
             name, kw = "bicgstab", dict(common, preconditioner="sgs",     # (or the first of a plentiful one)
                                         maxiter=plan.PROBE_ITERATIONS if m == "bicgstab-probe"

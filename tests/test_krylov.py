@@ -280,3 +280,48 @@ def test_bicgstab_with_the_sweep_solves_the_pinned_polling_chains(N):
     assert res.status.value == "success" and "failed_pin" not in res.info
     assert np.abs(res.pi - ref).sum() <= res.error_bound
     np.testing.assert_allclose(res.pi, ref, rtol=1e-8, atol=0)
+
+
+@pytest.mark.parametrize("stall", [10, 25])
+def test_gmres_gives_up_where_its_residual_stagnates(stall, kernels):
+    """GMRES takes BiCGStab's stagnation test (:class:`ctmc.krylov.Stall`, one rule): on ``I - 0.999 S``
+    GMRES(20)'s residual falls about 2 % a step, so with ``stall=k`` it stops after k steps (one more
+    where the delayed second pass of DCGS2 makes a column late), ``stalled``, with the true backward
+    error of the iterate it returns; without, it runs its 300 steps (was: no test, 300 steps always)."""
+    from ctmc.krylov import backward_error, gmres
+    A, b = _shift_system()
+    x, rep = gmres(A, b, None, rtol=1e-10, restart=20, maxiter=300, norm_a=2.0, stall=stall)
+    assert rep.stalled and not rep.converged and stall <= rep.iterations <= stall + 1
+    assert rep.backward_error == pytest.approx(backward_error(b - A @ x, x, b, 2.0), rel=1e-12)
+    _, full = gmres(A, b, None, rtol=1e-10, restart=20, maxiter=300, norm_a=2.0)
+    assert full.iterations == 300 and not full.converged and not full.stalled
+    assert full.backward_error < rep.backward_error          # it was making (slow) progress
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gmres_stall_test_leaves_a_converging_solve_alone(seed, kernels):
+    """A converging GMRES solve is the same iterate, step for step, with the stagnation test on."""
+    from ctmc.krylov import gmres
+    A = _m_matrix(300, seed, spread=0.01)
+    b = np.random.default_rng(seed).uniform(0.5, 2.0, 300)
+    norm_a = abs(A).sum(axis=1).max()
+    x, rep = gmres(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, restart=10, norm_a=norm_a, stall=10)
+    y, ref = gmres(A, b, _relax.symmetric_gauss_seidel(A), rtol=1e-12, restart=10, norm_a=norm_a)
+    assert rep.converged and ref.converged and not rep.stalled and rep.iterations == ref.iterations > 20
+    assert np.array_equal(x, y)
+
+
+def test_stall_rule_against_its_definition():
+    """:class:`ctmc.krylov.Stall` against the rule written out: stop at the first i >= k where
+    min(r_0..r_i) > min(r_0..r_{i-k}) / 10, on random residual sequences."""
+    from ctmc.krylov import Stall
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        k = int(rng.integers(1, 8))
+        r = np.exp(np.cumsum(rng.normal(-0.15, 0.6, 60)))
+        seq = np.concatenate([[1.0], r])
+        want = next((i for i in range(k, seq.size) if seq[:i + 1].min() > 0.1 * seq[:i - k + 1].min()), None)
+        s = Stall(k, 1.0)
+        got = next((i for i, v in enumerate(r, 1) if s(v)), None)
+        assert got == want
+    assert not any(Stall(0, 1.0)(1.0) for _ in range(50))

@@ -285,3 +285,28 @@ def test_expected_at_is_expm_of_the_generator_with_the_absorbing_rows_zero(absor
     np.testing.assert_allclose(np.asarray(res.values).reshape(-1), want, rtol=1e-12, atol=1e-14)
     assert res.status is ctmc.Status.SUCCESS and res.error_bound < 1e-9
     assert float(res.value[0]) == pytest.approx(want[1], rel=1e-12)
+
+
+@pytest.mark.parametrize("measure", ["prob_within", "expected_at", "cumulative_reward"])
+def test_uniformised_measures_are_graded_against_the_error_tol_given(measure):
+    """The uniformised measures grade their bound (relative to the largest value possible) against
+    the ``error_tol`` passed, by the rule of every analysis (were: the default ``error_tol`` only);
+    the values are the closed forms of a 2-state chain either way, and ``error_tol <= 0`` is refused."""
+    from ctmc import measures
+    a, b, t = 3.0, 1.0, 0.7            # P_0(X_u = 0) = b/(a+b) + a/(a+b) e^{-(a+b)u}
+    c = ctmc.CTMC([[-a, a], [b, -b]], initial=0)
+    f = getattr(measures, measure)
+    arg = {"prob_within": {1}, "expected_at": [1.0, 0.0], "cumulative_reward": [1.0, 0.0]}[measure]
+    ref = {"prob_within": 1 - np.exp(-a * t),
+           "expected_at": b / (a + b) + a / (a + b) * np.exp(-(a + b) * t),
+           "cumulative_reward": b / (a + b) * t + a / (a + b) ** 2 * (1 - np.exp(-(a + b) * t))}[measure]
+    ok = f(c, arg, t)
+    tight = f(c, arg, t, check=False, error_tol=1e-30)
+    assert ok.status == ctmc.Status.SUCCESS and 0 < ok.error_bound < 1e-9
+    value = float(np.ravel(ok.value)[0])
+    assert value == pytest.approx(ref, rel=1e-12) and float(np.ravel(tight.value)[0]) == value
+    assert tight.status == ctmc.Status.INACCURATE and "exceeds error_tol 1.0e-30" in tight.message
+    with pytest.raises(ctmc.SolverError, match="error_tol"):
+        f(c, arg, t, error_tol=1e-30)
+    with pytest.raises(ValueError, match="error_tol"):
+        f(c, arg, t, error_tol=0.0)

@@ -545,3 +545,66 @@ def test_a_bounded_long_run_on_a_reducible_chain_is_compared_in_the_initial_stat
 def test_cumulative_reward_up_to_time_zero_is_exactly_zero(chain):
     res = ctmc.prism.check(chain, 'R{"size"}=? [ C<=0 ]')
     assert res.value == 0.0 and res.error_bound == 0.0 and res.status == ctmc.Status.SUCCESS
+
+
+TWO_STATE = """
+ctmc
+const double p = 0.7;
+const double q = 1.9;
+module flip
+    x : [0..2] init 0;
+    [] x=0 -> p : (x'=1);
+    [] x=1 -> q : (x'=0);
+    [] x=1 -> 0.05 : (x'=2);
+endmodule
+label "up" = x=1;
+label "gone" = x=2;
+rewards "up" x=1 : 1; endrewards
+"""
+
+
+def _two_state_reference(kind):
+    """Closed forms from state 0 of the chain 0 -> 1 at rate p, 1 -> 0 at q, 1 -> 2 (absorbing) at g."""
+    p, q, g, t = 0.7, 1.9, 0.05, 1.3
+    Q = np.array([[-p, p, 0.0], [q, -q - g, g], [0.0, 0.0, 0.0]])
+    e = scipy.linalg.expm
+    if kind == "P<=t":                  # P(F<=t up): 1 - e^{-pt}
+        return 1 - np.exp(-p * t)
+    if kind == "P[t1,t2]":              # P(F[0.4,t] up) = sum_j P(X_0.4 = j) P_j(F<=t-0.4 up)
+        law = e(Q * 0.4)[0]
+        return law[1] + law[0] * (1 - np.exp(-p * (t - 0.4)))
+    if kind == "I=t":                   # P(X_t = 1), the law at t
+        return e(Q * t)[0, 1]
+    if kind == "C<=t":                  # int_0^t P(X_s = 1) ds
+        return scipy.integrate.quad(lambda s: e(Q * s)[0, 1], 0, t, epsabs=1e-14, epsrel=1e-13)[0]
+    if kind == "P U":                   # P(x<2 U up) = 1: "up" is entered before "gone" from state 0
+        return 1.0
+    if kind == "F gone":                # P(F gone) = 1; E[T_gone] solves the 2x2 system
+        return 1.0
+    T = np.linalg.solve(Q[:2, :2], -np.ones(2))
+    return {"T": T[0], "R F": np.linalg.solve(Q[:2, :2], -np.array([0.0, 1.0]))[0], "S": 0.0}[kind]
+
+
+@pytest.mark.parametrize("kind, prop", [
+    ("P<=t", 'P=? [ F<=1.3 "up" ]'), ("P[t1,t2]", 'P=? [ F[0.4,1.3] "up" ]'),
+    ("I=t", 'R{"up"}=? [ I=1.3 ]'), ("C<=t", 'R{"up"}=? [ C<=1.3 ]'),
+    ("P U", 'P=? [ x<2 U "up" ]'), ("F gone", 'P=? [ F "gone" ]'),
+    ("T", 'T=? [ F "gone" ]'), ("R F", 'R{"up"}=? [ F "gone" ]'), ("S", 'S=? [ "up" ]')])
+def test_every_property_kind_is_graded_against_the_error_tol_given(kind, prop):
+    """One grading rule for every property kind (:func:`ctmc.kernels.evidence.grade_bound`): with
+    ``error_tol=1e-30`` no answer with a non-zero bound is a success, under the default each one is,
+    and the value is the closed form either way (was: ``C<=t`` and ``I=t`` graded against the
+    default ``error_tol`` only, a bound of 1e-13 a success beside ``error_tol=1e-30``)."""
+    c = ctmc.prism.load(TWO_STATE).build()
+    ok = ctmc.prism.check(c, prop)
+    ref = _two_state_reference(kind)
+    assert ok.status == ctmc.Status.SUCCESS and ok.error_bound < 1e-9
+    assert ok.value == pytest.approx(ref, rel=1e-10, abs=1e-14)
+    try:
+        tight = ctmc.prism.check(c, prop, error_tol=1e-30)
+    except ctmc.SolverError as e:       # the linear analyses refuse their own inaccurate answer
+        assert not e.result.status.ok and "error_tol 1.0e-30" in str(e)
+        return
+    assert tight.value == pytest.approx(ref, rel=1e-10, abs=1e-14)
+    if tight.error_bound > 1e-30:
+        assert tight.status != ctmc.Status.SUCCESS, (tight.error_bound, tight.status)

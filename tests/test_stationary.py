@@ -657,3 +657,34 @@ def test_given_law_is_checked_on_a_single_state_class_too():
         chain.stationary("given", x0=[1.0, 0.0])
     with pytest.raises(ValueError, match=r"x0: expected one value per state \(1\), got 2"):
         ctmc.CTMC([[0.0]]).stationary("given", x0=[1.0, 1.0])
+
+
+def test_auto_gives_up_a_stagnating_gmres_probe_early(monkeypatch):
+    """The shuffled 3000-state cycle with one rate of 1e8: after BiCGStab, GMRES(50)'s residual falls a few
+    per cent in 25 steps, and the GMRES probe gives up by the same stagnation test
+    (:class:`ctmc.krylov.Stall`, plan.BICGSTAB_STALL steps) on each pin instead of running its
+    plan.PROBE_ITERATIONS = 300; the answer is the direct solve's, against the closed form."""
+    from ctmc import krylov
+    from ctmc.kernels import plan
+    n = 3000
+    perm = np.random.default_rng(0).permutation(n)
+    rate = np.ones(n)
+    rate[n // 2] = 1e8
+    R = sp.csr_matrix((rate, (perm, perm[(np.arange(n) + 1) % n])), shape=(n, n))
+    k = np.arange(n)
+    chain = ctmc.CTMC.from_rates(R, {"a": k % 10, "b": (k // 10) % 10, "c": k // 100})
+    calls = []
+    real = krylov.gmres
+
+    def counted(*args, **kw):
+        x, rep = real(*args, **kw)
+        calls.append((kw.get("stall", 0), rep.iterations, rep.stalled))
+        return x, rep
+    monkeypatch.setattr(krylov, "gmres", counted)
+    res = chain.stationary()
+    probe = [c for c in calls if c[0] == plan.BICGSTAB_STALL]
+    assert probe and all(its <= plan.BICGSTAB_STALL + 1 for _, its, _ in probe) and probe[0][2]
+    step = [f for f in res.info["fallbacks"] if f.startswith("gmres-probe")]
+    assert step and "stalled" in step[0] and res.method == "lu"
+    exact = 1.0 / -chain.Q.diagonal()              # a cycle: pi proportional to the mean holding times
+    assert log_ratio_error(res.pi, exact / exact.sum()) < 1e-8

@@ -92,8 +92,8 @@ class LinearSpec:
         iterate proven within this factor of the solution, entrywise, by its componentwise
         residual (:func:`ctmc.krylov.bracket_factor`); 0: off. Other solvers ignore it.
     stall : int
-        BiCGStab (scipy backend) gives up when its residual has not fallen tenfold over that many
-        iterations (:func:`ctmc.krylov.bicgstab`); 0: off. Other solvers ignore it.
+        GMRES and BiCGStab (scipy backend) give up when their residual has not fallen tenfold over
+        that many iterations (:class:`ctmc.krylov.Stall`); 0: off. Other solvers ignore it.
     """
 
     kind: str = "lu"

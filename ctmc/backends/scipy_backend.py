@@ -255,6 +255,17 @@ def ssor1(A: sp.spmatrix):
 MASKED_STATES = 16
 
 
+def _not_converged(spec, rep) -> SolveReport:
+    """The report of a Krylov solve (GMRES or BiCGStab) that stopped short of ``rtol``: stalled
+    (:class:`ctmc.krylov.Stall`, ``spec.stall``) or at its iteration limit."""
+    if rep.stalled:
+        return SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less than tenfold "
+                           f"in {spec.stall} iterations (backward error {rep.backward_error:.1e} after "
+                           f"{rep.iterations})", rep.iterations)
+    return SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
+                       f"(backward error {rep.backward_error:.1e})", rep.iterations)
+
+
 class ScipySystem(System):
     """``M = s I - Q_XX`` extracted on ``X`` and factorised (SuperLU) or Krylov-solved.
 
@@ -389,14 +400,13 @@ class ScipySystem(System):
         if spec.kind == "gmres":
             from ..krylov import gmres
             y, rep = gmres(A, b, P, rtol=spec.rtol,
-                           restart=spec.restart, maxiter=spec.maxiter, norm_a=normA)
+                           restart=spec.restart, maxiter=spec.maxiter, norm_a=normA, stall=spec.stall)
             if rep.breakdown:
                 return y, SolveReport(Status.BREAKDOWN, "gmres broke down", rep.iterations)
             if rep.converged:
                 return y, SolveReport(Status.SUCCESS, f"gmres converged in {rep.iterations} iterations",
                                       rep.iterations)
-            return y, SolveReport(Status.MAX_ITERATIONS, "gmres stopped at its iteration limit "
-                                  f"(backward error {rep.backward_error:.1e})", rep.iterations)
+            return y, _not_converged(spec, rep)
         # BiCGStab (ctmc.krylov): the recurred-residual test rtol, and where asked on b >= 0, the
         # componentwise bracket of the M-matrix solution (spec.bracket)
         from ..krylov import bicgstab
@@ -408,12 +418,7 @@ class ScipySystem(System):
         if rep.converged or rep.backward_error <= spec.rtol:
             how = "stopped on its bracket" if rep.accepted else "converged"
             return y, SolveReport(Status.SUCCESS, f"{spec.kind} {how} in {rep.iterations} iterations", rep.iterations)
-        if rep.stalled:
-            return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less "
-                                  f"than tenfold in {spec.stall} iterations (backward error "
-                                  f"{rep.backward_error:.1e} after {rep.iterations})", rep.iterations)
-        return y, SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
-                              f"(backward error {rep.backward_error:.1e})", rep.iterations)
+        return y, _not_converged(spec, rep)
 
     def solve(self, b, transpose=False):
         b = np.asarray(b, dtype=float)

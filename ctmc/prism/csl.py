@@ -45,9 +45,11 @@ Every property gives a value per state :math:`v` (and :math:`p_0 v`):
 (uniformisation: the neglected Poisson mass times :math:`\max|v_0|`; a linear
 solve's relative normwise bound times :math:`\max|v|`; the long-run law's
 :math:`\ell_1` bound times :math:`\max|r|`); ``phi U[t1,t2] psi`` adds the
-bounds of its two stages (:math:`e^{Q''t}` does not expand the max-norm), its status
-``inaccurate`` where that bound exceeds the options' ``error_tol`` (the rule of every analysis:
-:func:`~ctmc.kernels.evidence.grade_bound`).
+bounds of its two stages (:math:`e^{Q''t}` does not expand the max-norm). Every
+property kind is graded against the options' ``error_tol`` by the rule of every analysis,
+:func:`~ctmc.kernels.evidence.grade_bound` (a uniformised bound relative to :math:`\max|v_0|`, or
+:math:`\max|r|\,t` for ``C<=t``; the two stages' sum as it is): ``inaccurate`` above it, or refused
+(:class:`ctmc.SolverError`) where the analysis checks its own result.
 A bool answer is 0 or 1 with bound 0; its status is ``inaccurate`` when a
 value lies within its bound of ``p``.
 """
@@ -108,12 +110,16 @@ class Context:
         return self.cache[key]
 
 
+def _error_tol(ctx) -> dict:
+    """The ``error_tol`` the options give (every analysis grades its bound against it), as keywords."""
+    return {"error_tol": ctx.options.get("error_tol", Tolerances.error_tol)}
+
+
 def _graded(ctx, status: Status, bound: float) -> Status:
-    """``status``, ``inaccurate`` where the absolute ``bound`` of a probability exceeds ``error_tol`` (the
-    options', as the long-run and passage properties read it): :func:`~ctmc.kernels.evidence.grade_bound`,
-    the rule of every analysis."""
-    opts = Tolerances(error_tol=ctx.options.get("error_tol", Tolerances.error_tol))
-    return grade_bound(status, "", bound, opts)[0]
+    """``status``, ``inaccurate`` where the absolute ``bound`` of a probability (of two stages added)
+    exceeds the options' ``error_tol``: :func:`~ctmc.kernels.evidence.grade_bound`, the rule of every
+    analysis."""
+    return grade_bound(status, "", bound, Tolerances(**_error_tol(ctx)))[0]
 
 
 def _constant(ctx, node, what):
@@ -156,10 +162,11 @@ def _absorbing(chain, keep: np.ndarray):
     return CTMC(sp.csr_matrix(Q), chain.states, initial=None if law is None else np.array(law), check=False)
 
 
-def _at(chain, v0: np.ndarray, t: float, absorbing=None):
+def _at(ctx, v0: np.ndarray, t: float, absorbing=None):
     """:func:`ctmc.measures.expected_at` at one time ``t``: ``(e^{Q't} v0 in every state, its result)``,
-    :math:`Q'` with the states of ``absorbing`` (a mask, or None) absorbing."""
-    res = expected_at(chain, v0, t, absorbing=absorbing, check=False)
+    :math:`Q'` with the states of ``absorbing`` (a mask, or None) absorbing; graded against the options'
+    ``error_tol``."""
+    res = expected_at(ctx.chain, v0, t, absorbing=absorbing, check=False, **_error_tol(ctx))
     return np.asarray(res.values, dtype=float).reshape(-1), res
 
 
@@ -168,7 +175,7 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     if t1 > 0:
         u = _until(ctx, phi, psi, 0.0, None if t2 is None else t2 - t1)
         v0 = np.where(phi, u.values, 0.0)
-        v, res = _at(chain, v0, t1, None if phi.all() else ~phi)
+        v, res = _at(ctx, v0, t1, None if phi.all() else ~phi)
         bound = u.error_bound + float(res.error_bound)
         return Answer(v, _graded(ctx, u.status, bound), bound,
                       f"{u.method} then uniformization({res.info['uniformization_steps']} steps) on [0, {t1:g}]",
@@ -176,15 +183,14 @@ def _until(ctx, phi, psi, t1, t2) -> Answer:
     if not psi.any():
         return Answer(np.zeros(chain.n_states), method="empty target: 0")
     if t2 is None:
-        res = _absorbing(chain, phi | psi).hitting_laplace(psi, 0.0)
+        res = _absorbing(chain, phi | psi).hitting_laplace(psi, 0.0, **_error_tol(ctx))
         v = np.asarray(res.values, dtype=float)
         bound = float(res.error_bound) * float(v.max())
         return Answer(v, res.status, bound, f"hitting_laplace(s=0, {res.method})", res)
     # P(phi U<=t2 psi) = E[1_psi(X_t2)] with psi and the states outside phi absorbing (no copy of Q)
-    v, res = _at(chain, psi.astype(float), t2, psi | ~phi)
+    v, res = _at(ctx, psi.astype(float), t2, psi | ~phi)
     value = None if res.value is None else float(np.asarray(res.value).reshape(-1)[0])
-    bound = float(np.max(res.error_bound))
-    return Answer(v, _graded(ctx, res.status, bound), bound, f"prob_within({res.method})", res, value=value)
+    return Answer(v, res.status, float(np.max(res.error_bound)), f"prob_within({res.method})", res, value=value)
 
 
 def _reward_vector(ctx, name, pos, what):
@@ -262,14 +268,14 @@ def _reward(ctx, node, need) -> Answer:
         t = _constant(ctx, arg, "R=? [ C<=t ]: t")
         if t == 0:      # an empty integral: exactly 0 (uniformisation would grade its round-off floor)
             return Answer(np.zeros(chain.n_states), Status.SUCCESS, 0.0, "C<=0: empty integral", value=0.0)
-        res = chain.cumulative_reward(r, t)
+        res = chain.cumulative_reward(r, t, **_error_tol(ctx))
         return Answer(np.asarray(res.values, dtype=float), res.status, float(res.error_bound),
                       f"cumulative_reward({res.method})", res,
                       value=None if res.value is None else float(res.value))
     if what == "I":
         t = _constant(ctx, arg, "R=? [ I=t ]: t")
         r = _instant_vector(ctx, label, r)
-        v, res = _at(chain, r, t)
+        v, res = _at(ctx, r, t)
         return Answer(v, res.status, float(res.error_bound),
                       f"uniformization({res.info['uniformization_steps']} steps)", res)
     target = _mask(ctx, arg, "R=? [ F phi ]: phi")
