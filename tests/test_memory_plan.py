@@ -315,7 +315,31 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
         assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
 
 
-def test_the_error_bound_holds_no_matrix_of_its_own():
+def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool):
+    """``(result, peaks)``: ``chain.stationary()`` with ``module.name`` wrapped; ``peaks`` the traced peak
+    (tracemalloc: numpy reports its buffers) during each call of it, above the memory traced when that
+    call began or, with ``from_call_start``, when ``stationary()`` began."""
+    import tracemalloc
+    inner, seen, start = getattr(module, name), [], [0]
+
+    def measured(*a, **k):
+        before = start[0] if from_call_start else tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        try:
+            return inner(*a, **k)
+        finally:
+            seen.append(tracemalloc.get_traced_memory()[1] - before)
+    monkeypatch.setattr(module, name, measured)
+    tracemalloc.start()
+    try:
+        start[0] = tracemalloc.get_traced_memory()[0]
+        res = chain.stationary()
+    finally:
+        tracemalloc.stop()
+    return res, seen
+
+
+def test_the_error_bound_holds_no_matrix_of_its_own(monkeypatch):
     r"""The peak of the error bound's return-time solve (BiCGStab with SSOR(1) on the pinned ``M``) is vectors.
 
     The plan counts :data:`~ctmc.kernels.plan.BICGSTAB_VECTORS` and :data:`~ctmc.kernels.plan.WORK_VECTORS`
@@ -323,35 +347,19 @@ def test_the_error_bound_holds_no_matrix_of_its_own():
     matrix of the system (a negated copy of ``Q``'s values, 8 bytes an entry, sharing ``Q``'s indices, or a
     block extracted with 12) exceeds it.
     """
-    import tracemalloc
     from ctmc import _relax
     chain = parse_spec("kanban:3").chain()
     chain.stationary()
     if not _relax.compiled():
         pytest.skip("the compiled kernels are off: the system is a matrix")
     n, e = chain.n_states, chain.Q.nnz
-    inner, seen = ahead.iterative_bound, []
-
-    def measured(*a, **k):
-        before = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        try:
-            return inner(*a, **k)
-        finally:
-            seen.append(tracemalloc.get_traced_memory()[1] - before)
-    ahead.iterative_bound = measured
-    tracemalloc.start()
-    try:
-        res = chain.stationary()
-    finally:
-        tracemalloc.stop()
-        ahead.iterative_bound = inner
+    res, seen = _peaks_during(monkeypatch, ahead, "iterative_bound", chain, False)
     assert res.status is ctmc.Status.SUCCESS and len(seen) == 1
     bound = (plan.BICGSTAB_VECTORS + plan.WORK_VECTORS) * 8.0 * n + 4.0 * e
     assert seen[0] <= bound, f"the bound's peak {seen[0] / e:.1f} B/entry above {bound / e:.1f}"
 
 
-def test_the_error_bound_s_solve_runs_beside_the_law_alone():
+def test_the_error_bound_s_solve_runs_beside_the_law_alone(monkeypatch):
     r"""The peak of ``stationary()`` while its error bound solves (BiCGStab, kanban t=3), counted in float64
     vectors of ``8 n`` bytes from the start of the call (tracemalloc: numpy reports its buffers).
 
@@ -363,29 +371,13 @@ def test_the_error_bound_s_solve_runs_beside_the_law_alone():
     solve's, the masked or the clipped one), the system's int64 index set, diagonal or rows, or a copy of
     the right-hand side held beside it is a vector more each.
     """
-    import tracemalloc
     from ctmc import _relax, krylov
     if not _relax.compiled():
         pytest.skip("the compiled kernels are off: the system is a matrix")
     chain = parse_spec("kanban:3").chain()
     chain.stationary()                                     # imports, first-use caches
     n = chain.n_states
-    inner, seen = krylov._bicgstab, []
-
-    def measured(*a, **k):
-        tracemalloc.reset_peak()                           # the peak within this solve, from the call's start
-        try:
-            return inner(*a, **k)
-        finally:
-            seen.append(tracemalloc.get_traced_memory()[1] - start)
-    krylov._bicgstab = measured
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        res = chain.stationary()
-    finally:
-        tracemalloc.stop()
-        krylov._bicgstab = inner
+    res, seen = _peaks_during(monkeypatch, krylov, "_bicgstab", chain, True)
     assert res.status is ctmc.Status.SUCCESS and res.method == "bicgstab" and len(seen) >= 2
     assert seen[-1] <= 15 * 8.0 * n, f"the bound's solve peaks at {seen[-1] / (8.0 * n):.1f} vectors"
 
@@ -435,7 +427,7 @@ print(status("VmHWM") - before, Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbyt
                              f"(Q {qbytes / 1e6:.1f})")
 
 
-def test_the_polish_holds_q_transpose_and_three_vectors():
+def test_the_polish_holds_q_transpose_and_three_vectors(monkeypatch):
     r"""The peak of ``stationary()`` during the tail polish (cluster N=64: BiCGStab's answer is swept), from
     the start of the call (tracemalloc), is ``Q^T`` (its sweeps read its rows: 12 bytes a stored entry, 4 a
     row) and, in float64 vectors of ``8 n`` bytes: the iterate (the solve's own answer, swept in place), the
@@ -443,26 +435,10 @@ def test_the_polish_holds_q_transpose_and_three_vectors():
     block's temporaries: at most 4. The solve's raw answer and its clipped copy, the pinned right-hand side,
     or the balance error's vector temporaries held beside them are a vector more each (11.5 on 9058792).
     """
-    import tracemalloc
     chain = parse_spec("cluster:64").chain()
     chain.stationary()                                     # imports, first-use caches
     n, e = chain.n_states, chain.Q.nnz
-    inner, seen = st._polish, []
-
-    def measured(*a, **k):
-        tracemalloc.reset_peak()
-        try:
-            return inner(*a, **k)
-        finally:
-            seen.append(tracemalloc.get_traced_memory()[1] - start)
-    st._polish = measured
-    tracemalloc.start()
-    try:
-        start = tracemalloc.get_traced_memory()[0]
-        res = chain.stationary()
-    finally:
-        tracemalloc.stop()
-        st._polish = inner
+    res, seen = _peaks_during(monkeypatch, st, "_polish", chain, True)
     assert res.status is ctmc.Status.SUCCESS and len(seen) == 1 and res.info.get("polish_sweeps", 0) > 0
     qt = 12.0 * e + 4.0 * (n + 1)
     assert seen[0] <= qt + 4 * 8.0 * n, f"the polish peaks at Q^T + {(seen[0] - qt) / (8.0 * n):.1f} vectors"
