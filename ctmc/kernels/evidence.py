@@ -661,9 +661,13 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
                                            enough=enough)
         info["return_time_solver"] = getattr(system, "kind", "given")
     if not np.isfinite(m_bound):
+        # (without a bound, the estimate is the largest seen: the system's iterate counts too)
+        seen = m_est if system is not None else 0.0
         system = None
         m_bound, m_est = return_time_bound(op, support, pin, backend_options=backend_options, specs=specs,
                                            info=info, bracket=BOUND_BRACKET, enough=enough)
+        if not np.isfinite(m_bound):
+            m_est = max(m_est, seen)
     upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
