@@ -824,7 +824,6 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         else:       # an iterative method: its return times solved ahead if they were, else on levels
             bound, kind, pin = bound_ahead(ctx.info.get("_ahead") if levels is None else None, op, support, pi,
                                            ctx.size, ctx.backend_options, info, opts.error_tol, levels=levels)
-            system = None
             info.update(error_bound_kind=kind, return_time_state=pin)
         # graded by a proven bound only: the first-order estimate rests on a lower estimate of the condition
         status, msg = grade_bound(status, msg, bound if info.get("error_bound_kind") != "estimate"

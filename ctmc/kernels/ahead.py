@@ -33,7 +33,7 @@ from ..progress import progress_scope
 from ..sets import unit_mask
 from .classes import global_argmax
 from . import evidence
-from .evidence import BOUND_BRACKET, RETURN_SPEC, iterative_bound, value_at
+from .evidence import BOUND_BRACKET, iterative_bound, value_at
 from .levels import return_time_systems
 from .plan import solve_bytes
 
@@ -63,12 +63,11 @@ class ReturnTimesAhead:
     where the error, if it holds, is raised; ``info["return_time_ahead_error"]``).
     """
 
-    kind = RETURN_SPEC.kind
-
     def __init__(self, op, support, pin: int, backend_options=None):
         self.pin, self.members = int(pin), support & ~unit_mask(op, pin)
         # (read at each start: the bound's own solver, however it is set at the time)
         spec = dataclasses.replace(evidence.RETURN_SPEC, bracket=BOUND_BRACKET)
+        self.kind = spec.kind                   # (iterative_bound does not run this solver again)
         self.system = op.system(self.members, 0.0, spec, backend_options or {})
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors

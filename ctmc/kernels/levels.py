@@ -78,6 +78,9 @@ class LevelSystem:
         needed 102 and 500+; 19-20 cycles on JSQ either way).
     rtol, maxiter : float, int
         The stop of a solve (:data:`LEVEL_RTOL`, :data:`LEVEL_CYCLES`).
+    chain : tuple, optional
+        The :func:`level_chain` of ``Q``, ``X``, ``levels`` and ``weights``, when already made
+        (:func:`return_time_systems` reuses the one :func:`structured_levels` chose by).
 
     Examples
     --------
@@ -99,7 +102,8 @@ class LevelSystem:
 
     kind = "level"
 
-    def __init__(self, op, X, levels, weights=None, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES):
+    def __init__(self, op, X, levels, weights=None, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES,
+                 chain=None):
         if op.size != 1:
             raise ValueError("LevelSystem: one process only")
         self.op, self.rtol, self.maxiter = op, float(rtol), int(maxiter)
@@ -111,10 +115,8 @@ class LevelSystem:
         self.nx = nx = idx.size
         self.sweeper = Sweeper(op, X, 0.0, transpose=False, order=self.order)
         A = self.sweeper.local                       # Q_XX in level order (unit rows off X)
-        if weights is None:
-            with np.errstate(divide="ignore"):
-                weights = 1.0 / op.exit_rates
-        found = level_chain(op.generator_rows(False), X, lev, weights)
+        found = chain if chain is not None else level_chain(
+            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
         group, share, self.ab = found
@@ -159,6 +161,13 @@ class LevelSystem:
 
     def close(self):
         """Nothing to release (the interface of a backend's system)."""
+
+
+def _exit_weights(op):
+    """The default weights of the states within their level: :math:`1/q_i` (inf where :math:`q_i = 0`,
+    which :func:`level_chain` treats as no weight)."""
+    with np.errstate(divide="ignore"):
+        return 1.0 / op.exit_rates
 
 
 #: stored entries of ``Q`` read at once by :func:`level_chain` (its index arrays stay this small)
@@ -240,14 +249,20 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     >>> structured_levels(op, X)[0]
     'b'
     """
+    found = _structured(op, X, min_levels)
+    return None if found is None else found[:2]
+
+
+def _structured(op, X, min_levels: int = LEVEL_MIN):
+    """:func:`structured_levels` with the chosen variable's :func:`level_chain`: ``(name, levels, chain)``
+    or None (the chain serves the :class:`LevelSystem` set up on it: not made twice)."""
     if op.size != 1 or op.states is None:
         return None
     X = np.asarray(X, dtype=bool)
     if not X.any():
         return None
     Q = op.generator_rows(False)
-    with np.errstate(divide="ignore"):
-        weights = 1.0 / op.exit_rates
+    weights = _exit_weights(op)
     best = None
     for name, lev in op.states.as_dict().items():
         lev = np.asarray(lev)
@@ -262,7 +277,7 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
             continue
         top = float(mc.max()) if np.all(np.isfinite(mc)) else -np.inf
         if top > 0 and (best is None or top > best[0]):
-            best = (top, name, lev)
+            best = (top, name, lev, found)
     return None if best is None else best[1:]
 
 
@@ -282,10 +297,10 @@ def return_time_systems(op, X, levels=None, info=None) -> tuple:
         return LevelSystem(op, X, levels), None
 
     def later():
-        found = structured_levels(op, X)
+        found = _structured(op, X)
         if found is None:
             return None
         if info is not None:
             info["return_time_levels"] = found[0]
-        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE)
+        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE, chain=found[2])
     return None, later
