@@ -65,10 +65,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from scipy.linalg import solve_banded
 
 from .backends import operator_for
 from .backends.base import LinearSpec, worst
 from .kernels.evidence import judge
+from .kernels.levels import level_chain
 from .options import Tolerances
 from .results import HittingResult, Status
 
@@ -141,29 +143,19 @@ def _band_floor(levels, a, band_states):
 
 
 def _level_time(op, pi, levels, home) -> float:
-    """Mean time of the levels' birth-death chain (rates averaged by ``pi`` in a level) to reach level
-    ``home`` from the farthest level: the estimate ``U`` of the mean time to reach the regeneration state."""
-    lev = levels.astype(float)
-    lo = int(levels.min())
-    q = op.exit_rates
-    up = np.clip((op.rates(lev) - q * (lev - 1.0)) / 2.0, 0.0, q)     # (R lev)_i = up (l+1) + down (l-1)
-    nl = int(levels.max()) - lo + 1
-    mass = np.bincount(levels - lo, weights=pi, minlength=nl)
-    ok = (mass > 0)[levels - lo]
-    w = np.where(ok, pi, 1.0)                          # a level without mass: uniform there
-    W = np.bincount(levels - lo, weights=w, minlength=nl)
-    lam = np.bincount(levels - lo, weights=w * up, minlength=nl) / W
-    mu = np.bincount(levels - lo, weights=w * (q - up), minlength=nl) / W
-    h = home - lo
-    down, t = 0.0, 0.0                  # from the top down to home: t_l = (1 + lam_l t_{l+1}) / mu_l
-    for k in range(nl - 1, h, -1):
-        t = (1.0 + lam[k] * t) / mu[k] if mu[k] > 0 else np.inf
-        down += t
-    upward, t = 0.0, 0.0
-    for k in range(0, h):
-        t = (1.0 + mu[k] * t) / lam[k] if lam[k] > 0 else np.inf
-        upward += t
-    return max(down, upward)
+    """Mean time of the levels' birth-death chain (rates averaged by ``pi`` in a level:
+    :func:`ctmc.kernels.levels.level_chain`) to reach level ``home`` from the farthest level: the
+    estimate ``U`` of the mean time to reach the regeneration state (inf if a level cannot reach it)."""
+    X = levels != home
+    if not X.any():
+        return 0.0
+    ab = level_chain(op.generator_rows(False), X, levels, pi)[2]
+    try:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            m = solve_banded((1, 1), ab, np.ones(ab.shape[1]), check_finite=False)
+    except (ValueError, np.linalg.LinAlgError):         # a level that never moves towards home
+        return np.inf
+    return float(m.max()) if np.all(np.isfinite(m)) and np.all(m > 0) else np.inf
 
 
 def _escape_estimate(q, levels, X, L0, top) -> float:
