@@ -108,12 +108,17 @@ def _bounds_at(op, support, pi, pins, error_tol):
     return {p: iterative_bound(op, support, pi, p, size, {}, {}, error_tol=error_tol)[0] for p in pins}
 
 
-def test_a_pin_of_small_probability_is_not_used(always_ahead):
+def _grid_answer():
+    """The grid's operator, class, a BiCGStab answer, its largest probability and where it is."""
     c = _grid()
     op = operator_for(c, "scipy")
     support = closed_classes(op, None, limit=1)[0]
     pi = c.stationary("bicgstab", tol=1e-8, check=False).pi
-    top, best = global_argmax(op, pi)
+    return (op, support, pi) + tuple(global_argmax(op, pi))
+
+
+def test_a_pin_of_small_probability_is_not_used(always_ahead):
+    op, support, pi, top, best = _grid_answer()
     low = int(np.flatnonzero(pi < 0.25 * top)[0])
     a = ah.ReturnTimesAhead.start(op, support, low, int(support.sum()))
     info = {}
@@ -126,11 +131,7 @@ def test_a_pin_of_small_probability_is_not_used(always_ahead):
 
 
 def test_a_bound_above_error_tol_at_the_solve_pin_is_computed_again_at_the_argmax(always_ahead):
-    c = _grid()
-    op = operator_for(c, "scipy")
-    support = closed_classes(op, None, limit=1)[0]
-    pi = c.stationary("bicgstab", tol=1e-8, check=False).pi
-    top, best = global_argmax(op, pi)
+    op, support, pi, top, best = _grid_answer()
     near = int(np.flatnonzero((pi >= 0.3 * top) & (pi < top))[0])       # probable, not the argmax
     tol = 1e-300                                       # every bound misses it: both pins are tried
     expected = _bounds_at(op, support, pi, [near, best], tol)
