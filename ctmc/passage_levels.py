@@ -65,6 +65,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import solve_banded
 
 from .backends import operator_for
@@ -72,6 +73,7 @@ from .backends.base import LinearSpec, worst
 from .kernels.evidence import judge
 from .kernels.levels import level_chain
 from .options import Tolerances
+from .passage_systems import ReplicatedSystem
 from .results import HittingResult, Status
 
 __all__ = ["BAND_START", "BAND_STATES", "PI_ERROR_PER_BALANCE", "TRUNC_TOL", "level_hitting_mean"]
@@ -88,15 +90,17 @@ TRUNC_TOL = 1e-13
 PI_ERROR_PER_BALANCE = 20.0
 
 
-def _check(n, target, pi, levels, regeneration, pi_error, band_states):
-    """Checks made before any heavy work; returns ``(a, z, pi, levels)``."""
+def _check(op, target, pi, levels, regeneration, pi_error, band_states):
+    """Checks made before any heavy work (the same answer on every process); returns
+    ``(a, z, pi, levels)``, ``pi`` and ``levels`` whole (gathered when given as owned parts)."""
+    n = op.n
     if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= target < n:
         raise ValueError(f"target: expected the index of one state in 0..{n - 1}, got {target!r}")
-    pi = np.asarray(pi, dtype=float)
-    levels = np.asarray(levels)
-    if pi.shape != (n,) or not np.all(np.isfinite(pi)) or (pi < 0).any():
+    pi, levels = (_whole(op, np.asarray(v), name) for v, name in ((pi, "pi"), (levels, "levels")))
+    pi = pi.astype(float)
+    if not np.all(np.isfinite(pi)) or (pi < 0).any():
         raise ValueError(f"pi: expected {n} finite probabilities >= 0 (the stationary law)")
-    if levels.shape != (n,) or not np.issubdtype(levels.dtype, np.integer):
+    if not np.issubdtype(levels.dtype, np.integer):
         raise ValueError(f"levels: expected {n} integers (the level of every state)")
     if not (np.isfinite(pi_error) and pi_error >= 0):
         raise ValueError(f"pi_error: expected a relative error >= 0, got {pi_error!r}")
@@ -113,21 +117,51 @@ def _check(n, target, pi, levels, regeneration, pi_error, band_states):
     return a, int(z), pi, levels
 
 
-def _check_levels(Q, levels, rows: int = 1 << 20) -> None:
-    """``ValueError`` unless every transition of ``Q`` (CSR) moves ``levels`` by one (read a block of rows
-    at a time)."""
-    ip = Q.indptr
+def _whole(op, v, name):
+    """``v`` on every state, on every process: as given (``n`` entries, replicated) or gathered from the
+    owned parts (``stop - start`` entries on each process of several; a collective)."""
+    n, m = op.n, op.stop - op.start
+    kind = 1.0 if v.shape == (n,) else 2.0 if op.size > 1 and v.shape == (m,) else 0.0
+    if op.size > 1 and op.allmin(kind) != op.allmax(kind):
+        kind = 0.0
+    if kind == 0.0:
+        raise ValueError(f"{name}: expected {n} entries (every state)"
+                         + (" or each process's owned part" if op.size > 1 else "") + f", got shape {v.shape}")
+    return v if kind == 1.0 else op.gather(v, "all")
+
+
+def _global_rows(op):
+    """The owned rows of ``Q`` as an ``n x n`` CSR matrix whose other rows are empty (no copy of the
+    entries): what :func:`ctmc.kernels.levels.level_chain` reads, indexed by global state numbers."""
+    G = op.generator_rows(False)
+    if G.shape[0] == op.n:
+        return G
+    ip = G.indptr
+    ip = np.concatenate([np.zeros(op.start, ip.dtype), ip, np.full(op.n - op.stop, ip[-1], ip.dtype)])
+    return sp.csr_matrix((G.data, G.indices, ip), shape=(op.n, op.n))
+
+
+def _check_levels(op, levels, rows: int = 1 << 20) -> None:
+    """``ValueError`` (on every process) unless every transition of the owned rows moves ``levels`` (whole)
+    by one (read a block of rows at a time)."""
+    Q = op.generator_rows(False)
+    ip, first, hit = Q.indptr, op.start, [-1.0, -1.0]
     for r0 in range(0, Q.shape[0], rows):
         r1 = min(Q.shape[0], r0 + rows)
         cols = Q.indices[ip[r0]:ip[r1]]
-        src = np.repeat(np.arange(r0, r1), np.diff(ip[r0:r1 + 1]))
+        src = np.repeat(np.arange(r0 + first, r1 + first), np.diff(ip[r0:r1 + 1]))
         off = (cols != src) & (Q.data[ip[r0]:ip[r1]] != 0)
         bad = off & (np.abs(levels[cols] - levels[src]) != 1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"levels: the transition {int(src[i])} -> {int(cols[i])} moves the level from "
-                             f"{int(levels[src[i]])} to {int(levels[cols[i]])}; every transition must move "
-                             "it by one")
+            hit = [float(src[i]), float(cols[i])]
+            break
+    hits = op.gather(np.array(hit), "all").reshape(-1, 2)
+    hits = hits[hits[:, 0] >= 0].astype(np.int64)
+    if hits.size:
+        i, j = (int(v) for v in hits[0])
+        raise ValueError(f"levels: the transition {i} -> {j} moves the level from {int(levels[i])} to "
+                         f"{int(levels[j])}; every transition must move it by one")
 
 
 def _band_floor(levels, a, band_states):
@@ -144,12 +178,13 @@ def _band_floor(levels, a, band_states):
 
 def _level_time(op, pi, levels, home) -> float:
     """Mean time of the levels' birth-death chain (rates averaged by ``pi`` in a level:
-    :func:`ctmc.kernels.levels.level_chain`) to reach level ``home`` from the farthest level: the
-    estimate ``U`` of the mean time to reach the regeneration state (inf if a level cannot reach it)."""
+    :func:`ctmc.kernels.levels.level_chain`, each process's rows summed over the processes) to reach level
+    ``home`` from the farthest level: the estimate ``U`` of the mean time to reach the regeneration state
+    (inf if a level cannot reach it)."""
     X = levels != home
     if not X.any():
         return 0.0
-    ab = level_chain(op.generator_rows(False), X, levels, pi)[2]
+    ab = op.allsum(level_chain(_global_rows(op), X, levels, pi)[2])
     try:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             m = solve_banded((1, 1), ab, np.ones(ab.shape[1]), check_finite=False)
@@ -158,13 +193,16 @@ def _level_time(op, pi, levels, home) -> float:
     return float(m.max()) if np.all(np.isfinite(m)) and np.all(m > 0) else np.inf
 
 
-def _escape_estimate(q, levels, X, L0, top) -> float:
+def _escape_estimate(op, q, levels, X, L0, top) -> float:
     r"""The estimate ``c`` of ``max q`` on level ``L0``: the band's largest ``q`` per level decays
     geometrically (as :math:`\rho^{\,\text{top} - L}` in a queue of load :math:`\rho`); its rate is read
     between the levels at a half and three quarters of the way up, where the band's boundary (``q = 0``
-    below ``L0 + 1``) has not pulled ``q`` down, and carried down to ``L0``."""
+    below ``L0 + 1``) has not pulled ``q`` down, and carried down to ``L0``. ``q``, ``X``: owned parts;
+    ``levels``: whole."""
     m = np.zeros(int(levels.max()) + 1)
-    np.maximum.at(m, levels[X], q[X])
+    own = levels[op.start:op.stop]
+    np.maximum.at(m, own[X], q[X])
+    m = op.gather(m, "all").reshape(op.size, -1).max(axis=0)
     l2 = (L0 + top) // 2
     l1 = (l2 + top) // 2
     near = float(m[L0 + 1])
@@ -176,22 +214,28 @@ def _escape_estimate(q, levels, X, L0, top) -> float:
 
 
 def _band(op, a, z, levels, L0):
-    """The band's solve: ``(X, D, u, q, eps_u, eps_q, report)``, ``D`` the states joined to ``z`` (levels
-    ``<= L0``), ``eps`` the residuals' bounds (the module's "The error")."""
-    ea = np.arange(op.n) == a
-    D = levels <= L0
-    D[z] = True
+    """The band's solve: ``(X, D, u, q, eps_u, eps_q, report)`` (owned parts), ``D`` the states joined to
+    ``z`` (levels ``<= L0``), ``eps`` the residuals' bounds (the module's "The error"). The band is gathered
+    on every process and factorised there (:class:`ctmc.passage_systems.ReplicatedSystem`: on one process
+    the gather is the chain's own rows)."""
+    ea = np.arange(op.start, op.stop) == a
+    D = levels[op.start:op.stop] <= L0
+    if op.start <= z < op.stop:
+        D[z - op.start] = True
     X = ~(ea | D)
-    system = op.system(X, 0.0, LinearSpec(kind="lu"), {})
+    system = ReplicatedSystem(op, X, 0.0)
     B = np.column_stack([X.astype(float), np.where(X, op.rates(ea.astype(float)), 0.0)])
     x, rep = system.solve(B)
+    rep.info.update(system.info)
     system.close()
     sol = np.where(X[:, None], x, 0.0)
     r = np.where(X[:, None], B - (op.exit_rates[:, None] * sol - op.rates(sol)), 0.0)   # B - M x on X
     # |fl(r) - r| <= gam (|b| + |M||x|), |M||x| <= 2 q_max ||x|| on X
-    gam, norm_m = op.product_roundoff(), 2.0 * float(np.max(op.exit_rates[X], initial=0.0))
-    eps_u, eps_q = (float(np.abs(r[:, k]).max(initial=0.0)) + gam * (float(B[:, k].max(initial=0.0))
-                    + norm_m * float(np.abs(sol[:, k]).max(initial=0.0))) for k in (0, 1))
+    gam, norm_m = op.product_roundoff(), 2.0 * op.allmax(float(np.max(op.exit_rates[X], initial=0.0)))
+
+    def top(v):
+        return op.allmax(float(np.abs(v).max(initial=0.0)))
+    eps_u, eps_q = (top(r[:, k]) + gam * (top(B[:, k]) + norm_m * top(sol[:, k])) for k in (0, 1))
     return X, D, sol[:, 0], sol[:, 1], eps_u, eps_q, rep
 
 
@@ -202,15 +246,16 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
 
     Parameters
     ----------
-    chain : ctmc.CTMC
-        Irreducible, on one process (the scipy backend).
+    chain : ctmc.CTMC or ctmc.backends.petsc_backend.DistributedChain
+        Irreducible; a distributed chain is solved on its processes (call on every one of them).
     target : int
         The index of the target state :math:`a`.
     pi : array_like
-        The stationary law (its entry at ``target`` a normal double).
+        The stationary law (its entry at ``target`` a normal double): every state's on every process,
+        or, on several processes, each one's owned part.
     levels : array_like of int
-        The level of every state; every transition moves it by one (used when the chain has more
-        than ``band_states`` states).
+        The level of every state (or, likewise, the owned part); every transition moves it by one
+        (used when the chain has more than ``band_states`` states).
     pi_error : float
         The relative error of ``pi[target]`` (an estimate: e.g. :data:`PI_ERROR_PER_BALANCE` times a
         stationary result's ``balance_error``).
@@ -231,6 +276,8 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
         ``method = "lu-kac"``; ``error_bound`` bounds the relative error of every mean
         (``info["error_bound_kind"] = "estimate"``: the solve's part proven, ``info["solve_bound"]``;
         ``pi[target]``'s ``info["pi_error"]`` and the band's ``info["truncation"]`` estimated).
+        Its vectors are gathered as the chain's ``default_gather`` says (every process, process 0, or
+        the owned part: then ``info["rows"]``).
 
     Examples
     --------
@@ -251,50 +298,54 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
     (True, 20)
     """
     t0 = time.perf_counter()
-    op = operator_for(chain, "scipy")
+    op = operator_for(chain, getattr(chain, "default_backend", "scipy"))
     n = op.n
-    a, z, pi, levels = _check(n, target, pi, levels, regeneration, pi_error, band_states)
+    a, z, pi, levels = _check(op, target, pi, levels, regeneration, pi_error, band_states)
+
+    def row(v):                                       # (R v)_a, from the process owning a
+        Rv = op.rates(v)                              # a collective: on every process
+        return op.allsum(float(Rv[a - op.start]) if op.start <= a < op.stop else 0.0)
+
     lo, size, U, sizes = int(levels.min()), min(BAND_START, band_states), None, []
     while True:                 # bands of BAND_START, 4x, 16x, ... states up to band_states
         L0 = _band_floor(levels, a, size) if n > size else lo - 1
         truncated = L0 >= lo
         if truncated and U is None:
-            _check_levels(op.Q, levels)
+            _check_levels(op, levels)
             U = _level_time(op, pi, levels, int(levels[z]))
         X, D, u, qq, eps_u, eps_q, rep = _band(op, a, z, levels, L0)
-        sizes.append(int(X.sum()))
+        sizes.append(int(round(op.allsum(float(X.sum())))))
         w = np.where(X, 1.0 - qq, np.where(D, 1.0, 0.0))
-        num = 1.0 / pi[a] - 1.0 - float(op.rates(u)[a])
-        H = num / float(op.rates(w)[a])
-        c = _escape_estimate(qq, levels, X, L0, int(levels[a])) if truncated else 0.0
+        num = 1.0 / pi[a] - 1.0 - row(u)
+        H = num / row(w)
+        c = _escape_estimate(op, qq, levels, X, L0, int(levels[a])) if truncated else 0.0
         trunc = (c + U / H if H > 0 else np.inf) if truncated else 0.0
         if trunc <= TRUNC_TOL or size >= band_states or not truncated:
             break
         size = min(4 * size, band_states)
-    ea = np.arange(n) == a
+    ea = np.arange(op.start, op.stop) == a
     status = worst(pi_status, rep.status)
     up = u / max(1.0 - eps_u, 0.5)                    # u <= up (when eps_u < 1/2)
     du, dq = eps_u * up, eps_q * up                   # entrywise error bounds of u and q
-
-    def row(v):                                       # (R v)_a
-        return float(op.rates(v)[a])
+    r_du, r_dq, r_w = row(du), row(dq), row(w)
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         mean = np.where(ea, 0.0, np.where(X, u + w * H, H))
+        finite = op.allmin(float(np.all(np.isfinite(mean)))) > 0
 
         def bound_of(pi_part, tr):     # the largest relative error of the means (the module's formula)
-            rel_h = (pi_part / pi[a] + row(du)) / num + row(dq) / row(w) + tr
+            rel_h = (pi_part / pi[a] + r_du) / num + r_dq / r_w + tr
             e = np.where(X, du + dq * H + w * H * (rel_h + tr), H * (rel_h + tr)) / np.where(ea, 1.0, mean)
-            return float(np.max(np.where(ea, 0.0, e))) if np.all(np.isfinite(mean)) and num > 0 else np.inf
+            return op.allmax(float(np.max(np.where(ea, 0.0, e), initial=0.0))) if finite and num > 0 else np.inf
 
         solve_bound = bound_of(0.0, 0.0)
         bound = bound_of(pi_error, trunc)
     if not eps_u < 0.5:
         status = worst(status, Status.INACCURATE)
-    msg = (f"sparse LU on {int(X.sum())} states{f' (levels > {L0})' if truncated else ''}, residuals "
+    msg = (f"sparse LU on {sizes[-1]} states{f' (levels > {L0})' if truncated else ''}, residuals "
            f"{eps_u:.1e}, {eps_q:.1e}, and Kac's formula at pi_target = {pi[a]:.6g}")
     status, msg = judge(status, msg, [
-        (not np.all(np.isfinite(mean)), Status.INACCURATE, "; the means overflow the double range"),
+        (not finite, Status.INACCURATE, "; the means overflow the double range"),
         (not bound <= error_tol, Status.INACCURATE,
          f"; error estimate {bound:.1e} exceeds error_tol {error_tol:.1e}"
          + (f" (band truncation {trunc:.1e}: raise band_states)" if trunc >= 0.1 * bound else "")),
@@ -303,9 +354,14 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
         msg += f"; the stationary law's status: {pi_status.value}"
     info = dict(regeneration_state=z, cycle_mean=float(H), pi_target=float(pi[a]), pi_error=float(pi_error),
                 solve_bound=solve_bound, truncation=trunc, band_floor=L0 if truncated else None,
-                band_states=int(X.sum()), level_time=U, error_bound_kind="estimate",
+                band_states=sizes[-1], level_time=U, error_bound_kind="estimate",
                 solve_residuals=(eps_u, eps_q), band_sizes=sizes, **rep.info)
-    res = HittingResult(method="lu-kac", backend="scipy", status=status, message=msg, iterations=0,
+    mode = op.default_gather
+    if mode == "none":
+        info["rows"] = (op.start, op.stop)
+    mean = op.gather(mean, mode)
+    res = HittingResult(method="lu-kac", backend=op.backend, status=status, message=msg, iterations=0,
                         residual=max(eps_u, eps_q), wall_time=time.perf_counter() - t0, info=info, mean=mean,
-                        moments=mean[None, :], finite=np.ones(n, dtype=bool), target=ea, error_bound=bound)
+                        moments=mean[None, :], finite=np.ones(mean.size, dtype=bool),
+                        target=op.gather(ea, mode).astype(bool), error_bound=bound)
     return res.check(check)

@@ -120,3 +120,95 @@ def test_the_band_is_widened_until_its_truncation_is_negligible(monkeypatch):
     assert len(sizes) == 3 and sizes[0] <= 5000 < sizes[1] <= 20000 < sizes[2] == q.n_states - 2
     assert res.info["band_floor"] is None and res.info["truncation"] == 0.0
     assert _closed_form_error(q, res.mean) < 1e-9
+
+
+# ---------------------------------------------------------------------------
+# two MPI processes: the band gathered on every process, Kac's sums by collectives
+# ---------------------------------------------------------------------------
+#: (K, rho, mu2, nu, band_states) of the MPI job: a band of the top 110 levels of K = 150 that both
+#: processes hold rows of (q falls by 0.5 a level: 1e-33 at its floor), and the whole chain at rho = 0.95
+KAC_MPI_CASES = {"band": (150, 0.5, 0.3, 0.7, 6000), "whole": (60, 0.95, 0.5, None, None)}
+
+
+def _kac_mpi_job(out_path):
+    """On every process: the saturation means of ``JSQ2(..., backend="petsc")`` by lu-kac (by the public
+    call beyond a lowered ``LEVEL_STATES``, on the level_iad law, and by ``method="lu-kac"``), and
+    :func:`level_hitting_mean` on a chain distributed with ``gather="none"`` from owned parts of the law
+    and the levels; process 0 writes their relative errors against the scipy route and the closed forms."""
+    import json
+    import warnings
+
+    from ctmc.backends.petsc_backend import DistributedChain, load_petsc
+    warnings.simplefilter("ignore")
+    comm = load_petsc().COMM_WORLD
+    out = {"size": comm.getSize()}
+    for name, (K, rho, mu2, nu, band) in KAC_MPI_CASES.items():
+        kw = {} if band is None else {"band_states": band}
+        q, ref = JSQ2(K, rho, mu2, nu, backend="petsc"), JSQ2(K, rho, mu2, nu)
+        sat, sat_ref = q.saturation_analysis(method="lu-kac", **kw), ref.saturation_analysis(method="lu-kac", **kw)
+        keep = sat_ref.mean > 0                                      # all but the target
+        lev = ref.levels()
+        floor = sat.info["band_floor"]
+        inband = lev > (-1 if floor is None else floor)
+        dc = q.chain()
+        out[name] = {"status": sat.status.value, "method": sat.method, "backend": sat.backend,
+                     "band_floor": floor, "bound": sat.error_bound,
+                     "band_rows": [int(inband[:dc.stop].sum() - inband[:dc.start].sum())],
+                     "rel_scipy": float(np.max(np.abs(sat.mean[keep] / sat_ref.mean[keep] - 1))),
+                     "rel_closed_form": _closed_form_error(ref, sat.mean), "min_pi": float(ref.stationary().pi.min()),
+                     "target_zero": bool(sat.mean[~keep].tolist() == [0.0])}
+        out[name]["band_rows"] = dc.allgather(out[name]["band_rows"][0]).ravel().astype(int).tolist()
+        if name == "band":                          # the owned parts in, the owned part out
+            part = DistributedChain.from_chain(ref.chain(), gather="none")
+            pi = ref.stationary().pi
+            a = ref.chain().index(s=K, l=K)
+            own = level_hitting_mean(part, a, pi[part.start:part.stop], lev[part.start:part.stop],
+                                     pi_error=1e-12, **kw)
+            loc = sat_ref.mean[part.start:part.stop]
+            ok = loc > 0
+            out["owned"] = {"status": own.status.value, "rows": list(own.info["rows"]),
+                            "size": int(own.mean.size),       # the largest over the processes' parts
+                            "rel_scipy": part.allmax(float(np.max(np.abs(own.mean[ok] / loc[ok] - 1))))}
+        old = JSQ2.LEVEL_STATES
+        JSQ2.LEVEL_STATES = 1000                       # the public call's route beyond it, on the level_iad law
+        try:
+            q2 = JSQ2(K, rho, mu2, nu, backend="petsc")
+            pub = q2.saturation_analysis()
+            out[name]["public"] = {"method": pub.method, "stationary": q2.stationary().method,
+                                   "status": pub.status.value, "rel_closed_form": _closed_form_error(ref, pub.mean)}
+        finally:
+            JSQ2.LEVEL_STATES = old
+    if comm.getRank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(out, f)
+
+
+@pytest.mark.petsc
+def test_two_processes_lu_kac_matches_scipy_and_the_closed_forms(tmp_path):
+    """``lu-kac`` on two MPI processes: the band (rows on both processes) gathered and factorised on each,
+    P_block and Kac's sums by collectives: every mean within 1e-9 of the scipy route and of the closed
+    forms, state by state, both for a band of the top levels (means to 1e90) and for the whole chain;
+    the public call takes it beyond LEVEL_STATES on the distributed level_iad law; from owned parts of the
+    law and the levels on a chain that keeps its answers distributed, the owned part of the means."""
+    from mpi_jobs import mpi_ready, run_job
+    if not mpi_ready():
+        pytest.skip("petsc4py or mpirun not installed (scripts/bootstrap.sh)")
+    data = run_job(__file__, tmp_path / "kac.json", timeout=400)
+    for name in KAC_MPI_CASES:
+        r = data[name]
+        assert r["status"] == "success" and r["method"] == "lu-kac" and r["backend"] == "petsc", r
+        assert r["rel_scipy"] < 1e-9 and r["rel_closed_form"] < 1e-9 and r["target_zero"], r
+        assert r["rel_closed_form"] <= r["bound"], r
+        assert r["public"]["method"] == "lu-kac" and r["public"]["stationary"] == "level_iad", r
+        assert r["public"]["status"] == "success" and r["public"]["rel_closed_form"] < 1e-9, r
+    band = data["band"]
+    assert band["band_floor"] is not None and min(band["band_rows"]) > 0, band      # both processes hold it
+    assert data["whole"]["band_floor"] is None
+    own = data["owned"]
+    assert own["status"] == "success" and own["size"] == own["rows"][1] - own["rows"][0] < 11476, own
+    assert own["rel_scipy"] < 1e-9, own
+
+
+if __name__ == "__main__":          # the MPI job: python tests/test_passage_levels.py OUT.json (under mpirun)
+    import sys
+    _kac_mpi_job(sys.argv[1])

@@ -293,10 +293,12 @@ class JSQ2:
         ``method=None`` (default) is ``"auto"`` up to :attr:`LEVEL_STATES` states and
         ``"level_iad"`` on the levels :meth:`levels` from :meth:`start_vector` beyond, to the balance
         error :attr:`LEVEL_TAIL_TOL` unless ``tail_tol`` is given;
-        any ctmc stationary method and its options may be given.
+        any ctmc stationary method and its options may be given (``check=False``: the law is returned
+        whatever its status, and cached once either way).
         """
         if method is None:
             method = "auto" if self.n_states <= self.LEVEL_STATES else "level_iad"
+        check = options.pop("check", True)              # one law, checked or not: cached once
         key = (method, tuple(sorted((k, v if np.isscalar(v) or v is None else id(v))
                                     for k, v in options.items())))
         cache = self.__dict__.setdefault("_stationary_cache", {})
@@ -305,8 +307,9 @@ class JSQ2:
                 options.setdefault("levels", self.levels())
                 options.setdefault("x0", self.start_vector())
                 options.setdefault("tail_tol", self.LEVEL_TAIL_TOL)
-            cache[key] = self.chain().stationary(method, **options)
-        return cache[key]
+            cache[key] = self.chain().stationary(method, check=False, **options)
+        res = cache[key]
+        return res.check(True) if check and not res.status.ok else res
 
     def blocking_probability(self, source: str = "chain") -> float:
         """Stationary probability that both queues are full (= fraction of arrivals lost, PASTA).
@@ -385,13 +388,13 @@ class JSQ2:
     def saturation_analysis(self, moments: int = 1, **options):
         """The full :class:`ctmc.HittingResult` (status, residual, method) for saturation.
 
-        The route: up to :attr:`LEVEL_STATES` states (or with ``moments > 1``, options other than
-        ``check``, or on PETSc), ctmc's hitting-time analysis (a sparse LU through a regeneration
+        The route, on both backends: up to :attr:`LEVEL_STATES` states (or with ``moments > 1`` or
+        options other than ``check``), ctmc's hitting-time analysis (a sparse LU through a regeneration
         state); beyond, where that factorisation no longer fits a machine, ``"lu-kac"``
         (:func:`ctmc.passage_levels.level_hitting_mean`): the means from the stationary law
         (:meth:`stationary`, cached: Kac's formula at ``(K, K)``) and one sparse LU on the top levels
-        of :meth:`levels`, where saturation is not far. ``method="lu-kac"`` asks for it at any size
-        (options ``band_states``, ``check``).
+        of :meth:`levels`, where saturation is not far (on PETSc the band is gathered on every process and
+        solved there). ``method="lu-kac"`` asks for it at any size (options ``band_states``, ``check``).
 
         Examples
         --------
@@ -401,8 +404,7 @@ class JSQ2:
         >>> a.method, a.status.value, bool(np.allclose(a.mean, b, rtol=1e-9, atol=0))
         ('lu-kac', 'success', True)
         """
-        auto = (set(options) <= {"check"} and moments == 1 and self.backend == "scipy"
-                and self.n_states > self.LEVEL_STATES)
+        auto = set(options) <= {"check"} and moments == 1 and self.n_states > self.LEVEL_STATES
         if auto or options.get("method") == "lu-kac":
             return self._kac_saturation(moments, auto, **options)
         return self.chain().hitting_times(self._saturated(), moments=moments, **options)
@@ -411,10 +413,9 @@ class JSQ2:
         """:meth:`saturation_analysis` by ``"lu-kac"`` (the auto route falls back to ctmc's analysis where
         the target's probability is not a normal double: means beyond the double range)."""
         from ctmc.passage_levels import PI_ERROR_PER_BALANCE, level_hitting_mean
-        if moments != 1 or self.backend != "scipy":
-            raise ValueError(f"method: 'lu-kac' gives the means (moments=1) on the scipy backend, got "
-                             f"moments={moments}, backend={self.backend!r}")
-        res = self.stationary()
+        if moments != 1:
+            raise ValueError(f"method: 'lu-kac' gives the means (moments=1), got moments={moments}")
+        res = self.stationary(check=False)         # its status is passed on (pi_status)
         a = self.chain().index(s=self.K, l=self.K)
         if auto and not res.pi[a] >= np.finfo(float).tiny:
             return self.chain().hitting_times(self._saturated())
