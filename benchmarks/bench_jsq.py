@@ -75,7 +75,7 @@ def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_me
     warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
     q = JSQ2(K, rho, MU2, backend=backend)
     chain, t_build = timed(q.chain)
-    res, t_stat = timed(q.stationary, check=False)      # a law graded short of success is reported, not raised
+    res, t_stat = timed(q.stationary, check=False)      # a law short of success is reported, not raised
     if res.status.ok:
         pb, t_pb = timed(q.blocking_probability)
     else:

@@ -41,6 +41,17 @@ at most :math:`c + U/H` relatively (every path that leaves the band meets
 :math:`U` by the mean time of the levels' birth-death chain (rates averaged by :math:`\pi` within a
 level) to reach the level of :math:`z` from its farthest level.
 
+Several processes
+-----------------
+The same steps on a distributed chain (PETSc; call on every process): the band is small, so its rows
+of :math:`R` and exit rates are gathered and factorised on every process
+(:class:`ctmc.passage_systems.ReplicatedSystem`, which on one process reads the chain's own rows);
+:math:`(Rv)_a` comes from the process owning :math:`a` (an ``allsum``), the residuals' and the band's
+per-level maxima by ``allmax``/``gather``, and the level chain of :math:`U` is summed over the
+processes' rows. The law and the levels may be given whole or as each process's owned part (gathered:
+the level averages weigh every state of a level); the means are gathered as the chain's
+``default_gather`` says.
+
 The error
 ---------
 :math:`M^{-1} \ge 0` and :math:`M^{-1}1 = \tilde u`, so a residual :math:`r` of :math:`\hat u` or
@@ -125,8 +136,8 @@ def _whole(op, v, name):
     if op.size > 1 and op.allmin(kind) != op.allmax(kind):
         kind = 0.0
     if kind == 0.0:
-        raise ValueError(f"{name}: expected {n} entries (every state)"
-                         + (" or each process's owned part" if op.size > 1 else "") + f", got shape {v.shape}")
+        alt = " or each process's owned part" if op.size > 1 else ""
+        raise ValueError(f"{name}: expected {n} entries (every state){alt}, got shape {v.shape}")
     return v if kind == 1.0 else op.gather(v, "all")
 
 
@@ -336,7 +347,9 @@ def level_hitting_mean(chain, target, pi, levels, *, pi_error: float, regenerati
         def bound_of(pi_part, tr):     # the largest relative error of the means (the module's formula)
             rel_h = (pi_part / pi[a] + r_du) / num + r_dq / r_w + tr
             e = np.where(X, du + dq * H + w * H * (rel_h + tr), H * (rel_h + tr)) / np.where(ea, 1.0, mean)
-            return op.allmax(float(np.max(np.where(ea, 0.0, e), initial=0.0))) if finite and num > 0 else np.inf
+            if not (finite and num > 0):
+                return np.inf
+            return op.allmax(float(np.max(np.where(ea, 0.0, e), initial=0.0)))
 
         solve_bound = bound_of(0.0, 0.0)
         bound = bound_of(pi_error, trunc)

@@ -145,7 +145,8 @@ def _kac_mpi_job(out_path):
     for name, (K, rho, mu2, nu, band) in KAC_MPI_CASES.items():
         kw = {} if band is None else {"band_states": band}
         q, ref = JSQ2(K, rho, mu2, nu, backend="petsc"), JSQ2(K, rho, mu2, nu)
-        sat, sat_ref = q.saturation_analysis(method="lu-kac", **kw), ref.saturation_analysis(method="lu-kac", **kw)
+        sat = q.saturation_analysis(method="lu-kac", **kw)
+        sat_ref = ref.saturation_analysis(method="lu-kac", **kw)
         keep = sat_ref.mean > 0                                      # all but the target
         lev = ref.levels()
         floor = sat.info["band_floor"]
@@ -155,7 +156,8 @@ def _kac_mpi_job(out_path):
                      "band_floor": floor, "bound": sat.error_bound,
                      "band_rows": [int(inband[:dc.stop].sum() - inband[:dc.start].sum())],
                      "rel_scipy": float(np.max(np.abs(sat.mean[keep] / sat_ref.mean[keep] - 1))),
-                     "rel_closed_form": _closed_form_error(ref, sat.mean), "min_pi": float(ref.stationary().pi.min()),
+                     "rel_closed_form": _closed_form_error(ref, sat.mean),
+                     "min_pi": float(ref.stationary().pi.min()),
                      "target_zero": bool(sat.mean[~keep].tolist() == [0.0])}
         out[name]["band_rows"] = dc.allgather(out[name]["band_rows"][0]).ravel().astype(int).tolist()
         if name == "band":                          # the owned parts in, the owned part out
@@ -170,12 +172,13 @@ def _kac_mpi_job(out_path):
                             "size": int(own.mean.size),       # the largest over the processes' parts
                             "rel_scipy": part.allmax(float(np.max(np.abs(own.mean[ok] / loc[ok] - 1))))}
         old = JSQ2.LEVEL_STATES
-        JSQ2.LEVEL_STATES = 1000                       # the public call's route beyond it, on the level_iad law
+        JSQ2.LEVEL_STATES = 1000              # the public call's route beyond it, on the level_iad law
         try:
             q2 = JSQ2(K, rho, mu2, nu, backend="petsc")
             pub = q2.saturation_analysis()
             out[name]["public"] = {"method": pub.method, "stationary": q2.stationary().method,
-                                   "status": pub.status.value, "rel_closed_form": _closed_form_error(ref, pub.mean)}
+                                   "status": pub.status.value,
+                                   "rel_closed_form": _closed_form_error(ref, pub.mean)}
         finally:
             JSQ2.LEVEL_STATES = old
     if comm.getRank() == 0:
