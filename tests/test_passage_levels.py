@@ -171,6 +171,12 @@ def _kac_mpi_job(out_path):
             out["owned"] = {"status": own.status.value, "rows": list(own.info["rows"]),
                             "size": int(own.mean.size),       # the largest over the processes' parts
                             "rel_scipy": part.allmax(float(np.max(np.abs(own.mean[ok] / loc[ok] - 1))))}
+            bad = lev.copy()
+            bad[a] += 1             # the moves to and from (K, K): in the last process's rows only
+            try:
+                level_hitting_mean(part, a, pi, bad, pi_error=0.0, band_states=100)
+            except ValueError as exc:
+                out["owned"]["bad_levels"] = part.allsum(1.0), str(exc)
         old = JSQ2.LEVEL_STATES
         JSQ2.LEVEL_STATES = 1000              # the public call's route beyond it, on the level_iad law
         try:
@@ -210,6 +216,8 @@ def test_two_processes_lu_kac_matches_scipy_and_the_closed_forms(tmp_path):
     own = data["owned"]
     assert own["status"] == "success" and own["size"] == own["rows"][1] - own["rows"][0] < 11476, own
     assert own["rel_scipy"] < 1e-9, own
+    assert own["bad_levels"][0] == 2                  # raised on both processes (one saw the move)
+    assert "every transition must move it by one" in own["bad_levels"][1]
 
 
 if __name__ == "__main__":          # the MPI job: python tests/test_passage_levels.py OUT.json (under mpirun)
