@@ -29,6 +29,8 @@ form, at every K, and up to ``--lu-max-states`` (default 1.2e6, K = 1500) the
 largest relative difference from a sparse LU solve over every state whose
 probability is a normal double (>= 2.2e-308): the tail, state by state.
 
+``--law-identity`` checks a candidate bound of P_block's relative error (:func:`law_identity`).
+
 Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 1000 2000 3000 4500] [--rho 0.95] [--method-only]
      mpirun -n 2 .venv/bin/python benchmarks/bench_jsq.py --backend petsc --K 1000   (in-process)
 """
@@ -125,6 +127,28 @@ def method_only(K, rho, lu_max_states=1_200_000):
     return row
 
 
+def law_identity(K, rho):
+    r"""P_block's error from the law's residual: with :math:`r = \hat\pi Q` (``level_iad``'s law, summing to
+    one) and :math:`h_j = E_j[T_a]`, :math:`\hat\pi - \pi = r Q^\#` and :math:`Q^\#_{ja} - Q^\#_{aa} =
+    \pi_a h_j` give :math:`\hat\pi_a/\pi_a - 1 = \sum_j r_j (h_j - H)` exactly (:math:`\sum_j r_j = 0`,
+    :math:`H = E_z[T_a]`); ``lu-kac``'s means stand in for :math:`h` (:math:`h_j = H` below its band).
+    Reported beside the error against the closed form and the calibrated ``PI_ERROR_PER_BALANCE`` x the
+    balance error: the identity (signed) and the bound :math:`\sum_j |r_j|\,|h_j - H|`."""
+    from ctmc.passage_levels import PI_ERROR_PER_BALANCE
+    q = JSQ2(K, rho, MU2)
+    law = q.stationary("level_iad", check=False)
+    a = q.chain().index(s=K, l=K)
+    sat = q.saturation_analysis(method="lu-kac", check=False)
+    d = sat.mean - sat.info["cycle_mean"]
+    d[a] = -sat.info["cycle_mean"]
+    r = q.chain().Q.T @ law.pi
+    return dict(K=K, states=int(q.n_states), band=int(sat.info["band_states"]),
+                balance=float(law.balance_error),
+                calibrated=PI_ERROR_PER_BALANCE * float(law.balance_error),
+                actual=float(law.pi[a] / q.blocking_probability("closed_form") - 1),
+                identity=float(r @ d), bound=float(np.abs(r) @ np.abs(d)))
+
+
 def table(rows):
     out = []
     for r in rows:
@@ -159,8 +183,18 @@ def main(argv=None):
                     help="time level_iad's iterations alone (no error bound, no saturation), every K")
     ap.add_argument("--lu-max-states", type=int, default=1_200_000,
                     help="with --method-only, compare with sparse LU state by state up to this many states")
+    ap.add_argument("--law-identity", action="store_true",
+                    help="P_block's error from the law's residual and lu-kac's means (one process), every K")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.law_identity:
+        rows = [law_identity(K, a.rho) for K in (a.K or [100, 300])]
+        print(format_table([[r["K"], r["states"], r["band"], f"{r['balance']:.1e}", f"{r['calibrated']:.1e}",
+                             f"{r['actual']:.2e}", f"{r['identity']:.2e}", f"{r['bound']:.1e}"]
+                            for r in rows],
+                           ["K", "states", "band", "balance", "20 x balance", "P_block rel.err (closed form)",
+                            "sum r (h - H)", "sum |r| |h - H|"]))
+        return 0
     if a.one is not None:                          # a child: one K, JSON on stdout
         warm_up()
         out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(
