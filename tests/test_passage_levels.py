@@ -122,6 +122,32 @@ def test_the_band_is_widened_until_its_truncation_is_negligible(monkeypatch):
     assert _closed_form_error(q, res.mean) < 1e-9
 
 
+@pytest.mark.parametrize("where,eps", [("everywhere", 1e-6), ("top levels", 1e-6), ("bulk", 1e-5),
+                                       (None, 0.0)])
+def test_the_laws_part_is_proven_from_its_residual(where, eps):
+    """On the whole chain pi_target's error comes from the law's own residual (the exact identity
+    pi_hat_a / pi_a - 1 = sum_j r_j (h_j - H)), whatever solved the law: laws perturbed on purpose (P_block
+    then off by 1e-10 .. 1e-6 against the closed form) stay within it; level_iad's law (1e-14 off) gets
+    a proven bound below the calibrated 20 x its balance error."""
+    q = JSQ2(100, 0.95, 0.5)
+    lev, a = q.levels(), q.chain().index(s=100, l=100)
+    if where is None:
+        law = q.stationary("level_iad", check=False)
+        pi, calibrated = law.pi, 20 * law.balance_error
+    else:
+        m = {"everywhere": lev >= 0, "top levels": lev > 180, "bulk": lev < 40}[where]
+        noise = eps * np.random.default_rng(3).uniform(-1, 1, lev.size)
+        pi = q.stationary("lu").pi * (1 + np.where(m, noise, 0.0))
+        pi, calibrated = pi / pi.sum(), np.inf
+    res = level_hitting_mean(q.chain(), a, pi, lev, pi_error=0.0, check=False)
+    actual = abs(pi[a] / q.blocking_probability("closed_form") - 1)
+    assert res.info["pi_error_kind"] == "proven" and res.info["error_bound_kind"] == "proven"
+    assert actual <= res.info["pi_error"] < min(calibrated, 0.1)   # random errors: no cancellation counted
+    assert _closed_form_error(q, res.mean) <= res.error_bound
+    banded = level_hitting_mean(q.chain(), a, pi, lev, pi_error=0.5, band_states=3000, check=False)
+    assert banded.info["pi_error_kind"] == "estimate" and banded.info["pi_error"] == 0.5     # the caller's
+
+
 # ---------------------------------------------------------------------------
 # two MPI processes: the band gathered on every process, Kac's sums by collectives
 # ---------------------------------------------------------------------------
@@ -153,7 +179,8 @@ def _kac_mpi_job(out_path):
         inband = lev > (-1 if floor is None else floor)
         dc = q.chain()
         out[name] = {"status": sat.status.value, "method": sat.method, "backend": sat.backend,
-                     "band_floor": floor, "bound": sat.error_bound,
+                     "band_floor": floor, "bound": sat.error_bound, "pi_error": sat.info["pi_error"],
+                     "pi_error_scipy": sat_ref.info["pi_error"], "pi_error_kind": sat.info["pi_error_kind"],
                      "band_rows": [int(inband[:dc.stop].sum() - inband[:dc.start].sum())],
                      "rel_scipy": float(np.max(np.abs(sat.mean[keep] / sat_ref.mean[keep] - 1))),
                      "rel_closed_form": _closed_form_error(ref, sat.mean),
@@ -213,6 +240,9 @@ def test_two_processes_lu_kac_matches_scipy_and_the_closed_forms(tmp_path):
     band = data["band"]
     assert band["band_floor"] is not None and min(band["band_rows"]) > 0, band      # both processes hold it
     assert data["whole"]["band_floor"] is None
+    whole = data["whole"]                           # the law's part from its residual, by collectives
+    assert whole["pi_error_kind"] == "proven" and band["pi_error_kind"] == "estimate"
+    assert whole["pi_error"] == pytest.approx(whole["pi_error_scipy"], rel=0.1)
     own = data["owned"]
     assert own["status"] == "success" and own["size"] == own["rows"][1] - own["rows"][0] < 11476, own
     assert own["rel_scipy"] < 1e-9, own
