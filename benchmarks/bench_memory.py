@@ -123,6 +123,7 @@ STAGES = [
     ("ctmc.stationary", "stationary_evidence"),
     ("ctmc.stationary", "iterative_bound"),
     ("ctmc.backends.scipy_backend.ScipySystem", "close"),
+    ("ctmc.krylov._Vectors", "update"),          # (each BiCGStab step, either thread: a sample)
 ]
 
 
@@ -153,9 +154,14 @@ class _RSS:
             f.write("5")
 
 
-def inventory(spec: str, rss: bool = False) -> None:
+def inventory(spec: str, rss: bool = False, ahead: bool = True, top: int = 14) -> None:
     import importlib
+    import threading
     import tracemalloc
+    snapshots = not rss
+    if not ahead:
+        from ctmc.kernels import ahead as _ahead
+        _ahead.AHEAD_STATES = 1 << 62            # the error bound's return times after the solve, not beside it
     if rss:
         from ctmc.models.gallery import parse_spec as _warm
         _warm("kanban:1").chain().stationary()     # the modules a solve imports on first use
@@ -167,8 +173,26 @@ def inventory(spec: str, rss: bool = False) -> None:
     rows = []
     peaks = []                   # the running peak of each open stage (an inner stage resets the counter)
 
+    main = threading.main_thread()
+    best = [0, None]             # the largest sampled traced size and what was alive then (tracemalloc only)
+
+    def sample():
+        now = tracemalloc.get_traced_memory()[0]
+        if snapshots and now > 1.02 * best[0]:
+            best[:] = now, tracemalloc.take_snapshot()
+
     def wrap(label, fn):
         def inner(*a, **k):
+            sample()
+            if label.endswith(".update"):                  # a BiCGStab step: a sample, not a stage
+                return fn(*a, **k)
+            if threading.current_thread() is not main:     # another thread's stage: no nesting, no peak
+                before = tracemalloc.get_traced_memory()[0]
+                try:
+                    return fn(*a, **k)
+                finally:
+                    sample()
+                    rows.append((0, f"[thread] {label}", before, tracemalloc.get_traced_memory()[0], float("nan")))
             before, pk = tracemalloc.get_traced_memory()
             if peaks:
                 peaks[-1] = max(peaks[-1], pk)
@@ -177,6 +201,7 @@ def inventory(spec: str, rss: bool = False) -> None:
             try:
                 return fn(*a, **k)
             finally:
+                sample()
                 now, pk = tracemalloc.get_traced_memory()
                 pk = max(pk, peaks.pop())
                 rows.append((len(peaks), label, before, now, pk))
@@ -209,6 +234,15 @@ def inventory(spec: str, rss: bool = False) -> None:
     print(f"{'stage':<44} {'held before':>12} {'held after':>11} {'peak in stage':>14}   (bytes per transition)")
     for d, label, before, now, pk in rows:
         print(f"{'  ' * d + label:<44} {before / nt:>12.1f} {now / nt:>11.1f} {pk / nt:>14.1f}")
+    if best[1] is not None:
+        vec = 8.0 * chain.n_states / nt
+        print(f"alive at the largest sampled point, {best[0] / nt:.1f} B/tr (a float64 vector is {vec:.2f} B/tr; "
+              "by the line that allocated it):")
+        for st in best[1].statistics("lineno")[:top]:
+            f = st.traceback[0]
+            where = f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
+            print(f"  {where:<40} {st.size / nt:>6.1f} B/tr  {st.size / (8.0 * chain.n_states):>5.2f} vectors  "
+                  f"{st.count:>4} blocks")
 
 
 def main(argv=None):
@@ -220,12 +254,14 @@ def main(argv=None):
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--inventory", default=None)
     ap.add_argument("--rss", action="store_true", help="the inventory by the resident set, not tracemalloc")
+    ap.add_argument("--no-ahead", action="store_true",
+                    help="the error bound's return times after the solve, not on a thread beside it")
     ap.add_argument("--options", default="", help="keyword options of stationary: tol=1e-12,error_tol=1e-9")
     a = ap.parse_args(argv)
     if a.worker:
         return worker(a.worker, a.options)
     if a.inventory:
-        return inventory(a.inventory, a.rss)
+        return inventory(a.inventory, a.rss, not a.no_ahead)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "ctmc"], capture_output=True,
