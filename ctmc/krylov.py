@@ -555,7 +555,7 @@ class BiCGStabReport:
 
 
 def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=None, rtol: float = 1e-10,
-             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0) -> tuple:
+             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0, work=None) -> tuple:
     r"""Solve ``A x = b`` by right-preconditioned BiCGStab (van der Vorst, *SIAM J. Sci. Stat. Comput.* 13, 1992).
 
     With :math:`\hat r = r_0`, each iteration makes the direction
@@ -603,6 +603,10 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
         0: off.
     stall : int
         Iterations without a tenfold fall of the residual before giving up; 0: off.
+    work : list of ndarray, optional
+        Float64 vectors of ``b``'s size the iteration takes its own from (:func:`bicgstab_work`, made
+        by the caller: in its thread's allocator, where freed memory of that thread is reused); the
+        iterate returned is one of them. None: made here.
 
     Returns
     -------
@@ -623,7 +627,12 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
     """
     from .progress import Progress
     with Progress(f"BiCGStab on {np.size(b)} unknowns") as prog:
-        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog)
+        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog, work)
+
+
+def bicgstab_work(n: int, preconditioned: bool = True) -> list:
+    """The vectors :func:`bicgstab` takes for ``n`` unknowns (``work=``): seven, six without a preconditioner."""
+    return [np.empty(n) for _ in range(7 if preconditioned else 6)]
 
 
 class _Vectors:
@@ -681,7 +690,7 @@ class _Vectors:
 _SHADOW_SEED = 20231
 
 
-def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog):
+def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None):
     """The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
     eight with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them).
 
@@ -693,11 +702,19 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     matvec = into(matvec if callable(matvec) else spmv(matvec))
     psolve = None if psolve is None else into(psolve)
     n = b.size
-    x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
-    r, v, t = np.empty(n), np.zeros(n), np.empty(n)
+    work = list(work or ())
+
+    def vector(fill=None):
+        w = work.pop() if work else np.empty(n)
+        if fill is not None:
+            w.fill(fill)
+        return w
+
+    x = vector(0.0) if x0 is None else np.array(x0, dtype=float)
+    r, v, t = vector(), vector(0.0), vector()
     s = r                                   # the half step in the residual's vector
-    p = np.empty(n)
-    ph = np.empty(n) if psolve is not None else p
+    p = vector()
+    ph = vector() if psolve is not None else p
     sh = ph if psolve is not None else s    # P s in P p's vector, once x has taken alpha P p
     vec = _Vectors(extension(), n)
     watch = b if bracket > 0 else None
@@ -734,7 +751,8 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     # where r_0 is 0 (a pinned system's unit right-hand side), the shadow takes max |r_0| instead: a shadow
     # with r_0's few entries is orthogonal to r after a step that solves those rows (polling N=15: rho = 0)
     # (made in the factors' vector: no temporary vector beside the nine)
-    rhat = np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    rhat = np.random.default_rng(_SHADOW_SEED).random(out=vector())     # uniform(0.5, 1.5, n), in place:
+    rhat += 0.5                                                          # the same numbers
     zero = r == 0.0
     np.multiply(rhat, r, out=rhat, where=~zero)
     np.multiply(rhat, np.maximum(r.max(), -r.min()), out=rhat, where=zero)

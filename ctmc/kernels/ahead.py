@@ -72,6 +72,10 @@ class ReturnTimesAhead:
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors
         self.system.solve(np.zeros(self.members.shape), transpose=False)
+        # its right-hand side and its solver's vectors made here too: from the memory the caller's thread
+        # freed (Q^T's, after the search for closed classes), not beside it in the thread's own allocator
+        self._b = self.members.astype(float)
+        self.system.reserve()
         self._out, self.error, self.cpu_seconds = None, None, 0.0
         self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}",
                                         daemon=True)
@@ -96,7 +100,7 @@ class ReturnTimesAhead:
         t0 = time.thread_time()
         try:
             with progress_scope(False):          # one progress line: the stationary solve's
-                self._out = self.system.solve(self.members.astype(float), transpose=False)
+                self._out = self.system.solve(self._b, transpose=False)
         except Exception as exc:                 # kept for the record; solve() makes it again
             self.error = exc
         finally:
@@ -106,7 +110,7 @@ class ReturnTimesAhead:
         """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (a
         failed one is made again here, where its error is raised)."""
         self._thread.join()
-        if self._out is not None and not transpose and np.array_equal(b, self.members.astype(float)):
+        if self._out is not None and not transpose and np.array_equal(b, self._b):
             x, rep = self._out
             return x.copy(), rep
         return self.system.solve(b, transpose=transpose)
@@ -114,7 +118,7 @@ class ReturnTimesAhead:
     def close(self):
         """Wait for the thread; free the system."""
         self._thread.join()
-        self._out = None
+        self._out = self._b = None
         self.system.close()
 
 
