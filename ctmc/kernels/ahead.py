@@ -107,12 +107,11 @@ class ReturnTimesAhead:
             self.cpu_seconds = time.thread_time() - t0
 
     def solve(self, b, transpose=False):
-        """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (a
-        failed one is made again here, where its error is raised)."""
+        """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (its own
+        ``x``, to be read only; a failed one is made again here, where its error is raised)."""
         self._thread.join()
         if self._out is not None and not transpose and np.array_equal(b, self._b):
-            x, rep = self._out
-            return x.copy(), rep
+            return self._out                   # (not a copy: the caller reads it, as return_time_bound does)
         return self.system.solve(b, transpose=transpose)
 
     def close(self):

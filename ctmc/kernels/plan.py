@@ -254,18 +254,24 @@ def structure_facts(op, support) -> dict:
     (1, True)
     """
     m = op.stop - op.start
+    nnz = int(np.sum(op.offdiagonal_counts(), where=support)) if m else 0
     # the first column of each row of the symmetrised pattern: the smallest column of a non-zero
-    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each
-    first = np.minimum(lowest_columns(op.generator_rows(False), op.start),
-                       lowest_columns(op.generator_rows(True), op.start))
-    nnz = int(op.offdiagonal_counts()[support].sum()) if m else 0
-    w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
+    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each (two
+    # vectors at a time beside Q and Q^T: the row widths w are made in a third, exact as floats)
+    first = lowest_columns(op.generator_rows(False), op.start)
+    np.minimum(first, lowest_columns(op.generator_rows(True), op.start), out=first)
+    w = np.arange(op.start, op.stop, dtype=float)
+    w -= first
+    del first
+    np.copyto(w, 0.0, where=~support)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
     facts = {"states": count(op, support), "transitions": int(g[1]),
              "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
              "dimensions": None}
     if op.states is not None:
-        facts["dimensions"] = _dimensions(op, np.flatnonzero(support) + op.start)
+        rows = np.flatnonzero(support)
+        rows += op.start                                  # (in place: one vector, not two)
+        facts["dimensions"] = _dimensions(op, rows)
     return facts
 
 
