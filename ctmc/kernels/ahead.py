@@ -35,19 +35,13 @@ from .classes import global_argmax
 from . import evidence
 from .evidence import BOUND_BRACKET, iterative_bound, value_at
 from .levels import return_time_systems
-from .plan import solve_bytes
+from .plan import BUDGET_FRACTION, beside_fits
 
-__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE",
-           "AHEAD_PIN_SHARE"]
+__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_PIN_SHARE"]
 
 #: classes from this many states get their return times ahead (below, a solve takes milliseconds and a
 #: thread is not worth its start)
 AHEAD_STATES = 20_000
-#: ... when the return-time solve's memory (:func:`ctmc.kernels.plan.solve_bytes` ``"bound"``, held at
-#: the same time as the stationary solve's, not after it) is at most this share of the available memory:
-#: a GMRES with ``auto``'s largest basis (:data:`~ctmc.kernels.plan.PROBE_RESTART`) needs less than 5 times
-#: as much on any chain, so the two stay within ``auto``'s budget (:data:`~ctmc.kernels.plan.BUDGET_FRACTION`)
-AHEAD_MEMORY_SHARE = 0.1
 #: the pin of the solve serves the bound while its probability is at least this share of the largest
 AHEAD_PIN_SHARE = 0.25
 
@@ -84,12 +78,16 @@ class ReturnTimesAhead:
     @classmethod
     def start(cls, op, support, pin: int, size: int, backend_options=None):
         """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
-        ``size`` states from :data:`AHEAD_STATES`, its memory within :data:`AHEAD_MEMORY_SHARE`),
-        else None."""
+        ``size`` states from :data:`AHEAD_STATES`) and fits: the plan's rule for the peak
+        (:func:`ctmc.kernels.plan.beside_fits`: the generator and both solves' vectors within
+        :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION` a transition, what they add within
+        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory), else None."""
         if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
             return None
-        entries = size + int(op.offdiagonal_counts()[support].sum())
-        if solve_bytes("bound", size, entries) > AHEAD_MEMORY_SHARE * available_memory():
+        from ..backends.scipy_backend import MASKED_STATES
+        entries = size + int(np.sum(op.offdiagonal_counts(), where=support))
+        if not beside_fits(op.n, op.Q.nnz, size, entries, BUDGET_FRACTION * available_memory(),
+                           matrices=op.n - size > MASKED_STATES):
             return None
         try:
             return cls(op, support, pin, backend_options)

@@ -49,7 +49,8 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "DENSE_FALLBACK", "DENSE_BYTES", "dense_fallback",
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
-           "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
+           "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
+           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -99,8 +100,16 @@ MATRIX_ROW_BYTES = 24.0
 #: side, answer embedded in the chain, exit rates, the set's mask and indices, the preconditioner's
 #: and the stopping test's work): 6 outside GMRES and 4 inside it on kanban t=4 (tracemalloc)
 WORK_VECTORS = 10
-#: BiCGStab's own vectors (r, r0, p, v, s, t and the two preconditioned ones, the iterate, the check)
-BICGSTAB_VECTORS = 10
+#: BiCGStab's own vectors (the iterate, the residual with the half step in it, the shadow, the direction,
+#: the two products, the preconditioned direction and half step in one; the numpy steps' scratch)
+BICGSTAB_VECTORS = 8
+#: the peak of build + default solve per transition of the chain at most, where it is the plan's choice
+#: (issue 23's target; the generator itself takes 12-17): the error bound's return times are solved
+#: beside the stationary solve (:mod:`ctmc.kernels.ahead`) only where both fit in it (:func:`beside_fits`)
+PEAK_BYTES_PER_TRANSITION = 40.0
+#: float64 vectors (of the chain's states) held while the two run at once: each BiCGStab's seven and its
+#: right-hand side, the exit rates, both systems' diagonal positions (int32) and set masks
+BESIDE_VECTORS = 2 * (7 + 1) + 2
 #: Gauss-Seidel sweeps on the transpose in place: the iterate and the residual's product
 SWEEP_VECTORS = 2
 #: the share of the available memory ``auto`` plans with (the rest for the allocator's slack and
@@ -136,6 +145,29 @@ def solve_bytes(method: str, states: int, entries: int, restart: int = PROBE_RES
     raise ValueError(f"method: expected one of gmres, bicgstab, gauss_seidel, bound; got {method!r}")
 
 
+def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int, budget: float,
+                matrices: bool = False) -> bool:
+    """Whether the error bound's return-time solve may run beside the stationary solve of a class of
+    ``states`` states and ``entries`` stored entries (the diagonal included), on a chain of
+    ``chain_states`` and ``chain_entries``: the generator (:data:`MATRIX_ENTRY_BYTES` a stored entry, 4
+    bytes a row), :data:`BESIDE_VECTORS` vectors of the chain's states and, with ``matrices`` (systems
+    extracted, not read from ``Q``'s rows), both solves' matrices, within
+    :data:`PEAK_BYTES_PER_TRANSITION` a transition of the class, and what the two solves add within
+    ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory).
+
+    >>> beside_fits(58_400, 504_800, 58_400, 504_800, 24e9)         # kanban t=3: 14.1 + 18.8 bytes a transition
+    True
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # cluster N=64: 15.3 + 29.7
+    False
+    """
+    vectors = BESIDE_VECTORS * 8.0 * chain_states
+    if matrices:
+        vectors += 2 * (MATRIX_ENTRY_BYTES * entries + MATRIX_ROW_BYTES * states)
+    generator = MATRIX_ENTRY_BYTES * chain_entries + 4.0 * chain_states
+    transitions = max(int(entries) - int(states), 1)
+    return generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions and vectors <= budget
+
+
 def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
     """Fit ``auto``'s plan into ``budget`` bytes: ``(steps, restart, note)``.
 
@@ -162,7 +194,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     >>> memory_plan(plan, 10**6, 10**7, 0.2e9)
     Traceback (most recent call last):
     ...
-    MemoryError: memory: a budget of 200.0 MB is below the 304.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
+    MemoryError: memory: a budget of 200.0 MB is below the 288.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 18 vectors); free memory or pass a larger memory= (bytes)
     """
     n, e = max(int(states), 1), max(int(entries), 1)
     matrix = MATRIX_ENTRY_BYTES * e + MATRIX_ROW_BYTES * n
