@@ -691,7 +691,7 @@ _SHADOW_SEED = 20231
 
 
 def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None):
-    """The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
+    r"""The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
     eight with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them).
 
     The half step :math:`s` is made in :math:`r`'s vector (``r`` is not read again before ``r = s - \omega t``)
