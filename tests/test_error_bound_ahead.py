@@ -30,7 +30,7 @@ def always_ahead(monkeypatch):
     are many bytes a transition: the plan's peak rule lifted)."""
     monkeypatch.setattr(ah, "AHEAD_STATES", 0)
     monkeypatch.setattr(ah, "cores", lambda: 2)
-    monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf)
+    monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf, raising=False)
 
 
 def _grid(n=30, m=25):
@@ -188,7 +188,9 @@ def test_no_thread_where_it_cannot_pay(monkeypatch):
     monkeypatch.setattr(ah, "cores", lambda: 1)
     assert ah.ReturnTimesAhead.start(op, support, 0, int(support.sum())) is None     # one core
     monkeypatch.setattr(ah, "cores", lambda: 2)
-    # under 3 transitions a state: the two solves' 18 vectors alone are above 40 bytes a transition
+    # memory short (5 MB: the two solves' 18 vectors, 108 kB, above 1 % of it) and under 3 transitions a
+    # state: the two solves' vectors alone are above 40 bytes a transition
+    monkeypatch.setattr(ah, "available_memory", lambda: 5 * 10 ** 6)
     assert ah.ReturnTimesAhead.start(op, support, 0, int(support.sum())) is None     # the plan's peak rule
     monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf)
     started = ah.ReturnTimesAhead.start(op, support, 0, int(support.sum()))

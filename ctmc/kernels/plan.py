@@ -50,7 +50,7 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
-           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits"]
+           "PEAK_BYTES_PER_TRANSITION", "PLENTIFUL_SHARE", "BESIDE_VECTORS", "beside_fits"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -103,10 +103,15 @@ WORK_VECTORS = 10
 #: BiCGStab's own vectors (the iterate, the residual with the half step in it, the shadow, the direction,
 #: the two products, the preconditioned direction and half step in one; the numpy steps' scratch)
 BICGSTAB_VECTORS = 8
-#: the peak of build + default solve per transition of the chain at most, where it is the plan's choice
-#: (issue 23's target; the generator itself takes 12-17): the error bound's return times are solved
-#: beside the stationary solve (:mod:`ctmc.kernels.ahead`) only where both fit in it (:func:`beside_fits`)
+#: the peak of build + default solve per transition of the chain at most, where memory is short and it is
+#: the plan's choice (issue 23's target; the generator itself takes 12-17): the error bound's return times
+#: are solved beside the stationary solve (:mod:`ctmc.kernels.ahead`) only where both fit in it
+#: (:func:`beside_fits`) ...
 PEAK_BYTES_PER_TRANSITION = 40.0
+#: ... or where what the two solves add is at most this share of the available memory: there the thread's
+#: wall time is kept (cluster N=64 and tandem c=511 hold 50 and 67 bytes a transition beside it, 40 and
+#: 47 after it, at 20-30 % more wall time where a core is free: benchmarks/README.md)
+PLENTIFUL_SHARE = 0.01
 #: float64 vectors (of the chain's states) held while the two run at once: each BiCGStab's seven and its
 #: right-hand side, the exit rates, both systems' diagonal positions (int32) and set masks
 BESIDE_VECTORS = 2 * (7 + 1) + 2
@@ -149,23 +154,28 @@ def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int
                 matrices: bool = False) -> bool:
     """Whether the error bound's return-time solve may run beside the stationary solve of a class of
     ``states`` states and ``entries`` stored entries (the diagonal included), on a chain of
-    ``chain_states`` and ``chain_entries``: the generator (:data:`MATRIX_ENTRY_BYTES` a stored entry, 4
-    bytes a row), :data:`BESIDE_VECTORS` vectors of the chain's states and, with ``matrices`` (systems
-    extracted, not read from ``Q``'s rows), both solves' matrices, within
-    :data:`PEAK_BYTES_PER_TRANSITION` a transition of the class, and what the two solves add within
-    ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory).
+    ``chain_states`` and ``chain_entries``. What the two add, :data:`BESIDE_VECTORS` vectors of the
+    chain's states and, with ``matrices`` (systems extracted, not read from ``Q``'s rows), both
+    solves' matrices, must fit in ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory);
+    where it is more than :data:`PLENTIFUL_SHARE` of it, the generator (:data:`MATRIX_ENTRY_BYTES` a
+    stored entry, 4 bytes a row) and it must fit in :data:`PEAK_BYTES_PER_TRANSITION` a transition of
+    the class too.
 
-    >>> beside_fits(58_400, 504_800, 58_400, 504_800, 24e9)         # kanban t=3: 14.1 + 18.8 bytes a transition
+    >>> beside_fits(58_400, 504_800, 58_400, 504_800, 1e9)          # kanban t=3: 14.1 + 18.8 bytes a transition
     True
-    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # cluster N=64: 15.3 + 29.7
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 1e9)        # cluster N=64: 15.3 + 29.7
     False
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # ... with memory to spare
+    True
     """
     vectors = BESIDE_VECTORS * 8.0 * chain_states
     if matrices:
         vectors += 2 * (MATRIX_ENTRY_BYTES * entries + MATRIX_ROW_BYTES * states)
+    if vectors > budget:
+        return False
     generator = MATRIX_ENTRY_BYTES * chain_entries + 4.0 * chain_states
     transitions = max(int(entries) - int(states), 1)
-    return generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions and vectors <= budget
+    return vectors <= PLENTIFUL_SHARE * budget or generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions
 
 
 def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
