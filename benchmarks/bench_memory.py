@@ -109,7 +109,8 @@ def run_worker(spec: str, tree, timeout: float, options: str = "", ahead: str = 
     if tree:
         env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        p = subprocess.run([sys.executable, __file__, "--worker", spec, "--options", options, "--ahead", ahead],
+        cmd = [sys.executable, __file__, "--worker", spec, "--options", options, "--ahead", ahead]
+        p = subprocess.run(cmd,
                            capture_output=True, text=True,
                            timeout=timeout, env=env, cwd="/tmp" if tree else None)
     except subprocess.TimeoutExpired:
@@ -174,7 +175,7 @@ def inventory(spec: str, rss: bool = False, ahead: bool = True, top: int = 14) -
     snapshots = not rss
     if not ahead:
         from ctmc.kernels import ahead as _ahead
-        _ahead.AHEAD_STATES = 1 << 62            # the error bound's return times after the solve, not beside it
+        _ahead.AHEAD_STATES = 1 << 62            # the bound's return times after the solve, not beside it
     if rss:
         from ctmc.models.gallery import parse_spec as _warm
         _warm("kanban:1").chain().stationary()     # the modules a solve imports on first use
@@ -205,7 +206,8 @@ def inventory(spec: str, rss: bool = False, ahead: bool = True, top: int = 14) -
                     return fn(*a, **k)
                 finally:
                     sample()
-                    rows.append((0, f"[thread] {label}", before, tracemalloc.get_traced_memory()[0], float("nan")))
+                    now = tracemalloc.get_traced_memory()[0]
+                    rows.append((0, f"[thread] {label}", before, now, float("nan")))
             before, pk = tracemalloc.get_traced_memory()
             if peaks:
                 peaks[-1] = max(peaks[-1], pk)
@@ -249,12 +251,13 @@ def inventory(spec: str, rss: bool = False, ahead: bool = True, top: int = 14) -
         print(f"{'  ' * d + label:<44} {before / nt:>12.1f} {now / nt:>11.1f} {pk / nt:>14.1f}")
     if best[1] is not None:
         vec = 8.0 * chain.n_states / nt
-        print(f"alive at the largest sampled point, {best[0] / nt:.1f} B/tr (a float64 vector is {vec:.2f} B/tr; "
-              "by the line that allocated it):")
+        print(f"alive at the largest sampled point, {best[0] / nt:.1f} B/tr (a float64 vector is "
+              f"{vec:.2f} B/tr; by the line that allocated it):")
         for st in best[1].statistics("lineno")[:top]:
             f = st.traceback[0]
             where = f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
-            print(f"  {where:<40} {st.size / nt:>6.1f} B/tr  {st.size / (8.0 * chain.n_states):>5.2f} vectors  "
+            nv = st.size / (8.0 * chain.n_states)
+            print(f"  {where:<40} {st.size / nt:>6.1f} B/tr  {nv:>5.2f} vectors  "
                   f"{st.count:>4} blocks")
 
 
