@@ -59,7 +59,17 @@ def parse_options(text: str) -> dict:
     return out
 
 
-def worker(spec: str, options: str = "") -> None:
+def set_ahead(mode: str) -> None:
+    """The error bound's return times beside the solve: ``rule`` (the plan's, the default), ``on`` (wherever
+    the thread can pay: no peak rule) or ``off`` (after the solve, never beside it)."""
+    from ctmc.kernels import ahead, plan
+    if mode == "on":
+        plan.PEAK_BYTES_PER_TRANSITION = float("inf")
+    elif mode == "off":
+        ahead.AHEAD_STATES = 1 << 62
+
+
+def worker(spec: str, options: str = "", ahead: str = "rule") -> None:
     """Build and solve one model; print a JSON line of peaks (bytes) and times."""
     import resource
 
@@ -71,17 +81,19 @@ def worker(spec: str, options: str = "") -> None:
     def peak():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
+    set_ahead(ahead)
     parse_spec("kanban:1").chain().stationary()     # the modules a solve imports on first use
     base = _rss_bytes()
     t = time.perf_counter()
     chain = parse_spec(spec).chain()
     build_s, build_peak = time.perf_counter() - t, peak()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = chain.stationary(check=False, **parse_options(options))
-    solve_s, solve_peak = time.perf_counter() - t, peak()
+    solve_s, solve_cpu, solve_peak = time.perf_counter() - t, time.process_time() - c, peak()
     print("@@" + json.dumps({"states": chain.n_states, "transitions": chain.n_transitions, "nnz": chain.Q.nnz,
                              "base": base, "build_peak": build_peak, "solve_peak": solve_peak,
-                             "build_s": build_s, "solve_s": solve_s, "status": res.status.value,
+                             "build_s": build_s, "solve_s": solve_s, "solve_cpu": solve_cpu,
+                             "ahead": bool(res.info.get("return_time_ahead")), "status": res.status.value,
                              "method": str(getattr(res, "method", "")), "iterations": int(res.iterations),
                              "bound_s": float(res.info.get("error_bound_seconds", 0.0)),
                              "restart": res.info.get("auto", {}).get("probe_restart"),
@@ -92,12 +104,14 @@ def worker(spec: str, options: str = "") -> None:
                              "bound": float(res.error_bound)}))
 
 
-def run_worker(spec: str, tree, timeout: float, options: str = "") -> dict:
+def run_worker(spec: str, tree, timeout: float, options: str = "", ahead: str = "rule") -> dict:
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        p = subprocess.run([sys.executable, __file__, "--worker", spec, "--options", options], capture_output=True, text=True,
+        cmd = [sys.executable, __file__, "--worker", spec, "--options", options, "--ahead", ahead]
+        p = subprocess.run(cmd,
+                           capture_output=True, text=True,
                            timeout=timeout, env=env, cwd="/tmp" if tree else None)
     except subprocess.TimeoutExpired:
         return {"error": "timeout"}
@@ -123,6 +137,7 @@ STAGES = [
     ("ctmc.stationary", "stationary_evidence"),
     ("ctmc.stationary", "iterative_bound"),
     ("ctmc.backends.scipy_backend.ScipySystem", "close"),
+    ("ctmc.krylov._Vectors", "update"),          # (each BiCGStab step, either thread: a sample)
 ]
 
 
@@ -153,9 +168,14 @@ class _RSS:
             f.write("5")
 
 
-def inventory(spec: str, rss: bool = False) -> None:
+def inventory(spec: str, rss: bool = False, ahead: bool = True, top: int = 14) -> None:
     import importlib
+    import threading
     import tracemalloc
+    snapshots = not rss
+    if not ahead:
+        from ctmc.kernels import ahead as _ahead
+        _ahead.AHEAD_STATES = 1 << 62            # the bound's return times after the solve, not beside it
     if rss:
         from ctmc.models.gallery import parse_spec as _warm
         _warm("kanban:1").chain().stationary()     # the modules a solve imports on first use
@@ -167,8 +187,27 @@ def inventory(spec: str, rss: bool = False) -> None:
     rows = []
     peaks = []                   # the running peak of each open stage (an inner stage resets the counter)
 
+    main = threading.main_thread()
+    best = [0, None]             # the largest sampled traced size and what was alive then (tracemalloc only)
+
+    def sample():
+        now = tracemalloc.get_traced_memory()[0]
+        if snapshots and now > 1.02 * best[0]:
+            best[:] = now, tracemalloc.take_snapshot()
+
     def wrap(label, fn):
         def inner(*a, **k):
+            sample()
+            if label.endswith(".update"):                  # a BiCGStab step: a sample, not a stage
+                return fn(*a, **k)
+            if threading.current_thread() is not main:     # another thread's stage: no nesting, no peak
+                before = tracemalloc.get_traced_memory()[0]
+                try:
+                    return fn(*a, **k)
+                finally:
+                    sample()
+                    now = tracemalloc.get_traced_memory()[0]
+                    rows.append((0, f"[thread] {label}", before, now, float("nan")))
             before, pk = tracemalloc.get_traced_memory()
             if peaks:
                 peaks[-1] = max(peaks[-1], pk)
@@ -177,6 +216,7 @@ def inventory(spec: str, rss: bool = False) -> None:
             try:
                 return fn(*a, **k)
             finally:
+                sample()
                 now, pk = tracemalloc.get_traced_memory()
                 pk = max(pk, peaks.pop())
                 rows.append((len(peaks), label, before, now, pk))
@@ -209,6 +249,16 @@ def inventory(spec: str, rss: bool = False) -> None:
     print(f"{'stage':<44} {'held before':>12} {'held after':>11} {'peak in stage':>14}   (bytes per transition)")
     for d, label, before, now, pk in rows:
         print(f"{'  ' * d + label:<44} {before / nt:>12.1f} {now / nt:>11.1f} {pk / nt:>14.1f}")
+    if best[1] is not None:
+        vec = 8.0 * chain.n_states / nt
+        print(f"alive at the largest sampled point, {best[0] / nt:.1f} B/tr (a float64 vector is "
+              f"{vec:.2f} B/tr; by the line that allocated it):")
+        for st in best[1].statistics("lineno")[:top]:
+            f = st.traceback[0]
+            where = f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
+            nv = st.size / (8.0 * chain.n_states)
+            print(f"  {where:<40} {st.size / nt:>6.1f} B/tr  {nv:>5.2f} vectors  "
+                  f"{st.count:>4} blocks")
 
 
 def main(argv=None):
@@ -220,12 +270,17 @@ def main(argv=None):
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--inventory", default=None)
     ap.add_argument("--rss", action="store_true", help="the inventory by the resident set, not tracemalloc")
+    ap.add_argument("--no-ahead", action="store_true",
+                    help="the inventory with the error bound's return times after the solve, not beside it")
+    ap.add_argument("--ahead", default="rule", choices=("rule", "on", "off"),
+                    help="the return times beside the solve by the plan's rule, wherever they can pay, or never "
+                         "(both trees)")
     ap.add_argument("--options", default="", help="keyword options of stationary: tol=1e-12,error_tol=1e-9")
     a = ap.parse_args(argv)
     if a.worker:
-        return worker(a.worker, a.options)
+        return worker(a.worker, a.options, a.ahead)
     if a.inventory:
-        return inventory(a.inventory, a.rss)
+        return inventory(a.inventory, a.rss, not a.no_ahead)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "ctmc"], capture_output=True,
@@ -234,14 +289,14 @@ def main(argv=None):
           f"options: {a.options or '-'}; load {os.getloadavg()[0]:.1f}")
     trees = [("base", a.base)] if a.base else []
     trees.append(("now", None))
-    cols = ["model", "states", "transitions", "tree", "build s", "solve s", "build B/tr", "total B/tr",
-            "peak GiB", "status", "bound"]
+    cols = ["model", "states", "transitions", "tree", "build s", "solve s", "solve cpu", "build B/tr",
+            "total B/tr", "peak GiB", "status", "bound"]
     out, printed = [], False
     for spec in a.models.split(","):
         best = {}
         for _ in range(a.repeat):
             for name, tree in trees:
-                r = run_worker(spec, tree, a.timeout, a.options)
+                r = run_worker(spec, tree, a.timeout, a.options, a.ahead)
                 b = best.get(name)
                 if "error" in r:
                     best.setdefault(name, r)
@@ -249,22 +304,24 @@ def main(argv=None):
                 if b is None or "error" in b:
                     best[name] = r
                 else:
-                    for k in ("build_peak", "solve_peak", "build_s", "solve_s"):
+                    for k in ("build_peak", "solve_peak", "build_s", "solve_s", "solve_cpu"):
                         b[k] = min(b[k], r[k])
         for name, _ in trees:
             r = best[name]
             if "error" in r:
-                out.append([spec, "", "", name, "", "", "", "", "", r["error"], ""])
+                out.append([spec, "", "", name, "", "", "", "", "", "", r["error"], ""])
                 continue
             nt = r["transitions"]
             out.append([spec, r["states"], nt, name, f"{r['build_s']:.2f}", f"{r['solve_s']:.2f}",
+                        f"{r['solve_cpu']:.2f}" if "solve_cpu" in r else "",
                         f"{(r['build_peak'] - r['base']) / nt:.1f}", f"{(r['solve_peak'] - r['base']) / nt:.1f}",
-                        f"{r['solve_peak'] / 2 ** 30:.2f}", f"{r['status']} ({r['method']})", f"{r['bound']:.1e}"])
+                        f"{r['solve_peak'] / 2 ** 30:.2f}",
+                        f"{r['status']} ({r['method']}{', ahead' if r.get('ahead') else ''})", f"{r['bound']:.1e}"])
         print_table(cols, out, header=not printed)
         printed, out = True, []
 
 
-WIDTHS = (12, 9, 11, 4, 7, 8, 10, 10, 8, 28, 7)
+WIDTHS = (12, 9, 11, 4, 7, 8, 9, 10, 10, 8, 28, 7)
 
 
 def print_table(cols, rows, header=True):

@@ -810,7 +810,8 @@ static PyMethodDef methods[] = {
      "[bounds[c], bounds[c+1]): scratch = tril(A_B)^{-1} v, out = triu(A_B)^{-1} (D - A_o) scratch "
      "(A_B the block diagonal part, A_o the rest; the blocks in parallel)"},
     {"bicg_dir", py_bicg_dir, METH_VARARGS, "bicg_dir(p, r, v, beta, omega): p = r + beta (p - omega v)"},
-    {"bicg_half", py_bicg_half, METH_VARARGS, "bicg_half(s, r, v, alpha) -> s.s after s = r - alpha v"},
+    {"bicg_half", py_bicg_half, METH_VARARGS,
+     "bicg_half(s, r, v, alpha, x, ph) -> s.s after s = r - alpha v, x += alpha ph"},
     {"dot2", py_dot2, METH_VARARGS, "dot2(a, u, w) -> (a.u, a.w) in one pass"},
     {"bicg_update", py_bicg_update, METH_VARARGS,
      "bicg_update(x, r, ph, sh, s, t, rhat, b, alpha, omega, out): x += alpha ph + omega sh, r = s - omega t; "

@@ -13,18 +13,23 @@ HOT static void bicg_dir_block(double *restrict p, const double *restrict r, con
     for (Py_ssize_t i = 0; i < len; i++) p[i] = r[i] + beta * (p[i] - omega * v[i]);
 }
 
-/* s = r - alpha v; returns s.s */
-HOT static double bicg_half_block(double *restrict s, const double *restrict r, const double *restrict v,
-                                  double alpha, Py_ssize_t len)
+/* s = r - alpha v, x += alpha ph; returns s.s (s may be r: BiCGStab keeps its half step in the residual's
+ * vector, and P s in P p's once x has taken alpha P p) */
+HOT static double bicg_half_block(double *s, const double *r, const double *restrict v, double *restrict x,
+                                  const double *restrict ph, double alpha, Py_ssize_t len)
 {
-    for (Py_ssize_t i = 0; i < len; i++) s[i] = r[i] - alpha * v[i];
+    for (Py_ssize_t i = 0; i < len; i++) {
+        s[i] = r[i] - alpha * v[i];
+        x[i] = x[i] + alpha * ph[i];
+    }
     return dot(s, s, len);
 }
 
 /* x += alpha ph + omega sh; r = s - omega t; part = (r.r, rhat.r, max r/b, max -r/b over b > 0,
- * max |r| over b <= 0) (b NULL: the last three 0) */
-HOT static void bicg_update_block(double *restrict x, double *restrict r, const double *restrict ph,
-                                  const double *restrict sh, const double *restrict s, const double *restrict t,
+ * max |r| over b <= 0) (b NULL: the last three 0). s may be r and sh may be ph or s (one element read
+ * before it is written): BiCGStab's half step in the residual's vector, P s in P p's */
+HOT static void bicg_update_block(double *restrict x, double *r, const double *ph,
+                                  const double *sh, const double *s, const double *restrict t,
                                   const double *restrict rhat, const double *restrict b, double alpha,
                                   double omega, Py_ssize_t len, double *part)
 {
@@ -91,18 +96,18 @@ static PyObject *py_bicg_dir(PyObject *self, PyObject *args)
 
 static PyObject *py_bicg_half(PyObject *self, PyObject *args)
 {
-    PyObject *o[3];
-    Py_buffer b[3];                                       /* s, r, v */
+    PyObject *o[5];
+    Py_buffer b[5];                                       /* s, r, v, x, ph */
     double alpha;
-    if (!PyArg_ParseTuple(args, "OOOd", &o[0], &o[1], &o[2], &alpha)) return NULL;
-    if (get_all(o, b, "Ddd", (const char *[]){"s", "r", "v"}) < 0) return NULL;
-    Py_ssize_t n = same_length(b, 3, "bicg_half");
+    if (!PyArg_ParseTuple(args, "OOOdOO", &o[0], &o[1], &o[2], &alpha, &o[3], &o[4])) return NULL;
+    if (get_all(o, b, "DddDd", (const char *[]){"s", "r", "v", "x", "ph"}) < 0) return NULL;
+    Py_ssize_t n = same_length(b, 5, "bicg_half");
     PyObject *res = NULL;
     if (n >= 0) {
         Py_ssize_t nb = (n + BLOCK - 1) / BLOCK;
         int nt = threads_for(n);
-        double *s = b[0].buf, *part = malloc(sizeof(double) * (size_t)(nb + 1));
-        const double *r = b[1].buf, *v = b[2].buf;
+        double *s = b[0].buf, *x = b[3].buf, *part = malloc(sizeof(double) * (size_t)(nb + 1));
+        const double *r = b[1].buf, *v = b[2].buf, *ph = b[4].buf;
         if (!part) PyErr_NoMemory();
         else {
             double ss;
@@ -111,7 +116,7 @@ static PyObject *py_bicg_half(PyObject *self, PyObject *args)
             #pragma omp parallel for schedule(static) num_threads(nt)
             for (Py_ssize_t q = 0; q < nb; q++) {
                 BLOCK_ROWS(q, n, r0, len);
-                part[q] = bicg_half_block(s + r0, r + r0, v + r0, alpha, len);
+                part[q] = bicg_half_block(s + r0, r + r0, v + r0, x + r0, ph + r0, alpha, len);
             }
             reduce_blocks(part, nb, 1, &ss);
             Py_END_ALLOW_THREADS
@@ -119,7 +124,7 @@ static PyObject *py_bicg_half(PyObject *self, PyObject *args)
             res = PyFloat_FromDouble(ss);
         }
     }
-    release_all(b, 3);
+    release_all(b, 5);
     return res;
 }
 

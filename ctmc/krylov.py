@@ -555,7 +555,7 @@ class BiCGStabReport:
 
 
 def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=None, rtol: float = 1e-10,
-             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0) -> tuple:
+             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0, work=None) -> tuple:
     r"""Solve ``A x = b`` by right-preconditioned BiCGStab (van der Vorst, *SIAM J. Sci. Stat. Comput.* 13, 1992).
 
     With :math:`\hat r = r_0`, each iteration makes the direction
@@ -603,6 +603,10 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
         0: off.
     stall : int
         Iterations without a tenfold fall of the residual before giving up; 0: off.
+    work : list of ndarray, optional
+        Float64 vectors of ``b``'s size the iteration takes its own from (:func:`bicgstab_work`, made
+        by the caller: in its thread's allocator, where freed memory of that thread is reused); the
+        iterate returned is one of them. None: made here.
 
     Returns
     -------
@@ -623,7 +627,12 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
     """
     from .progress import Progress
     with Progress(f"BiCGStab on {np.size(b)} unknowns") as prog:
-        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog)
+        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog, work)
+
+
+def bicgstab_work(n: int, preconditioned: bool = True) -> list:
+    """The vectors :func:`bicgstab` takes for ``n`` unknowns (``work=``): seven, six without a preconditioner."""
+    return [np.empty(n) for _ in range(7 if preconditioned else 6)]
 
 
 class _Vectors:
@@ -642,12 +651,14 @@ class _Vectors:
         np.multiply(p, beta, out=p)
         np.add(r, p, out=p)
 
-    def half(self, s, r, v, alpha) -> float:
-        """``s = r - alpha v``; returns ``s.s``."""
+    def half(self, s, r, v, alpha, x, ph) -> float:
+        """``s = r - alpha v``, ``x += alpha ph``; returns ``s.s``."""
         if self.ext is not None:
-            return self.ext.bicg_half(s, r, v, alpha)
+            return self.ext.bicg_half(s, r, v, alpha, x, ph)
         np.multiply(v, alpha, out=self.tmp)
         np.subtract(r, self.tmp, out=s)
+        np.multiply(ph, alpha, out=self.tmp)
+        x += self.tmp
         return float(np.dot(s, s))
 
     def dot2(self, a, u, w) -> tuple:
@@ -665,8 +676,9 @@ class _Vectors:
             rr, rhr, hi, lo, off = out.tolist()
             factor = None if b is None else ((1.0 + lo) / (1.0 - hi) if hi < 1.0 and off == 0.0 else np.inf)
             return rr, rhr, factor
-        np.multiply(ph, alpha, out=self.tmp)
-        x += self.tmp
+        if alpha:
+            np.multiply(ph, alpha, out=self.tmp)
+            x += self.tmp
         np.multiply(sh, omega, out=self.tmp)
         x += self.tmp
         np.multiply(t, omega, out=self.tmp)
@@ -678,18 +690,32 @@ class _Vectors:
 _SHADOW_SEED = 20231
 
 
-def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog):
-    """The iteration of :func:`bicgstab`; its vectors made once (nine of ``b``'s size with a preconditioner,
-    ten with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them)."""
+def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None):
+    r"""The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
+    eight with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them).
+
+    The half step :math:`s` is made in :math:`r`'s vector (``r`` is not read again before ``r = s - \omega t``)
+    and :math:`\hat s = Ps` in :math:`\hat p`'s, :math:`x \mathrel{+}= \alpha\hat p` made before it: the
+    same numbers as ``x = (x + alpha ph) + omega sh`` in one pass (the kernels do not contract to FMA)."""
     b = np.ascontiguousarray(b, dtype=float)
     fused = _fused(matvec, psolve)
     matvec = into(matvec if callable(matvec) else spmv(matvec))
     psolve = None if psolve is None else into(psolve)
     n = b.size
-    x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
-    r, v, s, t = np.empty(n), np.zeros(n), np.empty(n), np.empty(n)
-    p = np.empty(n)
-    ph, sh = (np.empty(n), np.empty(n)) if psolve is not None else (p, s)
+    work = list(work or ())
+
+    def vector(fill=None):
+        w = work.pop() if work else np.empty(n)
+        if fill is not None:
+            w.fill(fill)
+        return w
+
+    x = vector(0.0) if x0 is None else np.array(x0, dtype=float)
+    r, v, t = vector(), vector(0.0), vector()
+    s = r                                   # the half step in the residual's vector
+    p = vector()
+    ph = vector() if psolve is not None else p
+    sh = ph if psolve is not None else s    # P s in P p's vector, once x has taken alpha P p
     vec = _Vectors(extension(), n)
     watch = b if bracket > 0 else None
 
@@ -725,7 +751,8 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     # where r_0 is 0 (a pinned system's unit right-hand side), the shadow takes max |r_0| instead: a shadow
     # with r_0's few entries is orthogonal to r after a step that solves those rows (polling N=15: rho = 0)
     # (made in the factors' vector: no temporary vector beside the nine)
-    rhat = np.random.default_rng(_SHADOW_SEED).uniform(0.5, 1.5, n)
+    rhat = np.random.default_rng(_SHADOW_SEED).random(out=vector())     # uniform(0.5, 1.5, n), in place:
+    rhat += 0.5                                                          # the same numbers
     zero = r == 0.0
     np.multiply(rhat, r, out=rhat, where=~zero)
     np.multiply(rhat, np.maximum(r.max(), -r.min()), out=rhat, where=zero)
@@ -746,11 +773,9 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
         if rv == 0.0 or not np.isfinite(rv):
             return report(False, its, brk=True)
         alpha = rho / rv
-        ss = vec.half(s, r, v, alpha)
+        ss = vec.half(s, r, v, alpha, x, ph)           # and x += alpha ph: sh takes ph's vector
         its += 1
         if math.sqrt(ss) <= atol:                       # the half step is enough
-            np.multiply(ph, alpha, out=t)
-            x += t
             return report(True, its)
         apply(s, sh, t)
         tt, ts = vec.dot2(t, t, s)
@@ -758,7 +783,7 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
             return report(False, its, brk=True)
         omega = ts / tt
         rho_old = rho
-        rr, rho, factor = vec.update(x, r, ph, sh, s, t, rhat, watch, alpha, omega)
+        rr, rho, factor = vec.update(x, r, sh, sh, s, t, rhat, watch, 0.0, omega)    # x + 0 sh = x
         rnorm = math.sqrt(rr) if rr >= 0 else float("nan")
         prog.residual(rnorm / bnorm, rtol, f"iteration {its}", name="relative residual")
         if not np.isfinite(rnorm):

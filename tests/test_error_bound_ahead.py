@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import ctmc
 from ctmc.backends import operator_for
 from ctmc.kernels import ahead as ah
+from ctmc.kernels import plan
 from ctmc.kernels.classes import closed_classes, global_argmax
 from ctmc.kernels.evidence import BOUND_BRACKET, inverse_norm_bound_of, iterative_bound
 
@@ -25,9 +26,11 @@ from helpers_chains import chains
 
 @pytest.fixture
 def always_ahead(monkeypatch):
-    """Every class gets its return times ahead (the test chains are far below AHEAD_STATES)."""
+    """Every class gets its return times ahead (the test chains are far below AHEAD_STATES, and their vectors
+    are many bytes a transition: the plan's peak rule lifted)."""
     monkeypatch.setattr(ah, "AHEAD_STATES", 0)
     monkeypatch.setattr(ah, "cores", lambda: 2)
+    monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf, raising=False)
 
 
 def _grid(n=30, m=25):
@@ -185,6 +188,14 @@ def test_no_thread_where_it_cannot_pay(monkeypatch):
     monkeypatch.setattr(ah, "cores", lambda: 1)
     assert ah.ReturnTimesAhead.start(op, support, 0, int(support.sum())) is None     # one core
     monkeypatch.setattr(ah, "cores", lambda: 2)
+    # memory short (5 MB: the two solves' 18 vectors, 108 kB, above 1 % of it) and under 3 transitions a
+    # state: the two solves' vectors alone are above 40 bytes a transition
+    monkeypatch.setattr(ah, "available_memory", lambda: 5 * 10 ** 6)
+    assert ah.ReturnTimesAhead.start(op, support, 0, int(support.sum())) is None     # the plan's peak rule
+    monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf)
+    started = ah.ReturnTimesAhead.start(op, support, 0, int(support.sum()))
+    assert started is not None
+    started.close()
     monkeypatch.setattr(ah, "available_memory", lambda: 1000)
     assert ah.ReturnTimesAhead.start(op, support, 0, int(support.sum())) is None     # no room beside it
 

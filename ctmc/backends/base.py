@@ -155,6 +155,11 @@ class System(abc.ABC):
         """
         return None
 
+    def reserve(self) -> None:
+        """Make the vectors of the next solve's iteration now, in the caller's thread (a solve run on
+        another thread then takes them: memory the caller's thread freed is reused, not held beside a
+        second allocator's); nothing where a backend makes its own."""
+
     def close(self) -> None:
         """Free the backend's objects (factors, KSPs)."""
 

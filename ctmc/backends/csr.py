@@ -494,11 +494,14 @@ class MaskedTranspose:
         ``y = A x`` in one kernel."""
         from .._relax import writes_into
         n = self.shape[0]
-        scratch = np.empty(n) if self._base == 0 else None
+        scratch = []                # M^T's SSOR alone needs one vector of scratch: made on its first use (the
+        # fused product, all the Krylov solves run, needs none)
 
         def apply(v, out=None):
             x = np.empty(n) if out is None else out
-            self._run(self._base, np.ascontiguousarray(v, dtype=float).ravel(), x, x if scratch is None else scratch)
+            if self._base == 0 and not scratch:
+                scratch.append(np.empty(n))
+            self._run(self._base, np.ascontiguousarray(v, dtype=float).ravel(), x, scratch[0] if scratch else x)
             return x
         fused = 1 if self._base == 0 else 7
 

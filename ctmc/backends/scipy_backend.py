@@ -300,6 +300,7 @@ class ScipySystem(System):
         self._lu = None
         self._failure = None
         self._krylov = {}
+        self._work = None                 # BiCGStab's vectors made ahead (reserve), taken by the next solve
         if spec.kind == "lu" and self._count:
             MT = self.matrix(transpose=True)
             M = sp.csc_matrix((MT.data, MT.indices, MT.indptr), shape=MT.shape)   # M^T in CSR is M in CSC
@@ -411,8 +412,9 @@ class ScipySystem(System):
         # componentwise bracket of the M-matrix solution (spec.bracket)
         from ..krylov import bicgstab
         bracket = spec.bracket if b.size and b.min() >= 0 and b.max() > 0 else 0.0
+        work, self._work = (self._work if self._work and self._work[0].size == b.size else None), None
         y, rep = bicgstab(A, b, P, rtol=spec.rtol, maxiter=spec.maxiter, norm_a=normA, bracket=bracket,
-                          stall=spec.stall)
+                          stall=spec.stall, work=work)
         if rep.breakdown or not np.all(np.isfinite(y)):
             return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", rep.iterations)
         if rep.converged or rep.backward_error <= spec.rtol:
@@ -470,6 +472,12 @@ class ScipySystem(System):
         other.spec = dataclasses.replace(self.spec, rtol=float(rtol))
         return other
 
+    def reserve(self):
+        if self.spec.kind == "bicgstab" and self._count and self._lu is None:
+            from ..krylov import bicgstab_work
+            self._work = bicgstab_work(self.op.n if self._masked else self._count)
+
     def close(self):
         self._lu = None
+        self._work = None
         self._krylov.clear()

@@ -35,19 +35,13 @@ from .classes import global_argmax
 from . import evidence
 from .evidence import BOUND_BRACKET, iterative_bound, value_at
 from .levels import return_time_systems
-from .plan import solve_bytes
+from .plan import BUDGET_FRACTION, beside_fits
 
-__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_MEMORY_SHARE",
-           "AHEAD_PIN_SHARE"]
+__all__ = ["ReturnTimesAhead", "bound_ahead", "close_ahead", "AHEAD_STATES", "AHEAD_PIN_SHARE"]
 
 #: classes from this many states get their return times ahead (below, a solve takes milliseconds and a
 #: thread is not worth its start)
 AHEAD_STATES = 20_000
-#: ... when the return-time solve's memory (:func:`ctmc.kernels.plan.solve_bytes` ``"bound"``, held at
-#: the same time as the stationary solve's, not after it) is at most this share of the available memory:
-#: a GMRES with ``auto``'s largest basis (:data:`~ctmc.kernels.plan.PROBE_RESTART`) needs less than 5 times
-#: as much on any chain, so the two stay within ``auto``'s budget (:data:`~ctmc.kernels.plan.BUDGET_FRACTION`)
-AHEAD_MEMORY_SHARE = 0.1
 #: the pin of the solve serves the bound while its probability is at least this share of the largest
 AHEAD_PIN_SHARE = 0.25
 
@@ -72,6 +66,10 @@ class ReturnTimesAhead:
         # the set-up (which may release the operator's Q^T) here, in the caller's thread: the thread
         # below touches only the system's own matrix and vectors
         self.system.solve(np.zeros(self.members.shape), transpose=False)
+        # its right-hand side and its solver's vectors made here too: from the memory the caller's thread
+        # freed (Q^T's, after the search for closed classes), not beside it in the thread's own allocator
+        self._b = self.members.astype(float)
+        self.system.reserve()
         self._out, self.error, self.cpu_seconds = None, None, 0.0
         self._thread = threading.Thread(target=self._run, name=f"ctmc return times to {self.pin}",
                                         daemon=True)
@@ -80,12 +78,17 @@ class ReturnTimesAhead:
     @classmethod
     def start(cls, op, support, pin: int, size: int, backend_options=None):
         """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
-        ``size`` states from :data:`AHEAD_STATES`, its memory within :data:`AHEAD_MEMORY_SHARE`),
-        else None."""
+        ``size`` states from :data:`AHEAD_STATES`) and fits: the plan's rule for the peak
+        (:func:`ctmc.kernels.plan.beside_fits`: what both solves add within
+        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory, and where it is more than
+        :data:`~ctmc.kernels.plan.PLENTIFUL_SHARE` of it, the generator and it within
+        :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION` a transition), else None."""
         if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
             return None
-        entries = size + int(op.offdiagonal_counts()[support].sum())
-        if solve_bytes("bound", size, entries) > AHEAD_MEMORY_SHARE * available_memory():
+        from ..backends.scipy_backend import MASKED_STATES
+        entries = size + int(np.sum(op.offdiagonal_counts(), where=support))
+        if not beside_fits(op.n, op.Q.nnz, size, entries, BUDGET_FRACTION * available_memory(),
+                           matrices=op.n - size > MASKED_STATES):
             return None
         try:
             return cls(op, support, pin, backend_options)
@@ -96,25 +99,24 @@ class ReturnTimesAhead:
         t0 = time.thread_time()
         try:
             with progress_scope(False):          # one progress line: the stationary solve's
-                self._out = self.system.solve(self.members.astype(float), transpose=False)
+                self._out = self.system.solve(self._b, transpose=False)
         except Exception as exc:                 # kept for the record; solve() makes it again
             self.error = exc
         finally:
             self.cpu_seconds = time.thread_time() - t0
 
     def solve(self, b, transpose=False):
-        """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (a
-        failed one is made again here, where its error is raised)."""
+        """``(x, SolveReport)`` of ``M x = b``: the solve made ahead when ``b`` is the ones on ``X`` (its own
+        ``x``, to be read only; a failed one is made again here, where its error is raised)."""
         self._thread.join()
-        if self._out is not None and not transpose and np.array_equal(b, self.members.astype(float)):
-            x, rep = self._out
-            return x.copy(), rep
+        if self._out is not None and not transpose and np.array_equal(b, self._b):
+            return self._out                   # (not a copy: the caller reads it, as return_time_bound does)
         return self.system.solve(b, transpose=transpose)
 
     def close(self):
         """Wait for the thread; free the system."""
         self._thread.join()
-        self._out = None
+        self._out = self._b = None
         self.system.close()
 
 

@@ -387,13 +387,15 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     info.setdefault("iterations", [])
     info["report"] = None
     best, last = (np.inf, np.inf), np.inf
-    y, rhs = (np.zeros(X.shape), X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
+    # (no iterate of zeros held beside the first solve's vectors: its answer is the first iterate)
+    y, rhs = (None, X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
     for _ in range(max(int(steps), start is None) + (start is not None)):
         if rhs is not None:
             d, rep = system.solve(rhs, transpose=False)
             info["iterations"].append(rep.iterations)
             info["report"] = rep
-            y = y + np.where(X, d, 0.0)
+            d = np.where(X, d, 0.0)
+            y = d if y is None else y + d
         if not np.all(np.isfinite(y)):
             break
         rho, rplus, top = _unit_residual(op, X, y, shift)
@@ -650,12 +652,18 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     specs = ([] if getattr(system, "kind", None) == RETURN_SPEC.kind else [RETURN_SPEC]) \
         + ([later] if later is not None else []) + [RETURN_GMRES] \
         + ([dataclasses.replace(RETURN_SPEC, kind="lu")] if size <= BOUND_LU_STATES else [])
-    # the residual first, while the operator holds Q^T: a Krylov return-time solve releases it
-    residual = _residual_1norm(op, support, pi)
+    held = []
+
+    def residual():
+        """``pi Q`` (:func:`_residual_1norm`), made when first needed: after the return-time solve, not a
+        vector beside its own (from ``Q``'s rows once ``Q^T`` is released: the same numbers)."""
+        if not held:
+            held.append(_residual_1norm(op, support, pi))
+        return held[0]
 
     def enough(m_hat, f, top):
         """Whether the bound from this iterate keeps the answer within ``error_tol`` (then its looseness is harmless)."""
-        return error_bound(op, support, pi, pin, f * top, residual, (m_hat, f)) <= error_tol
+        return error_bound(op, support, pi, pin, f * top, residual(), (m_hat, f)) <= error_tol
 
     m_bound = np.inf
     if system is not None:
@@ -673,19 +681,19 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     upper = info.pop("return_time_upper", None)
     info["condition"] = m_est * op.qmax
     if np.isfinite(m_bound):
-        bound = error_bound(op, support, pi, pin, m_bound, residual, upper)
+        bound = error_bound(op, support, pi, pin, m_bound, residual(), upper)
         if error_tol < bound <= error_tol / (1 - BOUND_RESIDUAL) ** 2:
             tight, _ = return_time_bound(op, support, pin, system=system, backend_options=backend_options,
                                          specs=specs, info=info, target=RETURN_TIGHT, steps=2 * RETURN_STEPS)
             info["return_time_refined"] = True
-            bound = min(bound, error_bound(op, support, pi, pin, tight, residual,
+            bound = min(bound, error_bound(op, support, pi, pin, tight, residual(),
                                            info.pop("return_time_upper", None)))
         return bound, "proven"
     if info.get("return_time_solver") == "lu":
         return np.inf, "proven"
     if not m_est * op.qmax * 1e-8 < 0.1:
         return np.inf, "estimate"
-    est, its = correction_estimate(op, support, pi, pin, backend_options, residual)
+    est, its = correction_estimate(op, support, pi, pin, backend_options, residual())
     info["correction_iterations"] = its
     return est, "estimate"
 

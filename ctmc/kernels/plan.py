@@ -49,7 +49,8 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "DENSE_FALLBACK", "DENSE_BYTES", "dense_fallback",
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
-           "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION"]
+           "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
+           "PEAK_BYTES_PER_TRANSITION", "PLENTIFUL_SHARE", "BESIDE_VECTORS", "beside_fits"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -99,8 +100,21 @@ MATRIX_ROW_BYTES = 24.0
 #: side, answer embedded in the chain, exit rates, the set's mask and indices, the preconditioner's
 #: and the stopping test's work): 6 outside GMRES and 4 inside it on kanban t=4 (tracemalloc)
 WORK_VECTORS = 10
-#: BiCGStab's own vectors (r, r0, p, v, s, t and the two preconditioned ones, the iterate, the check)
-BICGSTAB_VECTORS = 10
+#: BiCGStab's own vectors (the iterate, the residual with the half step in it, the shadow, the direction,
+#: the two products, the preconditioned direction and half step in one; the numpy steps' scratch)
+BICGSTAB_VECTORS = 8
+#: the peak of build + default solve per transition of the chain at most, where memory is short and it is
+#: the plan's choice (issue 23's target; the generator itself takes 12-17): the error bound's return times
+#: are solved beside the stationary solve (:mod:`ctmc.kernels.ahead`) only where both fit in it
+#: (:func:`beside_fits`) ...
+PEAK_BYTES_PER_TRANSITION = 40.0
+#: ... or where what the two solves add is at most this share of the available memory: there the thread's
+#: wall time is kept (cluster N=64 and tandem c=511 hold 50 and 67 bytes a transition beside it, 40 and
+#: 47 after it, at 20-30 % more wall time where a core is free: benchmarks/README.md)
+PLENTIFUL_SHARE = 0.01
+#: float64 vectors (of the chain's states) held while the two run at once: each BiCGStab's seven and its
+#: right-hand side, the exit rates, both systems' diagonal positions (int32) and set masks
+BESIDE_VECTORS = 2 * (7 + 1) + 2
 #: Gauss-Seidel sweeps on the transpose in place: the iterate and the residual's product
 SWEEP_VECTORS = 2
 #: the share of the available memory ``auto`` plans with (the rest for the allocator's slack and
@@ -136,6 +150,34 @@ def solve_bytes(method: str, states: int, entries: int, restart: int = PROBE_RES
     raise ValueError(f"method: expected one of gmres, bicgstab, gauss_seidel, bound; got {method!r}")
 
 
+def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int, budget: float,
+                matrices: bool = False) -> bool:
+    """Whether the error bound's return-time solve may run beside the stationary solve of a class of
+    ``states`` states and ``entries`` stored entries (the diagonal included), on a chain of
+    ``chain_states`` and ``chain_entries``. What the two add, :data:`BESIDE_VECTORS` vectors of the
+    chain's states and, with ``matrices`` (systems extracted, not read from ``Q``'s rows), both
+    solves' matrices, must fit in ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory);
+    where it is more than :data:`PLENTIFUL_SHARE` of it, the generator (:data:`MATRIX_ENTRY_BYTES` a
+    stored entry, 4 bytes a row) and it must fit in :data:`PEAK_BYTES_PER_TRANSITION` a transition of
+    the class too.
+
+    >>> beside_fits(58_400, 504_800, 58_400, 504_800, 1e9)          # kanban t=3: 14.1 + 18.8 bytes a transition
+    True
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 1e9)        # cluster N=64: 15.3 + 29.7
+    False
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # ... with memory to spare
+    True
+    """
+    vectors = BESIDE_VECTORS * 8.0 * chain_states
+    if matrices:
+        vectors += 2 * (MATRIX_ENTRY_BYTES * entries + MATRIX_ROW_BYTES * states)
+    if vectors > budget:
+        return False
+    generator = MATRIX_ENTRY_BYTES * chain_entries + 4.0 * chain_states
+    transitions = max(int(entries) - int(states), 1)
+    return vectors <= PLENTIFUL_SHARE * budget or generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions
+
+
 def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
     """Fit ``auto``'s plan into ``budget`` bytes: ``(steps, restart, note)``.
 
@@ -162,7 +204,7 @@ def memory_plan(steps, states: int, entries: int, budget: float, given: bool = F
     >>> memory_plan(plan, 10**6, 10**7, 0.2e9)
     Traceback (most recent call last):
     ...
-    MemoryError: memory: a budget of 200.0 MB is below the 304.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 20 vectors); free memory or pass a larger memory= (bytes)
+    MemoryError: memory: a budget of 200.0 MB is below the 288.0 MB the leanest route needs on this class (1000000 states, 10000000 stored entries: the error bound's BiCGStab, a matrix of 12 bytes a stored entry and 18 vectors); free memory or pass a larger memory= (bytes)
     """
     n, e = max(int(states), 1), max(int(entries), 1)
     matrix = MATRIX_ENTRY_BYTES * e + MATRIX_ROW_BYTES * n
@@ -254,18 +296,24 @@ def structure_facts(op, support) -> dict:
     (1, True)
     """
     m = op.stop - op.start
+    nnz = int(np.sum(op.offdiagonal_counts(), where=support)) if m else 0
     # the first column of each row of the symmetrised pattern: the smallest column of a non-zero
-    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each
-    first = np.minimum(lowest_columns(op.generator_rows(False), op.start),
-                       lowest_columns(op.generator_rows(True), op.start))
-    nnz = int(op.offdiagonal_counts()[support].sum()) if m else 0
-    w = np.where(support, np.arange(op.start, op.stop) - first, 0).astype(float) if m else np.zeros(0)
+    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each (two
+    # vectors at a time beside Q and Q^T: the row widths w are made in a third, exact as floats)
+    first = lowest_columns(op.generator_rows(False), op.start)
+    np.minimum(first, lowest_columns(op.generator_rows(True), op.start), out=first)
+    w = np.arange(op.start, op.stop, dtype=float)
+    w -= first
+    del first
+    np.copyto(w, 0.0, where=~support)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
     facts = {"states": count(op, support), "transitions": int(g[1]),
              "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
              "dimensions": None}
     if op.states is not None:
-        facts["dimensions"] = _dimensions(op, np.flatnonzero(support) + op.start)
+        rows = np.flatnonzero(support)
+        rows += op.start                                  # (in place: one vector, not two)
+        facts["dimensions"] = _dimensions(op, rows)
     return facts
 
 
