@@ -164,8 +164,8 @@ def run_case(spec: str, repeat: int, skip=(), tmp: str = None) -> list:
         diff = float(np.abs(law[r] - law["auto"]).sum()) if r in law and "auto" in law else float("nan")
         ratio = f"{a['wall'] / bw:.2f}x / {a['cpu'] / bc:.2f}x" if r == "auto" else f"{diff:.1e}"
         why = str(b.get("reason", ""))[:50] if r == "auto" else ""
-        rows.append([spec, b["states"], r, b["method"], b["iterations"], f"{b['wall']:.2f}", f"{b['cpu']:.2f}",
-                     b["status"], ratio, why])
+        rows.append([spec, b["states"], r, b["method"], b["iterations"], f"{b['wall']:.2f}",
+                     f"{b['cpu']:.2f}", b["status"], ratio, why])
     return rows
 
 
@@ -173,7 +173,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default=DEFAULT, help=f"comma-separated name:value (default {DEFAULT})")
     p.add_argument("--repeat", type=int, default=3, help="interleaved rounds, the best kept (default 3)")
-    p.add_argument("--skip", default="", help="routes left out, e.g. tandem:511=gauss_seidel (comma-separated)")
+    p.add_argument("--skip", default="", help="routes left out: case=route, comma-separated")
     p.add_argument("--each", action="store_true", help="print each case's rows as soon as it is done")
     p.add_argument("--worker", nargs=3, metavar=("CASE", "ROUTE", "OUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)

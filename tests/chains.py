@@ -51,8 +51,10 @@ def drifting_torus(n, drift=0.8, seed=0):
     import scipy.sparse as sp
     k = np.arange(n * n)
     a, b = k % n, k // n
-    cols = np.concatenate([(a + 1) % n + n * b, (a - 1) % n + n * b, a + n * ((b + 1) % n), a + n * ((b - 1) % n)])
+    cols = np.concatenate([(a + 1) % n + n * b, (a - 1) % n + n * b,
+                           a + n * ((b + 1) % n), a + n * ((b - 1) % n)])
     rng = np.random.default_rng(seed)
-    rates = np.concatenate([np.full(n * n, 1 + drift), np.full(n * n, 1 - drift), rng.uniform(0.5, 1.5, 2 * n * n)])
+    rates = np.concatenate([np.full(n * n, 1 + drift), np.full(n * n, 1 - drift),
+                            rng.uniform(0.5, 1.5, 2 * n * n)])
     R = sp.csr_matrix((rates, (np.tile(k, 4), cols)), shape=(n * n, n * n))
     return ctmc.CTMC.from_rates(R, {"a": a, "b": b, "c": (a + b) % 3})
