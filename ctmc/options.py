@@ -172,9 +172,9 @@ class KrylovSolverOptions(Tolerances):
         method stops on a normwise residual, which leaves small probabilities
         and small passage values as noise.
     stall : int
-        GMRES and BiCGStab (scipy backend) give up when their residual has not fallen tenfold in that
-        many iterations (:class:`ctmc.krylov.Stall`; 0, the default: never; ``auto``'s Krylov probes
-        take :data:`ctmc.kernels.plan.BICGSTAB_STALL`). Other methods and backends ignore it.
+        GMRES and BiCGStab (scipy and PETSc backends) give up when their residual has not fallen
+        tenfold in that many iterations (:class:`ctmc.krylov.Stall`; 0, the default: never; ``auto``'s
+        Krylov probes take :data:`ctmc.kernels.plan.BICGSTAB_STALL`). Other methods ignore it.
     """
 
     maxiter: int = 10_000

@@ -40,3 +40,21 @@ def ncd_chain(K=5, coupling=1e-9):
     m.event("on", guard=(n == 0) & (b == 0), rate=coupling, update={b: 1})
     m.event("off", guard=(n == 0) & (b == 1), rate=3 * coupling, update={b: 0})
     return m.build(initial={"b": 0, "n": 0})
+
+
+def drifting_torus(n, drift=0.8, seed=0):
+    """A random walk on an ``n x n`` torus, drifting along ``a`` (rates ``1 + drift`` and ``1 - drift``)
+    and at random rates in [0.5, 1.5] along ``b``, labelled ``a``, ``b`` and ``c = (a + b) mod 3``: three
+    dimensions, so ``auto`` tries its Krylov probes; at ``n = 80`` PETSc's BiCGStab and GMRES(50) with
+    its SOR sweep do not converge in 150 iterations."""
+    import numpy as np
+    import scipy.sparse as sp
+    k = np.arange(n * n)
+    a, b = k % n, k // n
+    cols = np.concatenate([(a + 1) % n + n * b, (a - 1) % n + n * b,
+                           a + n * ((b + 1) % n), a + n * ((b - 1) % n)])
+    rng = np.random.default_rng(seed)
+    rates = np.concatenate([np.full(n * n, 1 + drift), np.full(n * n, 1 - drift),
+                            rng.uniform(0.5, 1.5, 2 * n * n)])
+    R = sp.csr_matrix((rates, (np.tile(k, 4), cols)), shape=(n * n, n * n))
+    return ctmc.CTMC.from_rates(R, {"a": a, "b": b, "c": (a + b) % 3})

@@ -42,7 +42,7 @@ from ..results import Status
 #: unit round-off of double precision
 UNIT_ROUNDOFF = np.finfo(float).eps / 2
 
-__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "PRECONDITIONERS"]
+__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "stalled_report", "PRECONDITIONERS"]
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
 #: (on each process's block), incomplete LU (likewise), point Jacobi, none; "multilevel" (an
@@ -92,8 +92,9 @@ class LinearSpec:
         iterate proven within this factor of the solution, entrywise, by its componentwise
         residual (:func:`ctmc.krylov.bracket_factor`); 0: off. Other solvers ignore it.
     stall : int
-        GMRES and BiCGStab (scipy backend) give up when their residual has not fallen tenfold over
-        that many iterations (:class:`ctmc.krylov.Stall`); 0: off. Other solvers ignore it.
+        GMRES and BiCGStab give up when their residual has not fallen tenfold over that many
+        iterations (:class:`ctmc.krylov.Stall`; on PETSc through the KSP's convergence test,
+        :class:`ctmc.backends.petsc.solvers.StallTest`); 0: off. Other solvers ignore it.
     """
 
     kind: str = "lu"
@@ -114,6 +115,17 @@ class SolveReport:
     reason: str = ""
     iterations: int = 0
     info: dict = field(default_factory=dict)
+
+
+def stalled_report(spec: LinearSpec, iterations: int, where: str) -> SolveReport:
+    """The report of a Krylov solve that the stagnation test (:class:`ctmc.krylov.Stall`,
+    ``spec.stall``) stopped, on any backend; ``where`` says where its residual stood.
+
+    >>> stalled_report(LinearSpec("gmres", stall=25), 26, "backward error 1.0e-03").reason
+    'gmres stalled: its residual fell less than tenfold in 25 iterations (backward error 1.0e-03 after 26)'
+    """
+    return SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less than tenfold "
+                       f"in {spec.stall} iterations ({where} after {iterations})", iterations)
 
 
 class System(abc.ABC):

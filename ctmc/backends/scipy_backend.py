@@ -24,7 +24,7 @@ import scipy.sparse.linalg as sla
 from .._relax import product
 from .._sparse_lu import splu
 from ..results import Status
-from .base import LinearSpec, Operator, SolveReport, System
+from .base import LinearSpec, Operator, SolveReport, System, stalled_report
 from .csr import (generator_product, graph_reach, inf_norm, masked_block, masked_transpose, offdiagonal_column_counts,
                   offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
 
@@ -259,9 +259,7 @@ def _not_converged(spec, rep) -> SolveReport:
     """The report of a Krylov solve (GMRES or BiCGStab) that stopped short of ``rtol``: stalled
     (:class:`ctmc.krylov.Stall`, ``spec.stall``) or at its iteration limit."""
     if rep.stalled:
-        return SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stalled: its residual fell less than tenfold "
-                           f"in {spec.stall} iterations (backward error {rep.backward_error:.1e} after "
-                           f"{rep.iterations})", rep.iterations)
+        return stalled_report(spec, rep.iterations, f"backward error {rep.backward_error:.1e}")
     return SolveReport(Status.MAX_ITERATIONS, f"{spec.kind} stopped at its iteration limit "
                        f"(backward error {rep.backward_error:.1e})", rep.iterations)
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...krylov import Stall
 from ...results import Status
-from ..base import SolveReport, System, worst
+from ..base import SolveReport, System, stalled_report, worst
 from ._env import load_petsc, load_slepc
 from .options import PCTYPE, PRECONDITIONERS, PREFIX, ksp_status, scoped_options, slepc_status
 
@@ -110,6 +111,8 @@ def _ksp(dc, A, spec, petsc_options, info):
             ksp.setPCSide(PETSc.PC.Side.RIGHT)
             ksp.setGMRESRestart(int(spec.restart))
         ksp.setTolerances(rtol=float(spec.rtol), atol=0.0, max_it=int(spec.maxiter))
+        if spec.stall:
+            ksp.setConvergenceTest(StallTest(int(spec.stall)))
         info["preconditioner"] = {"ilu": "bjacobi+ilu(0)", "sgs": "sor (local symmetric)"}.get(
             spec.preconditioner, spec.preconditioner)
     with scoped_options(petsc_options):
@@ -131,6 +134,45 @@ def _ksp(dc, A, spec, petsc_options, info):
     info["ksp_type"] = ksp.getType()
     info["pc_type"] = pc.getType()
     return ksp
+
+
+class StallTest:
+    r"""A KSP convergence test: PETSc's default one (``KSPConvergedDefault`` with a zero initial
+    guess) and the stagnation rule of the scipy backend's Krylov solves, :class:`ctmc.krylov.Stall`.
+
+    At every iteration ``its`` with residual norm :math:`r` (the norm the KSP monitors:
+    unpreconditioned for ctmc's right-preconditioned GMRES, preconditioned for BiCGStab), as
+    PETSc's: not finite, ``DIVERGED_NANORINF``; :math:`r \le \max(\mathrm{rtol}\, r_0,
+    \mathrm{atol})`, converged; :math:`r \ge \mathrm{dtol}\, r_0`, ``DIVERGED_DTOL`` (the
+    tolerances read from the KSP, so ``petsc_options`` still decide); then ``Stall(k, r_0)``
+    on each new iteration (a GMRES restart tests its iteration again: counted once), and where
+    it says so, ``DIVERGED_MAX_IT`` with :attr:`stalled` set. Reset by each solve (``its = 0``).
+    """
+
+    def __init__(self, k: int):
+        self.k = int(k)
+        self.rule, self.r0, self.last, self.stalled = None, 0.0, 0, False
+
+    def __call__(self, ksp, its, rnorm):
+        R = load_petsc().KSP.ConvergedReason
+        rnorm = float(rnorm)
+        if its == 0:
+            self.rule, self.r0, self.last, self.stalled = Stall(self.k, rnorm), rnorm, 0, False
+        if not np.isfinite(rnorm):
+            return R.DIVERGED_NANORINF
+        rtol, atol, dtol, _ = ksp.getTolerances()
+        if rnorm <= atol:
+            return R.CONVERGED_ATOL
+        if rnorm <= rtol * self.r0:
+            return R.CONVERGED_RTOL
+        if its and dtol > 0 and rnorm >= dtol * self.r0:
+            return R.DIVERGED_DTOL
+        if its > self.last:
+            self.last = its
+            if self.rule(rnorm):
+                self.stalled = True
+                return R.DIVERGED_MAX_IT
+        return R.ITERATING
 
 
 #: MUMPS INFOG(1) of failed allocations (-13: allocate failed, -19: above ICNTL(23) MB per process)
@@ -240,6 +282,11 @@ class PetscSystem(System):
                 else:
                     st, name = ksp_status(ksp.getConvergedReason())
                     k = int(ksp.getIterationNumber())
+                    test = (ksp.getConvergenceTest() or (None,))[0]
+                    if isinstance(test, StallTest) and test.stalled:
+                        rep = stalled_report(self.spec, k, f"residual norm {min(test.rule.best):.1e} "
+                                                           f"from {test.r0:.1e}")
+                        st, name = rep.status, rep.reason
                     # a numerically singular factorisation can "succeed" with overflowed values
                     # (a global test: every process must report the same status)
                     bad = float(np.count_nonzero(~np.isfinite(xv.getArray()[self.members])))
