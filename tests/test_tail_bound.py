@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import ctmc
-from ctmc.kernels.tail import TAIL_RESIDUAL, residual_share, tail_error_bound
 from ctmc.linalg import gth_solve
 
 from chains import ncd_chain
@@ -66,13 +65,23 @@ PROBLEMS = {
 METHODS = {"lu": {}, "gth": {}, "gmres": {"tol": 1e-8}, "bicgstab": {"tol": 1e-8}, "gauss_seidel": {},
            "auto": {}}
 _CACHE = {}
-FACTORS = []
 
 
 def _problem(name):
     if name not in _CACHE:
         _CACHE[name] = PROBLEMS[name]()
     return _CACHE[name]
+
+
+def _solved(name, method):
+    """The answer of ``method`` on problem ``name`` with the tail bound, and the exact law (cached)."""
+    key = (name, method)
+    if key not in _CACHE:
+        chain, exact = _problem(name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _CACHE[key] = chain.stationary(method, check=False, tail_bound=True, **METHODS[method]), exact
+    return _CACHE[key]
 
 
 def true_relative(pi, exact):
@@ -83,12 +92,9 @@ def true_relative(pi, exact):
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("name", list(PROBLEMS))
 def test_the_tail_bound_is_never_below_the_true_relative_error(name, method):
-    chain, exact = _problem(name)
-    if method == "gth" and chain.n_states > 5000:
+    if method == "gth" and _problem(name)[0].n_states > 5000:
         pytest.skip("gth is dense: up to 5000 states")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = chain.stationary(method, check=False, tail_bound=True, **METHODS[method])
+    res, exact = _solved(name, method)
     if "tail_error_bound" not in res.info:         # no usable answer: nothing to bound
         assert res.status not in (ctmc.Status.SUCCESS, ctmc.Status.TAIL_INACCURATE)
         return
@@ -97,20 +103,24 @@ def test_the_tail_bound_is_never_below_the_true_relative_error(name, method):
     # the reference's own rounding (a float of an exact rational, or GTH's entrywise error) counts too
     assert true <= bound + 1e-13, (name, method, true, bound)
     assert res.status is not ctmc.Status.SUCCESS or bound <= 1e-6        # the default tail_tol
-    if true > 1e-11:        # (above round-off, where the reference's own error would decide the factor)
-        FACTORS.append((name, method, bound / true))
     # the bound is about the balance error (with the round-off of computing it) times its condition
     assert not np.isfinite(bound) or bound <= 10 * (res.balance_error + 1e-14) * res.info["tail_condition"]
 
 
 def test_the_factors_are_modest_on_most():
-    """Run after the table: the median factor of bound over true error is modest (printed with -s)."""
-    if len(FACTORS) < 10:
-        pytest.skip("run with the table above")
-    f = np.array([x[2] for x in FACTORS])
-    print("\nbound / true relative error:", {f"{a}/{b}": round(c, 1) for a, b, c in FACTORS})
+    """Bound over true error where the error is above round-off (where the reference's own error would
+    decide the factor): the median is modest (the factors are printed with -s)."""
+    factors = {}
+    for name in PROBLEMS:
+        for method in ("gmres", "bicgstab", "gauss_seidel"):
+            res, exact = _solved(name, method)
+            true = true_relative(res.pi, exact) if "tail_error_bound" in res.info else 0.0
+            if true > 1e-11:
+                factors[f"{name}/{method}"] = res.info["tail_error_bound"] / true
+    f = np.array(list(factors.values()))
+    print("\nbound / true relative error:", {k: round(v, 1) for k, v in factors.items()})
     print("median", np.median(f), "90 %", np.quantile(f, 0.9), "max", f.max())
-    assert np.median(f) <= 200
+    assert len(f) >= 10 and np.median(f) <= 200
 
 
 def _reviewers_case():
@@ -169,6 +179,7 @@ def test_a_smooth_error_the_balance_misses_is_bounded(amp):
 def test_the_super_solution_rule_holds_for_any_u():
     """y <= u / (1 - sigma) for any u with sigma < 1: checked against the exact y on a small chain."""
     from ctmc.backends import operator_for
+    from ctmc.kernels.tail import TAIL_RESIDUAL, residual_share, tail_error_bound
     chain, exact = _problem("bd_1e-200")
     op = operator_for(chain, "scipy")
     support = np.ones(op.n, dtype=bool)
