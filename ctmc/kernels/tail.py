@@ -82,8 +82,9 @@ TAIL_SPEC = LinearSpec(kind="bicgstab", ordering="auto", preconditioner="sgs", r
 def _rhs(op, X, pi):
     """``(c, b)``: :math:`|r_j| \\le c b_j` on ``X`` for the exact :math:`r = \\hat\\pi Q` (global ``c``)."""
     r = op.apply(pi, transpose=True)
-    # |fl(r_j) - r_j| <= (k+1) u sum_i |pi_i Q_ij|: the exact residual's size bounded entry by entry
-    size = np.abs(r) + op.product_roundoff() * (op.rates(pi, transpose=True) + pi * op.exit_rates)
+    # |fl(r_j) - r_j| <= (k+1) u sum_i |pi_i Q_ij| (twice that: the subtraction of the diagonal's
+    # term too, as for the 1-norm bound): the exact residual's size bounded entry by entry
+    size = np.abs(r) + 2 * op.product_roundoff() * (op.rates(pi, transpose=True) + pi * op.exit_rates)
     normal = X & (pi >= _TINY)
     c = op.allmax(float(np.max(size[normal] / pi[normal], initial=0.0)))
     if c == 0:                  # pi balances exactly on its normal states: the others decide
@@ -98,7 +99,7 @@ def _rhs(op, X, pi):
 def tail_error_bound(op, support, pi, pin: int, u, rhs=None, scale: float = 1.0) -> tuple:
     r"""The proven bound on :math:`\max_j |\hat\pi_j - \pi_j|/\pi_j` (normal :math:`\pi_j`) from ``u``.
 
-    ``u`` (owned, zero off ``X``) is any approximation of ``scale`` :math:`y = M^{-T}(\mathrm{scale}\,b)`,
+    ``u`` (owned, zero off ``X``) is any approximation of :math:`M^{-T}(\mathrm{scale}\,b)`,
     ``M = -Q_XX``, ``X = support - {pin}``, ``b`` the right-hand side of :func:`_rhs` (``rhs = (c, b)``
     when at hand); see the module's docstring.
 
@@ -129,8 +130,9 @@ def residual_share(op, X, u, b, count: bool = False):
     states where it exceeds :data:`TAIL_RESIDUAL`."""
     v = np.where(X, u, 0.0)
     s = np.where(X, b + op.apply(v, transpose=True), 0.0)       # b - M^T u: (u Q)_X = -(M^T u)
-    s += op.product_roundoff() * np.where(X, op.rates(np.abs(v), transpose=True) + np.abs(v) * op.exit_rates,
-                                          0.0)
+    # (the round-off of computing s)
+    terms = op.rates(np.abs(v), transpose=True) + np.abs(v) * op.exit_rates + np.abs(b)
+    s += 2 * op.product_roundoff() * np.where(X, terms, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(s > 0, s / b, 0.0)
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
@@ -139,7 +141,7 @@ def residual_share(op, X, u, b, count: bool = False):
 
 
 def _progress(op, X, u, b) -> float:
-    """What the sweeps of :func:`tail_bound` drive down: :math:`\sigma` once it is within
+    r"""What the sweeps of :func:`tail_bound` drive down: :math:`\sigma` once it is within
     :data:`TAIL_RESIDUAL`, before that ``TAIL_RESIDUAL`` times one more than the states above it (a
     front travelling the chain leaves the largest share flat for hundreds of sweeps: tandem c=511)."""
     sigma, above = residual_share(op, X, u, b, count=True)
@@ -171,6 +173,7 @@ def tail_bound(op, support, pi, size: int, backend_options, info: dict) -> float
         u = np.where(X & np.isfinite(u), u, 0.0)
         if residual_share(op, X, u, b) > TAIL_RESIDUAL:
             sweeper = Sweeper(op, X, 0.0, transpose=True)
+
             def pair():
                 sweeper.relax(u, b, 1.0, "forward")
                 sweeper.relax(u, b, 1.0, "backward")
