@@ -105,6 +105,10 @@ def test_the_tail_bound_is_never_below_the_true_relative_error(name, method):
     assert res.status is not ctmc.Status.SUCCESS or bound <= 1e-6        # the default tail_tol
     # the bound is about the balance error (with the round-off of computing it) times its condition
     assert not np.isfinite(bound) or bound <= 10 * (res.balance_error + 1e-14) * res.info["tail_condition"]
+    # the cheap estimate (balance error x the 1-norm bound's condition) is above the true error where
+    # it claims digits (gth has no condition: no estimate)
+    est = res.info.get("tail_error_estimate", np.inf)
+    assert not est < 1e-2 or true <= est + 1e-13, (name, method, true, est)
 
 
 def test_the_factors_are_modest_on_most():

@@ -207,13 +207,13 @@ def tail_evidence(op, support, pi, balance: float, info: dict, opts, status, msg
                   backend_options=None) -> tuple:
     """The tail evidence of a stationary answer, for every method and backend: ``(status, msg)``.
 
-    With ``size`` (the class's states: the tail bound asked for), :func:`tail_bound` into ``info``
-    and :func:`grade_tail`; without, nothing but the cheap ``info["tail_error_estimate"]`` =
-    ``balance`` times ``info["condition"]`` (where the error bound gave a condition), an estimate
-    of the bound, not a proof (see the module's docstring).
+    The cheap ``info["tail_error_estimate"]`` = ``balance`` times ``info["condition"]`` (where the
+    error bound gave a condition): an estimate of the bound, not a proof, not graded. With ``size``
+    (the class's states: the tail bound asked for), also :func:`tail_bound` into ``info`` and
+    :func:`grade_tail`.
     """
-    if size is not None:
-        return grade_tail(status, msg, tail_bound(op, support, pi, size, backend_options, info), opts)
     if np.isfinite(info.get("condition", np.nan)):
         info["tail_error_estimate"] = balance * info["condition"]
+    if size is not None:
+        return grade_tail(status, msg, tail_bound(op, support, pi, size, backend_options, info), opts)
     return status, msg
