@@ -110,11 +110,11 @@ from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.tail import tail_evidence
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
                              start_vector, state_levels)
-from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, flag as _flag,
-                      integer_in as _integer_in, linear_spec, make_options as _make_options, positive as _positive)
+from .kernels.tail import tail_evidence
+from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, flag as _flag, linear_spec,
+                      integer_in as _integer_in, make_options as _make_options, positive as _positive)
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask
 

@@ -210,10 +210,10 @@ def tail_evidence(op, support, pi, balance: float, info: dict, opts, status, msg
     The cheap ``info["tail_error_estimate"]`` = ``balance`` times ``info["condition"]`` (where the
     error bound gave a condition): an estimate of the bound, not a proof, not graded. With ``size``
     (the class's states: the tail bound asked for), also :func:`tail_bound` into ``info`` and
-    :func:`grade_tail`.
+    :func:`grade_tail`, for an answer still usable after the 1-norm bound's grading.
     """
     if np.isfinite(info.get("condition", np.nan)):
         info["tail_error_estimate"] = balance * info["condition"]
-    if size is not None:
+    if size is not None and status in (Status.SUCCESS, Status.TAIL_INACCURATE):    # (a usable answer)
         return grade_tail(status, msg, tail_bound(op, support, pi, size, backend_options, info), opts)
     return status, msg
