@@ -92,7 +92,10 @@ class Analyses:
         backend_options : dict, optional
             Settings of the backend (``ctmc.backends.<name>.BACKEND_OPTIONS``).
         **options
-            Options of the method (e.g. ``tol``, ``maxiter``), validated up front.
+            Options of the method (e.g. ``tol``, ``maxiter``), validated up front; and
+            ``tail_bound=True`` (any method): a proven bound on the relative error of every
+            probability, ``info["tail_error_bound"]``, graded against ``tail_tol``
+            (:mod:`ctmc.kernels.tail`; one more solve).
 
         Returns
         -------

@@ -21,8 +21,8 @@ from ._sparse_lu import ORDERINGS
 from .backends.base import PRECONDITIONERS, LinearSpec
 from .kernels.evidence import grade_bound  # noqa: F401  (its home before ctmc.kernels)
 
-__all__ = ["positive", "integer_in", "Tolerances", "GTHOptions", "DirectOptions", "KrylovSolverOptions",
-           "make_options", "linear_spec"]
+__all__ = ["positive", "integer_in", "flag", "Tolerances", "GTHOptions", "DirectOptions",
+           "KrylovSolverOptions", "make_options", "linear_spec"]
 
 
 def positive(name: str, value, integer: bool = False) -> None:
@@ -71,6 +71,18 @@ def integer_in(name: str, value, lo: int = 0, hi=None) -> None:
             or (hi is not None and value > hi)):
         allowed = f">= {lo}" if hi is None else f"in {lo}..{hi}"
         raise ValueError(f"{name}: expected an integer {allowed}, got {value!r}")
+
+
+def flag(name: str, value) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is True or False.
+
+    >>> flag("tail_bound", 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: tail_bound: expected True or False, got 1
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -112,8 +112,9 @@ from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
                              start_vector, state_levels)
-from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
-                      linear_spec, make_options as _make_options, positive as _positive)
+from .kernels.tail import tail_evidence
+from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, flag as _flag, linear_spec,
+                      integer_in as _integer_in, make_options as _make_options, positive as _positive)
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask
 
@@ -126,16 +127,11 @@ __all__ = ["METHODS", "Method", "GTHOptions", "LUOptions", "IterativeOptions", "
 _TINY = np.finfo(float).tiny
 
 
-def _old_make_options(method: str, options: dict):
-    """Validate ``options`` for stationary ``method`` (deprecated: :func:`ctmc.options.make_options`)."""
-    return _make_options("stationary", METHODS, method, options)
-
-
 #: old names, reachable with a DeprecationWarning naming the one name
 __getattr__ = deprecated_aliases(__name__, {
     "StationaryOptions": ("ctmc.options.Tolerances", Tolerances),
     "make_options": ("ctmc.options.make_options('stationary', ctmc.stationary.METHODS, method, options)",
-                     _old_make_options)})
+                     lambda method, options: _make_options("stationary", METHODS, method, options))})
 
 
 # --------------------------------------------------------------------------
@@ -300,6 +296,7 @@ class _Context:
     info: dict
     backend_options: dict
     size: int  # states in the class
+    tail: bool = False  # the tail bound asked for (stationary's tail_bound)
 
 
 def _gth(op, support, opts: GTHOptions, hint, ctx):
@@ -829,11 +826,13 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         status, msg = grade_bound(status, msg, bound if info.get("error_bound_kind") != "estimate"
                                   or method == "gth" else np.inf, opts)
         info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb
+        status, msg = tail_evidence(op, support, pi, bal, info, opts, status, msg,   # (ctmc.kernels.tail)
+                                    ctx.size if ctx.tail else None, ctx.backend_options)
     return _Evaluated(pi, status, msg, residual, bal, under, info, bound)
 
 
-def _solve_class(op, support, method, opts, hint, backend_options, t0):
-    ctx = _Context(info={}, backend_options=backend_options, size=count(op, support))
+def _solve_class(op, support, method, opts, hint, backend_options, t0, tail=False):
+    ctx = _Context(info={}, backend_options=backend_options, size=count(op, support), tail=tail)
     try:
         if ctx.size == 1 and method != "given":      # "given" still checks its law there
             x, its, status, msg = support.astype(float), 0, Status.SUCCESS, "single absorbing state"
@@ -857,7 +856,7 @@ def _solve_class(op, support, method, opts, hint, backend_options, t0):
 
 @scoped
 def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bool = True,
-               per_class: bool = False, backend_options=None, **options):
+               per_class: bool = False, backend_options=None, tail_bound: bool = False, **options):
     """Stationary distribution of ``chain``; see :meth:`ctmc.CTMC.stationary`.
 
     Examples
@@ -869,6 +868,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     """
     # everything the caller can get wrong is checked before any heavy work
     opts = _make_options("stationary", METHODS, method, options)
+    _flag("tail_bound", tail_bound)
     bo = check_backend_options(backend, backend_options, getattr(opts, "preconditioner", None))
     mode = bo.pop("gather", None)
     t0 = time.perf_counter()
@@ -887,7 +887,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
                 "law per class.", [np.flatnonzero(op.gather(C.astype(float), 'all') > 0.5) for C in classes])
     results = []
     for C in classes:
-        res = _solve_class(op, C, method, opts, hint, bo, t0)
+        res = _solve_class(op, C, method, opts, hint, bo, t0, bool(tail_bound))
         size = count(op, C)
         if size < op.n:
             res.info.update(closed_class_size=size, transient_states=op.n - size)
