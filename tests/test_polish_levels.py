@@ -109,7 +109,8 @@ def test_the_levels_cut_the_sweeps_of_the_polish(c, monkeypatch):
 
 
 def test_the_bound_reuses_the_polishs_search_of_levels(monkeypatch):
-    """The search of a level variable runs once for the polish and the bound's levels at the same pin."""
+    """The search of a level variable runs once for the polish and the bound's levels at the same pin,
+    and only when the polish reaches its ``start``-th sweep."""
     chain = _gallery_tandem(63)
     op = operator_for(chain, "scipy")
     calls = []
@@ -117,14 +118,20 @@ def test_the_bound_reuses_the_polishs_search_of_levels(monkeypatch):
     monkeypatch.setattr(levels_module, "level_chain", lambda *a: calls.append(1) or real(*a))
     support = np.ones(op.n, dtype=bool)
     x = chain.stationary("lu").pi
-    name, agg = levels_module.polish_levels(op, support, x)
+    step = levels_module.polish_levels(op, support)
+    for _ in range(levels_module.POLISH_LEVEL_START):
+        step(x)
+    assert not calls and step.name is None and step.info() == {}          # the plain sweeps first
+    step(x)
     searched = len(calls)
+    assert step.name == "sm" and step.steps == 1
+    assert step.info() == {"polish_levels": "sm: 1 aggregation steps"}
     X = support.copy()
     X[int(np.argmax(x))] = False
     info = {}
     later = levels_module.return_time_systems(op, X, info=info)[1]
     system = later()
-    assert name == "sm" == info["return_time_levels"] and searched == 2 and len(calls) == searched
+    assert info["return_time_levels"] == "sm" and searched == 2 and len(calls) == searched
     assert later() is system and len(calls) == searched                # set up once, however often asked
     again = levels_module.return_time_systems(op, X, info={})[1]()   # kept once only: searched again
     assert again is not None and len(calls) == 2 * searched

@@ -61,7 +61,8 @@ from .sweeps import Sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "LEVEL_MASS_FLOOR", "level_factors", "level_flows",
-           "LevelAggregation", "POLISH_LEVEL_GAP", "polish_levels"]
+           "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
+           "PolishLevels", "polish_levels"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -305,12 +306,15 @@ def level_flows(Q, X, levels):
 #: (tandem c=511: 104, 103, 105, 127, 133 sweeps to tail_tol 1e-6 with a step every 1, 2, 4, 8, 16;
 #: a step costs about a sweep)
 POLISH_LEVEL_GAP = 4
+#: ... from this many sweeps on: a polish the sweeps alone finish sooner is left to them (cluster N=64
+#: on ``left_n``: 8 sweeps alone, 39 with a step from the first, where the levels are not its slow part)
+POLISH_LEVEL_START = 25
 
 
 class LevelAggregation:
     r"""The aggregation step of the polish along levels: called before each symmetric sweep, it
     rescales ``x`` (a law on ``X``, any scale) level by level to the law of its aggregated
-    birth-death chain, in place, before every ``gap``-th.
+    birth-death chain, in place, before every ``gap``-th (the first included).
 
     The chain's rates are the :math:`x`-averages on each level of the flows of :func:`level_flows`
     (:func:`level_factors`); where they give no finite positive factor (a level without flow) the
@@ -340,11 +344,11 @@ class LevelAggregation:
     """
 
     def __init__(self, Q, X, levels, gap: int = POLISH_LEVEL_GAP):
+        if int(gap) < 1:
+            raise ValueError(f"gap: expected an integer >= 1, got {gap}")
         flows = level_flows(Q, X, levels)
         if flows is None:
             raise ValueError("levels: a transition moves the level by more than one")
-        if int(gap) < 1:
-            raise ValueError(f"gap: expected an integer >= 1, got {gap}")
         self.up, self.down = flows
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels, dtype=np.intp)
@@ -366,23 +370,53 @@ class LevelAggregation:
             self.steps += 1
 
 
-def polish_levels(op, support, x, pin=None):
-    """The :class:`LevelAggregation` of the polish of ``x`` on the class ``support``, on the variable
-    :func:`structured_levels` finds, pinned at ``pin`` (None: the largest entry of ``x``), the error
-    bound's pin (its search is kept for the bound's :func:`return_time_systems` at that pin, not made
-    twice): ``(name, aggregation)``, or None (no such variable; several processes)."""
-    if op.size != 1 or op.states is None:
-        return None
-    X = np.asarray(support, dtype=bool).copy()
-    X[int(np.argmax(np.where(X, x, -np.inf))) if pin is None else int(pin)] = False
-    found = _structured(op, X)
-    if found is None:
-        return None
-    _KEPT[op] = (X, found)
-    try:
-        return found[0], LevelAggregation(op.generator_rows(False), support, found[1])
-    except ValueError:              # the pin's own transitions move the level by more than one
-        return None
+class PolishLevels:
+    """The aggregation step of the polish on the class ``support``, called before each symmetric sweep:
+    the plain sweeps first, then, from the ``start``-th call (:data:`POLISH_LEVEL_START`), a
+    :class:`LevelAggregation` on the variable :func:`structured_levels` finds, pinned at ``pin`` (None: the
+    largest entry of ``x`` then), the error bound's pin: the search is made only then, and kept for the
+    bound's :func:`return_time_systems` at that pin (not made twice). ``name`` is the variable's (None
+    before the search or without one), ``steps`` the steps taken. One process only."""
+
+    def __init__(self, op, support, pin=None, start: int = POLISH_LEVEL_START):
+        if op.size != 1:
+            raise ValueError("PolishLevels: one process only")
+        self.op, self.support, self.pin, self.start = op, np.asarray(support, dtype=bool), pin, int(start)
+        self.calls, self.name, self.agg = 0, None, None
+
+    @property
+    def steps(self) -> int:
+        return 0 if self.agg is None else self.agg.steps
+
+    def info(self) -> dict:
+        """``{"polish_levels": "<name>: <steps> aggregation steps"}`` once a variable was found, else {}."""
+        return {} if self.name is None else {"polish_levels": f"{self.name}: {self.steps} aggregation steps"}
+
+    def __call__(self, x):
+        self.calls += 1
+        if self.calls == self.start + 1:
+            self._search(x)
+        if self.agg is not None:
+            self.agg(x)
+
+    def _search(self, x):
+        op, X = self.op, self.support.copy()
+        X[int(np.argmax(np.where(X, x, -np.inf))) if self.pin is None else int(self.pin)] = False
+        found = _structured(op, X)
+        if found is None:
+            return
+        _KEPT[op] = (X, found)
+        try:
+            self.agg = LevelAggregation(op.generator_rows(False), self.support, found[1])
+            self.name = found[0]
+        except ValueError:              # the pin's own transitions move the level by more than one
+            pass
+
+
+def polish_levels(op, support, pin=None):
+    """The :class:`PolishLevels` of a polish on ``support`` (``pin``: the error bound's, None: the
+    argmax), or None where no level variable can be found (several processes, no state table)."""
+    return None if op.size != 1 or op.states is None else PolishLevels(op, support, pin)
 
 
 def structured_levels(op, X, min_levels: int = LEVEL_MIN):
