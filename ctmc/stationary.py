@@ -501,7 +501,7 @@ def _polish(op, support, x, opts, ctx):
     if bal <= opts.tail_tol:
         return x
     sweeper = Sweeper(op, support)       # renormalised after the backward sweep only (the law is scale-free)
-    lev = polish_levels(op, support, getattr(ctx.info.get("_ahead"), "pin", None))
+    lev = polish_levels(op, support, getattr(ctx.info.get("_ahead"), "pin", None), bal)
     run = polish_sweeps(lambda: (lev and lev(x)) or sweeper.relax(x, None, 1.0, "forward")   # levels first
                         or sweeper(x, 1.0, "backward"), lambda: _balance(op, x), opts.polish, opts.tail_tol)
     ctx.info.update(polish_sweeps=run.sweeps, polish_stop=run.describe(opts.tail_tol),

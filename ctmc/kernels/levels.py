@@ -413,10 +413,15 @@ class PolishLevels:
             pass
 
 
-def polish_levels(op, support, pin=None):
+def polish_levels(op, support, pin=None, balance: float = 0.0):
     """The :class:`PolishLevels` of a polish on ``support`` (``pin``: the error bound's, None: the
-    argmax), or None where no level variable can be found (several processes, no state table)."""
-    return None if op.size != 1 or op.states is None else PolishLevels(op, support, pin)
+    argmax), or None where no level variable can be found (several processes, no state table).
+    A polish that starts from a balance error above 1 (a tail wrong by orders of magnitude: a front to
+    cross the chain) aggregates from its first sweep: started at the 26th, the first step raised
+    tandem c=1023's error above where it had been 100 sweeps before, and the stall rule ended the polish."""
+    if op.size != 1 or op.states is None:
+        return None
+    return PolishLevels(op, support, pin, 0 if balance > 1 else POLISH_LEVEL_START)
 
 
 def structured_levels(op, X, min_levels: int = LEVEL_MIN):
