@@ -127,6 +127,7 @@ import scipy.sparse as sp
 
 from .linalg import gth_solve
 from .multigrid import standard_aggregates
+from .kernels.levels import LEVEL_MASS_FLOOR, level_factors  # noqa: F401  (their home; named here too)
 from .kernels.sweeps import Stop, Sweeper, gth_dense, start_vector, state_levels
 from .options import Tolerances, integer_in, positive
 from .progress import Progress
@@ -145,40 +146,6 @@ _TINY = np.finfo(float).tiny
 #: (or underflowed) still carries its transitions, and the coarse chain stays irreducible with rates
 #: that GTH can eliminate without overflow
 _WEIGHT_FLOOR = 1e-150
-
-
-#: the levels ``level_iad`` rescales: the leading run whose mass is at least this fraction of the total
-#: (beyond, a level law's tail underflows: JSQ rho = 0.4 at K = 600 has masses down to 0.4^1200 = 1e-478;
-#: the birth-death chain is cut there, which keeps its ratios, and the sweeps alone go on below)
-LEVEL_MASS_FLOOR = 1e-280
-
-
-def level_factors(X, A, D):
-    r"""The factors that rescale each level of a level chain to the law of its aggregated birth-death chain.
-
-    ``X``, ``A``, ``D``: per level :math:`L`, the mass :math:`X_L = \sum_{i \in L} x_i` of the iterate and
-    its flows up and down, :math:`\sum_{i \in L} x_i\, \mathrm{up}_i` and :math:`\sum_{i \in L} x_i\,
-    \mathrm{down}_i`. The birth-death chain with rates :math:`a_L = A_L / X_L`, :math:`d_L = D_L / X_L`
-    has the law :math:`p_{L+1}/p_L = a_L / d_{L+1}` (in logs); level :math:`L` is multiplied by
-    :math:`p_L \sum X / X_L` on the leading run of levels with :math:`X_L \ge` :data:`LEVEL_MASS_FLOOR`
-    :math:`\sum X`, by 1 beyond (Takahashi 1975).
-
-    >>> X = np.array([0.5, 0.3, 0.2]); A = np.array([1.0, 1.0, 0.0]) * X; D = np.array([0.0, 2.0, 2.0]) * X
-    >>> (level_factors(X, A, D) * X).round(6).tolist()           # p = (4, 2, 1) / 7
-    [0.571429, 0.285714, 0.142857]
-    """
-    tot = X.sum()
-    ok = X >= LEVEL_MASS_FLOOR * tot
-    k = X.size if ok.all() else int(np.argmin(ok))
-    f = np.ones(X.size)
-    if k < 2:
-        return f
-    X, a, dn = X[:k], A[:k] / X[:k], D[:k] / X[:k]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logp = np.concatenate([[0.0], np.cumsum(np.log(a[:-1]) - np.log(dn[1:]))])
-    p = np.exp(logp - logp.max())
-    f[:k] = p / p.sum() * X.sum() / X
-    return f
 
 
 def _is_level_spec(s) -> bool:

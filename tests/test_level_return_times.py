@@ -107,3 +107,49 @@ def test_where_bicgstab_stalls_the_default_bound_comes_from_the_levels_and_holds
     assert res.info["return_time_solver"] == "level" and res.info["return_time_levels"] == "sm"
     err = np.abs(res.pi - lu.pi).sum()
     assert err <= res.error_bound + lu.error_bound and res.error_bound <= 1e-9
+
+
+def test_a_bicgstab_that_does_not_halve_the_residual_is_not_refined_where_levels_serve(tandem, monkeypatch):
+    """One BiCGStab solve cut at 3 iterations (its unit residual far above 1/2), then the levels at once:
+    no refinement round on the same solver (tandem c=2047: 200 iterations more, without a bound).
+    Counted; the bound still holds against LU."""
+    chain, op, lu, pin, X, m = tandem
+    monkeypatch.setattr(evidence, "RETURN_SPEC", dataclasses.replace(evidence.RETURN_SPEC, maxiter=3))
+    res = chain.stationary(error_tol=1e-9)
+    its = res.info["return_time_iterations"]
+    assert its[0] == 3 and len(its) == 2 and its[1] <= levels_module.LEVEL_PROBE, its
+    assert res.info["return_time_settled"] and res.info["return_time_solver"] == "level"
+    assert res.status is ctmc.Status.SUCCESS and res.info["error_bound_kind"] == "proven"
+    assert np.abs(res.pi - lu.pi).sum() <= res.error_bound + lu.error_bound and res.error_bound <= 1e-9
+
+
+def test_the_solve_made_ahead_is_not_refined_either_where_levels_serve(tandem, monkeypatch):
+    """The same with the first solve made ahead on a second thread (:class:`ReturnTimesAhead`), the
+    system the default hands the bound on two cores: its refinements would run on that system."""
+    from ctmc.kernels.ahead import ReturnTimesAhead
+    chain, op, lu, pin, X, m = tandem
+    monkeypatch.setattr(evidence, "RETURN_SPEC", dataclasses.replace(evidence.RETURN_SPEC, maxiter=3))
+    support = np.ones(op.n, dtype=bool)
+    ahead = ReturnTimesAhead(op, support, pin)
+    info = {}
+    later = return_time_systems(op, X, info=info)[1]
+    try:
+        bound, kind = evidence.iterative_bound(op, support, lu.pi, pin, op.n, {}, info, error_tol=1e-9,
+                                               system=ahead, later=later)
+    finally:
+        ahead.close()
+    its = info["return_time_iterations"]
+    assert its[0] == 3 and len(its) == 2 and its[1] <= levels_module.LEVEL_PROBE, its
+    assert info["return_time_settled"] and info["return_time_solver"] == "level" and kind == "proven"
+    assert 0 < bound <= 1e-9 and info["return_time_levels"] == "sm"
+
+
+def test_a_bicgstab_that_halves_the_residual_is_kept(tandem):
+    """Where BiCGStab's first solve halves the unit residual the levels are not asked for."""
+    chain, op, lu, pin, X, m = tandem
+    info = {}
+    first, later = return_time_systems(op, X, info=info)
+    spec = dataclasses.replace(evidence.RETURN_SPEC, maxiter=5000)
+    bound, est = return_time_bound(op, np.ones(op.n, dtype=bool), pin, specs=[spec, later], info=info)
+    assert "return_time_settled" not in info and info["return_time_solver"] == "bicgstab"
+    assert "return_time_levels" not in info and m.max() <= bound

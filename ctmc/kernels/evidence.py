@@ -346,7 +346,8 @@ def _bracket(op, X, rho, rplus: float) -> float:
 
 
 def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RETURN_RESIDUAL,
-                          steps: int = RETURN_STEPS, info=None, start=None, bracket=None, enough=None) -> tuple:
+                          steps: int = RETURN_STEPS, info=None, start=None, bracket=None, enough=None,
+                          settle=None) -> tuple:
     r"""An upper bound on :math:`\|M^{-1}\|_\infty`, :math:`M = sI - Q_{XX}` a nonsingular M-matrix
     (``s = shift >= 0``), from loose solves of :math:`M y = 1` on one set-up ``system`` of ``M``.
 
@@ -366,7 +367,11 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     :math:`\hat y/(1-\rho_+) \le y(1+\rho_-)/(1-\rho_+)` with
     :math:`(1+\rho_-)/(1-\rho_+) \le` ``bracket``, :math:`\rho_- = \max(0, -\min_i\rho_i)`
     (:func:`ctmc.krylov.bracket_factor`), if ``enough(y_hat, f, top)`` says so
-    (None: always). ``start`` (a solution of
+    (None: always). A first solve whose iterate did not halve the residual of :math:`\hat y = 0`
+    (:math:`\rho = 1`), the rule of the refinements below, is not refined either when ``settle()``
+    says another route serves (the levels of :mod:`ctmc.kernels.levels`; tandem c=2047: 200
+    BiCGStab iterations more without a bound, then the levels anyway; ``info["settled"]``).
+    ``start`` (a solution of
     :math:`M y = 1` at hand) is checked first, then refined by at most ``steps`` solves (0: none).
     ``system`` needs only ``solve(b, transpose=False) -> (x, SolveReport)``.
 
@@ -414,13 +419,17 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
         if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
             break
+        if rhs is not None and start is None and last == np.inf and not rplus < 0.5 and settle is not None \
+                and settle():
+            info["settled"] = True          # the first solve did not halve the residual 1 of y = 0
+            break
         rhs, last = rho, rplus
     return best
 
 
 def return_time_bound(op, support, pin: int, system=None, backend_options=None, target: float = BOUND_RESIDUAL,
                       steps: int = RETURN_STEPS, specs=None, info=None, bracket=None,
-                      enough=None) -> tuple:
+                      enough=None, settle=None) -> tuple:
     r"""An upper bound on :math:`\|m\|_\infty`, ``m`` the mean times to reach ``pin`` from the class.
 
     ``m = M^{-1} 1`` with ``M = -Q_XX`` on ``X = support - {pin}``, a
@@ -459,7 +468,12 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     specs : sequence of LinearSpec, optional
         The solvers to try without a ``system`` (default: BiCGStab with the
         Gauss-Seidel preconditioner, :data:`RETURN_SPEC`, then GMRES, :data:`RETURN_GMRES`); an
-        entry may also be a callable that sets up a system of ``M`` on demand (None: skipped).
+        entry may also be a callable that sets up a system of ``M`` on demand (None: skipped). A first
+        solve that does not halve the residual is not refined where such an entry follows it and gives
+        a system (it is then called twice: :func:`ctmc.kernels.levels.return_time_systems` keeps its own).
+    settle : callable, optional
+        For ``system``: whether another route serves where its first solve does not halve the residual (see
+        :func:`inverse_norm_bound_of`; ``info["return_time_settled"]`` says it did).
     info : dict, optional
         Receives ``return_time_solver``, the kind of the last solver run,
         ``return_time_iterations``, the iterations of each solve, and
@@ -491,12 +505,15 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
     X = support & ~unit_mask(op, pin)
     info = {} if info is None else info
 
-    def times(system):
+    def times(system, settle):
         sub = {}
         try:
-            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub, bracket=bracket, enough=enough)
+            out = inverse_norm_bound_of(op, X, system, 0.0, target, steps, sub, bracket=bracket,
+                                        enough=enough, settle=settle)
         finally:
             info.setdefault("return_time_iterations", []).extend(sub.get("iterations", []))
+            if sub.get("settled"):
+                info["return_time_settled"] = True
         if out[0] < best[0] or "return_time_upper" not in info:
             info["return_time_upper"] = sub.get("upper")
         info["return_time_bracketed"] = sub.get("bracketed", False)
@@ -504,8 +521,12 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
 
     best = (np.inf, 0.0)
     if system is not None:
-        return times(system)
-    for spec in (RETURN_SPEC, RETURN_GMRES) if specs is None else specs:
+        return times(system, settle)
+    specs = (RETURN_SPEC, RETURN_GMRES) if specs is None else tuple(specs)
+    for i, spec in enumerate(specs):
+        # (a route set up on demand after this solver: tried at once where this one does not converge)
+        later = [s for s in specs[i + 1:] if callable(s)]
+        settle = (lambda later=later: any(s() is not None for s in later)) if later else None
         if callable(spec):                      # a system set up on demand (levels), or None
             system = spec()
             if system is None:
@@ -518,7 +539,7 @@ def return_time_bound(op, support, pin: int, system=None, backend_options=None, 
             except MemoryError:
                 continue
         try:
-            bound, est = times(system)
+            bound, est = times(system, settle)
         except MemoryError as exc:              # a Krylov basis or a factor beyond memory: the next solver
             info.setdefault("return_time_out_of_memory", []).append(f"{spec.kind}: {exc}")
             continue
@@ -646,7 +667,8 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     check, whatever it is; the route above runs only when it gives none. ``later``
     (a callable setting up such a system, or returning None) is tried after BiCGStab,
     before GMRES (:func:`ctmc.kernels.levels.return_time_systems`: levels found from the
-    chain's variables, where BiCGStab stalls: tandem networks from c = 2047).
+    chain's variables, where BiCGStab stalls: tandem networks from c = 2047), at once where the
+    first BiCGStab solve (``system``'s too) does not halve the residual: it is not refined then.
     """
     # (a system that ran RETURN_SPEC's own solver, as a solve made ahead did, is not run again)
     specs = ([] if getattr(system, "kind", None) == RETURN_SPEC.kind else [RETURN_SPEC]) \
@@ -668,7 +690,7 @@ def iterative_bound(op, support, pi, pin, size: int, backend_options, info: dict
     m_bound = np.inf
     if system is not None:
         m_bound, m_est = return_time_bound(op, support, pin, system=system, info=info, bracket=BOUND_BRACKET,
-                                           enough=enough)
+                                           enough=enough, settle=later and (lambda: later() is not None))
         info["return_time_solver"] = getattr(system, "kind", "given")
     if not np.isfinite(m_bound):
         # (without a bound, the estimate is the largest seen: the system's iterate counts too)

@@ -35,8 +35,22 @@ Each cycle of :class:`LevelSystem` runs
 It stops when :math:`\|b - Mx\|_\infty \le` ``rtol`` :math:`\|b\|_\infty`. The solver
 is only a means: :func:`~ctmc.kernels.evidence.return_time_bound` recomputes the
 residual of what it returns and proves the bound from it, whatever solved it.
+
+The polish along the levels
+---------------------------
+The same levels carry the slow part of the stationary law's tail: the polish of a Krylov answer
+(:func:`ctmc.kernels.sweeps.polish_sweeps`) corrects it state by state, so a correction crosses a
+level a sweep or so (tandem networks: 575 symmetric sweeps at c = 255, 1900 at c = 1023).
+:class:`LevelAggregation` rescales the iterate level by level to the law of its aggregated
+birth-death chain before each symmetric sweep (iterative aggregation-disaggregation, Takahashi
+1975; :func:`level_factors`, in logs, so a tail of :math:`10^{-250}` keeps its relative digits): the
+level masses are right after one step, and the sweeps are left the profile within the levels. At
+the stationary law the factors are 1: it is a fixed point, and the polish's stopping rule is
+unchanged.
 """
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 from scipy.linalg import solve_banded
@@ -46,7 +60,9 @@ from ..results import Status
 from .sweeps import Sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
-           "structured_levels", "return_time_systems"]
+           "structured_levels", "return_time_systems", "LEVEL_MASS_FLOOR", "level_factors", "level_flows",
+           "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
+           "PolishLevels", "polish_levels"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -59,6 +75,40 @@ LEVEL_PROBE = 60
 #: the fewest levels a state variable needs for :func:`structured_levels` to offer it: a shorter
 #: level chain is crossed by a Krylov solve in a few iterations
 LEVEL_MIN = 32
+
+
+#: the levels ``level_iad`` rescales: the leading run whose mass is at least this fraction of the total
+#: (beyond, a level law's tail underflows: JSQ rho = 0.4 at K = 600 has masses down to 0.4^1200 = 1e-478;
+#: the birth-death chain is cut there, which keeps its ratios, and the sweeps alone go on below)
+LEVEL_MASS_FLOOR = 1e-280
+
+
+def level_factors(X, A, D):
+    r"""The factors that rescale each level of a level chain to the law of its aggregated birth-death chain.
+
+    ``X``, ``A``, ``D``: per level :math:`L`, the mass :math:`X_L = \sum_{i \in L} x_i` of the iterate and
+    its flows up and down, :math:`\sum_{i \in L} x_i\, \mathrm{up}_i` and :math:`\sum_{i \in L} x_i\,
+    \mathrm{down}_i`. The birth-death chain with rates :math:`a_L = A_L / X_L`, :math:`d_L = D_L / X_L`
+    has the law :math:`p_{L+1}/p_L = a_L / d_{L+1}` (in logs); level :math:`L` is multiplied by
+    :math:`p_L \sum X / X_L` on the leading run of levels with :math:`X_L \ge` :data:`LEVEL_MASS_FLOOR`
+    :math:`\sum X`, by 1 beyond (Takahashi 1975).
+
+    >>> X = np.array([0.5, 0.3, 0.2]); A = np.array([1.0, 1.0, 0.0]) * X; D = np.array([0.0, 2.0, 2.0]) * X
+    >>> (level_factors(X, A, D) * X).round(6).tolist()           # p = (4, 2, 1) / 7
+    [0.571429, 0.285714, 0.142857]
+    """
+    tot = X.sum()
+    ok = X >= LEVEL_MASS_FLOOR * tot
+    k = X.size if ok.all() else int(np.argmin(ok))
+    f = np.ones(X.size)
+    if k < 2:
+        return f
+    X, a, dn = X[:k], A[:k] / X[:k], D[:k] / X[:k]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.concatenate([[0.0], np.cumsum(np.log(a[:-1]) - np.log(dn[1:]))])
+    p = np.exp(logp - logp.max())
+    f[:k] = p / p.sum() * X.sum() / X
+    return f
 
 
 class LevelSystem:
@@ -205,23 +255,173 @@ def level_chain(Q, X, levels, weights):
     W = np.bincount(group[X], weights=w[X], minlength=nc)
     share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
     ab = np.zeros(3 * max(nc, 0))
+    for rows, cols, vals in _entries(Q):
+        keep = X[rows] & X[cols]
+        r, c = rows[keep], cols[keep]
+        if np.any(np.abs(lev[c] - lev[r]) > 1):
+            return None
+        gc = group[c]
+        ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
+    return group, share, ab.reshape(3, nc)
+
+
+def _entries(Q):
+    """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time."""
     n, ptr = Q.shape[0], Q.indptr
     start = 0
     while start < n:
         stop = int(np.searchsorted(ptr, ptr[start] + _CHUNK, side="right"))
         stop = min(max(stop - 1, start + 1), n)
         lo, hi = int(ptr[start]), int(ptr[stop])
-        rows = np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1]))
-        cols = Q.indices[lo:hi]
-        keep = X[rows] & X[cols]
-        r, c = rows[keep], cols[keep]
-        if np.any(np.abs(lev[c] - lev[r]) > 1):
-            return None
-        gc = group[c]
-        ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * Q.data[lo:hi][keep],
-                          minlength=3 * nc)
+        yield np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1])), Q.indices[lo:hi], Q.data[lo:hi]
         start = stop
-    return group, share, ab.reshape(3, nc)
+
+
+def level_flows(Q, X, levels):
+    r"""The rates of each state of ``X`` to the level above and below, within ``X``: ``(up, down)``
+    (0 off ``X``), or None when a transition within ``X`` moves the level by more than one.
+
+    ``Q`` is read a chunk of rows at a time (no copy of it); a transition within a level counts in
+    neither.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> Q = sp.csr_matrix(np.array([[-1., 1, 0], [2, -3, 1], [0, 2, -2]]))
+    >>> [v.tolist() for v in level_flows(Q, np.ones(3, dtype=bool), np.arange(3))]
+    [[1.0, 1.0, 0.0], [0.0, 2.0, 2.0]]
+    """
+    X = np.asarray(X, dtype=bool)
+    lev = np.asarray(levels, dtype=np.int64)
+    n = Q.shape[0]
+    up, down = np.zeros(n), np.zeros(n)
+    for rows, cols, vals in _entries(Q):
+        step = np.where(X[rows] & X[cols], lev[cols] - lev[rows], 0)
+        if np.any(np.abs(step) > 1):
+            return None
+        up += np.bincount(rows[step > 0], weights=vals[step > 0], minlength=n)
+        down += np.bincount(rows[step < 0], weights=vals[step < 0], minlength=n)
+    return up, down
+
+
+#: :class:`LevelAggregation` rescales the levels before every this many symmetric sweeps of the polish
+#: (tandem c=511: 104, 103, 105, 127, 133 sweeps to tail_tol 1e-6 with a step every 1, 2, 4, 8, 16;
+#: a step costs about a sweep)
+POLISH_LEVEL_GAP = 4
+#: ... from this many sweeps on: a polish the sweeps alone finish sooner is left to them (cluster N=64
+#: on ``left_n``: 8 sweeps alone, 39 with a step from the first, where the levels are not its slow part)
+POLISH_LEVEL_START = 25
+
+
+class LevelAggregation:
+    r"""The aggregation step of the polish along levels: called before each symmetric sweep, it
+    rescales ``x`` (a law on ``X``, any scale) level by level to the law of its aggregated
+    birth-death chain, in place, before every ``gap``-th (the first included).
+
+    The chain's rates are the :math:`x`-averages on each level of the flows of :func:`level_flows`
+    (:func:`level_factors`); where they give no finite positive factor (a level without flow) the
+    step leaves ``x`` as it is. ``steps`` counts the steps taken.
+
+    Parameters
+    ----------
+    Q : CSR matrix
+        The generator (rows: from).
+    X : ndarray of bool
+        The class.
+    levels : ndarray of int
+        The level of every state; every transition within ``X`` moves it by at most one.
+    gap : int
+        Calls per step (:data:`POLISH_LEVEL_GAP`).
+
+    Examples
+    --------
+    The M/M/1/K queue is its own level chain: one step gives its law from any positive start.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> n = np.arange(6)
+    >>> Q = sp.diags([np.ones(5), np.r_[-1.0, -3 * np.ones(4), -2], 2 * np.ones(5)], [1, 0, -1], format="csr")
+    >>> x = np.ones(6); LevelAggregation(Q, np.ones(6, dtype=bool), n)(x)
+    >>> bool(np.allclose(x / x.sum(), 0.5 ** n / (2 - 0.5 ** 5), rtol=1e-14, atol=0))
+    True
+    """
+
+    def __init__(self, Q, X, levels, gap: int = POLISH_LEVEL_GAP):
+        if int(gap) < 1:
+            raise ValueError(f"gap: expected an integer >= 1, got {gap}")
+        flows = level_flows(Q, X, levels)
+        if flows is None:
+            raise ValueError("levels: a transition moves the level by more than one")
+        self.up, self.down = flows
+        X = np.asarray(X, dtype=bool)
+        lev = np.asarray(levels, dtype=np.intp)
+        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0)
+        self.nl = int(self.lev.max(initial=0)) + 1
+        self.gap, self.calls, self.steps = int(gap), 0, 0
+
+    def __call__(self, x):
+        """Before a symmetric sweep on ``x`` (zero off ``X``): a step every ``gap`` calls, in place."""
+        self.calls += 1
+        if (self.calls - 1) % self.gap:
+            return
+        lev, nl = self.lev, self.nl
+        mass = np.bincount(lev, weights=x, minlength=nl)
+        f = level_factors(mass, np.bincount(lev, weights=x * self.up, minlength=nl),
+                          np.bincount(lev, weights=x * self.down, minlength=nl))
+        if np.all(np.isfinite(f)) and np.all(f[mass > 0] > 0):
+            x *= f[lev]
+            self.steps += 1
+
+
+class PolishLevels:
+    """The aggregation step of the polish on the class ``support``, called before each symmetric sweep:
+    the plain sweeps first, then, from the ``start``-th call (:data:`POLISH_LEVEL_START`), a
+    :class:`LevelAggregation` on the variable :func:`structured_levels` finds, pinned at ``pin`` (None: the
+    largest entry of ``x`` then), the error bound's pin: the search is made only then, and kept for the
+    bound's :func:`return_time_systems` at that pin (not made twice). ``name`` is the variable's (None
+    before the search or without one), ``steps`` the steps taken. One process only."""
+
+    def __init__(self, op, support, pin=None, start: int = POLISH_LEVEL_START):
+        if op.size != 1:
+            raise ValueError("PolishLevels: one process only")
+        self.op, self.support, self.pin, self.start = op, np.asarray(support, dtype=bool), pin, int(start)
+        self.calls, self.name, self.agg = 0, None, None
+
+    @property
+    def steps(self) -> int:
+        return 0 if self.agg is None else self.agg.steps
+
+    def info(self) -> dict:
+        """``{"polish_levels": "<name>: <steps> aggregation steps"}`` once a variable was found, else {}."""
+        return {} if self.name is None else {"polish_levels": f"{self.name}: {self.steps} aggregation steps"}
+
+    def __call__(self, x):
+        self.calls += 1
+        if self.calls == self.start + 1:
+            self._search(x)
+        if self.agg is not None:
+            self.agg(x)
+
+    def _search(self, x):
+        op, X = self.op, self.support.copy()
+        X[int(np.argmax(np.where(X, x, -np.inf))) if self.pin is None else int(self.pin)] = False
+        found = _structured(op, X)
+        if found is None:
+            return
+        _KEPT[op] = (X, found)
+        try:
+            self.agg = LevelAggregation(op.generator_rows(False), self.support, found[1])
+            self.name = found[0]
+        except ValueError:              # the pin's own transitions move the level by more than one
+            pass
+
+
+def polish_levels(op, support, pin=None, balance: float = 0.0):
+    """The :class:`PolishLevels` of a polish on ``support`` (``pin``: the error bound's, None: the
+    argmax), or None where no level variable can be found (several processes, no state table).
+    A polish that starts from a balance error above 1 (a tail wrong by orders of magnitude: a front to
+    cross the chain) aggregates from its first sweep: started at the 26th, the first step raised
+    tandem c=1023's error above where it had been 100 sweeps before, and the stall rule ended the polish."""
+    if op.size != 1 or op.states is None:
+        return None
+    return PolishLevels(op, support, pin, 0 if balance > 1 else POLISH_LEVEL_START)
 
 
 def structured_levels(op, X, min_levels: int = LEVEL_MIN):
@@ -253,6 +453,11 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     return None if found is None else found[:2]
 
 
+#: the search of :func:`polish_levels` on each operator, ``(X, found)``, until the bound's
+#: :func:`return_time_systems` asks at the same ``X`` (then it is dropped)
+_KEPT = weakref.WeakKeyDictionary()
+
+
 def _structured(op, X, min_levels: int = LEVEL_MIN):
     """:func:`structured_levels` with the chosen variable's :func:`level_chain`: ``(name, levels, chain)``
     or None (the chain serves the :class:`LevelSystem` set up on it: not made twice)."""
@@ -261,6 +466,9 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
     X = np.asarray(X, dtype=bool)
     if not X.any():
         return None
+    kept = _KEPT.pop(op, None)
+    if kept is not None and min_levels == LEVEL_MIN and np.array_equal(kept[0], X):
+        return kept[1]
     Q = op.generator_rows(False)
     weights = _exit_weights(op)
     best = None
@@ -288,19 +496,23 @@ def return_time_systems(op, X, levels=None, info=None) -> tuple:
     With ``levels`` (``level_iad``'s, ``"given"``'s) ``first`` is a :class:`LevelSystem` on them
     (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles). Without, ``later`` is a callable
     that finds a variable by :func:`structured_levels` (its name into ``info["return_time_levels"]``)
-    and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None: tried
-    only where BiCGStab did not bound the return times, so chains it serves pay nothing.
+    and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None (the same
+    each call: set up once): tried only where BiCGStab did not bound the return times, or at once where
+    a BiCGStab solve did not converge (:func:`~ctmc.kernels.evidence.inverse_norm_bound_of`, ``settle``),
+    so chains it serves pay nothing.
     """
     if op.size != 1:
         return None, None
     if levels is not None:
         return LevelSystem(op, X, levels), None
+    made = []
 
     def later():
-        found = _structured(op, X)
-        if found is None:
-            return None
-        if info is not None:
-            info["return_time_levels"] = found[0]
-        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE, chain=found[2])
+        if not made:                                    # set up once, however often asked
+            found = _structured(op, X)
+            if found is not None and info is not None:
+                info["return_time_levels"] = found[0]
+            made.append(None if found is None else LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE,
+                                                               chain=found[2]))
+        return made[0]
     return None, later
