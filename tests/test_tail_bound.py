@@ -180,6 +180,26 @@ def test_a_smooth_error_the_balance_misses_is_bounded(amp):
     assert res.balance_error < true
 
 
+@pytest.mark.parametrize("x2", [1e-310, 5e-324])
+def test_a_normal_probability_given_as_a_denormal_is_not_covered_up(x2):
+    """State 2's probability is 1e-14 / (2 + 2e-14), a normal double; a law that puts a denormal
+    there is 100 % off on it, though its balance error (over the normal states) is 1e-14: the
+    bound covers every state whose true probability may be normal, so it is not success."""
+    import scipy.sparse as sp
+    Q = sp.csr_matrix(np.array([[-(1 + 1e-14), 1.0, 1e-14], [1.0, -1.0, 0.0], [1.0, 0.0, -1.0]]))
+    chain = ctmc.CTMC(Q)
+    exact = chain.stationary("gth").pi
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = chain.stationary("given", x0=np.array([0.5, 0.5, x2]), tail_bound=True)
+    assert abs(res.pi[2] - exact[2]) / exact[2] > 0.99
+    assert res.info["tail_error_bound"] >= 0.99
+    assert res.status == ctmc.Status.TAIL_INACCURATE
+    # the same law with the right value there is bounded tightly and graded success
+    good = chain.stationary("given", x0=exact.copy(), tail_bound=True)
+    assert good.status == ctmc.Status.SUCCESS and good.info["tail_error_bound"] < 1e-12
+
+
 def test_the_super_solution_rule_holds_for_any_u():
     """y <= u / (1 - sigma) for any u with sigma < 1: checked against the exact y on a small chain."""
     from ctmc.backends import operator_for

@@ -3,8 +3,8 @@ r"""A proven bound on the relative error of every probability: the tail bound of
 The balance error :math:`\max_j |(\hat\pi Q)_j|/(\hat\pi_j|q_{jj}|)` is necessary, not
 sufficient, for relative accuracy, and the 1-norm bound of
 :func:`ctmc.kernels.evidence.error_bound` says nothing of a probability of 1e-90. This
-module bounds :math:`\max_j |\hat\pi_j - \pi_j|/\pi_j` over the states of normal
-(non-denormal) probability.
+module bounds :math:`\max_j |\hat\pi_j - \pi_j|/\pi_j` over the states whose true
+probability is normal (not denormal), including those whose computed one underflowed.
 
 Maths
 -----
@@ -120,8 +120,22 @@ def tail_error_bound(op, support, pi, pin: int, u, rhs=None, scale: float = 1.0)
     top = op.allmax(float(np.max(u[normal] / (scale * pi[normal]), initial=0.0)))
     share = op.allsum(float(u[X].sum())) / scale / op.allsum(float(pi[support].sum()))
     eps, delta = c * top / (1 - sigma), c * share / (1 - sigma)
+    eps = max(eps, _underflowed_eps(op, X & ~normal, pi, c * u / (scale * (1 - sigma)), delta))
     bound = (eps + delta) / (1 - eps) * (1 + 1e-12) if eps < 1 else np.inf
     return bound, sigma, op.qmax * (top + share) / (1 - sigma)
+
+
+def _underflowed_eps(op, under, pi, absolute, delta: float) -> float:
+    r"""The :math:`\varepsilon` of the states whose computed probability underflowed (``under``) but
+    whose true one may be normal: there :math:`|\hat\pi_j - x_j| \le a_j` (``absolute``), and where
+    :math:`\pi_j = x_j/S \ge` tiny, :math:`|\hat\pi_j - \pi_j|/\pi_j \le a_j/\mathrm{tiny} + |S - 1|`:
+    covered by the bound's formula with :math:`\varepsilon \ge a_j/\mathrm{tiny}`. States where
+    :math:`(\hat\pi_j + a_j)/(1 - \Delta) <` tiny cannot be normal and are left out (global)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        reach = (pi + absolute) / max(1.0 - delta, 0.0)
+        may = under & ~(reach < _TINY)                  # NaN or inf: may be normal
+        worst = float(np.max(absolute[may] / _TINY, initial=0.0))
+    return op.allmax(worst if np.isfinite(worst) else np.inf)
 
 
 def residual_share(op, X, u, b, count: bool = False):
