@@ -315,14 +315,18 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
         assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
 
 
-def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool):
+def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, main_thread_only=False):
     """``(result, peaks)``: ``chain.stationary()`` with ``module.name`` wrapped; ``peaks`` the traced peak
     (tracemalloc: numpy reports its buffers) during each call of it, above the memory traced when that
-    call began or, with ``from_call_start``, when ``stationary()`` began."""
+    call began or, with ``from_call_start``, when ``stationary()`` began; with ``main_thread_only``, only
+    the calls made in the main thread (the bound's solve on its own thread runs the same function)."""
+    import threading
     import tracemalloc
     inner, seen, start = getattr(module, name), [], [0]
 
     def measured(*a, **k):
+        if main_thread_only and threading.current_thread() is not threading.main_thread():
+            return inner(*a, **k)
         before = start[0] if from_call_start else tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         try:
@@ -445,31 +449,6 @@ def test_the_polish_holds_q_transpose_and_three_vectors(monkeypatch):
 
 
 # --- the bound's return times beside the solve within 40 bytes a transition (issue 23, item 4) ------------
-def _main_thread_peaks(monkeypatch, module, name, chain):
-    """``(result, peaks)`` as :func:`_peaks_during` from the start of ``stationary()``, counting only the calls
-    made in the main thread (the bound's solve on its own thread runs the same function)."""
-    import threading
-    import tracemalloc
-    inner, seen, start = getattr(module, name), [], [0]
-
-    def measured(*a, **k):
-        if threading.current_thread() is not threading.main_thread():
-            return inner(*a, **k)
-        tracemalloc.reset_peak()
-        try:
-            return inner(*a, **k)
-        finally:
-            seen.append(tracemalloc.get_traced_memory()[1] - start[0])
-    monkeypatch.setattr(module, name, measured)
-    tracemalloc.start()
-    try:
-        start[0] = tracemalloc.get_traced_memory()[0]
-        res = chain.stationary()
-    finally:
-        tracemalloc.stop()
-    return res, seen
-
-
 def _beside(monkeypatch):
     """The bound's solve ahead where the plan's rule lets it (the fixture above turns it off; two cores)."""
     monkeypatch.setattr(ahead, "AHEAD_STATES", 20_000)
@@ -533,7 +512,7 @@ def test_the_solve_and_the_bound_beside_it_hold_the_vectors_the_plan_counts(monk
     chain = parse_spec("kanban:3").chain()
     chain.stationary()                                     # imports, first-use caches
     n = chain.n_states
-    res, seen = _main_thread_peaks(monkeypatch, krylov, "_bicgstab", chain)
+    res, seen = _peaks_during(monkeypatch, krylov, "_bicgstab", chain, True, main_thread_only=True)
     assert res.status is ctmc.Status.SUCCESS and res.method == "bicgstab"
     assert res.info.get("return_time_ahead") is True
     solve = max(seen)                                      # (the other: the ahead system's set-up, b = 0)
@@ -560,12 +539,12 @@ def test_the_peak_rule_keeps_the_bound_after_the_solve_where_both_would_not_fit(
     assert not plan.beside_fits(n, e, n, e, plan.BUDGET_FRACTION * 1e9)
     limit = plan.PEAK_BYTES_PER_TRANSITION * T - _generator_bytes(chain)
     solver = krylov._bicgstab
-    res, seen = _main_thread_peaks(monkeypatch, krylov, "_bicgstab", chain)
+    res, seen = _peaks_during(monkeypatch, krylov, "_bicgstab", chain, True, main_thread_only=True)
     assert res.status is ctmc.Status.SUCCESS and not res.info.get("return_time_ahead")
     assert max(seen) <= limit
     monkeypatch.setattr(plan, "PEAK_BYTES_PER_TRANSITION", np.inf)
     monkeypatch.setattr(krylov, "_bicgstab", solver)
-    forced, seen_beside = _main_thread_peaks(monkeypatch, krylov, "_bicgstab", chain)
+    forced, seen_beside = _peaks_during(monkeypatch, krylov, "_bicgstab", chain, True, main_thread_only=True)
     assert forced.info.get("return_time_ahead") is True
     assert max(seen_beside) > limit
     assert np.array_equal(forced.pi, res.pi)                # the bound's place changes no law
