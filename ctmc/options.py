@@ -21,7 +21,7 @@ from ._sparse_lu import ORDERINGS
 from .backends.base import PRECONDITIONERS, LinearSpec
 from .kernels.evidence import grade_bound  # noqa: F401  (its home before ctmc.kernels)
 
-__all__ = ["positive", "integer_in", "flag", "Tolerances", "GTHOptions", "DirectOptions",
+__all__ = ["positive", "integer_in", "flag", "tail_bound_flag", "Tolerances", "GTHOptions", "DirectOptions",
            "KrylovSolverOptions", "make_options", "linear_spec"]
 
 
@@ -83,6 +83,15 @@ def flag(name: str, value) -> None:
     """
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}: expected True or False, got {value!r}")
+
+
+def tail_bound_flag(tail_bound, opts) -> None:
+    """Check ``stationary``'s ``tail_bound`` against the method's options ``opts``: a flag, and not
+    with ``"given"``'s ``bound=False`` (the tail bound needs the evidence that option skips)."""
+    flag("tail_bound", tail_bound)
+    if tail_bound and getattr(opts, "bound", True) is False:
+        raise ValueError("tail_bound: True needs the error bound's evidence, which bound=False skips; "
+                         "drop one of them")
 
 
 @dataclass(frozen=True)

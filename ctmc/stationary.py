@@ -114,8 +114,8 @@ from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
                              start_vector, state_levels)
 from .kernels.tail import tail_evidence
-from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, flag as _flag, linear_spec,
-                      integer_in as _integer_in, make_options as _make_options, positive as _positive)
+from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
+                      linear_spec, make_options as _make_options, positive as _positive, tail_bound_flag)
 from .results import ReducibleChainError, SolverError, StationaryResult, Status
 from .sets import unit_mask
 
@@ -870,7 +870,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     """
     # everything the caller can get wrong is checked before any heavy work
     opts = _make_options("stationary", METHODS, method, options)
-    _flag("tail_bound", tail_bound)
+    tail_bound_flag(tail_bound, opts)
     bo = check_backend_options(backend, backend_options, getattr(opts, "preconditioner", None))
     mode = bo.pop("gather", None)
     t0 = time.perf_counter()

@@ -236,3 +236,12 @@ def test_petsc_gives_the_same_bound():
     for r in (a, b):
         assert true_relative(r.pi, exact) <= r.info["tail_error_bound"]
     assert b.info["tail_error_bound"] == pytest.approx(a.info["tail_error_bound"], rel=1.0)
+
+
+def test_the_tail_bound_with_given_bound_false_is_refused_before_any_work():
+    """``given``'s ``bound=False`` skips the evidence the tail bound is made of: asking for both is an
+    error naming ``tail_bound`` (it was silently dropped: no ``tail_error_bound``, status success)."""
+    chain, exact = _problem("product2")
+    with pytest.raises(ValueError, match="tail_bound: True needs the error bound"):
+        chain.stationary("given", x0=exact, bound=False, tail_bound=True)
+    assert "tail_error_bound" in chain.stationary("given", x0=exact, tail_bound=True).info
