@@ -18,6 +18,7 @@ from ctmc.backends import operator_for
 from ctmc.kernels import levels as levels_module
 from ctmc.kernels.levels import LEVEL_MIN
 from models.gallery import parse_spec
+from reference import bd_pi, mm1k
 
 
 def _gallery_tandem(c):
@@ -47,13 +48,7 @@ def test_level_flows_count_every_rate_to_the_next_level(chunk, monkeypatch):
 
 def test_one_aggregation_step_gives_a_birth_death_law_and_leaves_the_law_fixed():
     K, lam, mu = 40, 1.0, 2.0
-    m = ctmc.Model("mm1k")
-    n = m.var("n", 0, K)
-    m.event("a", guard=n < K, rate=lam, update={n: n + 1})
-    m.event("d", guard=n > 0, rate=mu, update={n: n - 1})
-    chain = m.build(initial={"n": 0})
-    exact = (lam / mu) ** np.arange(K + 1.0)
-    exact /= exact.sum()
+    chain, exact = mm1k(K, lam, mu), bd_pi(K, lambda n: lam, lambda n: mu)     # (exact fractions)
     Q, X, lev = chain.Q.tocsr(), np.ones(K + 1, dtype=bool), np.asarray(chain.states["n"])
     agg = levels_module.LevelAggregation(Q, X, lev, gap=2)
     x = np.random.default_rng(1).uniform(0.5, 2.0, K + 1)
