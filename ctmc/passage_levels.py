@@ -103,7 +103,7 @@ from scipy.linalg import solve_banded
 from .backends import operator_for
 from .backends.base import LinearSpec, worst
 from .kernels.evidence import judge
-from .kernels.levels import level_chain
+from .kernels.levels import csr_entries, level_chain
 from .options import Tolerances
 from .passage_systems import ReplicatedSystem
 from .results import HittingResult, Status
@@ -173,17 +173,13 @@ def _global_rows(op):
     return sp.csr_matrix((G.data, G.indices, ip), shape=(op.n, op.n))
 
 
-def _check_levels(op, levels, rows: int = 1 << 20) -> None:
+def _check_levels(op, levels) -> None:
     """``ValueError`` (on every process) unless every transition of the owned rows moves ``levels`` (whole)
-    by one (read a block of rows at a time)."""
-    Q = op.generator_rows(False)
-    ip, first, hit = Q.indptr, op.start, [-1.0, -1.0]
-    for r0 in range(0, Q.shape[0], rows):
-        r1 = min(Q.shape[0], r0 + rows)
-        cols = Q.indices[ip[r0]:ip[r1]]
-        src = np.repeat(np.arange(r0 + first, r1 + first), np.diff(ip[r0:r1 + 1]))
-        off = (cols != src) & (Q.data[ip[r0]:ip[r1]] != 0)
-        bad = off & (np.abs(levels[cols] - levels[src]) != 1)
+    by one (read a chunk of entries at a time, :func:`ctmc.kernels.levels.csr_entries`)."""
+    hit = [-1.0, -1.0]
+    for rows, cols, vals in csr_entries(op.generator_rows(False)):
+        src = rows + op.start
+        bad = (cols != src) & (vals != 0) & (np.abs(levels[cols] - levels[src]) != 1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             hit = [float(src[i]), float(cols[i])]

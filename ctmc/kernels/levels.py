@@ -60,8 +60,8 @@ from ..results import Status
 from .sweeps import Sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
-           "structured_levels", "return_time_systems", "LEVEL_MASS_FLOOR", "level_factors", "level_flows",
-           "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
+           "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
+           "level_flows", "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
            "PolishLevels", "polish_levels"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
@@ -255,7 +255,7 @@ def level_chain(Q, X, levels, weights):
     W = np.bincount(group[X], weights=w[X], minlength=nc)
     share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
     ab = np.zeros(3 * max(nc, 0))
-    for rows, cols, vals in _entries(Q):
+    for rows, cols, vals in csr_entries(Q):
         keep = X[rows] & X[cols]
         r, c = rows[keep], cols[keep]
         if np.any(np.abs(lev[c] - lev[r]) > 1):
@@ -265,8 +265,9 @@ def level_chain(Q, X, levels, weights):
     return group, share, ab.reshape(3, nc)
 
 
-def _entries(Q):
-    """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time."""
+def csr_entries(Q):
+    """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
+    (rows numbered from 0; no copy of ``Q``)."""
     n, ptr = Q.shape[0], Q.indptr
     start = 0
     while start < n:
@@ -293,7 +294,7 @@ def level_flows(Q, X, levels):
     lev = np.asarray(levels, dtype=np.int64)
     n = Q.shape[0]
     up, down = np.zeros(n), np.zeros(n)
-    for rows, cols, vals in _entries(Q):
+    for rows, cols, vals in csr_entries(Q):
         step = np.where(X[rows] & X[cols], lev[cols] - lev[rows], 0)
         if np.any(np.abs(step) > 1):
             return None
