@@ -75,9 +75,9 @@ Methods (the registry :data:`METHODS`)
 Evidence
 --------
 Every result carries ``residual`` :math:`= \|\pi Q\|_1`, ``balance_error`` :math:`= \max_j |(\pi Q)_j| /
-(\pi_j |q_{jj}|)` and ``error_bound``, recomputed from the generator and graded by one rule for every
-method and backend (:mod:`ctmc.kernels.evidence`: :func:`~ctmc.kernels.evidence.stationary_evidence`,
-:func:`~ctmc.kernels.evidence.grade`, :func:`~ctmc.kernels.evidence.error_bound`); a Krylov solve's
+(\pi_j |q_{jj}|)` and ``error_bound``, recomputed from the generator (from :math:`sQ`, ``info["rate_scale"]``
+:math:`= s` a power of two, where the largest exit rate is outside :data:`~ctmc.backends.base.RATE_RANGE`)
+and graded by one rule for every method and backend (:mod:`ctmc.kernels.evidence`); a Krylov solve's
 return times are solved beside it on another core (:mod:`ctmc.kernels.ahead`).
 
 References
@@ -786,8 +786,7 @@ class _Evaluated:
 
 def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
     """Normalise a raw solution, recompute its evidence and grade it (:func:`grade`, :func:`grade_bound`)."""
-    ret = ctx.info.pop("_return", None)
-    levels = ctx.info.pop("_levels", None)
+    ret, levels = ctx.info.pop("_return", None), ctx.info.pop("_levels", None)
     x = x.pop() if isinstance(x, list) else x    # a list handed over: emptied (not held beside the bound)
     if x is None:
         return _Evaluated(None, status, msg, info={})
@@ -874,7 +873,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     bo = check_backend_options(backend, backend_options, getattr(opts, "preconditioner", None))
     mode = bo.pop("gather", None)
     t0 = time.perf_counter()
-    op = operator_for(chain, backend)
+    op, scale = operator_for(chain, backend).normalised()      # the law is that of s Q (s = 1 mostly)
     mode = mode or op.default_gather
     hint = None if op.initial is None or len(op.initial) == 0 else int(op.initial[0])
     if per_class:
@@ -895,6 +894,7 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
             res.info.update(closed_class_size=size, transient_states=op.n - size)
         if mode == "none":
             res.info["rows"] = (op.start, op.stop)
-        res = dataclasses.replace(res, pi=op.gather(res.pi, mode))
+        res.info["rate_scale"] = scale                             # (pi Q = (pi sQ) / s)
+        res = dataclasses.replace(res, pi=op.gather(res.pi, mode), residual=res.residual / scale)
         results.append(res.check(check))
     return results if per_class else results[0]

@@ -31,6 +31,7 @@ and solutions are full owned vectors, zero outside :math:`X`. Its
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -42,7 +43,15 @@ from ..results import Status
 #: unit round-off of double precision
 UNIT_ROUNDOFF = np.finfo(float).eps / 2
 
-__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "stalled_report", "PRECONDITIONERS"]
+__all__ = ["LinearSpec", "SolveReport", "System", "Operator", "worst", "stalled_report", "PRECONDITIONERS",
+           "RATE_RANGE", "rate_scale"]
+
+#: the range of the largest exit rate ``qmax`` in which a scale-free analysis (the stationary law) takes
+#: the generator as it is; beyond, it works on :math:`sQ` (:func:`rate_scale`, :meth:`Operator.normalised`).
+#: Below: the flows :math:`\pi_j q_{ij}` of a tail underflow where :math:`\pi` does not (rates of
+#: 1e-160 and a law down to 1e-200: every product is 0, a balance check sees nothing and sparse LU returns
+#: a tail 100 % off); above: sums of rates overflow
+RATE_RANGE = (2.0 ** -8, 2.0 ** 512)
 
 #: preconditioners of the Krylov solves, on every backend: a symmetric Gauss-Seidel sweep
 #: (on each process's block), incomplete LU (likewise), point Jacobi, none; "multilevel" (an
@@ -53,6 +62,18 @@ PRECONDITIONERS = ("sgs", "ilu0", "ilu", "jacobi", "none", "multilevel")
 #: severity order of statuses (the worst of several solves is reported)
 _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_ITERATIONS,
           Status.BREAKDOWN)
+
+
+def rate_scale(qmax: float) -> float:
+    r"""The power of two :math:`s` (exact to multiply by) with :math:`s\,q_{max} \in [1/2, 1)` (up to
+    :math:`2^{1023}`), or 1 where ``qmax`` is 0 or within :data:`RATE_RANGE`.
+
+    >>> rate_scale(3.0), rate_scale(1e-160) * 1e-160, rate_scale(0.0)
+    (1.0, 0.7029..., 1.0)
+    """
+    if qmax == 0 or not np.isfinite(qmax) or RATE_RANGE[0] <= qmax <= RATE_RANGE[1]:
+        return 1.0
+    return math.ldexp(1.0, min(-math.frexp(qmax)[1], 1023))       # (2^1023 at most: a double)
 
 
 def worst(*statuses: Status) -> Status:
@@ -394,6 +415,23 @@ class Operator(abc.ABC):
 
         Returns ``(owned result, SolveReport)``.
         """
+
+    # --- the time unit ---------------------------------------------------------
+    def rescaled(self, factor: float) -> "Operator":
+        """The operator of ``factor * Q`` (a copy of the rates; ``factor`` a power of two, so exact)."""
+        raise NotImplementedError(f"{type(self).__name__}.rescaled")
+
+    def normalised(self) -> tuple:
+        """``(op, s)``: the operator of :math:`sQ`, :math:`s` = :func:`rate_scale` of ``qmax`` (made once and
+        kept; this operator itself where :math:`s = 1`), for an analysis whose answer does not depend on the
+        unit of time. Quantities in rates that it reports are divided by :math:`s` again."""
+        s = rate_scale(self.qmax)
+        if s == 1.0:
+            return self, 1.0
+        kept = getattr(self, "_normalised", None)
+        if kept is None:
+            kept = self._normalised = self.rescaled(s)
+        return kept, s
 
     # --- housekeeping ------------------------------------------------------
     def memory(self) -> dict:

@@ -163,6 +163,11 @@ class ScipyOperator(Operator):
         self._QT = None
         self._rates.clear()
 
+    def rescaled(self, factor: float) -> "ScipyOperator":
+        Q = self.Q.copy()
+        Q.data *= factor
+        return ScipyOperator(Q, states=self.states, initial=self.initial)
+
     def releasable(self) -> int:
         """Bytes :meth:`release` frees now (what it drops, as made so far)."""
         held = [self._QT, *self._rates.values()]

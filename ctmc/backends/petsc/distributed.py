@@ -9,6 +9,7 @@ a chain.
 """
 from __future__ import annotations
 
+import copy
 import resource
 import time
 import weakref
@@ -378,6 +379,14 @@ class DistributedChain(Analyses, Operator):
             mat = self.transposed_rates() if transpose else self.R
             A = self._rows[bool(transpose)] = _csr(mat, self.stop - self.start, self.n_states)
         return A
+
+    def rescaled(self, factor: float) -> "DistributedChain":
+        new = copy.copy(self)              # the same rows, comm and state table; the rates a copy
+        new.R = self.R.copy()
+        new.R.scale(factor)
+        new.exit_rates, new.qmax = self.exit_rates * factor, self.qmax * factor
+        new._RT, new._rows, new._work, new._normalised = None, {}, None, None
+        return new
 
     def release(self) -> None:
         """Drop the scipy copies of the owned rows (made again on demand): before a large solve."""
