@@ -224,6 +224,17 @@ def test_the_super_solution_rule_holds_for_any_u():
     assert sigma <= TAIL_RESIDUAL and bound < 1e-11
 
 
+def test_an_overflowed_residual_is_no_residual_of_zero():
+    """A ``u`` whose product with M overflows (inf - inf: NaN) has an unknown residual: sigma is inf,
+    not 0 (0 would stop the sweeps of the bound's solve as if it were exact)."""
+    from ctmc.backends import operator_for
+    from ctmc.kernels.tail import residual_share
+    op = operator_for(ctmc.CTMC([[-10.0, 10.0, 0], [5.0, -10.0, 5.0], [0, 10.0, -10.0]]), "scipy")
+    X = np.array([False, True, True])
+    assert residual_share(op, X, np.array([0.0, 1e308, 1e308]), np.array([0.0, 1.0, 1.0])) == np.inf
+    assert residual_share(op, X, np.array([0.0, 0.3, 0.25]), np.array([0.0, 1.0, 1.0])) < np.inf
+
+
 def test_petsc_gives_the_same_bound():
     from ctmc.backends import petsc
     if not petsc.available():

@@ -145,10 +145,11 @@ def residual_share(op, X, u, b, count: bool = False):
     v = np.where(X, u, 0.0)
     s = np.where(X, b + op.apply(v, transpose=True), 0.0)       # b - M^T u: (u Q)_X = -(M^T u)
     # (the round-off of computing s)
-    terms = op.rates(np.abs(v), transpose=True) + np.abs(v) * op.exit_rates + np.abs(b)
+    with np.errstate(over="ignore"):
+        terms = op.rates(np.abs(v), transpose=True) + np.abs(v) * op.exit_rates + np.abs(b)
     s += 2 * op.product_roundoff() * np.where(X, terms, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(s > 0, s / b, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where((s > 0) | np.isnan(s), s / b, 0.0)      # (an overflowed residual is NaN: inf)
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
     sigma = max(op.allmax(float(ratio.max(initial=0.0))), 0.0)
     return (sigma, op.allsum(float(np.count_nonzero(ratio > TAIL_RESIDUAL)))) if count else sigma
