@@ -472,7 +472,7 @@ def _gs_probe(op, support, opts, hint, ctx, budget: int = 500, window: int = 10)
 
 def _balance(op, x):
     """The balance error of an owned, normalised iterate (global)."""
-    return balance_error(op, x, op.apply(x, transpose=True))
+    return balance_error(op, x)                    # x Q by blocks of rows: no vector beside Q^T (the polish's)
 
 
 def _polish(op, support, x, opts, ctx):

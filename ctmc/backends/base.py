@@ -263,6 +263,14 @@ class Operator(abc.ABC):
         q = self.exit_rates if np.ndim(x) == 1 else self.exit_rates[:, None]
         return self.rates(x, transpose) - q * x
 
+    def apply_blocks(self, x: np.ndarray, transpose: bool = False):
+        """``(s, block)``: the entries ``s`` to ``s + len(block)`` of :meth:`apply` of an owned vector, in
+        order (the same numbers). By default one block, the whole product; a backend that can make it
+        by blocks of rows holds a block at a time, not a vector (a balance error, a maximum, needs no more),
+        and may write each into the last one's array: read a block before taking the next.
+        """
+        yield 0, self.apply(x, transpose)
+
     def rate_columns(self, rows: np.ndarray, cols: np.ndarray):
         """The rates ``R[rows][:, cols]`` on the owned rows, sparse: shape ``(stop - start, len(cols))``.
 
