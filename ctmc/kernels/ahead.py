@@ -80,8 +80,7 @@ class ReturnTimesAhead:
         """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
         ``size`` states from :data:`AHEAD_STATES`) and fits: the plan's rule for the peak
         (:func:`ctmc.kernels.plan.beside_fits`: what both solves add within
-        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory, and where it is more than
-        :data:`~ctmc.kernels.plan.PLENTIFUL_SHARE` of it, the generator and it within
+        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory, and the generator and it within
         :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION` a transition), else None."""
         if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
             return None
