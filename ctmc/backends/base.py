@@ -167,6 +167,12 @@ class System(abc.ABC):
         """
         return None
 
+    def prepare(self, transpose: bool = False) -> None:
+        """Set up what a solve of this orientation needs (a Krylov system's matrix, or its view of ``Q``'s
+        rows, and its preconditioner) now, before the caller makes its right-hand side: what the set-up
+        frees (the scipy operator's ``Q^T``) is then not held beside it. Nothing by default (a solve sets
+        itself up)."""
+
     def reserve(self) -> None:
         """Make the vectors of the next solve's iteration now, in the caller's thread (a solve run on
         another thread then takes them: memory the caller's thread freed is reused, not held beside a

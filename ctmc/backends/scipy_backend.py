@@ -371,6 +371,10 @@ class ScipySystem(System):
             return H
         return None
 
+    def prepare(self, transpose=False):
+        if self.spec.kind in ("gmres", "bicgstab") and self._count and transpose not in self._krylov:
+            self._krylov_setup(transpose)
+
     def _krylov_setup(self, transpose):
         A = self._masked_transpose(transpose)
         if A is not None:          # M or M^T read from Q's rows: neither Q^T nor a matrix of the system is held
