@@ -108,8 +108,8 @@ BICGSTAB_VECTORS = 8
 #: (:mod:`ctmc.kernels.ahead`) only where both fit in it (:func:`beside_fits`), however much memory is free.
 #: Where a state has few transitions they cannot: cluster N=64 (4.85 a state) has 5 x 4.85 = 24.3
 #: float64 vectors of room in 40 bytes a transition, and the generator with the state codes takes 10.3 of
-#: them and the two BiCGStab solves 7 each (51 bytes a transition measured beside, 38 after: the bound's
-#: wall time costs more there, benchmarks/README.md)
+#: them and the two BiCGStab solves 7 each (50 bytes a transition measured beside, 38 after, at the same
+#: CPU time and within the shared machine's noise of its wall time: benchmarks/README.md)
 PEAK_BYTES_PER_TRANSITION = 40.0
 #: float64 vectors (of the chain's states) held while the two run at once: each BiCGStab's seven and its
 #: right-hand side, the exit rates, both systems' diagonal positions (int32) and set masks
