@@ -134,6 +134,7 @@ STAGES = [
     ("ctmc.backends.scipy_backend", "ssor1"),
     ("ctmc.backends.scipy_backend", "masked_transpose"),
     ("ctmc.krylov", "gmres"),
+    ("ctmc.stationary", "_polish"),
     ("ctmc.stationary", "stationary_evidence"),
     ("ctmc.stationary", "iterative_bound"),
     ("ctmc.backends.scipy_backend.ScipySystem", "close"),

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 
 from ._util import cores
 
-__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
+__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "product_rows", "compiled", "use_compiled",
            "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
            "SSOR_BLOCKS"]
 
@@ -376,3 +376,27 @@ def product(A, x):
     if ext is None or not _fits(A):
         return A @ x
     return _product(ext, A, x)
+
+
+def product_rows(A, x, start: int, stop: int, out=None):
+    """``(A @ x)[start:stop]`` without the rest: rows ``start`` to ``stop`` of the product (into ``out``).
+
+    The rows' sums are those of :func:`product` (each row in stored order): a product made block by
+    block is the whole one, to the bit, with a block's temporaries only.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0], [4.0, 0.0]]))
+    >>> product_rows(A, np.array([1.0, 1.0]), 1, 3)
+    array([3., 4.])
+    """
+    if not 0 <= start <= stop <= A.shape[0]:
+        raise ValueError(f"start, stop: expected 0 <= start <= stop <= {A.shape[0]} (rows), got {start}, {stop}")
+    ext = extension()
+    x = np.asarray(x)
+    if ext is None or not _fits(A) or x.ndim != 1 or x.dtype != np.float64 or x.size != A.shape[1]:
+        return _copied(A[start:stop] @ x, out)
+    if out is None:
+        out = np.empty(stop - start)
+    # the block's row pointers are offsets into the whole matrix's indices and values: no copy of them
+    ext.spmv(A.indptr[start:stop + 1], A.indices, A.data, np.ascontiguousarray(x), out)
+    return out

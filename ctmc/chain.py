@@ -22,6 +22,10 @@ from .structure import ClassStructure, class_structure
 __all__ = ["CTMC", "StateTable"]
 
 
+#: codes :meth:`StateTable.value_range` decodes at a time
+_DECODE_BLOCK = 1 << 15
+
+
 class StateTable:
     """Per-variable integer arrays describing each state of a chain.
 
@@ -104,13 +108,17 @@ class StateTable:
             name = name.name
         if name not in self.names:      # (``in`` on the lazy columns would decode the column)
             raise KeyError(f"no state variable {name!r}; variables are {list(self.names)}")
-        if self._codes is not None:
-            col = self._layout.decode(self._codes if rows is None else self._codes[rows])[name]
-        else:
+        if self._codes is None:
             col = self._cols[name] if rows is None else self._cols[name][rows]
-        if col.size == 0:
-            return None
-        return int(col.min()), int(col.max())
+            return (int(col.min()), int(col.max())) if col.size else None
+        # decoded block by block (a block's codes and quotients, not vectors of the rows beside them)
+        m, lo, hi = len(self._codes) if rows is None else len(rows), None, None
+        for s in range(0, m, _DECODE_BLOCK):
+            part = slice(s, s + _DECODE_BLOCK)
+            col = self._layout.decode(self._codes[part] if rows is None else self._codes[rows[part]])[name]
+            lo = int(col.min()) if lo is None else min(lo, int(col.min()))
+            hi = int(col.max()) if hi is None else max(hi, int(col.max()))
+        return None if lo is None else (lo, hi)
 
     def as_dict(self) -> dict:
         """The columns as a ``{name: array}`` dict (the expression environment)."""

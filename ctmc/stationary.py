@@ -337,12 +337,11 @@ def _pinned(kind: str):
             except MemoryError as exc:
                 return None, its, Status.BREAKDOWN, f"{kind}: out of memory ({exc})"
             try:
-                b = np.where(support & ~e, _row_of_R(op, pin), 0.0)
+                sysm.prepare(transpose=True)     # (a Krylov set-up frees Q^T before b is made beside it)
                 if kind != "lu" and "_ahead" not in info:      # the bound's return times on another core
                     info["_ahead"] = ReturnTimesAhead.start(op, support, pin, ctx.size, ctx.backend_options)
-                t0 = time.perf_counter()
-                x, rep = sysm.solve(b, transpose=True)
-                b = None                     # (not held through the polish and the bound)
+                t0 = time.perf_counter()         # b, the row of R off the pin, held by the solve alone:
+                x, rep = sysm.solve(np.where(support & ~e, _row_of_R(op, pin), 0.0), transpose=True)
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
@@ -374,6 +373,7 @@ def _pinned(kind: str):
         if rep.status is Status.BREAKDOWN:
             return None, its, rep.status, f"{kind}: {rep.reason}"
         msg = f"{kind} pinned at state {pin}" + (f" ({rep.reason})" if rep.reason else "")
+        sysm = e = None                      # (their masks not held beside the polish's Q^T)
         if kind != "lu" and rep.status is Status.SUCCESS:
             x = _polish(op, support, x, opts, ctx)
         return x, its, rep.status, msg
@@ -472,7 +472,7 @@ def _gs_probe(op, support, opts, hint, ctx, budget: int = 500, window: int = 10)
 
 def _balance(op, x):
     """The balance error of an owned, normalised iterate (global)."""
-    return balance_error(op, x, op.apply(x, transpose=True))
+    return balance_error(op, x)                    # x Q by blocks of rows: no vector beside Q^T (the polish's)
 
 
 def _polish(op, support, x, opts, ctx):

@@ -188,6 +188,12 @@ class System(abc.ABC):
         """
         return None
 
+    def prepare(self, transpose: bool = False) -> None:
+        """Set up what a solve of this orientation needs (a Krylov system's matrix, or its view of ``Q``'s
+        rows, and its preconditioner) now, before the caller makes its right-hand side: what the set-up
+        frees (the scipy operator's ``Q^T``) is then not held beside it. Nothing by default (a solve sets
+        itself up)."""
+
     def reserve(self) -> None:
         """Make the vectors of the next solve's iteration now, in the caller's thread (a solve run on
         another thread then takes them: memory the caller's thread freed is reused, not held beside a
@@ -283,6 +289,14 @@ class Operator(abc.ABC):
         """``Q x`` (or ``Q^T x``, i.e. ``(x^T Q)^T``) on owned parts."""
         q = self.exit_rates if np.ndim(x) == 1 else self.exit_rates[:, None]
         return self.rates(x, transpose) - q * x
+
+    def apply_blocks(self, x: np.ndarray, transpose: bool = False):
+        """``(s, block)``: the entries ``s`` to ``s + len(block)`` of :meth:`apply` of an owned vector, in
+        order (the same numbers). By default one block, the whole product; a backend that can make it
+        by blocks of rows holds a block at a time, not a vector (a balance error, a maximum, needs no more),
+        and may write each into the last one's array: read a block before taking the next.
+        """
+        yield 0, self.apply(x, transpose)
 
     def rate_columns(self, rows: np.ndarray, cols: np.ndarray):
         """The rates ``R[rows][:, cols]`` on the owned rows, sparse: shape ``(stop - start, len(cols))``.

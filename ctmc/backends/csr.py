@@ -114,7 +114,8 @@ def offdiagonal_counts(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
     if ext is not None:
         ptr = np.empty(A.shape[0] + 1, dtype=A.indptr.dtype)
         ext.select(A.indptr, A.indices, A.data, int(first), None, None, None, ptr, None, None, False)
-        return np.diff(ptr).astype(np.int64, copy=False)
+        out = np.empty(A.shape[0], dtype=np.int64)
+        return np.subtract(ptr[1:], ptr[:-1], out=out)        # (the row pointers and the counts alone)
     out = np.zeros(A.shape[0], dtype=np.int64)
     for r0, r1 in row_blocks(A.indptr):
         keep = _offdiagonal_keep(A, r0, r1, first)
@@ -646,17 +647,27 @@ def graph_reach(A: sp.csr_matrix, seeds, within=None, skip_zeros: bool = False) 
     return mask[:n]
 
 
-def lowest_columns(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
+def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None) -> np.ndarray:
     """``min(first + i, the smallest column of a non-zero entry of row i)`` for each row ``i`` of ``A`` (int64).
 
     With ``A`` the rows of ``Q`` and of ``Q^T``, the smaller of the two is
     the first column of row ``i`` of the symmetrised pattern (the envelope of
-    :func:`ctmc.kernels.plan.structure_facts`).
+    :func:`ctmc.kernels.plan.structure_facts`). ``out`` (int64, one entry a row,
+    optional): lowered in place to the smaller of its own entry and the row's, and
+    returned: the two orientations' minimum in one vector.
 
-    >>> lowest_columns(sp.csr_matrix(np.array([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]))).tolist()
+    >>> A = sp.csr_matrix(np.array([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]))
+    >>> lowest_columns(A).tolist()
     [0, 0, 2]
+    >>> lowest_columns(A, out=np.array([1, 2, 1])).tolist()
+    [1, 0, 1]
     """
-    low = np.arange(first, first + A.shape[0], dtype=np.int64)
+    if out is None:
+        low = np.arange(first, first + A.shape[0], dtype=np.int64)
+    else:
+        low = out
+        if low.dtype != np.int64 or low.shape != (A.shape[0],):
+            raise ValueError(f"out: expected int64 of one entry a row ({A.shape[0]}), got {low.dtype} {low.shape}")
     ext = _compiled(A)
     if ext is not None:
         ext.lowcols(A.indptr, A.indices, A.data, low)
@@ -666,7 +677,7 @@ def lowest_columns(A: sp.csr_matrix, first: int = 0) -> np.ndarray:
         if A.has_sorted_indices and np.all(A.data != 0):
             cols = A.indices[A.indptr[lead]]
         else:
-            cols = np.minimum.reduceat(np.where(A.data != 0, A.indices, low[-1] + 1), A.indptr[lead])
+            cols = np.minimum.reduceat(np.where(A.data != 0, A.indices, first + A.shape[0]), A.indptr[lead])
         low[lead] = np.minimum(low[lead], cols)
     return low
 

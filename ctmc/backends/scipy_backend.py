@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
-from .._relax import product
+from .._relax import product, product_rows
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System, stalled_report
@@ -151,6 +151,16 @@ class ScipyOperator(Operator):
             return generator_product(self.Q, np.asarray(x, dtype=float), transpose=True)
         return product(self.QT if transpose else self.Q, x)
 
+    def apply_blocks(self, x, transpose=False):
+        A = self.Q if not transpose else self._QT
+        if A is None or np.ndim(x) != 1:                  # Q^T x from Q's rows (a scatter): one block
+            yield 0, self.apply(x, transpose)
+            return
+        buf = np.empty(min(APPLY_BLOCK, self.n))          # one block, written again for each (read in turn)
+        for s in range(0, self.n, APPLY_BLOCK):           # the rows of the matrix held, a block at a time
+            e = min(s + APPLY_BLOCK, self.n)
+            yield s, product_rows(A, x, s, e, out=buf[:e - s])
+
     def offdiagonal_counts(self, transpose=False):
         if transpose and self._QT is None:
             # counted from Q's columns: Q^T is not made again for a count (the error bound asks
@@ -255,6 +265,9 @@ def ssor1(A: sp.spmatrix):
 
     return symmetric_gauss_seidel(A)
 
+
+#: rows of a product :meth:`ScipyOperator.apply_blocks` makes at a time (a 128 KiB block)
+APPLY_BLOCK = 1 << 14
 
 #: a Krylov system leaving out at most this many states masks them instead of extracting its block
 MASKED_STATES = 16
@@ -362,6 +375,10 @@ class ScipySystem(System):
             self.info.update(multilevel_sizes=H.sizes, multilevel_setup_seconds=H.seconds)
             return H
         return None
+
+    def prepare(self, transpose=False):
+        if self.spec.kind in ("gmres", "bicgstab") and self._count and transpose not in self._krylov:
+            self._krylov_setup(transpose)
 
     def _krylov_setup(self, transpose):
         A = self._masked_transpose(transpose)

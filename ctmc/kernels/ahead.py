@@ -80,15 +80,19 @@ class ReturnTimesAhead:
         """A :class:`ReturnTimesAhead` where it can pay (the scipy backend on one process, two cores,
         ``size`` states from :data:`AHEAD_STATES`) and fits: the plan's rule for the peak
         (:func:`ctmc.kernels.plan.beside_fits`: what both solves add within
-        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory, and where it is more than
-        :data:`~ctmc.kernels.plan.PLENTIFUL_SHARE` of it, the generator and it within
+        :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available memory, and the generator and it within
         :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION` a transition), else None."""
         if op.size != 1 or op.backend != "scipy" or cores() < 2 or size < AHEAD_STATES:
             return None
         from ..backends.scipy_backend import MASKED_STATES
+        budget, matrices = BUDGET_FRACTION * available_memory(), op.n - size > MASKED_STATES
+        # the class's stored entries are at most Q's (a state of a class of many has its diagonal stored), and
+        # without the systems' matrices the rule is monotone in them: where even Q's do not fit, the class's
+        # are not counted (its row counts, a vector and a half, beside Q^T just before the solve)
+        if not matrices and not beside_fits(op.n, op.Q.nnz, size, op.Q.nnz, budget):
+            return None
         entries = size + int(np.sum(op.offdiagonal_counts(), where=support))
-        if not beside_fits(op.n, op.Q.nnz, size, entries, BUDGET_FRACTION * available_memory(),
-                           matrices=op.n - size > MASKED_STATES):
+        if not beside_fits(op.n, op.Q.nnz, size, entries, budget, matrices=matrices):
             return None
         try:
             return cls(op, support, pin, backend_options)

@@ -103,7 +103,9 @@ def walk_pin(op, support, hint=None, steps=None, seed: int = 0) -> int:
 
 def slowest_exit(op, support) -> int:
     """Global index of the supported state with the smallest exit rate (the first on ties)."""
-    return global_argmax(op, np.where(support, -op.exit_rates, -np.inf))[1]
+    v = np.negative(op.exit_rates)              # np.where(support, -q, -inf) in one vector, not two
+    np.copyto(v, -np.inf, where=~np.asarray(support, dtype=bool))
+    return global_argmax(op, v)[1]
 
 
 def _closed_class_from(op, z):

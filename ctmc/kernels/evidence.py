@@ -258,16 +258,21 @@ def stationary_evidence(op, pi: np.ndarray):
     return float(s[0]), bal, int(s[1]), int(s[2])
 
 
-def balance_error(op, x, r, floor: float = _TINY) -> float:
+def balance_error(op, x, r=None, floor: float = _TINY) -> float:
     """``max_j |r_j| / (x_j q_j)`` over states with ``x_j >= floor`` and an exit (global).
 
-    ``r`` is ``(x Q)`` on the owned rows: the relative imbalance of flow in and out of each state.
+    ``r`` is ``(x Q)`` on the owned rows: the relative imbalance of flow in and out of each state;
+    None: made here by blocks of rows (:meth:`~ctmc.backends.base.Operator.apply_blocks`; a maximum,
+    the same number), not a vector beside ``x`` (the polish's, where ``Q^T`` is held).
     """
     tops, q, step = [], op.exit_rates, 1 << 13      # block by block: no vector temporaries
-    for s in range(0, x.size, step):
-        out = x[s:s + step] * q[s:s + step]
-        ok = (x[s:s + step] >= floor) & (out > 0)
-        tops.append(np.max(np.abs(r[s:s + step][ok]) / out[ok], initial=0.0))
+    blocks = [(0, r)] if r is not None else op.apply_blocks(x, transpose=True)
+    for first, rb in blocks:
+        for s in range(first, first + rb.size, step):
+            e = min(s + step, first + rb.size)
+            out = x[s:e] * q[s:e]
+            ok = (x[s:e] >= floor) & (out > 0)
+            tops.append(np.max(np.abs(rb[s - first:e - first][ok]) / out[ok], initial=0.0))
     return op.allmax(float(np.max(tops, initial=0.0)))          # (a NaN stays one)
 
 

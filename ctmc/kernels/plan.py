@@ -50,7 +50,7 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
-           "PEAK_BYTES_PER_TRANSITION", "PLENTIFUL_SHARE", "BESIDE_VECTORS", "beside_fits"]
+           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -103,15 +103,14 @@ WORK_VECTORS = 10
 #: BiCGStab's own vectors (the iterate, the residual with the half step in it, the shadow, the direction,
 #: the two products, the preconditioned direction and half step in one; the numpy steps' scratch)
 BICGSTAB_VECTORS = 8
-#: the peak of build + default solve per transition of the chain at most, where memory is short and it is
-#: the plan's choice (issue 23's target; the generator itself takes 12-17): the error bound's return times
-#: are solved beside the stationary solve (:mod:`ctmc.kernels.ahead`) only where both fit in it
-#: (:func:`beside_fits`) ...
+#: the peak of build + default solve per transition of the chain at most (issue 23's target; the generator
+#: itself takes 12-17): the error bound's return times are solved beside the stationary solve
+#: (:mod:`ctmc.kernels.ahead`) only where both fit in it (:func:`beside_fits`), however much memory is free.
+#: Where a state has few transitions they cannot: cluster N=64 (4.85 a state) has 5 x 4.85 = 24.3
+#: float64 vectors of room in 40 bytes a transition, and the generator with the state codes takes 10.3 of
+#: them and the two BiCGStab solves 7 each (50 bytes a transition measured beside, 38 after, at the same
+#: CPU time and within the shared machine's noise of its wall time: benchmarks/README.md)
 PEAK_BYTES_PER_TRANSITION = 40.0
-#: ... or where what the two solves add is at most this share of the available memory: there the thread's
-#: wall time is kept (cluster N=64 and tandem c=511 hold 50 and 67 bytes a transition beside it, 40 and
-#: 47 after it, at 20-30 % more wall time where a core is free: benchmarks/README.md)
-PLENTIFUL_SHARE = 0.01
 #: float64 vectors (of the chain's states) held while the two run at once: each BiCGStab's seven and its
 #: right-hand side, the exit rates, both systems' diagonal positions (int32) and set masks
 BESIDE_VECTORS = 2 * (7 + 1) + 2
@@ -156,17 +155,14 @@ def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int
     ``states`` states and ``entries`` stored entries (the diagonal included), on a chain of
     ``chain_states`` and ``chain_entries``. What the two add, :data:`BESIDE_VECTORS` vectors of the
     chain's states and, with ``matrices`` (systems extracted, not read from ``Q``'s rows), both
-    solves' matrices, must fit in ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory);
-    where it is more than :data:`PLENTIFUL_SHARE` of it, the generator (:data:`MATRIX_ENTRY_BYTES` a
-    stored entry, 4 bytes a row) and it must fit in :data:`PEAK_BYTES_PER_TRANSITION` a transition of
-    the class too.
+    solves' matrices, must fit in ``budget`` bytes (:data:`BUDGET_FRACTION` of the available memory)
+    and, with the generator (:data:`MATRIX_ENTRY_BYTES` a stored entry, 4 bytes a row), in
+    :data:`PEAK_BYTES_PER_TRANSITION` a transition of the class, whatever the budget.
 
     >>> beside_fits(58_400, 504_800, 58_400, 504_800, 1e9)          # kanban t=3: 14.1 + 18.8 bytes a transition
     True
-    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 1e9)        # cluster N=64: 15.3 + 29.7
+    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # cluster N=64: 15.3 + 29.7
     False
-    >>> beside_fits(151_060, 884_276, 151_060, 884_276, 24e9)       # ... with memory to spare
-    True
     """
     vectors = BESIDE_VECTORS * 8.0 * chain_states
     if matrices:
@@ -175,7 +171,7 @@ def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int
         return False
     generator = MATRIX_ENTRY_BYTES * chain_entries + 4.0 * chain_states
     transitions = max(int(entries) - int(states), 1)
-    return vectors <= PLENTIFUL_SHARE * budget or generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions
+    return generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions
 
 
 def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:
@@ -298,15 +294,19 @@ def structure_facts(op, support) -> dict:
     m = op.stop - op.start
     nnz = int(np.sum(op.offdiagonal_counts(), where=support)) if m else 0
     # the first column of each row of the symmetrised pattern: the smallest column of a non-zero
-    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each (two
-    # vectors at a time beside Q and Q^T: the row widths w are made in a third, exact as floats)
+    # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each, lowering
+    # one int64 vector, and the row widths w = start + i - first made in its place block by block
+    # (exact as floats): one vector beside Q and Q^T
     first = lowest_columns(op.generator_rows(False), op.start)
-    np.minimum(first, lowest_columns(op.generator_rows(True), op.start), out=first)
-    w = np.arange(op.start, op.stop, dtype=float)
-    w -= first
+    lowest_columns(op.generator_rows(True), op.start, out=first)
+    w = first.view(float)
+    for s in range(0, m, _BLOCK):
+        e = min(s + _BLOCK, m)
+        w[s:e] = np.arange(op.start + s, op.start + e, dtype=np.int64) - first[s:e]   # read, then written
     del first
     np.copyto(w, 0.0, where=~support)
     g = op.allsum(np.array([w.sum(), nnz, w @ w], dtype=float))
+    del w                                                 # (not held beside the class's rows below)
     facts = {"states": count(op, support), "transitions": int(g[1]),
              "envelope_per_nnz": float(g[0] / max(g[1], 1.0)), "profile_flops": float(g[2]),
              "dimensions": None}
@@ -316,6 +316,9 @@ def structure_facts(op, support) -> dict:
         facts["dimensions"] = _dimensions(op, rows)
     return facts
 
+
+#: rows :func:`structure_facts` turns from first columns into widths at a time
+_BLOCK = 1 << 14
 
 #: states of a class whose variables are decoded first (every k-th state): a variable that varies on
 #: them varies on the class, and only the others are decoded for the whole class
