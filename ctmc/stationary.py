@@ -97,7 +97,7 @@ from typing import Optional
 import numpy as np
 import scipy.sparse as sp
 
-from ._relax import sweep
+from ._relax import product, sweep
 from ._util import available_memory
 from .aggregation import MultilevelOptions, level_factors, multilevel
 from .given import GivenOptions, given
@@ -110,7 +110,8 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
-from .kernels.levels import LEVEL_IAD_TAIL_GAP, fed_states, level_steps, live_order, polish_levels, run_sums
+from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, fed_states, level_steps, live_order,
+                             polish_levels, run_sums)
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
@@ -613,13 +614,14 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
     stalls or feeds them (``info["unfrozen_at"]``). The stop is checked every few iterations on the iterate
     in state order (:func:`checked_sweeps`); past the normwise cap the levels are rescaled less often."""
     order, ml = live_order(op.local_rows(), support, lev, x0)
-    A = Sweeper(op, support, order=np.concatenate([order, np.flatnonzero(~support)])).local
+    full = np.concatenate([order, np.flatnonzero(~support)])
+    A, qo = Sweeper(op, support, order=full).local, op.exit_rates[full]     # qo: the stop's, in that order
     runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, order.size))]
     m = order.size
     rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))  # a view
     up_o, down_o = up[order], down[order]
     xo, zero = np.concatenate([x0[order], np.zeros(op.n - m)]), np.zeros(op.n)
-    stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
+    stop = Stop(OrderedStates(op, qo[:rows.shape[0]]), opts, patience=LEVEL_IAD_PATIENCE)
 
     def step(it, v):
         agg = stop.norm_it is None or it % LEVEL_IAD_TAIL_GAP == 0
@@ -635,18 +637,16 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
             v /= s
         return np.isfinite(s) and s > 0
 
-    def unordered(v):
-        x = np.zeros(op.n)
-        x[order] = v[:m]
-        return x
-    check = lambda it, v: stop(it, (x := unordered(v)), op.apply(x, transpose=True))    # noqa: E731
+    unordered = lambda v: np.bincount(order, weights=v[:m], minlength=op.n)    # noqa: E731 (exact: one a bin)
+    check = lambda it, v: stop(it, v[:rows.shape[0]], product(rows, v))    # noqa: E731 (the swept rows)
     with Progress("stationary (level_iad)", opts.progress) as prog:
         on = lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}")    # noqa: E731
         it, out = checked_sweeps(step, xo, check, stop, 1, opts.maxiter, on_check=on)
         steps = level_steps(0, it, stop.norm_it)
         if out is True and ml < m and (not stop.bal <= opts.tail_tol or fed_states(   # stalled, or states left
                 (x := unordered(xo)), op.apply(x, transpose=True), op.exit_rates, order[ml:m])):  # out fed: all
-            ctx.info["unfrozen_at"], rows, stop, first = it, A, Stop(op, opts, patience=LEVEL_IAD_PATIENCE), it
+            ctx.info["unfrozen_at"], rows, first = it, A, it
+            stop = Stop(OrderedStates(op, qo), opts, patience=LEVEL_IAD_PATIENCE)
             it, out = checked_sweeps(step, xo, check, stop, first + 1, opts.maxiter, on_check=on)
             steps += level_steps(first, it, stop.norm_it)
     ctx.info.update(levels=n_lev, level_aggregations=steps, swept_states=m if rows is A else ml)

@@ -63,7 +63,7 @@ __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROB
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
            "level_flows", "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
            "PolishLevels", "polish_levels", "LEVEL_LIVE", "live_states", "live_order", "fed_states",
-           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps"]
+           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -116,6 +116,15 @@ def fed_states(x, r, q, states, floor: float = LEVEL_LIVE) -> int:
     """
     xs, rs, qs = x[states], r[states], q[states]
     return int(np.count_nonzero(rs + xs * qs >= floor * float(x.sum()) * qs))
+
+
+class OrderedStates:
+    """What the stopping rule (:class:`~ctmc.kernels.sweeps.Stop`) reads of a one-process operator ``op``,
+    for an iterate kept in another order: ``exit_rates`` ``q`` in that order (of the leading states
+    it checks), ``qmax`` and the reductions of ``op``."""
+
+    def __init__(self, op, q):
+        self.exit_rates, self.qmax, self.allsum, self.allmax = q, op.qmax, op.allsum, op.allmax
 
 
 def live_order(R, support, levels, x):
