@@ -76,7 +76,7 @@ def rss_gib(chain=None) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_method=None):
+def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_method=None, method=None):
     """The measurements of one K (a dict)."""
     import warnings
 
@@ -84,9 +84,9 @@ def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_me
     warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
     q = JSQ2(K, rho, MU2, backend=backend)
     chain, t_build = timed(q.chain)
-    res, t_stat = timed(q.stationary, check=False)      # a law short of success is reported, not raised
+    res, t_stat = timed(q.stationary, method, check=False)    # a law short of success is reported, not raised
     cpu_stat = CPU["stationary"]
-    if res.status.ok:
+    if res.status.ok and method is None:
         pb, t_pb = timed(q.blocking_probability)
     else:
         pb, t_pb = float(res.pi[chain.index(s=K, l=K)]), float("nan")
@@ -191,6 +191,9 @@ def main(argv=None):
     ap.add_argument("--saturation-method", default=None,
                     help="the saturation means by this method (default: the model's route; 'auto': "
                          "ctmc's hitting-time analysis, the sparse LU, at every K)")
+    ap.add_argument("--stationary-method", default=None,
+                    help="the stationary law by this method (default: the model's route; 'level_iad': its "
+                         "route beyond LEVEL_STATES at every K; P_block then read off that law)")
     ap.add_argument("--method-only", action="store_true",
                     help="time level_iad's iterations alone (no error bound, no saturation), every K")
     ap.add_argument("--lu-max-states", type=int, default=1_200_000,
@@ -210,7 +213,7 @@ def main(argv=None):
     if a.one is not None:                          # a child: one K, JSON on stdout
         warm_up()
         out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(
-            a.one, a.rho, a.backend, a.saturation_max_states, a.saturation_method)
+            a.one, a.rho, a.backend, a.saturation_max_states, a.saturation_method, a.stationary_method)
         print(json.dumps(out))
         return 0
     Ks = a.K or ([100, 300] if a.quick else [1000, 2000, 3000, 4500])
@@ -221,12 +224,14 @@ def main(argv=None):
     for K in Ks:
         if a.backend == "petsc":
             warm_up()
-            rows.append(one(K, a.rho, "petsc", a.saturation_max_states, a.saturation_method))
+            rows.append(one(K, a.rho, "petsc", a.saturation_max_states, a.saturation_method,
+                            a.stationary_method))
         else:
             cmd = [sys.executable, __file__, "--one", str(K), "--rho", str(a.rho),
                    "--saturation-max-states", str(a.saturation_max_states),
                    "--lu-max-states", str(a.lu_max_states)] + (["--method-only"] if a.method_only else []) \
-                + (["--saturation-method", a.saturation_method] if a.saturation_method else [])
+                + (["--saturation-method", a.saturation_method] if a.saturation_method else []) \
+                + (["--stationary-method", a.stationary_method] if a.stationary_method else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"  K={K} failed: {proc.stderr.strip().splitlines()[-1:]}", flush=True)
