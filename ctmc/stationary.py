@@ -614,10 +614,9 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
     stalls or feeds them (``info["unfrozen_at"]``). The stop is checked every few iterations on the iterate
     in state order (:func:`checked_sweeps`); past the normwise cap the levels are rescaled less often."""
     order, ml = live_order(op.local_rows(), support, lev, x0)
-    full = np.concatenate([order, np.flatnonzero(~support)])
+    full, m = np.concatenate([order, np.flatnonzero(~support)]), order.size
     A, qo = Sweeper(op, support, order=full).local, op.exit_rates[full]     # qo: the stop's, in that order
-    runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, order.size))]
-    m = order.size
+    runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, m))]
     rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))  # a view
     up_o, down_o = up[order], down[order]
     xo, zero = np.concatenate([x0[order], np.zeros(op.n - m)]), np.zeros(op.n)
@@ -643,16 +642,16 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
         on = lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}")    # noqa: E731
         it, out = checked_sweeps(step, xo, check, stop, 1, opts.maxiter, on_check=on)
         steps = level_steps(0, it, stop.norm_it)
-        if out is True and ml < m and (not stop.bal <= opts.tail_tol or fed_states(   # stalled, or states left
-                (x := unordered(xo)), op.apply(x, transpose=True), op.exit_rates, order[ml:m])):  # out fed: all
-            ctx.info["unfrozen_at"], rows, first = it, A, it
+        fed = ml < m and out is not False and fed_states(op, unordered(xo), order[ml:m])    # left out, fed
+        if ml < m and (fed or out is True and not stop.bal <= opts.tail_tol) and it < opts.maxiter:
+            ctx.info["unfrozen_at"], rows, first, fed = it, A, it, False          # every state swept again
             stop = Stop(OrderedStates(op, qo), opts, patience=LEVEL_IAD_PATIENCE)
             it, out = checked_sweeps(step, xo, check, stop, first + 1, opts.maxiter, on_check=on)
             steps += level_steps(first, it, stop.norm_it)
     ctx.info.update(levels=n_lev, level_aggregations=steps, swept_states=m if rows is A else ml)
     if out is False or not np.isfinite(stop.rel):
         return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-    status = Status.SUCCESS if out or stop.rel <= opts.tol else Status.MAX_ITERATIONS   # the tail is graded
+    status = Status.SUCCESS if (out or stop.rel <= opts.tol) and not fed else Status.MAX_ITERATIONS  # +tail
     return unordered(xo), it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
 
 

@@ -66,6 +66,9 @@ def test_a_start_that_leaves_out_what_the_tail_needs_gets_every_state_swept():
     assert lvl.info["swept_states"] == q.n_states
     normal = lu >= TINY
     assert np.max(np.abs(lvl.pi[normal] / lu[normal] - 1)) < 1e-9
+    # out of iterations before they could be swept: never graded a success (its checked balance is met)
+    short = q.stationary("level_iad", x0=x0, maxiter=lvl.info["unfrozen_at"], check=False)
+    assert short.status == "max_iterations" and short.info["swept_states"] < q.n_states
 
 
 @pytest.mark.parametrize("compiled", [True, False])

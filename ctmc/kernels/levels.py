@@ -105,17 +105,21 @@ def live_states(R, x, floor: float = LEVEL_LIVE):
     return (big > 0) | (R @ big > 0) | (R.T @ big > 0)
 
 
-def fed_states(x, r, q, states, floor: float = LEVEL_LIVE) -> int:
-    r"""How many of ``states`` a Gauss-Seidel update would lift to ``floor`` of the sum of ``x``: its value
-    in-flow / exit rate, :math:`(r_j + x_j q_j) / q_j` (``r = x Q``, ``q`` the exit rates). Left as they
-    started, such states would be fed far more than they give back below the range the balance is checked
-    on (a start that left out probabilities the law has there).
+def fed_states(op, x, states, floor: float = LEVEL_LIVE) -> int:
+    r"""How many of ``states`` a Gauss-Seidel update would lift to ``floor`` of the sum of ``x`` (a law of
+    ``op``, one process): their value in-flow / exit rate, :math:`(r_j + x_j q_j) / q_j`, :math:`r = xQ`.
+    Left as they started, such states would be fed far more than they give back, below the range the
+    balance is checked on (a start that left out probabilities the law has there).
 
-    >>> fed_states(np.array([1.0, 1e-320]), np.array([-1.0, 1.0]), np.array([1.0, 1.0]), np.array([1]))
-    1
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> op = operator_for(ctmc.CTMC([[-1.0, 1.0, 0.0], [1.0, -2.0, 1.0], [0.0, 1.0, -1.0]]), "scipy")
+    >>> x = np.array([1.0, 1e-320, 1e-320])         # state 1 is fed by state 0, state 2 by state 1 only
+    >>> fed_states(op, x, [1]), fed_states(op, x, [2])
+    (1, 0)
     """
-    xs, rs, qs = x[states], r[states], q[states]
-    return int(np.count_nonzero(rs + xs * qs >= floor * float(x.sum()) * qs))
+    r, q = op.apply(x, transpose=True)[states], op.exit_rates[states]
+    return int(np.count_nonzero(r + x[states] * q >= floor * float(x.sum()) * q))
 
 
 class OrderedStates:
