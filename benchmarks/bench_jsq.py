@@ -31,6 +31,9 @@ probability is a normal double (>= 2.2e-308): the tail, state by state.
 
 ``--law-identity`` checks a candidate bound of P_block's relative error (:func:`law_identity`).
 
+The stationary law and the saturation means are timed in wall and CPU seconds (this process's: on a
+shared machine the CPU time is what compares; a base commit in the same run with ``PYTHONPATH``).
+
 Run: .venv/bin/python benchmarks/bench_jsq.py [--quick] [--K 1000 2000 3000 4500] [--rho 0.95] [--method-only]
      mpirun -n 2 .venv/bin/python benchmarks/bench_jsq.py --backend petsc --K 1000   (in-process)
 """
@@ -54,10 +57,14 @@ from ctmc.report import format_table  # noqa: E402
 MU2 = 0.5
 
 
+CPU = {}
+
+
 def timed(fn, *a, **kw):
-    """Call ``fn``; return (result, wall seconds)."""
-    t0 = time.perf_counter()
+    """Call ``fn``; return (result, wall seconds); its CPU seconds (this process's) into ``CPU[fn name]``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn(*a, **kw)
+    CPU[getattr(fn, "__name__", "")] = time.process_time() - c0
     return out, time.perf_counter() - t0
 
 
@@ -69,7 +76,7 @@ def rss_gib(chain=None) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
 
 
-def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_method=None):
+def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_method=None, method=None):
     """The measurements of one K (a dict)."""
     import warnings
 
@@ -77,13 +84,15 @@ def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_me
     warnings.simplefilter("ignore", ctmc.TailAccuracyWarning)
     q = JSQ2(K, rho, MU2, backend=backend)
     chain, t_build = timed(q.chain)
-    res, t_stat = timed(q.stationary, check=False)      # a law short of success is reported, not raised
-    if res.status.ok:
+    res, t_stat = timed(q.stationary, method, check=False)    # a law short of success is reported, not raised
+    cpu_stat = CPU["stationary"]
+    if res.status.ok and method is None:
         pb, t_pb = timed(q.blocking_probability)
     else:
         pb, t_pb = float(res.pi[chain.index(s=K, l=K)]), float("nan")
     pb_cf, t_pbcf = timed(q.blocking_probability, "closed_form")
-    row = dict(K=K, states=int(q.n_states), build=t_build, stationary=t_stat, method=res.method,
+    row = dict(K=K, states=int(q.n_states), build=t_build, stationary=t_stat, stationary_cpu=cpu_stat,
+               method=res.method,
                status=res.status.value, iterations=int(res.iterations),
                bound_s=float(res.info.get("error_bound_seconds", 0.0)), balance=float(res.balance_error),
                pb=float(pb), pb_err=abs(pb / pb_cf - 1), pb_s=t_pb, rss_stationary=rss_gib(chain))
@@ -92,7 +101,8 @@ def one(K, rho, backend="scipy", saturation_max_states=20_000_000, saturation_me
         sat, t_sat = timed(q.saturation_analysis, check=False, **kw)
         cf, t_cf = timed(q.saturation_times, source="closed_form")
         fin = cf > 0
-        row.update(saturation=t_sat, sat_method=sat.method, sat_status=sat.status.value, closed_form_s=t_cf,
+        row.update(saturation=t_sat, saturation_cpu=CPU["saturation_analysis"], sat_method=sat.method,
+                   sat_status=sat.status.value, closed_form_s=t_cf,
                    tau_bound=float(sat.error_bound), tau_bound_kind=str(sat.info.get("error_bound_kind", "")),
                    tau_err=float(np.max(np.abs(sat.mean[fin] / cf[fin] - 1))),
                    tau0=float(sat.mean[chain.index(s=0, l=0)]))
@@ -152,17 +162,19 @@ def law_identity(K, rho):
 def table(rows):
     out = []
     for r in rows:
-        sat = (f"{r['saturation']:.1f} ({r['sat_method']}, {r['sat_status']})" if "saturation" in r
-               else "not run (LU fill beyond memory)")
+        sat = (f"{r['saturation']:.1f} / {r.get('saturation_cpu', float('nan')):.1f} ({r['sat_method']}, "
+               f"{r['sat_status']})" if "saturation" in r else "not run (LU fill beyond memory)")
         out.append([r["K"], f"{r['states']:.3g}", f"{r['build']:.1f}",
-                    f"{r['stationary']:.1f} ({r['method']}, {r['status']}, {r['iterations']} it.)",
+                    f"{r['stationary']:.1f} / {r.get('stationary_cpu', float('nan')):.1f} ({r['method']}, "
+                    f"{r['status']}, {r['iterations']} it.)",
                     f"{r['bound_s']:.1f}", f"{r['pb']:.3e}", f"{r['pb_err']:.1e}", f"{r['pb_s']:.4f}", sat,
                     f"{r['tau_err']:.1e}" if "tau_err" in r else "-",
                     f"{r['tau_bound']:.1e} ({r['tau_bound_kind']})" if "tau_bound" in r else "-",
                     f"{r['closed_form_s']:.1f}" if "closed_form_s" in r else "-",
                     f"{r['rss_stationary']:.2f} / {r['rss']:.2f}"])
-    return format_table(out, ["K", "states", "build s", "stationary s (route)", "of which bound s", "P_block",
-                              "rel.err P_block", "P_block s (cached)", "saturation s (route)",
+    return format_table(out, ["K", "states", "build s", "stationary wall / CPU s (route)", "of which bound s",
+                              "P_block", "rel.err P_block", "P_block s (cached)",
+                              "saturation wall / CPU s (route)",
                               "max rel.err E[tau]", "its error bound (kind)", "closed forms s",
                               "peak RSS GiB (a process) after stationary / saturation"])
 
@@ -179,6 +191,9 @@ def main(argv=None):
     ap.add_argument("--saturation-method", default=None,
                     help="the saturation means by this method (default: the model's route; 'auto': "
                          "ctmc's hitting-time analysis, the sparse LU, at every K)")
+    ap.add_argument("--stationary-method", default=None,
+                    help="the stationary law by this method (default: the model's route; 'level_iad': its "
+                         "route beyond LEVEL_STATES at every K; P_block then read off that law)")
     ap.add_argument("--method-only", action="store_true",
                     help="time level_iad's iterations alone (no error bound, no saturation), every K")
     ap.add_argument("--lu-max-states", type=int, default=1_200_000,
@@ -198,7 +213,7 @@ def main(argv=None):
     if a.one is not None:                          # a child: one K, JSON on stdout
         warm_up()
         out = method_only(a.one, a.rho, a.lu_max_states) if a.method_only else one(
-            a.one, a.rho, a.backend, a.saturation_max_states, a.saturation_method)
+            a.one, a.rho, a.backend, a.saturation_max_states, a.saturation_method, a.stationary_method)
         print(json.dumps(out))
         return 0
     Ks = a.K or ([100, 300] if a.quick else [1000, 2000, 3000, 4500])
@@ -209,12 +224,14 @@ def main(argv=None):
     for K in Ks:
         if a.backend == "petsc":
             warm_up()
-            rows.append(one(K, a.rho, "petsc", a.saturation_max_states, a.saturation_method))
+            rows.append(one(K, a.rho, "petsc", a.saturation_max_states, a.saturation_method,
+                            a.stationary_method))
         else:
             cmd = [sys.executable, __file__, "--one", str(K), "--rho", str(a.rho),
                    "--saturation-max-states", str(a.saturation_max_states),
                    "--lu-max-states", str(a.lu_max_states)] + (["--method-only"] if a.method_only else []) \
-                + (["--saturation-method", a.saturation_method] if a.saturation_method else [])
+                + (["--saturation-method", a.saturation_method] if a.saturation_method else []) \
+                + (["--stationary-method", a.stationary_method] if a.stationary_method else [])
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"  K={K} failed: {proc.stderr.strip().splitlines()[-1:]}", flush=True)

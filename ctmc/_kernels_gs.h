@@ -9,7 +9,9 @@
  * way, so a sweep gives pyamg's numbers to the bit (the fallback of ctmc._relax.sweep, and the kernel
  * the stationary iterations and the tail polish ran on before). A sweep is sequential by nature: one
  * thread; the polish's products, the other half of its work, run on the threads (spmv).
- * Unlike pyamg's binding it releases the GIL, checks the sizes and takes 32- or 64-bit indices. */
+ * Unlike pyamg's binding it releases the GIL, checks the sizes and takes 32- or 64-bit indices.
+ * x and b may be longer than the rows (the leading rows of a larger matrix are swept, the other
+ * entries of x read where the rows' columns reach them). */
 
 #define GS_KERNELS(IT, SUF)                                                                            \
 static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                    \
@@ -43,8 +45,8 @@ static PyObject *py_gs(PyObject *self, PyObject *args)
     if (get_all(o, b, "iidDd", (const char *[]){"indptr", "indices", "data", "x", "b"}) < 0) return NULL;
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
-                             "gs: x and b (not x) one entry a row")) {
+    if (csr_ok(b) && require(NELEM(b[3]) >= n && NELEM(b[4]) >= n && b[3].buf != b[4].buf,
+                             "gs: x and b (not x) at least one entry a row")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
         if (require(last <= NELEM(b[2]), "gs: indptr[-1] beyond the stored entries")) {
             Py_BEGIN_ALLOW_THREADS

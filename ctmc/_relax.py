@@ -119,9 +119,11 @@ def sweep(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, omega: float = 1.0, di
 
     Parameters
     ----------
-    A : scipy.sparse.csr_matrix, square, float64, non-zero diagonal
-    x : ndarray of float64, contiguous (updated in place)
-    b : ndarray of float64
+    A : scipy.sparse.csr_matrix, float64, non-zero diagonal
+        Square, or the leading rows of a square matrix (its columns all of them): only those
+        rows are swept, the other entries of ``x`` are read where the rows reach them.
+    x : ndarray of float64, contiguous (updated in place), one entry a column
+    b : ndarray of float64, at least one entry a row
     omega : float
     direction : {"forward", "backward"}
 

@@ -95,7 +95,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+import scipy.sparse as sp
 
+from ._relax import product, sweep
 from ._util import available_memory
 from .aggregation import MultilevelOptions, level_factors, multilevel
 from .given import GivenOptions, given
@@ -108,7 +110,8 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
-from .kernels.levels import polish_levels
+from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, fed_states, level_steps, live_order,
+                             polish_levels, run_sums)
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
@@ -605,54 +608,50 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
 
 
 def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
-    """``level_iad`` on one process: the iterate is kept in level order, where the sweeps by level
-    are Gauss-Seidel sweeps of the compiled kernel (the states of a level exchange no probability,
-    so a level's states may be updated in any order) on the matrix permuted once, and the level
-    masses are sums of consecutive entries. The stopping rule is checked every few iterations
-    (:func:`checked_sweeps`), on the iterate put back in state order."""
-    order = np.flatnonzero(support)
-    order = order[np.argsort(lev[order], kind="stable")]
-    rest = np.flatnonzero(~support)
-    sweeper = Sweeper(op, support, order=np.concatenate([order, rest]))
-    m = order.size
-    counts = np.bincount(lev[order], minlength=n_lev)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    """``level_iad`` on one process: the iterate in level order, swept by the compiled kernel on the matrix
+    permuted once (a level's states exchange no probability: any order within it), the level masses sums of
+    consecutive entries; the states :func:`live_states` leaves out come last, not swept unless the tail
+    stalls or feeds them (``info["unfrozen_at"]``). The stop is checked every few iterations on the iterate
+    in state order (:func:`checked_sweeps`); past the normwise cap the levels are rescaled less often."""
+    order, ml = live_order(op.local_rows(), support, lev, x0)
+    full, m = np.concatenate([order, np.flatnonzero(~support)]), order.size
+    A, qo = Sweeper(op, support, order=full).local, op.exit_rates[full]     # qo: the stop's, in that order
+    runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, m))]
+    rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))  # a view
     up_o, down_o = up[order], down[order]
-    xo = np.zeros(op.n)
-    xo[:m] = x0[order]
-    zero = np.zeros(op.n)
-    stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
-
-    def level_sums(v):
-        return np.add.reduceat(v, starts) if counts.all() else np.bincount(lev[order], weights=v, minlength=n_lev)
+    xo, zero = np.concatenate([x0[order], np.zeros(op.n - m)]), np.zeros(op.n)
+    stop = Stop(OrderedStates(op, qo[:rows.shape[0]]), opts, patience=LEVEL_IAD_PATIENCE)
 
     def step(it, v):
-        v[:m] *= np.repeat(level_factors(level_sums(v[:m]), level_sums(v[:m] * up_o),
-                                         level_sums(v[:m] * down_o)), counts)
-        sweeper.relax_ordered(v, zero, "forward")
-        sweeper.relax_ordered(v, zero, "backward")
-        s = float(v.sum())
-        if not np.isfinite(s) or s <= 0:
-            return False
-        v /= s
-        return True
+        agg = stop.norm_it is None or it % LEVEL_IAD_TAIL_GAP == 0
+        if agg:
+            f = level_factors(*(sum(run_sums(w[a:b], c) for a, b, c in runs) for w in (v[:m], v[:m] * up_o,
+                                                                                     v[:m] * down_o)))
+            for a, b, c in runs:
+                v[a:b] *= np.repeat(f, c)
+        sweep(rows, v, zero, 1.0, "forward")
+        sweep(rows, v, zero, 1.0, "backward")
+        s = float(v.sum() if agg else v[:rows.shape[0]].sum())     # renormalised with the levels' step
+        if agg and s > 0:
+            v /= s
+        return np.isfinite(s) and s > 0
 
-    def unordered(v):
-        x = np.zeros(op.n)
-        x[order] = v[:m]
-        return x
-
-    def check(it, v):
-        x = unordered(v)
-        return stop(it, x, op.apply(x, transpose=True))
-
+    unordered = lambda v: np.bincount(order, weights=v[:m], minlength=op.n)    # noqa: E731 (exact: one a bin)
+    check = lambda it, v: stop(it, v[:rows.shape[0]], product(rows, v))    # noqa: E731 (the swept rows)
     with Progress("stationary (level_iad)", opts.progress) as prog:
-        it, out = checked_sweeps(step, xo, check, stop, 1, opts.maxiter,
-                                 on_check=lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}"))
-    ctx.info.update(levels=n_lev)
+        on = lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}")    # noqa: E731
+        it, out = checked_sweeps(step, xo, check, stop, 1, opts.maxiter, on_check=on)
+        steps = level_steps(0, it, stop.norm_it)
+        fed = ml < m and out is not False and fed_states(op, unordered(xo), order[ml:m])    # left out, fed
+        if ml < m and (fed or out is True and not stop.bal <= opts.tail_tol) and it < opts.maxiter:
+            ctx.info["unfrozen_at"], rows, first, fed = it, A, it, False          # every state swept again
+            stop = Stop(OrderedStates(op, qo), opts, patience=LEVEL_IAD_PATIENCE)
+            it, out = checked_sweeps(step, xo, check, stop, first + 1, opts.maxiter, on_check=on)
+            steps += level_steps(first, it, stop.norm_it)
+    ctx.info.update(levels=n_lev, level_aggregations=steps, swept_states=m if rows is A else ml)
     if out is False or not np.isfinite(stop.rel):
         return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-    status = Status.SUCCESS if out or stop.rel <= opts.tol else Status.MAX_ITERATIONS   # the tail is graded
+    status = Status.SUCCESS if (out or stop.rel <= opts.tol) and not fed else Status.MAX_ITERATIONS  # +tail
     return unordered(xo), it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
 
 
