@@ -33,6 +33,32 @@ static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict co
 GS_KERNELS(int32_t, gi32)
 GS_KERNELS(int64_t, gi64)
 
+/* The same sweep over the rows listed in `rows` (m of them, in that order or its reverse) of the n-row
+ * matrix, the others left as they are: pyamg's gauss_seidel_indexed (omega = 1) written out, so a sweep
+ * in another order needs no permuted copy of the matrix, only the order. */
+#define GS_ROWS_KERNELS(IT, SUF)                                                                       \
+static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,             \
+                      const IT *restrict col, const double *restrict val, double *restrict x,         \
+                      const double *restrict b, double omega, int backward)                           \
+{                                                                                                      \
+    Py_ssize_t t0 = backward ? m - 1 : 0, t1 = backward ? -1 : m, step = backward ? -1 : 1;            \
+    for (Py_ssize_t t = t0; t != t1; t += step) {                                                      \
+        Py_ssize_t i = (Py_ssize_t)rows[t];                                                            \
+        double s = 0.0, d = 0.0;                                                                       \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            if (col[k] == (IT)i) d = val[k];                                                           \
+            else s += val[k] * x[col[k]];                                                              \
+        }                                                                                              \
+        if (d != 0.0) {                                                                                \
+            if (omega == 1.0) x[i] = (b[i] - s) / d;                                                   \
+            else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                               \
+        }                                                                                              \
+    }                                                                                                  \
+}
+
+GS_ROWS_KERNELS(int32_t, gi32)
+GS_ROWS_KERNELS(int64_t, gi64)
+
 static PyObject *py_gs(PyObject *self, PyObject *args)
 {
     PyObject *o[5];
@@ -58,5 +84,39 @@ static PyObject *py_gs(PyObject *self, PyObject *args)
     return res;
 }
 
-#define GS_METHODS {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
+static PyObject *py_gs_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    Py_buffer b[6];                                       /* indptr, indices, data, x, b, rows */
+    double omega;
+    int backward;
+    if (!PyArg_ParseTuple(args, "OOOOOOdp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &omega, &backward))
+        return NULL;
+    if (get_all(o, b, "iidDdi", (const char *[]){"indptr", "indices", "data", "x", "b", "rows"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1, m = NELEM(b[5]);
+    PyObject *res = NULL;
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
+                             "gs_rows: x and b (not x) one entry a row")
+            && require(b[5].itemsize == 8, "gs_rows: rows must be int64")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        const int64_t *rows = b[5].buf;
+        Py_ssize_t bad = 0;
+        for (Py_ssize_t t = 0; t < m; t++) bad += (rows[t] < 0) | (rows[t] >= n);
+        if (require(last <= NELEM(b[2]), "gs_rows: indptr[-1] beyond the stored entries")
+                && require(bad == 0, "gs_rows: a row number out of range")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (b[0].itemsize == 4) gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    release_all(b, 6);
+    return res;
+}
+
+#define GS_METHODS {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
+    "backward): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its reverse, in place"}, \
+    {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
     "Gauss-Seidel/SOR sweep on A x = b in place, forward or backward (pyamg's arithmetic)"},
