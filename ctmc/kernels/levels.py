@@ -20,7 +20,7 @@ Two levels
 Each cycle of :class:`LevelSystem` runs
 
 1. a Gauss-Seidel sweep on :math:`M` in increasing level order
-   (:meth:`ctmc.kernels.sweeps.Sweeper.relax_ordered`, the matrix permuted once),
+   (:func:`ctmc._relax.sweep_rows`: :math:`Q`'s own rows in that order, no permuted copy),
 2. a coarse correction on the levels: the residual :math:`r = b - Mx` is
    restricted by the weights :math:`s_i = w_i / W_L` (:math:`w_i = 1/q_i` by default,
    :math:`W_L` their sum on the level, so :math:`s^T r` is the mean on the level of the
@@ -57,7 +57,7 @@ from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
-from .sweeps import Sweeper
+from .._relax import one_index_type, product, sweep_rows
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
@@ -160,17 +160,17 @@ class LevelSystem:
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels)
         idx = np.flatnonzero(X)
-        idx = idx[np.argsort(lev[idx], kind="stable")]
-        self.order = np.concatenate([idx, np.flatnonzero(~X)])
-        self.nx = nx = idx.size
-        self.sweeper = Sweeper(op, X, 0.0, transpose=False, order=self.order)
-        A = self.sweeper.local                       # Q_XX in level order (unit rows off X)
+        # the rows of X in level order: the sweeps run through Q's own rows in this order (no permuted
+        # copy of Q); the iterate is zero off X, so Q's entries there add nothing
+        self.rows = idx[np.argsort(lev[idx], kind="stable")]
+        self.X, self.nx = X, idx.size
+        self.Q = one_index_type(op.generator_rows(False))
         found = chain if chain is not None else level_chain(
-            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights)
+            self.Q, X, lev, _exit_weights(op) if weights is None else weights)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
         group, share, self.ab = found
-        self.group, self.share = group[idx], share[idx]
+        self.group, self.share = group[X], share[X]
         nc = self.ab.shape[1]
         self.info = {"levels": nc}
 
@@ -182,21 +182,20 @@ class LevelSystem:
         """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
-        nx, A, sw = self.nx, self.sweeper.local, self.sweeper
-        bo = np.zeros(self.order.size)
-        bo[:nx] = np.asarray(b, dtype=float)[self.order[:nx]]
-        rhs = -bo                                    # the sweeps solve Q_XX x = -b
-        x = np.zeros_like(bo)
-        scale = float(np.abs(bo).max(initial=0.0))
+        X, Q, rows = self.X, self.Q, self.rows
+        bx = np.where(X, np.asarray(b, dtype=float), 0.0)
+        rhs = -bx                                    # the sweeps solve Q_XX x = -b
+        x = np.zeros_like(bx)
+        scale = float(np.abs(bx).max(initial=0.0))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
-            sw.relax_ordered(x, rhs, "forward")
-            r = bo[:nx] + (A @ x)[:nx]
-            x[:nx] += self._coarse(r)
-            sw.relax_ordered(x, rhs, "backward")
-            r = bo[:nx] + (A @ x)[:nx]
+            sweep_rows(Q, x, rhs, rows, "forward")
+            r = (bx + product(Q, x))[X]
+            x[X] += self._coarse(r)
+            sweep_rows(Q, x, rhs, rows, "backward")
+            r = (bx + product(Q, x))[X]
             rel = float(np.abs(r).max(initial=0.0)) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
@@ -204,10 +203,8 @@ class LevelSystem:
             if rel <= self.rtol:
                 status = Status.SUCCESS
                 break
-        out = np.zeros(self.order.size)
-        out[self.order[:nx]] = x[:nx]
-        return out, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
-                                {"relative_residual": rel})
+        return x, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
+                              {"relative_residual": rel})
 
     def close(self):
         """Nothing to release (the interface of a backend's system)."""
@@ -220,8 +217,10 @@ def _exit_weights(op):
         return 1.0 / op.exit_rates
 
 
-#: stored entries of ``Q`` read at once by :func:`level_chain` (its index arrays stay this small)
-_CHUNK = 1 << 22
+#: stored entries of ``Q`` read at once by :func:`level_chain` and :func:`level_flows`: their index arrays
+#: stay this small (a dozen temporaries of a chunk each: with 1 << 22 they held 75 bytes a transition of
+#: tandem c=511 beside Q^T in the polish; 1 << 16 costs the same time within 10 %)
+_CHUNK = 1 << 16
 
 
 def level_chain(Q, X, levels, weights):
@@ -245,8 +244,7 @@ def level_chain(Q, X, levels, weights):
     """
     X = np.asarray(X, dtype=bool)
     lev = np.asarray(levels, dtype=np.int64)
-    group = np.full(X.size, -1, dtype=np.int64)
-    _, group[X] = np.unique(lev[X], return_inverse=True)
+    group = _level_ranks(lev, X)
     nc = int(group.max()) + 1
     w = np.asarray(weights, dtype=float)
     w = np.where(X & np.isfinite(w) & (w > 0), w, 0.0)
@@ -263,6 +261,23 @@ def level_chain(Q, X, levels, weights):
         gc = group[c]
         ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
     return group, share, ab.reshape(3, nc)
+
+
+def _level_ranks(lev, X):
+    """The rank of each state's level among the levels present in ``X`` (int32; -1 off ``X``): a count
+    over the span of the levels, or a sort where the span is wider than the states."""
+    group = np.full(X.size, -1, dtype=np.int32)
+    lx = lev[X]
+    if lx.size == 0:
+        return group
+    lo = int(lx.min())
+    if int(lx.max()) - lo < X.size:
+        lx -= lo
+        present = np.bincount(lx) > 0
+        group[X] = (np.cumsum(present, dtype=np.int32) - 1)[lx]
+    else:
+        group[X] = np.unique(lx, return_inverse=True)[1]
+    return group
 
 
 def csr_entries(Q):
@@ -353,7 +368,7 @@ class LevelAggregation:
         self.up, self.down = flows
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels, dtype=np.intp)
-        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0)
+        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0).astype(np.int32)   # (held through the polish)
         self.nl = int(self.lev.max(initial=0)) + 1
         self.gap, self.calls, self.steps = int(gap), 0, 0
 
@@ -473,8 +488,8 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
     Q = op.generator_rows(False)
     weights = _exit_weights(op)
     best = None
-    for name, lev in op.states.as_dict().items():
-        lev = np.asarray(lev)
+    for name in op.states.names:
+        lev = np.asarray(op.states.column(name))        # one decoded column at a time, none kept
         if lev.dtype.kind not in "iub" or int(lev[X].max()) - int(lev[X].min()) + 1 < min_levels:
             continue
         found = level_chain(Q, X, lev, weights)
