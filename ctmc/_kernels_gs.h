@@ -59,6 +59,54 @@ static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *rest
 GS_ROWS_KERNELS(int32_t, gi32)
 GS_ROWS_KERNELS(int64_t, gi64)
 
+/* A Gauss-Seidel sweep on the transposed system A^T x = b from A's own rows (no A^T made): the sum of
+ * column j's terms, sum_{i != j} a_ij x_i, is carried in two vectors filled by the rows as they are
+ * swept (scattered, not gathered): `read` holds the terms of the rows the sweep reaches after j (filled
+ * by the previous sweep in the other direction, or by gst_init) and `fill` receives, from each row i
+ * swept, its terms a_ik x_i for the columns k swept after i (zeroed first; the next sweep's `read`):
+ *     x_j <- (b_j - (read_j + fill_j)) / a_jj,
+ * the terms of a Gauss-Seidel sweep on A^T (the new values before j, the old after), summed in another
+ * order (equal to round-off). A row without a stored non-zero diagonal keeps its x_j. Each row is read
+ * twice, the second time from the cache. */
+#define GST_KERNELS(IT, SUF)                                                                           \
+static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                   \
+                      const double *restrict val, double *restrict x, const double *restrict b,       \
+                      double *restrict fill, const double *restrict read, int backward)               \
+{                                                                                                      \
+    memset(fill, 0, (size_t)n * sizeof(double));                                                       \
+    Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
+    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
+        double d = 0.0;                                                                                \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++)                                                       \
+            if (col[k] == (IT)i) d = val[k];                                                           \
+        if (d != 0.0) x[i] = (b[i] - (read[i] + fill[i])) / d;                                         \
+        double xi = x[i];                                                                              \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            IT c = col[k];                                                                             \
+            if (backward ? c < (IT)i : c > (IT)i) fill[c] += val[k] * xi;                              \
+        }                                                                                              \
+    }                                                                                                  \
+}                                                                                                      \
+/* out_k = sum_{i > k} a_ik x_i (backward = 0: what a backward sweep leaves for the forward one) or     \
+ * sum_{i < k} (backward = 1), the rows taken in that sweep's order */                                  \
+static void gst_init_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,              \
+                           const double *restrict val, const double *restrict x, double *restrict out,\
+                           int backward)                                                               \
+{                                                                                                      \
+    memset(out, 0, (size_t)n * sizeof(double));                                                       \
+    Py_ssize_t i0 = backward ? 0 : n - 1, i1 = backward ? n : -1, step = backward ? 1 : -1;            \
+    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
+        double xi = x[i];                                                                              \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            IT c = col[k];                                                                             \
+            if (backward ? c > (IT)i : c < (IT)i) out[c] += val[k] * xi;                               \
+        }                                                                                              \
+    }                                                                                                  \
+}
+
+GST_KERNELS(int32_t, gi32)
+GST_KERNELS(int64_t, gi64)
+
 static PyObject *py_gs(PyObject *self, PyObject *args)
 {
     PyObject *o[5];
@@ -116,7 +164,47 @@ static PyObject *py_gs_rows(PyObject *self, PyObject *args)
     return res;
 }
 
-#define GS_METHODS {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
+static PyObject *py_gst(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    Py_buffer b[6];                                       /* indptr, indices, data, x, b, fill; read */
+    PyObject *ro;
+    Py_buffer rb;
+    int backward, init;
+    if (!PyArg_ParseTuple(args, "OOOOOOOpp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &ro, &backward, &init))
+        return NULL;
+    if (get_all(o, b, "iidDdD", (const char *[]){"indptr", "indices", "data", "x", "b", "fill"}) < 0) return NULL;
+    if (get(ro, &rb, 'd', 0, "read") < 0) { release_all(b, 6); return NULL; }
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n,
+                             "gst: x, b, fill and read one entry a row")
+            && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
+                       && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        if (require(last <= NELEM(b[2]), "gst: indptr[-1] beyond the stored entries")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (init) {
+                if (b[0].itemsize == 4) gst_init_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
+                else gst_init_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
+            } else if (b[0].itemsize == 4) {
+                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, backward);
+            } else {
+                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, backward);
+            }
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    PyBuffer_Release(&rb);
+    release_all(b, 6);
+    return res;
+}
+
+#define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, backward, init): " \
+    "one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read and fill " \
+    "(init: only fill = the sums a sweep in the other direction leaves)"}, \
+    {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
     "backward): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its reverse, in place"}, \
     {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
     "Gauss-Seidel/SOR sweep on A x = b in place, forward or backward (pyamg's arithmetic)"},

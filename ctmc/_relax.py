@@ -35,7 +35,8 @@ import scipy.sparse as sp
 
 from ._util import cores
 
-__all__ = ["sweep", "sweep_rows", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
+__all__ = ["sweep", "sweep_rows", "one_index_type",
+           "symmetric_gauss_seidel", "spmv", "product", "compiled", "use_compiled",
            "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
            "SSOR_BLOCKS"]
 
@@ -179,7 +180,8 @@ def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray,
         raise ValueError("sweep_rows: a row number out of range")
     m = rows.size
     start, stop, step = (0, m, 1) if direction == "forward" else (m - 1, -1, -1)
-    amg_core.gauss_seidel_indexed(A.indptr, A.indices, A.data, x, b, rows.astype(A.indptr.dtype), start, stop, step)
+    amg_core.gauss_seidel_indexed(A.indptr, A.indices, A.data, x, b, rows.astype(A.indptr.dtype),
+                                  start, stop, step)
 
 
 def _canonical(A) -> sp.csr_matrix:

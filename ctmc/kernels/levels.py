@@ -246,12 +246,14 @@ def level_chain(Q, X, levels, weights):
     lev = np.asarray(levels, dtype=np.int64)
     group = _level_ranks(lev, X)
     nc = int(group.max()) + 1
-    w = np.asarray(weights, dtype=float)
-    w = np.where(X & np.isfinite(w) & (w > 0), w, 0.0)
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    w = np.where(X & ~(W > 0)[group], 1.0, w)           # no weight on a level: uniform there
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
+    share = np.array(weights, dtype=float)              # the weights w, then the shares in their place
+    share[~(X & np.isfinite(share) & (share > 0))] = 0.0
+    gx = group[X]
+    W = np.bincount(gx, weights=share[X], minlength=nc)
+    share[X & ~(W > 0)[group]] = 1.0                    # no weight on a level: uniform there
+    W = np.bincount(gx, weights=share[X], minlength=nc)
+    share[X] /= W[gx]
+    del gx
     ab = np.zeros(3 * max(nc, 0))
     for rows, cols, vals in csr_entries(Q):
         keep = X[rows] & X[cols]
@@ -368,7 +370,8 @@ class LevelAggregation:
         self.up, self.down = flows
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels, dtype=np.intp)
-        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0).astype(np.int32)   # (held through the polish)
+        # (held through the polish: 32 bits)
+        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0).astype(np.int32)
         self.nl = int(self.lev.max(initial=0)) + 1
         self.gap, self.calls, self.steps = int(gap), 0, 0
 
@@ -421,7 +424,7 @@ class PolishLevels:
         found = _structured(op, X)
         if found is None:
             return
-        _KEPT[op] = (X, found)
+        _KEPT[op] = (X, (found[0], None, found[2]))    # (the column decoded again when asked: not held)
         try:
             self.agg = LevelAggregation(op.generator_rows(False), self.support, found[1])
             self.name = found[0]
@@ -469,8 +472,9 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     return None if found is None else found[:2]
 
 
-#: the search of :func:`polish_levels` on each operator, ``(X, found)``, until the bound's
-#: :func:`return_time_systems` asks at the same ``X`` (then it is dropped)
+#: the search of :func:`polish_levels` on each operator, ``(X, (name, None, chain))`` (the chosen column is
+#: decoded again when asked, not held through the polish), until the bound's :func:`return_time_systems`
+#: asks at the same ``X`` (then it is dropped)
 _KEPT = weakref.WeakKeyDictionary()
 
 
@@ -484,7 +488,8 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
         return None
     kept = _KEPT.pop(op, None)
     if kept is not None and min_levels == LEVEL_MIN and np.array_equal(kept[0], X):
-        return kept[1]
+        name, _, chain = kept[1]
+        return name, np.asarray(op.states.column(name)), chain
     Q = op.generator_rows(False)
     weights = _exit_weights(op)
     best = None
