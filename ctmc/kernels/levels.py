@@ -217,9 +217,10 @@ def _exit_weights(op):
         return 1.0 / op.exit_rates
 
 
-#: stored entries of ``Q`` read at once by :func:`level_chain` and :func:`level_flows`: their index arrays
-#: stay this small (a dozen temporaries of a chunk each: with 1 << 22 they held 75 bytes a transition of
-#: tandem c=511 beside Q^T in the polish; 1 << 16 costs the same time within 10 %)
+#: stored entries of ``Q`` read at once by :func:`level_chain` and :func:`level_flows`, and at most a
+#: sixteenth of them (not fewer than 4096): their index arrays stay this small (a dozen temporaries of a
+#: chunk each: with 1 << 22 they held 75 bytes a transition of tandem c=511 beside Q^T in the polish;
+#: 1 << 16 costs the same time within 10 %)
 _CHUNK = 1 << 16
 
 
@@ -286,9 +287,10 @@ def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
     (rows numbered from 0; no copy of ``Q``)."""
     n, ptr = Q.shape[0], Q.indptr
+    chunk = min(_CHUNK, max(4096, int(ptr[-1]) // 16))
     start = 0
     while start < n:
-        stop = int(np.searchsorted(ptr, ptr[start] + _CHUNK, side="right"))
+        stop = int(np.searchsorted(ptr, ptr[start] + chunk, side="right"))
         stop = min(max(stop - 1, start + 1), n)
         lo, hi = int(ptr[start]), int(ptr[stop])
         yield np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1])), Q.indices[lo:hi], Q.data[lo:hi]
