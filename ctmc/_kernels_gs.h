@@ -67,7 +67,8 @@ GS_ROWS_KERNELS(int64_t, gi64)
  *     x_j <- (b_j - (read_j + fill_j)) / a_jj,
  * the terms of a Gauss-Seidel sweep on A^T (the new values before j, the old after), summed in another
  * order (equal to round-off). A row without a stored non-zero diagonal keeps its x_j. Each row is read
- * twice, the second time from the cache. */
+ * twice, the second time from the cache: the rows must be sorted (the columns before the diagonal, the
+ * diagonal, those after it), so the second read takes one side without a test an entry. */
 #define GST_KERNELS(IT, SUF)                                                                           \
 static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                   \
                       const double *restrict val, double *restrict x, const double *restrict b,       \
@@ -77,14 +78,15 @@ static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict c
     Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
     for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
         double d = 0.0;                                                                                \
-        for (IT k = ptr[i]; k < ptr[i + 1]; k++)                                                       \
-            if (col[k] == (IT)i) d = val[k];                                                           \
+        IT below = 0, on = 0;                        /* entries left of the diagonal, on it */         \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            below += col[k] < (IT)i;                                                                   \
+            if (col[k] == (IT)i) { d = val[k]; on++; }                                                 \
+        }                                                                                              \
         if (d != 0.0) x[i] = (b[i] - (read[i] + fill[i])) / d;                                         \
         double xi = x[i];                                                                              \
-        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
-            IT c = col[k];                                                                             \
-            if (backward ? c < (IT)i : c > (IT)i) fill[c] += val[k] * xi;                              \
-        }                                                                                              \
+        IT lo = backward ? ptr[i] : ptr[i] + below + on, hi = backward ? ptr[i] + below : ptr[i + 1];  \
+        for (IT k = lo; k < hi; k++) fill[col[k]] += val[k] * xi;                                      \
     }                                                                                                  \
 }                                                                                                      \
 /* out_k = sum_{i > k} a_ik x_i (backward = 0: what a backward sweep leaves for the forward one) or     \

@@ -322,11 +322,13 @@ class RowSweeper:
     :meth:`invalidate` after ``x`` is changed between two calls (the first call sets them up).
     Calling it runs a forward and a backward sweep and renormalises ``x`` (in place); False when the
     iterate stopped being a positive finite vector. :meth:`fits` says where it applies (the compiled
-    kernels built, the whole chain the class, every state with an exit).
+    kernels built, the whole chain the class, every state with an exit, ``Q``'s rows sorted).
     """
 
     def __init__(self, op):
         self.op, self.Q = op, one_index_type(op.generator_rows(False))
+        if not self.Q.has_sorted_indices:
+            raise ValueError("RowSweeper: Q's rows must be sorted (scipy's sort_indices)")
         self._ext = extension()
         n = op.n
         self._ahead, self._behind = np.empty(n), np.empty(n)   # the forward sweep's terms, the backward's
@@ -336,7 +338,8 @@ class RowSweeper:
     @staticmethod
     def fits(op, support) -> bool:
         return (extension() is not None and hasattr(extension(), "gst") and op.size == 1 and op.n > 1
-                and bool(np.all(support)) and bool(np.all(op.exit_rates > 0)))
+                and bool(np.all(support)) and bool(np.all(op.exit_rates > 0))
+                and bool(op.generator_rows(False).has_sorted_indices))      # (the kernel's rows: sorted)
 
     def invalidate(self):
         """``x`` was changed since the last call: the terms are made again from it."""
