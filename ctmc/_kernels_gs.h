@@ -62,31 +62,30 @@ GS_ROWS_KERNELS(int64_t, gi64)
 /* A Gauss-Seidel sweep on the transposed system A^T x = b from A's own rows (no A^T made): the sum of
  * column j's terms, sum_{i != j} a_ij x_i, is carried in two vectors filled by the rows as they are
  * swept (scattered, not gathered): `read` holds the terms of the rows the sweep reaches after j (filled
- * by the previous sweep in the other direction, or by gst_init) and `fill` receives, from each row i
- * swept, its terms a_ik x_i for the columns k swept after i (zeroed first; the next sweep's `read`):
- *     x_j <- (b_j - (read_j + fill_j)) / a_jj,
+ * by the previous sweep in the other direction, or by gst_init; divided by `scale`, the renormalisation
+ * of x since) and `fill`, all zero on entry, receives from each row i swept its terms a_ik x_i for the
+ * columns k swept after i (the next sweep's `read`); read_j is zeroed once used (the next sweep's fill):
+ *     x_j <- (b_j - (read_j / scale + fill_j)) / a_jj,
  * the terms of a Gauss-Seidel sweep on A^T (the new values before j, the old after), summed in another
- * order (equal to round-off). A row without a stored non-zero diagonal keeps its x_j. Each row is read
- * twice, the second time from the cache: the rows must be sorted (the columns before the diagonal, the
- * diagonal, those after it), so the second read takes one side without a test an entry. */
+ * order (equal to round-off). The diagonal is a_jj = -q_j (q: the exit rates, minus A's diagonal to the
+ * bit); a row with q_j = 0 keeps its x_j. The rows must be sorted without duplicates (the columns
+ * before the diagonal, then those after it): a sweep reads only the side it scatters. */
 #define GST_KERNELS(IT, SUF)                                                                           \
 static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                   \
-                      const double *restrict val, double *restrict x, const double *restrict b,       \
-                      double *restrict fill, const double *restrict read, int backward)               \
+                      const double *restrict val, const double *restrict q, double *restrict x,       \
+                      const double *restrict b, double *restrict fill, double *restrict read,         \
+                      double scale, int backward)                                                      \
 {                                                                                                      \
-    memset(fill, 0, (size_t)n * sizeof(double));                                                       \
     Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
     for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
-        double d = 0.0;                                                                                \
-        IT below = 0, on = 0;                        /* entries left of the diagonal, on it */         \
-        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
-            below += col[k] < (IT)i;                                                                   \
-            if (col[k] == (IT)i) { d = val[k]; on++; }                                                 \
-        }                                                                                              \
-        if (d != 0.0) x[i] = (b[i] - (read[i] + fill[i])) / d;                                         \
+        double s = read[i] / scale + fill[i], d = -q[i];                                               \
+        read[i] = 0.0;                                                                                 \
+        if (d != 0.0) x[i] = (b[i] - s) / d;                                                           \
         double xi = x[i];                                                                              \
-        IT lo = backward ? ptr[i] : ptr[i] + below + on, hi = backward ? ptr[i] + below : ptr[i + 1];  \
-        for (IT k = lo; k < hi; k++) fill[col[k]] += val[k] * xi;                                      \
+        if (backward)                                                                                  \
+            for (IT k = ptr[i]; k < ptr[i + 1] && col[k] < (IT)i; k++) fill[col[k]] += val[k] * xi;    \
+        else                                                                                           \
+            for (IT k = ptr[i + 1] - 1; k >= ptr[i] && col[k] > (IT)i; k--) fill[col[k]] += val[k] * xi; \
     }                                                                                                  \
 }                                                                                                      \
 /* out_k = sum_{i > k} a_ik x_i (backward = 0: what a backward sweep leaves for the forward one) or     \
@@ -168,19 +167,22 @@ static PyObject *py_gs_rows(PyObject *self, PyObject *args)
 
 static PyObject *py_gst(PyObject *self, PyObject *args)
 {
-    PyObject *o[6];
-    Py_buffer b[6];                                       /* indptr, indices, data, x, b, fill; read */
+    PyObject *o[7];
+    Py_buffer b[7];                                       /* indptr, indices, data, x, b, fill, q; read */
     PyObject *ro;
     Py_buffer rb;
+    double scale;
     int backward, init;
-    if (!PyArg_ParseTuple(args, "OOOOOOOpp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &ro, &backward, &init))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOdpp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &ro, &o[6], &scale,
+                          &backward, &init))
         return NULL;
-    if (get_all(o, b, "iidDdD", (const char *[]){"indptr", "indices", "data", "x", "b", "fill"}) < 0) return NULL;
-    if (get(ro, &rb, 'd', 0, "read") < 0) { release_all(b, 6); return NULL; }
+    if (get_all(o, b, "iidDdDd", (const char *[]){"indptr", "indices", "data", "x", "b", "fill", "q"}) < 0)
+        return NULL;
+    if (get(ro, &rb, 'd', 1, "read") < 0) { release_all(b, 7); return NULL; }
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n,
-                             "gst: x, b, fill and read one entry a row")
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n
+                             && NELEM(b[6]) == n, "gst: x, b, fill, read and q one entry a row")
             && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
                        && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
@@ -190,22 +192,25 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
                 if (b[0].itemsize == 4) gst_init_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
                 else gst_init_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
             } else if (b[0].itemsize == 4) {
-                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, backward);
+                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
+                         backward);
             } else {
-                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, backward);
+                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
+                         backward);
             }
             Py_END_ALLOW_THREADS
             res = Py_None; Py_INCREF(res);
         }
     }
     PyBuffer_Release(&rb);
-    release_all(b, 6);
+    release_all(b, 7);
     return res;
 }
 
-#define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, backward, init): " \
-    "one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read and fill " \
-    "(init: only fill = the sums a sweep in the other direction leaves)"}, \
+#define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
+    "backward, init): one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read (/ scale; " \
+    "zeroed as used) and fill (zero on entry); init: only fill = the sums a sweep in the other direction " \
+    "leaves"}, \
     {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
     "backward): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its reverse, in place"}, \
     {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \

@@ -1,5 +1,7 @@
-"""What the tandem network's solve holds beyond the chain: the polish and the level set-up hold vectors, no
-second matrix (issue 23: 40 bytes a transition, where a copy of ``Q`` is 16.6 of them on tandem).
+"""What the tandem network's solve holds beyond the chain where memory is short: the polish and the level
+set-up hold vectors, no second matrix (issue 23: 40 bytes a transition, where a copy of ``Q`` is 16.6 of
+them on tandem). Where a copy is plentiful (:func:`ctmc.kernels.sweeps.copy_plentiful`) the faster routes
+keep it; the tests make memory short (``PLENTIFUL_SHARE`` 0) and check both routes give the same answers.
 
 tracemalloc counts numpy's buffers; the bounds are in float64 vectors of ``8 n`` bytes, each set below
 what the stage held with a copy of ``Q`` (7.2 vectors at c = 127: 3.5 stored entries a state), and each
@@ -16,10 +18,16 @@ import scipy.sparse as sp
 from ctmc import _relax
 from ctmc import stationary as st
 from ctmc.backends import operator_for
-from ctmc.kernels import ahead
+from ctmc.kernels import ahead, plan
 from ctmc.kernels.levels import LevelSystem
 from ctmc.kernels.sweeps import RowSweeper, Sweeper
 from ctmc.models.gallery import parse_spec
+
+
+@pytest.fixture
+def short(monkeypatch):
+    """Memory short: no second matrix of Q's size is plentiful."""
+    monkeypatch.setattr(plan, "PLENTIFUL_SHARE", 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +45,7 @@ def _compiled_or_skip():
         pytest.skip("the compiled kernels are off: the polish sweeps Q^T")
 
 
-def test_the_polish_holds_vectors_not_a_second_matrix(tandem, monkeypatch):
+def test_the_polish_holds_vectors_not_a_second_matrix(tandem, monkeypatch, short):
     r"""The peak of the stationary polish above what was traced when it began, on tandem c=127.
 
     Its own: the two vectors of terms of :class:`~ctmc.kernels.sweeps.RowSweeper` and its zero
@@ -68,7 +76,7 @@ def test_the_polish_holds_vectors_not_a_second_matrix(tandem, monkeypatch):
     assert peak <= 14.0, f"the polish held {peak:.1f} vectors (a copy of Q is 7.2)"
 
 
-def test_the_level_system_holds_no_copy_of_q(tandem):
+def test_the_level_system_holds_no_copy_of_q(tandem, short):
     r""":class:`~ctmc.kernels.levels.LevelSystem` on ``sm``: its set-up holds the rows in level order (int64),
     the level ranks (int32) and the shares: 2.5 vectors; a solve adds its right-hand sides, iterate,
     products and the coarse step's temporaries: 10.5 at the peak. At c00b217 the set-up held the masked,
@@ -167,3 +175,24 @@ def test_row_sweeper_is_gauss_seidel_on_q_transposed(seed):
     for _ in range(200):
         rows(x)
     assert np.allclose(x, pi, rtol=1e-10, atol=0)
+
+
+def test_both_routes_give_the_same_law_and_return_times(tandem, monkeypatch):
+    """The default solve with the copies (memory plentiful) and without (short): the laws within round-off
+    of each other (the sweeps' sums in another order) and the level system's return times too."""
+    _compiled_or_skip()
+    monkeypatch.setattr(ahead, "AHEAD_STATES", 1 << 62)
+    op = operator_for(tandem, "scipy")
+    X = np.ones(op.n, dtype=bool)
+    X[int(np.argmax(tandem.stationary("lu").pi))] = False
+    lev = np.asarray(tandem.states["sm"])
+    out = []
+    for share in (plan.PLENTIFUL_SHARE, 0.0):
+        monkeypatch.setattr(plan, "PLENTIFUL_SHARE", share)
+        system = LevelSystem(op, X, lev, rtol=1e-12)
+        assert (system.rows is None) == (share > 0)
+        out.append((tandem.stationary(), system.solve(X.astype(float))[0]))
+    (a, ma), (b, mb) = out
+    assert a.info["polish_sweeps"] > 0 and b.info["polish_sweeps"] > 0
+    assert np.abs(a.pi - b.pi).sum() <= 1e-14 and a.error_bound < 1e-9 and b.error_bound < 1e-9
+    assert np.allclose(ma, mb, rtol=1e-10, atol=0)
