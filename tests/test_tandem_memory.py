@@ -51,7 +51,7 @@ def test_the_polish_holds_vectors_not_a_second_matrix(tandem, monkeypatch, short
     Its own: the two vectors of terms of :class:`~ctmc.kernels.sweeps.RowSweeper` and its zero
     right-hand side (3), the aggregation's flows up and down and its levels in 32 bits (2.5), the level
     search at its peak (the 1/q weights, one decoded column, two candidates' ranks and shares, the shares'
-    temporaries: about 5), the balance error's product and its temporaries (2): 12.5, measured 11.9. At
+    temporaries: about 4), the balance error's product and its temporaries (2): 11.5, measured 11.1. At
     c00b217 it held ``Q^T`` (7.2 vectors here) and the level search's temporaries of 4M entries: 47.
     """
     _compiled_or_skip()

@@ -274,12 +274,13 @@ def level_chain(Q, X, levels, weights):
     nc = int(group.max()) + 1
     share = np.array(weights, dtype=float)              # the weights w, then the shares in their place
     share[~(X & np.isfinite(share) & (share > 0))] = 0.0
-    gx = group[X]
-    W = np.bincount(gx, weights=share[X], minlength=nc)
-    share[X & ~(W > 0)[group]] = 1.0                    # no weight on a level: uniform there
-    W = np.bincount(gx, weights=share[X], minlength=nc)
-    share[X] /= W[gx]
-    del gx
+    g1 = group + 1                                      # (bin 0: the states off X, of weight 0)
+    W = np.bincount(g1, weights=share, minlength=nc + 1)
+    share[X & ~(W[1:] > 0)[group]] = 1.0                # no weight on a level: uniform there
+    W = np.bincount(g1, weights=share, minlength=nc + 1)
+    W[0] = 1.0
+    share /= W[g1]
+    del g1
     ab = np.zeros(3 * max(nc, 0))
     for rows, cols, vals in csr_entries(Q):
         keep = X[rows] & X[cols]
