@@ -61,11 +61,15 @@ def parse_options(text: str) -> dict:
 
 def set_ahead(mode: str) -> None:
     """The error bound's return times beside the solve: ``rule`` (the plan's, the default), ``on`` (wherever
-    the thread can pay: no peak rule) or ``off`` (after the solve, never beside it)."""
+    the thread can pay: no peak rule) or ``off`` (after the solve, never beside it); ``short`` and
+    ``short-off``: the plan's rule and off, as where memory is short (``COPY_SHARE`` 0: no copy of
+    ``Q``; the polish and level sweeps from ``Q``'s rows)."""
     from ctmc.kernels import ahead, plan
+    if mode.startswith("short"):
+        plan.COPY_SHARE = 0.0
     if mode == "on":
         plan.PEAK_BYTES_PER_TRANSITION = float("inf")
-    elif mode == "off":
+    elif mode.endswith("off"):
         ahead.AHEAD_STATES = 1 << 62
 
 
@@ -135,6 +139,12 @@ STAGES = [
     ("ctmc.backends.scipy_backend", "masked_transpose"),
     ("ctmc.krylov", "gmres"),
     ("ctmc.stationary", "_polish"),
+    ("ctmc.kernels.sweeps.Sweeper", "__init__"),
+    ("ctmc.kernels.levels", "_structured"),
+    ("ctmc.kernels.levels", "level_chain"),
+    ("ctmc.kernels.levels", "level_flows"),
+    ("ctmc.kernels.levels.LevelSystem", "__init__"),
+    ("ctmc.kernels.levels.LevelSystem", "solve"),
     ("ctmc.stationary", "stationary_evidence"),
     ("ctmc.stationary", "iterative_bound"),
     ("ctmc.backends.scipy_backend.ScipySystem", "close"),
@@ -273,9 +283,9 @@ def main(argv=None):
     ap.add_argument("--rss", action="store_true", help="the inventory by the resident set, not tracemalloc")
     ap.add_argument("--no-ahead", action="store_true",
                     help="the inventory with the error bound's return times after the solve, not beside it")
-    ap.add_argument("--ahead", default="rule", choices=("rule", "on", "off"),
-                    help="the return times beside the solve by the plan's rule, wherever they can pay, or never "
-                         "(both trees)")
+    ap.add_argument("--ahead", default="rule", choices=("rule", "on", "off", "short", "short-off"),
+                    help="the return times beside the solve by the plan's rule, wherever they can pay, or never; "
+                         "short: as where memory is short (both trees)")
     ap.add_argument("--options", default="", help="keyword options of stationary: tol=1e-12,error_tol=1e-9")
     a = ap.parse_args(argv)
     if a.worker:

@@ -35,6 +35,81 @@ static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict co
 GS_KERNELS(int32_t, gi32)
 GS_KERNELS(int64_t, gi64)
 
+/* The same sweep over the rows listed in `rows` (m of them, in that order or its reverse) of the n-row
+ * matrix, the others left as they are: pyamg's gauss_seidel_indexed (omega = 1) written out, so a sweep
+ * in another order needs no permuted copy of the matrix, only the order. */
+#define GS_ROWS_KERNELS(IT, SUF)                                                                       \
+static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,             \
+                      const IT *restrict col, const double *restrict val, double *restrict x,         \
+                      const double *restrict b, double omega, int backward)                           \
+{                                                                                                      \
+    Py_ssize_t t0 = backward ? m - 1 : 0, t1 = backward ? -1 : m, step = backward ? -1 : 1;            \
+    for (Py_ssize_t t = t0; t != t1; t += step) {                                                      \
+        Py_ssize_t i = (Py_ssize_t)rows[t];                                                            \
+        double s = 0.0, d = 0.0;                                                                       \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            if (col[k] == (IT)i) d = val[k];                                                           \
+            else s += val[k] * x[col[k]];                                                              \
+        }                                                                                              \
+        if (d != 0.0) {                                                                                \
+            if (omega == 1.0) x[i] = (b[i] - s) / d;                                                   \
+            else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                               \
+        }                                                                                              \
+    }                                                                                                  \
+}
+
+GS_ROWS_KERNELS(int32_t, gi32)
+GS_ROWS_KERNELS(int64_t, gi64)
+
+/* A Gauss-Seidel sweep on the transposed system A^T x = b from A's own rows (no A^T made): the sum of
+ * column j's terms, sum_{i != j} a_ij x_i, is carried in two vectors filled by the rows as they are
+ * swept (scattered, not gathered): `read` holds the terms of the rows the sweep reaches after j (filled
+ * by the previous sweep in the other direction, or by gst_init; divided by `scale`, the renormalisation
+ * of x since) and `fill`, all zero on entry, receives from each row i swept its terms a_ik x_i for the
+ * columns k swept after i (the next sweep's `read`); read_j is zeroed once used (the next sweep's fill):
+ *     x_j <- (b_j - (read_j / scale + fill_j)) / a_jj,
+ * the terms of a Gauss-Seidel sweep on A^T (the new values before j, the old after), summed in another
+ * order (equal to round-off). The diagonal is a_jj = -q_j (q: the exit rates, minus A's diagonal to the
+ * bit); a row with q_j = 0 keeps its x_j. The rows must be sorted without duplicates (the columns
+ * before the diagonal, then those after it): a sweep reads only the side it scatters. */
+#define GST_KERNELS(IT, SUF)                                                                           \
+static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                   \
+                      const double *restrict val, const double *restrict q, double *restrict x,       \
+                      const double *restrict b, double *restrict fill, double *restrict read,         \
+                      double scale, int backward)                                                      \
+{                                                                                                      \
+    Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
+    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
+        double s = read[i] / scale + fill[i], d = -q[i];                                               \
+        read[i] = 0.0;                                                                                 \
+        if (d != 0.0) x[i] = (b[i] - s) / d;                                                           \
+        double xi = x[i];                                                                              \
+        if (backward)                                                                                  \
+            for (IT k = ptr[i]; k < ptr[i + 1] && col[k] < (IT)i; k++) fill[col[k]] += val[k] * xi;    \
+        else                                                                                           \
+            for (IT k = ptr[i + 1] - 1; k >= ptr[i] && col[k] > (IT)i; k--) fill[col[k]] += val[k] * xi; \
+    }                                                                                                  \
+}                                                                                                      \
+/* out_k = sum_{i > k} a_ik x_i (backward = 0: what a backward sweep leaves for the forward one) or     \
+ * sum_{i < k} (backward = 1), the rows taken in that sweep's order */                                  \
+static void gst_init_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,              \
+                           const double *restrict val, const double *restrict x, double *restrict out,\
+                           int backward)                                                               \
+{                                                                                                      \
+    memset(out, 0, (size_t)n * sizeof(double));                                                       \
+    Py_ssize_t i0 = backward ? 0 : n - 1, i1 = backward ? n : -1, step = backward ? 1 : -1;            \
+    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
+        double xi = x[i];                                                                              \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
+            IT c = col[k];                                                                             \
+            if (backward ? c > (IT)i : c < (IT)i) out[c] += val[k] * xi;                               \
+        }                                                                                              \
+    }                                                                                                  \
+}
+
+GST_KERNELS(int32_t, gi32)
+GST_KERNELS(int64_t, gi64)
+
 static PyObject *py_gs(PyObject *self, PyObject *args)
 {
     PyObject *o[5];
@@ -60,5 +135,85 @@ static PyObject *py_gs(PyObject *self, PyObject *args)
     return res;
 }
 
-#define GS_METHODS {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
+static PyObject *py_gs_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    Py_buffer b[6];                                       /* indptr, indices, data, x, b, rows */
+    double omega;
+    int backward;
+    if (!PyArg_ParseTuple(args, "OOOOOOdp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &omega, &backward))
+        return NULL;
+    if (get_all(o, b, "iidDdi", (const char *[]){"indptr", "indices", "data", "x", "b", "rows"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1, m = NELEM(b[5]);
+    PyObject *res = NULL;
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
+                             "gs_rows: x and b (not x) one entry a row")
+            && require(b[5].itemsize == 8, "gs_rows: rows must be int64")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        const int64_t *rows = b[5].buf;
+        Py_ssize_t bad = 0;
+        for (Py_ssize_t t = 0; t < m; t++) bad += (rows[t] < 0) | (rows[t] >= n);
+        if (require(last <= NELEM(b[2]), "gs_rows: indptr[-1] beyond the stored entries")
+                && require(bad == 0, "gs_rows: a row number out of range")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (b[0].itemsize == 4) gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    release_all(b, 6);
+    return res;
+}
+
+static PyObject *py_gst(PyObject *self, PyObject *args)
+{
+    PyObject *o[7];
+    Py_buffer b[7];                                       /* indptr, indices, data, x, b, fill, q; read */
+    PyObject *ro;
+    Py_buffer rb;
+    double scale;
+    int backward, init;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOdpp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &ro, &o[6], &scale,
+                          &backward, &init))
+        return NULL;
+    if (get_all(o, b, "iidDdDd", (const char *[]){"indptr", "indices", "data", "x", "b", "fill", "q"}) < 0)
+        return NULL;
+    if (get(ro, &rb, 'd', 1, "read") < 0) { release_all(b, 7); return NULL; }
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n
+                             && NELEM(b[6]) == n, "gst: x, b, fill, read and q one entry a row")
+            && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
+                       && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        if (require(last <= NELEM(b[2]), "gst: indptr[-1] beyond the stored entries")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (init) {
+                if (b[0].itemsize == 4) gst_init_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
+                else gst_init_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
+            } else if (b[0].itemsize == 4) {
+                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
+                         backward);
+            } else {
+                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
+                         backward);
+            }
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    PyBuffer_Release(&rb);
+    release_all(b, 7);
+    return res;
+}
+
+#define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
+    "backward, init): one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read (/ scale; " \
+    "zeroed as used) and fill (zero on entry); init: only fill = the sums a sweep in the other direction " \
+    "leaves"}, \
+    {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
+    "backward): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its reverse, in place"}, \
+    {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
     "Gauss-Seidel/SOR sweep on A x = b in place, forward or backward (pyamg's arithmetic)"},

@@ -35,7 +35,8 @@ import scipy.sparse as sp
 
 from ._util import cores
 
-__all__ = ["sweep", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "product_rows", "compiled", "use_compiled",
+__all__ = ["sweep", "sweep_rows", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "product_rows",
+           "compiled", "use_compiled",
            "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
            "SSOR_BLOCKS"]
 
@@ -150,6 +151,39 @@ def sweep(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, omega: float = 1.0, di
         amg_core.gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step)
     else:
         amg_core.sor_gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step, omega)
+
+
+def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray, direction: str = "forward"):
+    """One Gauss-Seidel sweep on ``A x = b`` over the rows ``rows`` only, in their order (``"forward"``) or
+    its reverse, in place; the other entries of ``x`` are left as they are and read as they stand.
+
+    The sweep of a permuted copy of ``A`` (rows and columns in the order ``rows``), without the copy:
+    the same updates, each row's terms summed in ``A``'s stored order (pyamg's ``gauss_seidel_indexed``,
+    the fallback, to the bit).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[4.0, -1.0, 0.0], [-1.0, 4.0, 0.0], [0.0, 0.0, 1.0]])); x = np.zeros(3)
+    >>> for _ in range(30): sweep_rows(A, x, np.array([3.0, 3.0, 5.0]), np.array([1, 0]))
+    >>> np.round(x, 12)                              # row 2 not swept
+    array([1., 1., 0.])
+    """
+    A = one_index_type(A)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    b = np.ascontiguousarray(b, dtype=float)
+    if x.shape != (A.shape[0],) or b.shape != x.shape or rows.ndim != 1:
+        raise ValueError(f"sweep_rows: x and b of shape ({A.shape[0]},), rows one-dimensional")
+    ext = extension()
+    if ext is not None and A.dtype == np.float64 and x.dtype == np.float64 and x.flags.c_contiguous:
+        ext.gs_rows(A.indptr, A.indices, A.data, x, b, rows, 1.0, direction != "forward")
+        return
+    from pyamg import amg_core
+
+    if rows.size and (rows.min() < 0 or rows.max() >= A.shape[0]):
+        raise ValueError("sweep_rows: a row number out of range")
+    m = rows.size
+    start, stop, step = (0, m, 1) if direction == "forward" else (m - 1, -1, -1)
+    amg_core.gauss_seidel_indexed(A.indptr, A.indices, A.data, x, b, rows.astype(A.indptr.dtype),
+                                  start, stop, step)
 
 
 def _canonical(A) -> sp.csr_matrix:

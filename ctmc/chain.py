@@ -94,6 +94,20 @@ class StateTable:
         from .tables import frame
         return frame(self)
 
+    def column(self, name) -> np.ndarray:
+        """Variable ``name``'s value in every state, without keeping it: a model's column is decoded for
+        this call (a search over the variables holds one column at a time, where ``table[name]`` keeps
+        each for the life of the chain).
+
+        >>> StateTable({"n": np.array([4, 1])}).column("n").tolist()
+        [4, 1]
+        """
+        if name not in self.names:
+            raise KeyError(f"no state variable {name!r}; variables are {list(self.names)}")
+        if self._codes is None:
+            return self._cols[name]
+        return self._layout.decode(self._codes)[name]
+
     def value_range(self, name, rows=None) -> Optional[tuple]:
         """``(min, max)`` of variable ``name`` over the states ``rows`` (indices; all by default), None if none.
 

@@ -114,8 +114,8 @@ from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, fed_states, leve
                              polish_levels, run_sums)
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
-                             start_vector, state_levels)
+from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_pair,
+                             polish_sweeps, start_vector, state_levels)
 from .kernels.tail import tail_evidence
 from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
                       linear_spec, make_options as _make_options, positive as _positive, tail_bound_flag)
@@ -500,10 +500,8 @@ def _polish(op, support, x, opts, ctx):
     ctx.info["balance_before_polish"] = bal
     if bal <= opts.tail_tol:
         return x
-    sweeper = Sweeper(op, support)       # renormalised after the backward sweep only (the law is scale-free)
     lev = polish_levels(op, support, getattr(ctx.info.get("_ahead"), "pin", None), bal)
-    run = polish_sweeps(lambda: (lev and lev(x)) or sweeper.relax(x, None, 1.0, "forward")   # levels first
-                        or sweeper(x, 1.0, "backward"), lambda: _balance(op, x), opts.polish, opts.tail_tol)
+    run = polish_sweeps(polish_pair(op, support, x, lev), lambda: _balance(op, x), opts.polish, opts.tail_tol)
     ctx.info.update(polish_sweeps=run.sweeps, polish_stop=run.describe(opts.tail_tol),
                     **(lev.info() if lev else {}))
     op.release()        # the Q^T the sweeps read: the answer's evidence reads Q's rows (the same numbers)

@@ -19,8 +19,9 @@ Two levels
 ----------
 Each cycle of :class:`LevelSystem` runs
 
-1. a Gauss-Seidel sweep on :math:`M` in increasing level order
-   (:meth:`ctmc.kernels.sweeps.Sweeper.relax_ordered`, the matrix permuted once),
+1. a Gauss-Seidel sweep on :math:`M` in increasing level order (on a copy of :math:`Q_{XX}` in that
+   order where memory is plentiful, :func:`~ctmc.kernels.sweeps.copy_plentiful`; else on :math:`Q`'s own
+   rows taken in that order, :func:`ctmc._relax.sweep_rows`),
 2. a coarse correction on the levels: the residual :math:`r = b - Mx` is
    restricted by the weights :math:`s_i = w_i / W_L` (:math:`w_i = 1/q_i` by default,
    :math:`W_L` their sum on the level, so :math:`s^T r` is the mean on the level of the
@@ -57,7 +58,8 @@ from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
-from .sweeps import Sweeper
+from .._relax import one_index_type, product, sweep, sweep_rows
+from .sweeps import copy_plentiful
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
@@ -256,17 +258,22 @@ class LevelSystem:
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels)
         idx = np.flatnonzero(X)
-        idx = idx[np.argsort(lev[idx], kind="stable")]
-        self.order = np.concatenate([idx, np.flatnonzero(~X)])
-        self.nx = nx = idx.size
-        self.sweeper = Sweeper(op, X, 0.0, transpose=False, order=self.order)
-        A = self.sweeper.local                       # Q_XX in level order (unit rows off X)
+        rows = idx[np.argsort(lev[idx], kind="stable")]      # the rows of X in level order
+        self.X, self.nx, Q = X, idx.size, one_index_type(op.generator_rows(False))
         found = chain if chain is not None else level_chain(
-            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights)
+            Q, X, lev, _exit_weights(op) if weights is None else weights)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
+        if copy_plentiful(op):
+            # Q_XX in level order, swept in its own order: the vectors on X in level order (``at``)
+            self.A, self.rows, self.at = Q[rows][:, rows].tocsr(), None, rows
+            self.A.sort_indices()
+        else:
+            # Q's own rows swept in level order (no copy): the vectors on every state, zero off X, where
+            # Q's entries add nothing; a cycle about 4 times as dear (the rows read out of their order)
+            self.A, self.rows, self.at = Q, rows, X
         group, share, self.ab = found
-        self.group, self.share = group[idx], share[idx]
+        self.group, self.share = group[self.at], share[self.at]
         nc = self.ab.shape[1]
         self.info = {"levels": nc}
 
@@ -278,21 +285,34 @@ class LevelSystem:
         """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
-        nx, A, sw = self.nx, self.sweeper.local, self.sweeper
-        bo = np.zeros(self.order.size)
-        bo[:nx] = np.asarray(b, dtype=float)[self.order[:nx]]
-        rhs = -bo                                    # the sweeps solve Q_XX x = -b
-        x = np.zeros_like(bo)
-        scale = float(np.abs(bo).max(initial=0.0))
+        A, at, rows = self.A, self.at, self.rows
+        b = np.asarray(b, dtype=float)
+        bx = b[at] if rows is None else np.where(at, b, 0.0)
+        rhs = -bx                                    # the sweeps solve Q_XX x = -b
+        x = np.zeros_like(bx)
+        scale = float(np.abs(bx).max(initial=0.0))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
+
+        def relax(direction):
+            if rows is None:
+                sweep(A, x, rhs, 1.0, direction)
+            else:
+                sweep_rows(A, x, rhs, rows, direction)
+
+        def residual():
+            r = bx + product(A, x)
+            return r if rows is None else r[at]
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
-            sw.relax_ordered(x, rhs, "forward")
-            r = bo[:nx] + (A @ x)[:nx]
-            x[:nx] += self._coarse(r)
-            sw.relax_ordered(x, rhs, "backward")
-            r = bo[:nx] + (A @ x)[:nx]
+            relax("forward")
+            r = residual()
+            if rows is None:
+                x += self._coarse(r)
+            else:
+                x[at] += self._coarse(r)
+            relax("backward")
+            r = residual()
             rel = float(np.abs(r).max(initial=0.0)) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
@@ -300,10 +320,12 @@ class LevelSystem:
             if rel <= self.rtol:
                 status = Status.SUCCESS
                 break
-        out = np.zeros(self.order.size)
-        out[self.order[:nx]] = x[:nx]
-        return out, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
-                                {"relative_residual": rel})
+        if rows is None:
+            out = np.zeros(self.X.size)
+            out[at] = x
+            x = out
+        return x, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
+                              {"relative_residual": rel})
 
     def close(self):
         """Nothing to release (the interface of a backend's system)."""
@@ -316,8 +338,11 @@ def _exit_weights(op):
         return 1.0 / op.exit_rates
 
 
-#: stored entries of ``Q`` read at once by :func:`level_chain` (its index arrays stay this small)
-_CHUNK = 1 << 22
+#: stored entries of ``Q`` read at once by :func:`level_chain` and :func:`level_flows`, and at most a
+#: sixteenth of them (not fewer than 4096): their index arrays stay this small (a dozen temporaries of a
+#: chunk each: with 1 << 22 they held 75 bytes a transition of tandem c=511 beside Q^T in the polish;
+#: 1 << 16 costs the same time within 10 %)
+_CHUNK = 1 << 16
 
 
 def level_chain(Q, X, levels, weights):
@@ -341,15 +366,17 @@ def level_chain(Q, X, levels, weights):
     """
     X = np.asarray(X, dtype=bool)
     lev = np.asarray(levels, dtype=np.int64)
-    group = np.full(X.size, -1, dtype=np.int64)
-    _, group[X] = np.unique(lev[X], return_inverse=True)
+    group = _level_ranks(lev, X)
     nc = int(group.max()) + 1
-    w = np.asarray(weights, dtype=float)
-    w = np.where(X & np.isfinite(w) & (w > 0), w, 0.0)
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    w = np.where(X & ~(W > 0)[group], 1.0, w)           # no weight on a level: uniform there
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
+    share = np.array(weights, dtype=float)              # the weights w, then the shares in their place
+    share[~(X & np.isfinite(share) & (share > 0))] = 0.0
+    g1 = group + 1                                      # (bin 0: the states off X, of weight 0)
+    W = np.bincount(g1, weights=share, minlength=nc + 1)
+    share[X & ~(W[1:] > 0)[group]] = 1.0                # no weight on a level: uniform there
+    W = np.bincount(g1, weights=share, minlength=nc + 1)
+    W[0] = 1.0
+    share /= W[g1]
+    del g1
     ab = np.zeros(3 * max(nc, 0))
     for rows, cols, vals in csr_entries(Q):
         keep = X[rows] & X[cols]
@@ -361,13 +388,31 @@ def level_chain(Q, X, levels, weights):
     return group, share, ab.reshape(3, nc)
 
 
+def _level_ranks(lev, X):
+    """The rank of each state's level among the levels present in ``X`` (int32; -1 off ``X``): a count
+    over the span of the levels, or a sort where the span is wider than the states."""
+    group = np.full(X.size, -1, dtype=np.int32)
+    lx = lev[X]
+    if lx.size == 0:
+        return group
+    lo = int(lx.min())
+    if int(lx.max()) - lo < X.size:
+        lx -= lo
+        present = np.bincount(lx) > 0
+        group[X] = (np.cumsum(present, dtype=np.int32) - 1)[lx]
+    else:
+        group[X] = np.unique(lx, return_inverse=True)[1]
+    return group
+
+
 def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
     (rows numbered from 0; no copy of ``Q``)."""
     n, ptr = Q.shape[0], Q.indptr
+    chunk = min(_CHUNK, max(4096, int(ptr[-1]) // 16))
     start = 0
     while start < n:
-        stop = int(np.searchsorted(ptr, ptr[start] + _CHUNK, side="right"))
+        stop = int(np.searchsorted(ptr, ptr[start] + chunk, side="right"))
         stop = min(max(stop - 1, start + 1), n)
         lo, hi = int(ptr[start]), int(ptr[stop])
         yield np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1])), Q.indices[lo:hi], Q.data[lo:hi]
@@ -449,7 +494,8 @@ class LevelAggregation:
         self.up, self.down = flows
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels, dtype=np.intp)
-        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0)
+        # (held through the polish: 32 bits)
+        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0).astype(np.int32)
         self.nl = int(self.lev.max(initial=0)) + 1
         self.gap, self.calls, self.steps = int(gap), 0, 0
 
@@ -502,7 +548,7 @@ class PolishLevels:
         found = _structured(op, X)
         if found is None:
             return
-        _KEPT[op] = (X, found)
+        _KEPT[op] = (X, (found[0], None, found[2]))    # (the column decoded again when asked: not held)
         try:
             self.agg = LevelAggregation(op.generator_rows(False), self.support, found[1])
             self.name = found[0]
@@ -550,8 +596,9 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     return None if found is None else found[:2]
 
 
-#: the search of :func:`polish_levels` on each operator, ``(X, found)``, until the bound's
-#: :func:`return_time_systems` asks at the same ``X`` (then it is dropped)
+#: the search of :func:`polish_levels` on each operator, ``(X, (name, None, chain))`` (the chosen column is
+#: decoded again when asked, not held through the polish), until the bound's :func:`return_time_systems`
+#: asks at the same ``X`` (then it is dropped)
 _KEPT = weakref.WeakKeyDictionary()
 
 
@@ -565,12 +612,13 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
         return None
     kept = _KEPT.pop(op, None)
     if kept is not None and min_levels == LEVEL_MIN and np.array_equal(kept[0], X):
-        return kept[1]
+        name, _, chain = kept[1]
+        return name, np.asarray(op.states.column(name)), chain
     Q = op.generator_rows(False)
     weights = _exit_weights(op)
     best = None
-    for name, lev in op.states.as_dict().items():
-        lev = np.asarray(lev)
+    for name in op.states.names:
+        lev = np.asarray(op.states.column(name))        # one decoded column at a time, none kept
         if lev.dtype.kind not in "iub" or int(lev[X].max()) - int(lev[X].min()) + 1 < min_levels:
             continue
         found = level_chain(Q, X, lev, weights)

@@ -50,7 +50,8 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
-           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits"]
+           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits",
+           "COPY_SHARE"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -119,6 +120,11 @@ SWEEP_VECTORS = 2
 #: the share of the available memory ``auto`` plans with (the rest for the allocator's slack and
 #: other processes' growth)
 BUDGET_FRACTION = 0.9
+#: a second matrix of ``Q``'s size that only buys speed (``Q^T`` for the polish, ``Q`` in level order for the
+#: return times on levels: :func:`ctmc.kernels.sweeps.copy_plentiful`) is made where it takes at most this
+#: share of the budget; elsewhere the sweeps read ``Q``'s own rows (tandem c=1023: 1.21x the CPU). The
+#: bound's thread has no such exception (:func:`beside_fits`): on a shared machine it did not pay
+COPY_SHARE = 0.01
 
 
 def _size(b: float) -> str:

@@ -30,13 +30,16 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import one_index_type, sweep
+from .._relax import extension, one_index_type, sweep
+from .._util import available_memory
 from ..expr import Expr
 from ..linalg import gth_solve
 from ..results import Status
+from . import plan
 from .evidence import balance_error
 
-__all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "polish_sweeps", "PolishRun",
+__all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "RowSweeper", "polish_pair",
+           "copy_plentiful", "polish_sweeps", "PolishRun",
            "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "gth_dense", "state_levels"]
 
 _TINY = np.finfo(float).tiny
@@ -307,6 +310,99 @@ class Sweeper:
         if self.ghosts is not None:
             raise ValueError("relax_ordered: a distributed sweep takes the other blocks; use relax")
         sweep(self.local, xo, rhs, omega, direction)
+
+
+class RowSweeper:
+    r"""Symmetric Gauss-Seidel sweeps of :math:`Q^T x = 0` on the whole chain (one process) from
+    :math:`Q`'s own rows: no :math:`Q^T` (a second copy of the matrix), two vectors instead.
+
+    A sweep on :math:`Q^T` reads column :math:`j` of :math:`Q` to update :math:`x_j`; here each row
+    :math:`i`, once swept, scatters its terms :math:`q_{ik} x_i` into the columns swept after it, and
+    the terms of the rows swept after :math:`j` come from the sweep before, in the other direction
+    (the compiled kernel ``gst``). The updates are a Gauss-Seidel sweep's, each column's terms summed in
+    another order (equal to round-off). The terms the forward sweep reads are the backward sweep's:
+    :meth:`invalidate` after ``x`` is changed between two calls (the first call sets them up).
+    Calling it runs a forward and a backward sweep and renormalises ``x`` (in place); False when the
+    iterate stopped being a positive finite vector. :meth:`fits` says where it applies (the compiled
+    kernels built, the whole chain the class, every state with an exit, ``Q``'s rows sorted, no duplicates).
+    """
+
+    def __init__(self, op):
+        self.op, self.Q = op, one_index_type(op.generator_rows(False))
+        if not self.Q.has_canonical_format:
+            raise ValueError("RowSweeper: Q's rows must be sorted, without duplicates (scipy's sum_duplicates)")
+        self._q = np.ascontiguousarray(op.exit_rates, dtype=float)   # (minus Q's diagonal, to the bit)
+        self._ext = extension()
+        n = op.n
+        self._ahead, self._behind = np.empty(n), np.empty(n)   # the forward sweep's terms, the backward's
+        self._zero = np.zeros(n)
+        self._fresh = False
+
+    @staticmethod
+    def fits(op, support) -> bool:
+        return (extension() is not None and hasattr(extension(), "gst") and op.size == 1 and op.n > 1
+                and bool(np.all(support)) and bool(np.all(op.exit_rates > 0))
+                and bool(op.generator_rows(False).has_canonical_format))    # (the kernel's rows: sorted)
+
+    def invalidate(self):
+        """``x`` was changed since the last call: the terms are made again from it."""
+        self._fresh = False
+
+    def _gst(self, x, fill, read, backward, scale=1.0, init=False):
+        Q = self.Q
+        self._ext.gst(Q.indptr, Q.indices, Q.data, x, self._zero, fill, read, self._q, float(scale), backward,
+                      init)
+
+    def __call__(self, x) -> bool:
+        if not self._fresh:                      # the backward terms of x as it stands; the forward's zero
+            self._gst(x, self._behind, self._ahead, False, init=True)
+            self._ahead.fill(0.0)
+            self._scale = 1.0
+        # (each sweep zeroes the terms it reads: the next one's to fill; the backward terms are divided by
+        # the renormalisation as they are read, the numbers of dividing them first)
+        self._gst(x, self._ahead, self._behind, False, self._scale)
+        self._gst(x, self._behind, self._ahead, True)
+        s = float(x.sum())
+        self._fresh = False
+        if not np.isfinite(s) or s <= 0:
+            return False
+        x /= s
+        self._scale, self._fresh = s, True
+        return True
+
+
+def copy_plentiful(op) -> bool:
+    """Whether a second matrix of ``Q``'s size (``Q^T`` for the polish, ``Q`` in level order for
+    :class:`~ctmc.kernels.levels.LevelSystem`) takes at most :data:`~ctmc.kernels.plan.COPY_SHARE` of
+    the memory at hand (:data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available): there the faster
+    route with the copy is kept (the plan's rule for the bound's thread), elsewhere the sweeps read ``Q``'s
+    own rows (tandem: 16.6 bytes a transition less; a polish sweep 1.2 times as dear, a level cycle 4)."""
+    Q = op.generator_rows(False)
+    nbytes = Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes
+    return nbytes <= plan.COPY_SHARE * plan.BUDGET_FRACTION * available_memory()
+
+
+def polish_pair(op, support, x, levels=None):
+    """The step of the stationary polish on ``x`` (owned, in place) for :func:`polish_sweeps`: ``levels``
+    (a :class:`~ctmc.kernels.levels.PolishLevels`, optional: its aggregation first), then a forward and a
+    backward sweep, renormalised after the backward one only (the law is scale-free); False when the
+    iterate broke down. The sweeps read ``Q``'s rows where :meth:`RowSweeper.fits` and memory is not
+    plentiful (:func:`copy_plentiful`; no ``Q^T`` beside ``Q``: 16.6 bytes a transition on tandem), else
+    ``Q^T``'s (:class:`Sweeper`)."""
+    rows = RowSweeper(op) if RowSweeper.fits(op, support) and not copy_plentiful(op) else None
+    sweeper = Sweeper(op, support) if rows is None else None
+
+    def pair():
+        if levels is not None:
+            steps = levels.steps
+            levels(x)
+            if rows is not None and levels.steps != steps:
+                rows.invalidate()
+        if rows is not None:
+            return rows(x)
+        sweeper.relax(x, None, 1.0, "forward")
+        return sweeper(x, 1.0, "backward")
+    return pair
 
 
 #: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a
