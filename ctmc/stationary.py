@@ -570,8 +570,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     x = start_vector(op, support, opts.x0)
     if (x[support] <= 0).any():
         raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
+    ctx.info["_levels"] = lev_full             # for the return times of the error bound (_evaluate)
     if op.size == 1:
-        ctx.info["_levels"] = lev_full         # for the return times of the error bound (_evaluate)
         return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
     IN = op.local_rows(transpose=True).tocsr()
     own = np.flatnonzero(support)

@@ -57,7 +57,7 @@ from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
-from .sweeps import Sweeper
+from .sweeps import ordered_sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
@@ -117,9 +117,10 @@ class LevelSystem:
     Parameters
     ----------
     op : Operator
-        The chain's operator, on one process.
+        The chain's operator (distributed: the sweeps are the backend's, :func:`~.sweeps.ordered_sweeper`,
+        on each process's block in level order; the coarse system is summed over the processes).
     X : ndarray of bool
-        The class without the pin.
+        The class without the pin (owned part).
     levels : ndarray of int
         The level of every state; every transition moves it by +-1.
     weights : ndarray, optional
@@ -154,63 +155,61 @@ class LevelSystem:
 
     def __init__(self, op, X, levels, weights=None, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES,
                  chain=None):
-        if op.size != 1:
-            raise ValueError("LevelSystem: one process only")
         self.op, self.rtol, self.maxiter = op, float(rtol), int(maxiter)
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels)
+        own = lev[op.start:op.stop]
         idx = np.flatnonzero(X)
-        idx = idx[np.argsort(lev[idx], kind="stable")]
-        self.order = np.concatenate([idx, np.flatnonzero(~X)])
-        self.nx = nx = idx.size
-        self.sweeper = Sweeper(op, X, 0.0, transpose=False, order=self.order)
-        A = self.sweeper.local                       # Q_XX in level order (unit rows off X)
+        self.idx = idx = idx[np.argsort(own[idx], kind="stable")]
+        self.sweeper = ordered_sweeper(op, X, idx)          # Q_XX with X in level order
         found = chain if chain is not None else level_chain(
-            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights)
+            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights, op)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
         group, share, self.ab = found
-        self.group, self.share = group[idx], share[idx]
-        nc = self.ab.shape[1]
-        self.info = {"levels": nc}
+        self.group, self.share = group[op.start + idx], share[idx]
+        self.info = {"levels": self.ab.shape[1], "processes": op.size}
 
     def _coarse(self, r):
-        rc = np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1])
+        rc = self.op.allsum(np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1]))
         return solve_banded((1, 1), self.ab, rc, check_finite=False)[self.group]
 
     def solve(self, b, transpose: bool = False):
-        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only)."""
+        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; every process calls it)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
-        nx, A, sw = self.nx, self.sweeper.local, self.sweeper
-        bo = np.zeros(self.order.size)
-        bo[:nx] = np.asarray(b, dtype=float)[self.order[:nx]]
-        rhs = -bo                                    # the sweeps solve Q_XX x = -b
-        x = np.zeros_like(bo)
-        scale = float(np.abs(bo).max(initial=0.0))
+        op, sw, nx = self.op, self.sweeper, self.idx.size
+        bo = np.asarray(b, dtype=float)[self.idx]
+        rhs = np.zeros(sw.size)
+        rhs[:nx] = -bo                               # the sweeps solve Q_XX x = -b
+        x = np.zeros(sw.size)
+        scale = op.allmax(float(np.abs(bo).max(initial=0.0)))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
             sw.relax_ordered(x, rhs, "forward")
-            r = bo[:nx] + (A @ x)[:nx]
+            r = bo + sw.matvec(x)[:nx]
             x[:nx] += self._coarse(r)
             sw.relax_ordered(x, rhs, "backward")
-            r = bo[:nx] + (A @ x)[:nx]
-            rel = float(np.abs(r).max(initial=0.0)) / scale
+            r = bo + sw.matvec(x)[:nx]
+            rel = op.allmax(float(np.abs(r).max(initial=0.0))) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
                 break
             if rel <= self.rtol:
                 status = Status.SUCCESS
                 break
-        out = np.zeros(self.order.size)
-        out[self.order[:nx]] = x[:nx]
+        out = np.zeros(op.stop - op.start)
+        out[self.idx] = x[:nx]
         return out, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
                                 {"relative_residual": rel})
 
     def close(self):
-        """Nothing to release (the interface of a backend's system)."""
+        """Free the backend's sweeps (PETSc's matrix; nothing on one process)."""
+        close = getattr(self.sweeper, "close", None)
+        if close is not None:
+            close()
 
 
 def _exit_weights(op):
@@ -224,16 +223,18 @@ def _exit_weights(op):
 _CHUNK = 1 << 22
 
 
-def level_chain(Q, X, levels, weights):
+def level_chain(Q, X, levels, weights, op=None):
     r"""The level chain of :math:`M = -Q_{XX}`: ``(group, share, ab)``, or None when a transition
     moves the level by more than one.
 
-    ``group`` numbers the levels present in ``X`` in order (-1 off ``X``), ``share`` is
-    :math:`s_i = w_i / W_L` (uniform on a level without weight, 0 off ``X``) and ``ab`` holds the
-    Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T` in the banded form of
+    ``group`` numbers the levels present in ``X`` in order (-1 off ``X``; every state), ``share`` is
+    :math:`s_i = w_i / W_L` (uniform on a level without weight, 0 off ``X``; the rows of ``Q``) and
+    ``ab`` holds the Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T` in the banded form of
     :func:`scipy.linalg.solve_banded` (``(1, 1)``): row ``L`` of :math:`A_c` is the
     :math:`s`-average of the rows of :math:`M` on level ``L``, its columns summed by level. ``Q`` is
-    read a chunk of rows at a time (no copy of it).
+    read a chunk of rows at a time (no copy of it). With ``op`` (distributed), ``Q``, ``X`` and
+    ``weights`` are the owned rows of ``op`` (``Q``'s columns global, ``levels`` every state's): the
+    sums over the levels are summed over the processes, ``ab`` is the same on every one.
 
     Examples
     --------
@@ -244,25 +245,34 @@ def level_chain(Q, X, levels, weights):
     ([-1, 0, 1], [[0.0, -1.0], [3.0, 2.0], [-2.0, 0.0]])
     """
     X = np.asarray(X, dtype=bool)
+    many = op is not None and op.size > 1
+    start = op.start if many else 0
+    allsum = op.allsum if many else (lambda v: v)
+    Xf = op.gather(X, "all").astype(bool) if many else X         # every state's membership (columns)
     lev = np.asarray(levels, dtype=np.int64)
-    group = np.full(X.size, -1, dtype=np.int64)
-    _, group[X] = np.unique(lev[X], return_inverse=True)
+    group = np.full(Xf.size, -1, dtype=np.int64)
+    _, group[Xf] = np.unique(lev[Xf], return_inverse=True)
     nc = int(group.max()) + 1
+    g = group[start:start + X.size]
     w = np.asarray(weights, dtype=float)
     w = np.where(X & np.isfinite(w) & (w > 0), w, 0.0)
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    w = np.where(X & ~(W > 0)[group], 1.0, w)           # no weight on a level: uniform there
-    W = np.bincount(group[X], weights=w[X], minlength=nc)
-    share = np.where(X, w / np.where(X, W[group], 1.0), 0.0)
+    W = allsum(np.bincount(g[X], weights=w[X], minlength=nc))
+    w = np.where(X & ~(W > 0)[g], 1.0, w)           # no weight on a level: uniform there
+    W = allsum(np.bincount(g[X], weights=w[X], minlength=nc))
+    share = np.where(X, w / np.where(X, W[g], 1.0), 0.0)
     ab = np.zeros(3 * max(nc, 0))
+    bad = 0
     for rows, cols, vals in csr_entries(Q):
-        keep = X[rows] & X[cols]
+        keep = X[rows] & Xf[cols]
         r, c = rows[keep], cols[keep]
-        if np.any(np.abs(lev[c] - lev[r]) > 1):
-            return None
+        if np.any(np.abs(lev[c] - lev[r + start]) > 1):
+            bad = 1
+            break
         gc = group[c]
-        ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
-    return group, share, ab.reshape(3, nc)
+        ab += np.bincount((1 + g[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
+    if (allsum(np.array([float(bad)]))[0] if many else bad):
+        return None
+    return group, share, allsum(ab).reshape(3, nc)
 
 
 def csr_entries(Q):
@@ -492,20 +502,21 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
 
 def return_time_systems(op, X, levels=None, info=None) -> tuple:
     """``(first, later)``: the return-time systems on levels for
-    :func:`ctmc.kernels.evidence.iterative_bound` (one process only, else ``(None, None)``).
+    :func:`ctmc.kernels.evidence.iterative_bound`.
 
     With ``levels`` (``level_iad``'s, ``"given"``'s) ``first`` is a :class:`LevelSystem` on them
-    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles). Without, ``later`` is a callable
+    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles; distributed too). Without (one process
+    only, else ``(None, None)``), ``later`` is a callable
     that finds a variable by :func:`structured_levels` (its name into ``info["return_time_levels"]``)
     and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None (the same
     each call: set up once): tried only where BiCGStab did not bound the return times, or at once where
     a BiCGStab solve did not converge (:func:`~ctmc.kernels.evidence.inverse_norm_bound_of`, ``settle``),
     so chains it serves pay nothing.
     """
-    if op.size != 1:
-        return None, None
     if levels is not None:
         return LevelSystem(op, X, levels), None
+    if op.size != 1:
+        return None, None
     made = []
 
     def later():

@@ -36,8 +36,8 @@ from ..linalg import gth_solve
 from ..results import Status
 from .evidence import balance_error
 
-__all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "polish_sweeps", "PolishRun",
-           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "gth_dense", "state_levels"]
+__all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "ordered_sweeper", "polish_sweeps",
+           "PolishRun", "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "gth_dense", "state_levels"]
 
 _TINY = np.finfo(float).tiny
 
@@ -301,12 +301,36 @@ class Sweeper:
         sweep(self.local, xo, np.ascontiguousarray(rhs[self.order]), omega, direction)
         x[self.order] = xo
 
+    def matvec(self, xo) -> np.ndarray:
+        """``local @ xo``: the product with the owned block in sweep order (one process)."""
+        return self.local @ xo
+
     def relax_ordered(self, xo, rhs, direction="forward", omega=1.0):
         """One sweep on ``xo``, an iterate already in sweep order (``order``), with the right-hand
         side ``rhs`` in that order, in place; one process only (no other blocks to take)."""
         if self.ghosts is not None:
             raise ValueError("relax_ordered: a distributed sweep takes the other blocks; use relax")
         sweep(self.local, xo, rhs, omega, direction)
+
+
+def ordered_sweeper(op, members, order, transpose: bool = False):
+    """Gauss-Seidel sweeps on ``Q_XX`` (``transpose``: ``Q^T_XX``) with the owned members of ``X``
+    (``members``) in ``order`` (local numbers, each member once): an object with
+    ``relax_ordered(xo, rhs, direction)`` (solving ``A xo = rhs`` in place, ``A`` that matrix in
+    order), ``matvec(xo)`` and ``nx`` (the members, first in ``xo``), ``size`` (the length of
+    ``xo``). The backend's own (:meth:`ctmc.backends.base.Operator.ordered_sweeps`: PETSc's
+    ``MatSOR`` on every process's block), else a :class:`Sweeper` on one process, the other owned
+    states after the members as unit rows (``xo`` zero there)."""
+    made = op.ordered_sweeps(members, order, transpose)
+    if made is not None:
+        return made
+    if op.size != 1:
+        raise ValueError(f"ordered_sweeper: the {op.backend} backend has no distributed sweeps")
+    members = np.asarray(members, dtype=bool)
+    sw = Sweeper(op, members, 0.0, transpose=transpose,
+                 order=np.concatenate([np.asarray(order, dtype=np.int64), np.flatnonzero(~members)]))
+    sw.nx, sw.size = int(np.count_nonzero(members)), op.stop - op.start
+    return sw
 
 
 #: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a

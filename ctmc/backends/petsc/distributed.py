@@ -442,6 +442,11 @@ class DistributedChain(Analyses, Operator):
         from .solvers import PetscSystem
         return PetscSystem(self, members, shift, spec, backend_options)
 
+    def ordered_sweeps(self, members, order, transpose=False):
+        """``MatSOR`` sweeps with the owned members in ``order`` (see :class:`~.sweeps.OrderedSweeps`)."""
+        from .sweeps import OrderedSweeps
+        return OrderedSweeps(self, members, order, transpose)
+
     def null_vector(self, support, *, tol, maxiter, ncv, backend_options=None):
         """Stationary vector of the closed class ``support`` by SLEPc (see :func:`.solvers.null_vector`)."""
         from .solvers import null_vector
