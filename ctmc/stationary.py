@@ -111,8 +111,8 @@ from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
 from .kernels.levels import polish_levels
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_sweeps,
-                             start_vector, state_levels)
+from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, ordered_sweeper,
+                             polish_sweeps, start_vector, state_levels)
 from .kernels.tail import tail_evidence
 from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
                       linear_spec, make_options as _make_options, positive as _positive, tail_bound_flag)
@@ -546,8 +546,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
        level to these masses (Takahashi 1975; Stewart 1994, ch. 6), then
     2. runs a forward and a backward Gauss-Seidel sweep ordered by level: the
        states of a level only exchange probability with the two neighbouring
-       levels, so a level is updated in one sparse product (on each process's
-       block when distributed, other blocks from the previous sweep).
+       levels, so a level's states may be updated in any order (on each process's
+       block when distributed, PETSc's ``MatSOR``: other blocks from before the sweep).
 
     It stops by the rule of the other iterations (:class:`Stop`), going on past its normwise
     cap while the balance error or its count still falls (:data:`LEVEL_IAD_PATIENCE`).
@@ -565,80 +565,49 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     rows, vals = out_rows.row[keep], out_rows.data[keep]
     up = np.bincount(rows[step > 0], weights=vals[step > 0], minlength=m)
     down = np.bincount(rows[step < 0], weights=vals[step < 0], minlength=m)
-    out = np.where(support, op.exit_rates, 1.0)
     n_lev = int(op.allmax(float(lev[support].max(initial=0)))) + 1
     x = start_vector(op, support, opts.x0)
     if (x[support] <= 0).any():
         raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
     ctx.info["_levels"] = lev_full             # for the return times of the error bound (_evaluate)
-    if op.size == 1:
-        return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
-    IN = op.local_rows(transpose=True).tocsr()
-    own = np.flatnonzero(support)
-    order = own[np.argsort(lev[own], kind="stable")]
-    bounds = np.searchsorted(lev[order], np.arange(n_lev + 1))
-    blocks = [(order[bounds[L]:bounds[L + 1]], IN[order[bounds[L]:bounds[L + 1]]]) for L in range(n_lev)]
-    lv = np.where(support, lev, 0)
-    status, it = Status.MAX_ITERATIONS, 0
-    stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
-    with Progress("stationary (level_iad)", opts.progress) as prog:
-        for it in range(1, opts.maxiter + 1):
-            f = level_factors(*op.allsum(np.stack([np.bincount(lv, weights=w, minlength=n_lev)     # one sum
-                                                   for w in (x, x * up, x * down)])))
-            x = np.where(support, x * f[lv], 0.0)
-            xf = op.gather(x, "all")
-            for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):
-                loc, B = blocks[L]
-                if loc.size:
-                    xf[op.start + loc] = (B @ xf) / out[loc]
-            x = np.array(xf[op.start:op.stop])
-            x /= op.allsum(float(x.sum()))
-            r = op.apply(x, transpose=True)
-            if stop(it, x, r):
-                status = Status.SUCCESS
-                break
-            if not np.isfinite(stop.rel):
-                return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-            prog.residual(stop.rel, opts.tol, f"iteration {it}")
-    ctx.info.update(levels=n_lev)
-    return x, it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
+    return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
 
 
 def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
-    """``level_iad`` on one process: the iterate is kept in level order, where the sweeps by level
-    are Gauss-Seidel sweeps of the compiled kernel (the states of a level exchange no probability,
-    so a level's states may be updated in any order) on the matrix permuted once, and the level
-    masses are sums of consecutive entries. The stopping rule is checked every few iterations
-    (:func:`checked_sweeps`), on the iterate put back in state order."""
+    """``level_iad`` with the iterate kept in level order, where the sweeps by level are Gauss-Seidel
+    sweeps of the compiled kernel, or PETSc's ``MatSOR`` on each process's block (the states of a level
+    exchange no probability, so a level's states may be updated in any order; :func:`ordered_sweeper`)
+    on the matrix permuted once, and the level masses are sums of consecutive entries (over the
+    processes). The stopping rule is checked every few iterations (:func:`checked_sweeps`), on the
+    iterate put back in state order."""
     order = np.flatnonzero(support)
     order = order[np.argsort(lev[order], kind="stable")]
-    rest = np.flatnonzero(~support)
-    sweeper = Sweeper(op, support, order=np.concatenate([order, rest]))
+    sweeper = ordered_sweeper(op, support, order, transpose=True)
     m = order.size
     counts = np.bincount(lev[order], minlength=n_lev)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     up_o, down_o = up[order], down[order]
-    xo = np.zeros(op.n)
+    xo = np.zeros(sweeper.size)
     xo[:m] = x0[order]
-    zero = np.zeros(op.n)
+    zero = np.zeros(sweeper.size)
     stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
 
     def level_sums(v):
         return np.add.reduceat(v, starts) if counts.all() else np.bincount(lev[order], weights=v, minlength=n_lev)
 
     def step(it, v):
-        v[:m] *= np.repeat(level_factors(level_sums(v[:m]), level_sums(v[:m] * up_o),
-                                         level_sums(v[:m] * down_o)), counts)
+        v[:m] *= np.repeat(level_factors(*op.allsum(np.stack([level_sums(v[:m]), level_sums(v[:m] * up_o),
+                                                              level_sums(v[:m] * down_o)]))), counts)
         sweeper.relax_ordered(v, zero, "forward")
         sweeper.relax_ordered(v, zero, "backward")
-        s = float(v.sum())
+        s = op.allsum(float(v.sum()))
         if not np.isfinite(s) or s <= 0:
             return False
         v /= s
         return True
 
     def unordered(v):
-        x = np.zeros(op.n)
+        x = np.zeros(op.stop - op.start)
         x[order] = v[:m]
         return x
 
