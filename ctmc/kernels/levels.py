@@ -32,6 +32,11 @@ Each cycle of :class:`LevelSystem` runs
    in :math:`O(\text{levels})`,
 3. a Gauss-Seidel sweep in decreasing level order.
 
+Distributed (PETSc), the sweeps are ``MatSOR``'s local sweeps on each process's block, its states in
+level order (:func:`ctmc.kernels.sweeps.ordered_sweeper`), the other blocks' entries from before the
+sweep; the restriction is summed over the processes, the levels' system solved on each (the same), and
+the correction added to the owned states: the algorithm is the same, written once.
+
 It stops when :math:`\|b - Mx\|_\infty \le` ``rtol`` :math:`\|b\|_\infty`. The solver
 is only a means: :func:`~ctmc.kernels.evidence.return_time_bound` recomputes the
 residual of what it returns and proves the bound from it, whatever solved it.
