@@ -585,7 +585,8 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
     sweeper = ordered_sweeper(op, support, order, transpose=True)
     m = order.size
     counts = np.bincount(lev[order], minlength=n_lev)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    present = np.flatnonzero(counts)        # (a process's block may miss levels)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[present]
     up_o, down_o = up[order], down[order]
     xo = np.zeros(sweeper.size)
     xo[:m] = x0[order]
@@ -593,7 +594,10 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
     stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
 
     def level_sums(v):
-        return np.add.reduceat(v, starts) if counts.all() else np.bincount(lev[order], weights=v, minlength=n_lev)
+        out = np.zeros(n_lev)
+        if present.size:
+            out[present] = np.add.reduceat(v, starts)
+        return out
 
     def step(it, v):
         v[:m] *= np.repeat(level_factors(*op.allsum(np.stack([level_sums(v[:m]), level_sums(v[:m] * up_o),
