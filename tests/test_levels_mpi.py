@@ -62,7 +62,7 @@ def _law(res, exact):
 
 
 def _level_solve(op, X, levels):
-    """One level solve of ``M m = 1`` on ``op`` (distributed or not): its cycles and its recomputed residual."""
+    """One level solve of ``M m = 1`` on ``op`` (distributed or not): its cycles, its recomputed residual."""
     from ctmc.kernels.levels import LevelSystem
     try:
         s = LevelSystem(op, X, levels)
@@ -121,6 +121,52 @@ def job(tmp_path_factory):
     if not mpi_ready():
         pytest.skip("petsc4py or mpirun not installed (scripts/bootstrap.sh)")
     return run_job(__file__, tmp_path_factory.mktemp("levels_mpi") / "out.json", timeout=600)
+
+
+def _gauss_seidel(A, x, b, rows):
+    """One Gauss-Seidel sweep on ``A x = b`` visiting ``rows`` in turn (dense, by hand): the reference."""
+    x = x.copy()
+    for i in rows:
+        x[i] = (b[i] - A[i] @ x + A[i, i] * x[i]) / A[i, i]
+    return x
+
+
+def test_ordered_sweeps_are_gauss_seidel_sweeps_in_the_given_order():
+    """PETSc's sweeps on one process (``MatSOR`` on the block renumbered in ``order``) against a
+    Gauss-Seidel sweep by hand on the dense ``Q_XX``, forward and backward, ``Q^T_XX`` too; a wrong
+    ``order`` is refused before any work."""
+    from ctmc.backends.petsc_backend import available
+    if not available():
+        pytest.skip("petsc4py not installed")
+    from ctmc.backends import operator_for
+    model, init = parallel_queues()
+    chain = model.build(initial=init)
+    dc = operator_for(chain, "petsc")
+    n = dc.n
+    X = np.ones(n, dtype=bool)
+    X[5] = False
+    lev = chain.states.as_dict()["x"] + chain.states.as_dict()["y"]
+    idx = np.flatnonzero(X)
+    order = idx[np.argsort(lev[idx], kind="stable")]
+    rng = np.random.default_rng(3)
+    for transpose in (False, True):
+        Q = chain.Q.toarray()
+        A = (Q.T if transpose else Q)[np.ix_(order, order)]        # Q_XX (Q^T_XX) in sweep order
+        sw = dc.ordered_sweeps(X, order, transpose)
+        try:
+            x, b = rng.random(order.size), rng.random(order.size)
+            np.testing.assert_allclose(sw.matvec(x), A @ x, rtol=1e-12, atol=1e-14 * np.abs(A).max())
+            for direction, rows in (("forward", range(order.size)),
+                                    ("backward", range(order.size - 1, -1, -1))):
+                y = x.copy()
+                sw.relax_ordered(y, b, direction)
+                np.testing.assert_allclose(y, _gauss_seidel(A, x, b, rows), rtol=1e-12, atol=1e-14)
+        finally:
+            sw.close()
+    with pytest.raises(ValueError, match="order: expected every owned member of X"):
+        dc.ordered_sweeps(X, order[:-1])                          # a member missing
+    with pytest.raises(ValueError, match="order: expected every owned member of X"):
+        dc.ordered_sweeps(X, np.r_[order[:-1], 5])                # the pin, not a member
 
 
 def _proven_by_levels(r):

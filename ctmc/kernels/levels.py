@@ -180,7 +180,7 @@ class LevelSystem:
         return solve_banded((1, 1), self.ab, rc, check_finite=False)[self.group]
 
     def solve(self, b, transpose: bool = False):
-        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; every process calls it)."""
+        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; a collective)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
         op, sw, nx = self.op, self.sweeper, self.idx.size
