@@ -175,12 +175,13 @@ def _proven_by_levels(r):
 
 
 def test_jsq_level_iad_on_two_ranks_is_graded_by_a_proven_bound(job):
-    """JSQ K=300 by ``level_iad`` on two processes: success, its bound proven by the level solve and not
-    below the true error, every probability (down to 1e-80) within 1e-9 of scipy's LU."""
+    """JSQ K=500 by ``level_iad`` on two processes: success, its bound proven by the level solve and not
+    below the true error, every probability (down to 7.7e-285) within 1e-9 of scipy's LU, the bound's
+    level solve in about the cycles of scipy's (20)."""
     r = job["jsq"]
     assert r["status"] == "success", r
     _proven_by_levels(r)
-    assert r["rel"] < 1e-9 and r["min_exact"] < 1e-60, r
+    assert r["rel"] < 1e-9 and r["min_exact"] < 1e-280, r
     assert max(r["cycles"]) <= 1.5 * max(job["jsq_scipy_cycles"]) + 2, (r, job["jsq_scipy_cycles"])
 
 
