@@ -127,8 +127,7 @@ def given(op, support, opts: GivenOptions, hint, ctx):
     if opts.levels is not None:
         lev = state_levels(op, opts.levels)
         _check_level_steps(op, support, lev)
-        if op.size == 1:
-            ctx.info["_levels"] = lev          # the bound's return times by levels (stationary._evaluate)
+        ctx.info["_levels"] = lev              # the bound's return times by levels (stationary._evaluate)
     if not opts.bound:
         ctx.info["_bound"] = False             # no bound's solve: error_bound NaN
         ctx.info["error_bound_kind"] = "none (bound=False: not computed)"

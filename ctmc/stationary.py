@@ -110,12 +110,12 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
-from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, fed_states, level_steps, live_order,
+from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, by_level, fed_states, level_steps, live_order,
                              polish_levels, run_sums)
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
-from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, polish_pair,
-                             polish_sweeps, start_vector, state_levels)
+from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, ordered_sweeper,
+                             polish_pair, polish_sweeps, start_vector, state_levels)
 from .kernels.tail import tail_evidence
 from .options import (DirectOptions, GTHOptions, KrylovSolverOptions, Tolerances, integer_in as _integer_in,
                       linear_spec, make_options as _make_options, positive as _positive, tail_bound_flag)
@@ -547,8 +547,8 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
        level to these masses (Takahashi 1975; Stewart 1994, ch. 6), then
     2. runs a forward and a backward Gauss-Seidel sweep ordered by level: the
        states of a level only exchange probability with the two neighbouring
-       levels, so a level is updated in one sparse product (on each process's
-       block when distributed, other blocks from the previous sweep).
+       levels, so a level's states may be updated in any order (on each process's
+       block when distributed, PETSc's ``MatSOR``: other blocks from before the sweep).
 
     It stops by the rule of the other iterations (:class:`Stop`), going on past its normwise
     cap while the balance error or its count still falls (:data:`LEVEL_IAD_PATIENCE`).
@@ -566,76 +566,58 @@ def _level_iad(op, support, opts: LevelIADOptions, hint, ctx):
     rows, vals = out_rows.row[keep], out_rows.data[keep]
     up = np.bincount(rows[step > 0], weights=vals[step > 0], minlength=m)
     down = np.bincount(rows[step < 0], weights=vals[step < 0], minlength=m)
-    out = np.where(support, op.exit_rates, 1.0)
     n_lev = int(op.allmax(float(lev[support].max(initial=0)))) + 1
     x = start_vector(op, support, opts.x0)
     if (x[support] <= 0).any():
         raise ValueError("x0: level_iad needs a positive initial guess on the closed class")
-    if op.size == 1:
-        ctx.info["_levels"] = lev_full         # for the return times of the error bound (_evaluate)
-        return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
-    IN = op.local_rows(transpose=True).tocsr()
-    own = np.flatnonzero(support)
-    order = own[np.argsort(lev[own], kind="stable")]
-    bounds = np.searchsorted(lev[order], np.arange(n_lev + 1))
-    blocks = [(order[bounds[L]:bounds[L + 1]], IN[order[bounds[L]:bounds[L + 1]]]) for L in range(n_lev)]
-    lv = np.where(support, lev, 0)
-    status, it = Status.MAX_ITERATIONS, 0
-    stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
-    with Progress("stationary (level_iad)", opts.progress) as prog:
-        for it in range(1, opts.maxiter + 1):
-            f = level_factors(*op.allsum(np.stack([np.bincount(lv, weights=w, minlength=n_lev)     # one sum
-                                                   for w in (x, x * up, x * down)])))
-            x = np.where(support, x * f[lv], 0.0)
-            xf = op.gather(x, "all")
-            for L in list(range(n_lev)) + list(range(n_lev - 1, -1, -1)):
-                loc, B = blocks[L]
-                if loc.size:
-                    xf[op.start + loc] = (B @ xf) / out[loc]
-            x = np.array(xf[op.start:op.stop])
-            x /= op.allsum(float(x.sum()))
-            r = op.apply(x, transpose=True)
-            if stop(it, x, r):
-                status = Status.SUCCESS
-                break
-            if not np.isfinite(stop.rel):
-                return None, it, Status.BREAKDOWN, "level_iad: the iteration diverged"
-            prog.residual(stop.rel, opts.tol, f"iteration {it}")
-    ctx.info.update(levels=n_lev)
-    return x, it, status, f"level aggregation + Gauss-Seidel by levels, {it} iterations"
+    ctx.info["_levels"] = lev_full             # for the return times of the error bound (_evaluate)
+    return _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x)
 
 
 def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
-    """``level_iad`` on one process: the iterate in level order, swept by the compiled kernel on the matrix
-    permuted once (a level's states exchange no probability: any order within it), the level masses sums of
-    consecutive entries; the states :func:`live_states` leaves out come last, not swept unless the tail
-    stalls or feeds them (``info["unfrozen_at"]``). The stop is checked every few iterations on the iterate
-    in state order (:func:`checked_sweeps`); past the normwise cap the levels are rescaled less often."""
-    order, ml = live_order(op.local_rows(), support, lev, x0)
-    full, m = np.concatenate([order, np.flatnonzero(~support)]), order.size
-    A, qo = Sweeper(op, support, order=full).local, op.exit_rates[full]     # qo: the stop's, in that order
+    """``level_iad`` with the iterate in level order (a level's states exchange no probability: any order
+    within it), the level masses sums of consecutive entries (over the processes), swept by the compiled
+    kernel on the matrix permuted once or by PETSc's ``MatSOR`` on each process's block
+    (:func:`ordered_sweeper`). On one process the states :func:`live_states` leaves out come last, not swept
+    unless the tail stalls or feeds them (``info["unfrozen_at"]``), and the stop reads the swept rows; on
+    several every state is swept and the stop reads the iterate in state order (:func:`checked_sweeps`).
+    Past the normwise cap the levels are rescaled less often."""
+    one, own = op.size == 1, op.stop - op.start
+    order, ml = live_order(op.local_rows(), support, lev, x0) if one else by_level(support, lev)
+    m, sw = order.size, ordered_sweeper(op, support, order, transpose=True)
     runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, m))]
-    rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))  # a view
-    up_o, down_o = up[order], down[order]
-    xo, zero = np.concatenate([x0[order], np.zeros(op.n - m)]), np.zeros(op.n)
-    stop = Stop(OrderedStates(op, qo[:rows.shape[0]]), opts, patience=LEVEL_IAD_PATIENCE)
+    up_o, down_o, xo, zero = up[order], down[order], np.zeros(sw.size), np.zeros(sw.size)
+    xo[:m] = x0[order]
+    unordered = lambda v: np.bincount(order, weights=v[:m], minlength=own)    # noqa: E731 (exact: one a bin)
+    if one:     # qo: the stop's exit rates, in that order; rows: the swept ones of A (a view)
+        A, qo = sw.local, op.exit_rates[np.concatenate([order, np.flatnonzero(~support)])]
+        rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))
+        relax = lambda v, d: sweep(rows, v, zero, 1.0, d)                     # noqa: E731
+        check = lambda it, v: stop(it, v[:rows.shape[0]], product(rows, v))    # noqa: E731 (the swept rows)
+        stop = Stop(OrderedStates(op, qo[:rows.shape[0]]), opts, patience=LEVEL_IAD_PATIENCE)
+    else:
+        A = rows = None
+        relax = lambda v, d: sw.relax_ordered(v, zero, d)                     # noqa: E731
+        stop = Stop(op, opts, patience=LEVEL_IAD_PATIENCE)
+
+        def check(it, v):                                      # (the iterate in state order)
+            x = unordered(v)
+            return stop(it, x, op.apply(x, transpose=True))
 
     def step(it, v):
         agg = stop.norm_it is None or it % LEVEL_IAD_TAIL_GAP == 0
         if agg:
-            f = level_factors(*(sum(run_sums(w[a:b], c) for a, b, c in runs) for w in (v[:m], v[:m] * up_o,
-                                                                                     v[:m] * down_o)))
+            f = level_factors(*op.allsum(np.stack([sum(run_sums(w[a:b], c) for a, b, c in runs)
+                                                   for w in (v[:m], v[:m] * up_o, v[:m] * down_o)])))
             for a, b, c in runs:
                 v[a:b] *= np.repeat(f, c)
-        sweep(rows, v, zero, 1.0, "forward")
-        sweep(rows, v, zero, 1.0, "backward")
-        s = float(v.sum() if agg else v[:rows.shape[0]].sum())     # renormalised with the levels' step
-        if agg and s > 0:
+        relax(v, "forward")
+        relax(v, "backward")
+        s = op.allsum(float(v.sum() if agg or not one else v[:rows.shape[0]].sum()))   # (renormalised
+        if agg and s > 0:                                                                # with the levels)
             v /= s
         return np.isfinite(s) and s > 0
 
-    unordered = lambda v: np.bincount(order, weights=v[:m], minlength=op.n)    # noqa: E731 (exact: one a bin)
-    check = lambda it, v: stop(it, v[:rows.shape[0]], product(rows, v))    # noqa: E731 (the swept rows)
     with Progress("stationary (level_iad)", opts.progress) as prog:
         on = lambda it: prog.residual(stop.rel, opts.tol, f"iteration {it}")    # noqa: E731
         it, out = checked_sweeps(step, xo, check, stop, 1, opts.maxiter, on_check=on)

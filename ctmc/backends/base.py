@@ -358,6 +358,11 @@ class Operator(abc.ABC):
             self._product_roundoff = g
         return g
 
+    def ordered_sweeps(self, members: np.ndarray, order: np.ndarray, transpose: bool = False):
+        """The backend's Gauss-Seidel sweeps on ``Q_XX`` (``Q^T_XX``) with the owned members of ``X`` in
+        ``order`` (see :func:`ctmc.kernels.sweeps.ordered_sweeper`), or None: the compiled kernels then."""
+        return None
+
     # --- structure ---------------------------------------------------------
     @abc.abstractmethod
     def reach(self, seeds: np.ndarray, within: Optional[np.ndarray] = None,

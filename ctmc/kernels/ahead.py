@@ -150,9 +150,13 @@ def bound_ahead(ahead, op, support, pi, size: int, backend_options, info: dict, 
 
     def bound_at(k, system, out):
         first, later = return_time_systems(op, support & ~unit_mask(op, k), levels, out)
-        return (solver or iterative_bound)(op, support, pi, k, size, backend_options, out,
-                                           error_tol=error_tol, system=first if system is None else system,
-                                           later=later)
+        try:
+            return (solver or iterative_bound)(op, support, pi, k, size, backend_options, out,
+                                               error_tol=error_tol, system=first if system is None else system,
+                                               later=later)
+        finally:
+            if first is not None:               # (PETSc's sweeps: freed here, on every process alike)
+                first.close()
 
     first = {}
     bound, kind = bound_at(mine, ahead, first)

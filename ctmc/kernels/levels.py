@@ -33,6 +33,11 @@ Each cycle of :class:`LevelSystem` runs
    in :math:`O(\text{levels})`,
 3. a Gauss-Seidel sweep in decreasing level order.
 
+Distributed (PETSc), the sweeps are ``MatSOR``'s local sweeps on each process's block, its states in
+level order (:func:`ctmc.kernels.sweeps.ordered_sweeper`), the other blocks' entries from before the
+sweep; the restriction is summed over the processes, the levels' system solved on each (the same), and
+the correction added to the owned states: the algorithm is the same, written once.
+
 It stops when :math:`\|b - Mx\|_\infty \le` ``rtol`` :math:`\|b\|_\infty`. The solver
 is only a means: :func:`~ctmc.kernels.evidence.return_time_bound` recomputes the
 residual of what it returns and proves the bound from it, whatever solved it.
@@ -58,14 +63,14 @@ from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
-from .._relax import one_index_type, product, sweep, sweep_rows
-from .sweeps import copy_plentiful
+from .._relax import one_index_type
+from .sweeps import ordered_sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
            "level_flows", "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
            "PolishLevels", "polish_levels", "LEVEL_LIVE", "live_states", "live_order", "fed_states",
-           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates"]
+           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates", "by_level"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -133,6 +138,17 @@ class OrderedStates:
         self.exit_rates, self.qmax, self.allsum, self.allmax = q, op.qmax, op.allsum, op.allmax
 
 
+def by_level(support, levels):
+    """``(order, n)``: the states of ``support`` in level order (stable), and their number.
+
+    >>> by_level(np.array([True, False, True, True]), np.array([2, 0, 1, 2]))[0].tolist()
+    [2, 0, 3]
+    """
+    own = np.flatnonzero(support)
+    order = own[np.argsort(np.asarray(levels)[own], kind="stable")]
+    return order, order.size
+
+
 def live_order(R, support, levels, x):
     """``(order, live)``: the states of ``support`` in level order, the ``live`` ones of
     :func:`live_states` (``R``, ``x``) first, then the others.
@@ -144,9 +160,8 @@ def live_order(R, support, levels, x):
     >>> order.tolist(), live
     ([3, 2, 1, 0], 3)
     """
-    own = np.flatnonzero(support)
-    keep = live_states(R, x)[own]
-    parts = [p[np.argsort(np.asarray(levels)[p], kind="stable")] for p in (own[keep], own[~keep])]
+    keep = live_states(R, x) & support
+    parts = [by_level(part, levels)[0] for part in (keep, support & ~keep)]
     return np.concatenate(parts), parts[0].size
 
 
@@ -215,9 +230,10 @@ class LevelSystem:
     Parameters
     ----------
     op : Operator
-        The chain's operator, on one process.
+        The chain's operator (distributed: the sweeps are the backend's, :func:`~.sweeps.ordered_sweeper`,
+        on each process's block in level order; the coarse system is summed over the processes).
     X : ndarray of bool
-        The class without the pin.
+        The class without the pin (owned part).
     levels : ndarray of int
         The level of every state; every transition moves it by +-1.
     weights : ndarray, optional
@@ -252,83 +268,61 @@ class LevelSystem:
 
     def __init__(self, op, X, levels, weights=None, rtol: float = LEVEL_RTOL, maxiter: int = LEVEL_CYCLES,
                  chain=None):
-        if op.size != 1:
-            raise ValueError("LevelSystem: one process only")
         self.op, self.rtol, self.maxiter = op, float(rtol), int(maxiter)
         X = np.asarray(X, dtype=bool)
         lev = np.asarray(levels)
+        own = lev[op.start:op.stop]
         idx = np.flatnonzero(X)
-        rows = idx[np.argsort(lev[idx], kind="stable")]      # the rows of X in level order
-        self.X, self.nx, Q = X, idx.size, one_index_type(op.generator_rows(False))
+        self.idx = idx = idx[np.argsort(own[idx], kind="stable")]
+        self.sweeper = ordered_sweeper(op, X, idx)          # Q_XX with X in level order
         found = chain if chain is not None else level_chain(
-            Q, X, lev, _exit_weights(op) if weights is None else weights)
+            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights, op)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
-        if copy_plentiful(op):
-            # Q_XX in level order, swept in its own order: the vectors on X in level order (``at``)
-            self.A, self.rows, self.at = Q[rows][:, rows].tocsr(), None, rows
-            self.A.sort_indices()
-        else:
-            # Q's own rows swept in level order (no copy): the vectors on every state, zero off X, where
-            # Q's entries add nothing; a cycle about 4 times as dear (the rows read out of their order)
-            self.A, self.rows, self.at = Q, rows, X
         group, share, self.ab = found
-        self.group, self.share = group[self.at], share[self.at]
-        nc = self.ab.shape[1]
-        self.info = {"levels": nc}
+        self.group, self.share = group[op.start + idx], share[idx]
+        self.info = {"levels": self.ab.shape[1], "processes": op.size}
 
     def _coarse(self, r):
-        rc = np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1])
+        rc = self.op.allsum(np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1]))
         return solve_banded((1, 1), self.ab, rc, check_finite=False)[self.group]
 
     def solve(self, b, transpose: bool = False):
-        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only)."""
+        """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; a collective)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
-        A, at, rows = self.A, self.at, self.rows
-        b = np.asarray(b, dtype=float)
-        bx = b[at] if rows is None else np.where(at, b, 0.0)
-        rhs = -bx                                    # the sweeps solve Q_XX x = -b
-        x = np.zeros_like(bx)
-        scale = float(np.abs(bx).max(initial=0.0))
+        op, sw, nx = self.op, self.sweeper, self.idx.size
+        bo = np.asarray(b, dtype=float)[self.idx]
+        rhs = np.zeros(sw.size)
+        rhs[:nx] = -bo                               # the sweeps solve Q_XX x = -b
+        x = np.zeros(sw.size)
+        scale = op.allmax(float(np.abs(bo).max(initial=0.0)))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
-
-        def relax(direction):
-            if rows is None:
-                sweep(A, x, rhs, 1.0, direction)
-            else:
-                sweep_rows(A, x, rhs, rows, direction)
-
-        def residual():
-            r = bx + product(A, x)
-            return r if rows is None else r[at]
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
-            relax("forward")
-            r = residual()
-            if rows is None:
-                x += self._coarse(r)
-            else:
-                x[at] += self._coarse(r)
-            relax("backward")
-            r = residual()
-            rel = float(np.abs(r).max(initial=0.0)) / scale
+            sw.relax_ordered(x, rhs, "forward")
+            r = bo + sw.matvec(x)[:nx]
+            x[:nx] += self._coarse(r)
+            sw.relax_ordered(x, rhs, "backward")
+            r = bo + sw.matvec(x)[:nx]
+            rel = op.allmax(float(np.abs(r).max(initial=0.0))) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
                 break
             if rel <= self.rtol:
                 status = Status.SUCCESS
                 break
-        if rows is None:
-            out = np.zeros(self.X.size)
-            out[at] = x
-            x = out
-        return x, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
-                              {"relative_residual": rel})
+        out = np.zeros(op.stop - op.start)
+        out[self.idx] = x[:nx]
+        return out, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
+                                {"relative_residual": rel})
 
     def close(self):
-        """Nothing to release (the interface of a backend's system)."""
+        """Free the backend's sweeps (PETSc's matrix; nothing on one process)."""
+        close = getattr(self.sweeper, "close", None)
+        if close is not None:
+            close()
 
 
 def _exit_weights(op):
@@ -345,16 +339,18 @@ def _exit_weights(op):
 _CHUNK = 1 << 16
 
 
-def level_chain(Q, X, levels, weights):
+def level_chain(Q, X, levels, weights, op=None):
     r"""The level chain of :math:`M = -Q_{XX}`: ``(group, share, ab)``, or None when a transition
     moves the level by more than one.
 
-    ``group`` numbers the levels present in ``X`` in order (-1 off ``X``), ``share`` is
-    :math:`s_i = w_i / W_L` (uniform on a level without weight, 0 off ``X``) and ``ab`` holds the
-    Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T` in the banded form of
+    ``group`` numbers the levels present in ``X`` in order (-1 off ``X``; every state), ``share`` is
+    :math:`s_i = w_i / W_L` (uniform on a level without weight, 0 off ``X``; the rows of ``Q``) and
+    ``ab`` holds the Galerkin product :math:`A_c = T^T\mathrm{diag}(s) M T` in the banded form of
     :func:`scipy.linalg.solve_banded` (``(1, 1)``): row ``L`` of :math:`A_c` is the
     :math:`s`-average of the rows of :math:`M` on level ``L``, its columns summed by level. ``Q`` is
-    read a chunk of rows at a time (no copy of it).
+    read a chunk of rows at a time (no copy of it). With ``op`` (distributed), ``Q``, ``X`` and
+    ``weights`` are the owned rows of ``op`` (``Q``'s columns global, ``levels`` every state's): the
+    sums over the levels are summed over the processes, ``ab`` is the same on every one.
 
     Examples
     --------
@@ -365,27 +361,36 @@ def level_chain(Q, X, levels, weights):
     ([-1, 0, 1], [[0.0, -1.0], [3.0, 2.0], [-2.0, 0.0]])
     """
     X = np.asarray(X, dtype=bool)
+    many = op is not None and op.size > 1
+    start = op.start if many else 0
+    allsum = op.allsum if many else (lambda v: v)
+    Xf = op.gather(X, "all").astype(bool) if many else X         # every state's membership (columns)
     lev = np.asarray(levels, dtype=np.int64)
-    group = _level_ranks(lev, X)
+    group = _level_ranks(lev, Xf)                       # (every state's: the columns)
     nc = int(group.max()) + 1
+    g = group[start:start + X.size]                     # the owned rows'
     share = np.array(weights, dtype=float)              # the weights w, then the shares in their place
     share[~(X & np.isfinite(share) & (share > 0))] = 0.0
-    g1 = group + 1                                      # (bin 0: the states off X, of weight 0)
-    W = np.bincount(g1, weights=share, minlength=nc + 1)
-    share[X & ~(W[1:] > 0)[group]] = 1.0                # no weight on a level: uniform there
-    W = np.bincount(g1, weights=share, minlength=nc + 1)
+    g1 = g + 1                                          # (bin 0: the states off X, of weight 0)
+    W = allsum(np.bincount(g1, weights=share, minlength=nc + 1))
+    share[X & ~(W[1:] > 0)[g]] = 1.0                    # no weight on a level: uniform there
+    W = allsum(np.bincount(g1, weights=share, minlength=nc + 1))
     W[0] = 1.0
     share /= W[g1]
     del g1
     ab = np.zeros(3 * max(nc, 0))
+    bad = 0
     for rows, cols, vals in csr_entries(Q):
-        keep = X[rows] & X[cols]
+        keep = X[rows] & Xf[cols]
         r, c = rows[keep], cols[keep]
-        if np.any(np.abs(lev[c] - lev[r]) > 1):
-            return None
+        if np.any(np.abs(lev[c] - lev[r + start]) > 1):
+            bad = 1
+            break
         gc = group[c]
-        ab += np.bincount((1 + group[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
-    return group, share, ab.reshape(3, nc)
+        ab += np.bincount((1 + g[r] - gc) * nc + gc, weights=-share[r] * vals[keep], minlength=3 * nc)
+    if (allsum(np.array([float(bad)]))[0] if many else bad):
+        return None
+    return group, share, allsum(ab).reshape(3, nc)
 
 
 def _level_ranks(lev, X):
@@ -636,10 +641,11 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
 
 def return_time_systems(op, X, levels=None, info=None) -> tuple:
     """``(first, later)``: the return-time systems on levels for
-    :func:`ctmc.kernels.evidence.iterative_bound` (one process only, else ``(None, None)``).
+    :func:`ctmc.kernels.evidence.iterative_bound`.
 
     With ``levels`` (``level_iad``'s, ``"given"``'s) ``first`` is a :class:`LevelSystem` on them
-    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles). Without, ``later`` is a callable
+    (tried before any Krylov solve, :data:`LEVEL_CYCLES` cycles; distributed too). Without (one process
+    only, else ``(None, None)``), ``later`` is a callable
     that finds a variable by :func:`structured_levels` (its name into ``info["return_time_levels"]``)
     and sets up a :class:`LevelSystem` on it (:data:`LEVEL_PROBE` cycles), or returns None (the same
     each call: set up once): tried only where BiCGStab did not bound the return times, or at once where
@@ -649,10 +655,10 @@ def return_time_systems(op, X, levels=None, info=None) -> tuple:
     them (:data:`LEVEL_PROBE` cycles): on tandem c = 4095 BiCGStab spent 200 iterations (700 s) diverging
     before the levels' 15 cycles.
     """
-    if op.size != 1:
-        return None, None
     if levels is not None:
         return LevelSystem(op, X, levels), None
+    if op.size != 1:
+        return None, None
     kept = _KEPT.get(op)
     if kept is not None and np.array_equal(kept[0], X):        # the polish needed them: first
         found = _structured(op, X)

@@ -81,6 +81,11 @@ def _csr(mat, m, n):
     return out
 
 
+#: :meth:`DistributedChain.allgather` keeps the vectors and scatter of lengths up to this (9,001 levels
+#: of JSQ K=4500, three sums each)
+_KEPT_GATHER = 1 << 15
+
+
 class DistributedChain(Analyses, Operator):
     """A CTMC generator distributed by blocks of rows over MPI processes.
 
@@ -175,6 +180,7 @@ class DistributedChain(Analyses, Operator):
         self._RT = None  # R^T, built on first use (local_rows(transpose=True), Q^T operators)
         self._rows = {}  # local_rows(transpose) as scipy CSR, converted once (dropped by release())
         self._work = None  # two work vectors of rates()
+        self._gathers = {}  # allgather's vectors and scatters by length
         self.qmax = self.allmax(self.exit_rates.max() if m else 0.0)
         self.sweeps = 0
 
@@ -245,9 +251,24 @@ class DistributedChain(Analyses, Operator):
         return out
 
     def allgather(self, values) -> np.ndarray:
-        """Stack a same-sized 1-D array from every process: shape ``(size, k)``."""
+        """Stack a same-sized 1-D array from every process: shape ``(size, k)``.
+
+        The vectors and scatter of a length up to :data:`_KEPT_GATHER` are made once and kept (the same
+        length on every process, so every process keeps them in the same calls): a reduction in every
+        iteration of a loop (``level_iad``'s level masses, the stopping rule) costs the scatter alone.
+        """
         a = np.atleast_1d(np.asarray(values, dtype=float)).ravel()
-        return self._allgatherv(a).reshape(self.size, a.size)
+        if a.size > _KEPT_GATHER:
+            return self._allgatherv(a).reshape(self.size, a.size)
+        PETSc = load_petsc()
+        kept = self._gathers.get(a.size)
+        if kept is None:
+            v = PETSc.Vec().createMPI((a.size, PETSc.DECIDE), comm=self.comm)
+            kept = self._gathers[a.size] = (v, *PETSc.Scatter.toAll(v))
+        v, sc, full = kept
+        v.getArray()[:] = a
+        sc.scatter(v, full, PETSc.InsertMode.INSERT, PETSc.ScatterMode.FORWARD)
+        return full.getArray().copy().reshape(self.size, a.size)
 
     def allsum(self, x):
         """Sum over processes (element-wise for an array).
@@ -450,6 +471,11 @@ class DistributedChain(Analyses, Operator):
         """``M = shift * I - Q_XX`` on ``X = members`` (see :class:`~.solvers.PetscSystem`)."""
         from .solvers import PetscSystem
         return PetscSystem(self, members, shift, spec, backend_options)
+
+    def ordered_sweeps(self, members, order, transpose=False):
+        """``MatSOR`` sweeps with the owned members in ``order`` (see :class:`~.sweeps.OrderedSweeps`)."""
+        from .sweeps import OrderedSweeps
+        return OrderedSweeps(self, members, order, transpose)
 
     def null_vector(self, support, *, tol, maxiter, ncv, backend_options=None):
         """Stationary vector of the closed class ``support`` by SLEPc (see :func:`.solvers.null_vector`)."""
