@@ -110,8 +110,8 @@ from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
 from .kernels.ahead import ReturnTimesAhead, bound_ahead, close_ahead
-from .kernels.levels import (LEVEL_IAD_TAIL_GAP, OrderedStates, by_level, fed_states, level_steps, live_order,
-                             polish_levels, run_sums)
+from .kernels.levels import (LEVEL_IAD_TAIL_GAP, FrozenBorder, OrderedStates, by_level, fed_states, level_steps,
+                             live_order, polish_levels, run_sums)
 from .kernels.plan import auto_plan, probe_restart, structure_facts
 from .kernels.registry import Method, deprecated_aliases
 from .kernels.sweeps import (POLISH_BUDGET, Stop, Sweeper, checked_sweeps, gth_dense, ordered_sweeper,
@@ -593,7 +593,9 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
         A, qo = sw.local, op.exit_rates[np.concatenate([order, np.flatnonzero(~support)])]
         rows = A if ml == m else sp.csr_matrix((A.data, A.indices, A.indptr[:ml + 1]), shape=(ml, op.n))
         relax = lambda v, d: sweep(rows, v, zero, 1.0, d)                     # noqa: E731
-        check = lambda it, v: stop(it, v[:rows.shape[0]], product(rows, v))    # noqa: E731 (the swept rows)
+        border = FrozenBorder(A, qo, ml, m) if ml < m else None                # (left out, fed by the swept)
+        check = lambda it, v: (stop(it, v[:rows.shape[0]], product(rows, v))   # noqa: E731 (the swept rows)
+                               or rows is not A and border(v))
         stop = Stop(OrderedStates(op, qo[:rows.shape[0]]), opts, patience=LEVEL_IAD_PATIENCE)
     else:
         A = rows = None
@@ -874,6 +876,8 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
         if mode == "none":
             res.info["rows"] = (op.start, op.stop)
         res.info["rate_scale"] = scale                             # (pi Q = (pi sQ) / s)
+        if "uniformization_rate" in res.info:
+            res.info["uniformization_rate"] /= scale
         res = dataclasses.replace(res, pi=op.gather(res.pi, mode), residual=res.residual / scale)
         results.append(res.check(check))
     return results if per_class else results[0]

@@ -91,3 +91,40 @@ def test_a_sweep_of_leading_rows_reads_the_other_entries_and_leaves_them(compile
     finally:
         _relax.use_compiled(before)
     assert np.allclose(got, want, rtol=1e-13, atol=0) and np.array_equal(got[k:], x[k:])
+
+
+def _birth_death(up, down):
+    import ctmc
+    K = len(up)
+    R = np.zeros((K + 1, K + 1))
+    R[np.arange(K), np.arange(1, K + 1)] = up
+    R[np.arange(1, K + 1), np.arange(K)] = down
+    return ctmc.CTMC.from_rates(R, {"n": np.arange(K + 1)})
+
+
+def test_a_start_whose_left_out_states_are_fed_at_once_is_swept_whole_at_once():
+    """A start of 1 on n <= 5 and 1e-320 beyond: the states left out are fed by the swept ones from the
+    first sweep, and the normwise rule cannot hold while they take mass; found by review: 1000
+    iterations and max_iterations, 100 % off (the fed states were tested only after the iterations).
+    Asked at each check, every state is swept from the first check on: the exact geometric law."""
+    K = 40
+    chain = _birth_death(np.full(K, 0.5), np.full(K, 1.0))
+    res = chain.stationary("level_iad", levels="n", x0=np.where(np.arange(K + 1) <= 5, 1.0, 1e-320))
+    exact = 0.5 ** np.arange(K + 1)
+    exact /= exact.sum()
+    assert res.status == "success" and res.iterations < 50 and res.info["unfrozen_at"] <= 10
+    assert np.max(np.abs(res.pi - exact) / exact) < 1e-10
+
+
+def test_a_singular_level_chain_in_the_bound_is_no_crash():
+    """Rates of 1e-55 up to level 6 then 10: the bound's level chain is singular in floating point and
+    ``solve_banded`` raised LinAlgError out of ``stationary`` (review); now the level solve breaks down and
+    the answer, whose law reaches 1e-330, is graded without a bound."""
+    import warnings
+    K = 22
+    up = np.array([1e-55] * 6 + [10.0] * (K - 6))
+    chain = _birth_death(up, np.ones(K))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = chain.stationary("level_iad", levels="n", x0=np.full(K + 1, 1.0 / (K + 1)), check=False)
+    assert res.status != "success" and not np.isfinite(res.error_bound)

@@ -65,15 +65,18 @@ _ORDER = (Status.SUCCESS, Status.TAIL_INACCURATE, Status.INACCURATE, Status.MAX_
 
 
 def rate_scale(qmax: float) -> float:
-    r"""The power of two :math:`s` (exact to multiply by) with :math:`s\,q_{max} \in [1/2, 1)` (up to
-    :math:`2^{1023}`), or 1 where ``qmax`` is 0 or within :data:`RATE_RANGE`.
+    r"""The power of two :math:`s` (exact to multiply by) that brings ``qmax`` into :data:`RATE_RANGE`: from
+    below to :math:`s\,q_{max} \in [1/2, 1)` (:math:`s \le 2^{1023}`), from above to
+    :math:`[2^{511}, 2^{512})` (as little as needed: the smaller rates shrink with it); 1 where ``qmax`` is 0
+    or within the range.
 
-    >>> rate_scale(3.0), rate_scale(1e-160) * 1e-160, rate_scale(0.0)
-    (1.0, 0.7029..., 1.0)
+    >>> rate_scale(3.0), rate_scale(1e-160) * 1e-160, 2.0 ** 511 <= rate_scale(1e200) * 1e200 < 2.0 ** 512
+    (1.0, 0.7029..., True)
     """
     if qmax == 0 or not np.isfinite(qmax) or RATE_RANGE[0] <= qmax <= RATE_RANGE[1]:
         return 1.0
-    return math.ldexp(1.0, min(-math.frexp(qmax)[1], 1023))       # (2^1023 at most: a double)
+    e = math.frexp(qmax)[1]
+    return math.ldexp(1.0, min(-e, 1023) if qmax < RATE_RANGE[0] else math.frexp(RATE_RANGE[1])[1] - 1 - e)
 
 
 def worst(*statuses: Status) -> Status:
@@ -442,9 +445,14 @@ class Operator(abc.ABC):
 
     def normalised(self) -> tuple:
         """``(op, s)``: the operator of :math:`sQ`, :math:`s` = :func:`rate_scale` of ``qmax`` (made once and
-        kept; this operator itself where :math:`s = 1`), for an analysis whose answer does not depend on the
-        unit of time. Quantities in rates that it reports are divided by :math:`s` again."""
+        kept; this operator itself where :math:`s = 1`, or where scaling down would make the smallest rate
+        a denormal number: not exact then), for an analysis whose answer does not depend on the unit of
+        time. Quantities in rates that it reports are divided by :math:`s` again."""
         s = rate_scale(self.qmax)
+        if s < 1.0:         # down: exact only while the smallest rate stays a normal double
+            small = self.local_rows().data
+            small = self.allmin(float(np.abs(small[small != 0]).min(initial=np.inf)))
+            s = s if small * s >= np.finfo(float).tiny else 1.0
         if s == 1.0:
             return self, 1.0
         kept = getattr(self, "_normalised", None)

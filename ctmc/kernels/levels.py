@@ -63,14 +63,14 @@ from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
 from ..results import Status
-from .._relax import one_index_type
+from .._relax import one_index_type, product
 from .sweeps import ordered_sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
            "level_flows", "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
            "PolishLevels", "polish_levels", "LEVEL_LIVE", "live_states", "live_order", "fed_states",
-           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates", "by_level"]
+           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates", "by_level", "FrozenBorder"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -127,6 +127,26 @@ def fed_states(op, x, states, floor: float = LEVEL_LIVE) -> int:
     """
     r, q = op.apply(x, transpose=True)[states], op.exit_rates[states]
     return int(np.count_nonzero(r + x[states] * q >= floor * float(x.sum()) * q))
+
+
+class FrozenBorder:
+    """The states ``level_iad`` leaves out of its sweeps (positions ``live:swept`` of its order) that a swept
+    state feeds, and whether a Gauss-Seidel update would lift one to :data:`LEVEL_LIVE` of the sum of the
+    iterate (:func:`fed_states` on them; the others are fed by left-out states only, which do not change).
+    ``A``: ``Q^T`` in that order (its rows the in-flows), ``q`` the exit rates in that order. Asked at every
+    check of the stop: a start that left out what the law needs is swept whole at once, not after the
+    swept part failed (the normwise rule cannot hold while the left-out states take mass)."""
+
+    def __init__(self, A, q, live: int, swept: int):
+        ptr = A.indptr
+        counts = np.diff(ptr[live:swept + 1])
+        fed = np.repeat(np.arange(swept - live), counts)[A.indices[ptr[live]:ptr[swept]] < live]
+        self.at = live + np.unique(fed)
+        self.A, self.q = A[self.at], q[self.at]
+
+    def __call__(self, v) -> bool:
+        inflow = product(self.A, v) + v[self.at] * self.q        # (A's rows hold the diagonal -q)
+        return bool(np.any(inflow >= LEVEL_LIVE * float(v.sum()) * self.q))
 
 
 class OrderedStates:
@@ -303,7 +323,11 @@ class LevelSystem:
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
             sw.relax_ordered(x, rhs, "forward")
             r = bo + sw.matvec(x)[:nx]
-            x[:nx] += self._coarse(r)
+            try:
+                x[:nx] += self._coarse(r)
+            except (ValueError, np.linalg.LinAlgError):     # a singular level chain (rates of 1e-55 to 10)
+                status = Status.BREAKDOWN
+                break
             sw.relax_ordered(x, rhs, "backward")
             r = bo + sw.matvec(x)[:nx]
             rel = op.allmax(float(np.abs(r).max(initial=0.0))) / scale
