@@ -315,6 +315,19 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
         assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
 
 
+def traced_peak(fn):
+    """``(fn(), bytes)``: what ``fn`` returns and the peak of the memory traced while it ran, above what was
+    held when it started."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
 def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, main_thread_only=False):
     """``(result, peaks)``: ``chain.stationary()`` with ``module.name`` wrapped; ``peaks`` the traced peak
     (tracemalloc: numpy reports its buffers) during each call of it, above the memory traced when that
@@ -483,13 +496,7 @@ def test_bicgstab_holds_seven_vectors():
     b, P, norm = members.astype(float), A.ssor(), A.inf_norm()
     exact = sla.spsolve(masked_block(Q, members, fill).tocsc(), b)
     for work in (None, krylov.bicgstab_work(n)):
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            x, rep = krylov.bicgstab(A, b, P, rtol=1e-12, norm_a=norm, work=work)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
+        (x, rep), peak = traced_peak(lambda: krylov.bicgstab(A, b, P, rtol=1e-12, norm_a=norm, work=work))
         assert rep.converged and np.allclose(x, exact, rtol=1e-8, atol=0)
         allowed = (7 if work is None else 0) * 8.0 * n + 2.25 * n + 16_384
         assert peak <= allowed, f"{peak / (8.0 * n):.2f} vectors (work given: {work is not None})"
@@ -565,13 +572,7 @@ def test_structure_facts_hold_one_and_a_half_vectors_beside_q_and_its_transpose(
     support = closed_classes(op, None, limit=1)[0]
     n = op.n
     QT = op.QT                                               # held, as after the search for closed classes
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        facts = plan.structure_facts(op, support)
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+    facts, peak = traced_peak(lambda: plan.structure_facts(op, support))
     assert peak <= 1.6 * 8.0 * n, f"{peak / (8.0 * n):.2f} vectors"
     Q = chain.Q
     first = np.minimum(lowest_columns(Q), lowest_columns(QT))
@@ -649,13 +650,7 @@ def test_the_slowest_exit_holds_one_vector():
     op = operator_for(chain, "scipy")
     n = op.n
     support = np.random.default_rng(3).random(n) < 0.5
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        k = slowest_exit(op, support)
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+    k, peak = traced_peak(lambda: slowest_exit(op, support))
     assert peak <= 1.25 * 8.0 * n, f"{peak / (8.0 * n):.2f} vectors"
     q = -chain.Q.diagonal()
     idx = np.flatnonzero(support)
@@ -713,13 +708,7 @@ def test_a_variable_s_range_is_decoded_by_blocks():
     n = chain.n_states
     rows = np.arange(n)
     for name in list(st_.names)[:3]:
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            got = st_.value_range(name, rows)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
+        got, peak = traced_peak(lambda: st_.value_range(name, rows))
         assert peak <= 0.5 * 8.0 * n, f"{name}: {peak / (8.0 * n):.2f} vectors"
         col = st_[name]                                    # the decoded column (kept from here on)
         assert got == (int(col.min()), int(col.max()))
