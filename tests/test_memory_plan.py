@@ -481,7 +481,6 @@ def test_bicgstab_holds_seven_vectors():
     allocates only the masks and returns one of them. The answer is checked against a sparse LU solve of
     the same matrix (:func:`ctmc.backends.csr.masked_block`). Nine vectors on 7f11814 (no ``work=`` there).
     """
-    import tracemalloc
     import scipy.sparse.linalg as sla
     from ctmc import krylov
     from ctmc.backends.csr import masked_block, masked_transpose
@@ -564,7 +563,6 @@ def test_structure_facts_hold_one_and_a_half_vectors_beside_q_and_its_transpose(
     written out here). Four vectors on 7f11814, two on c00b217 (a second first-column vector, the counts'
     int32 difference beside the pointers).
     """
-    import tracemalloc
     from ctmc.backends.csr import lowest_columns
     from ctmc.kernels.classes import closed_classes
     chain = parse_spec("cluster:64").chain()
@@ -644,7 +642,6 @@ def test_the_slowest_exit_holds_one_vector():
     two (``np.where``'s operands: 2 vectors on c00b217); the state is the first of the smallest exit rate on
     the set, as a direct search finds it.
     """
-    import tracemalloc
     from ctmc.kernels.classes import slowest_exit
     chain = parse_spec("cluster:64").chain()
     op = operator_for(chain, "scipy")
@@ -700,7 +697,6 @@ def test_a_variable_s_range_is_decoded_by_blocks():
     the quotient by the stride, the remainder, the offset) held three beside the rows (structure_facts' peak
     on c00b217: 41 bytes a transition). The ranges are those of the decoded columns (``states[name]``).
     """
-    import tracemalloc
     chain = parse_spec("cluster:128").chain()
     st_ = chain.states
     if st_.layout is None:
