@@ -468,8 +468,10 @@ def level_flows(Q, X, levels):
         step = np.where(X[rows] & X[cols], lev[cols] - lev[rows], 0)
         if np.any(np.abs(step) > 1):
             return None
-        up += np.bincount(rows[step > 0], weights=vals[step > 0], minlength=n)
-        down += np.bincount(rows[step < 0], weights=vals[step < 0], minlength=n)
+        if rows.size:               # (the chunk's rows only: a bincount over all n per chunk was
+            a, b = int(rows[0]), int(rows[-1]) + 1          # 4600 vectors of 268 MB at tandem c=4095)
+            for out, on in ((up, step > 0), (down, step < 0)):
+                out[a:b] += np.bincount(rows[on] - a, weights=vals[on], minlength=b - a)
     return up, down
 
 
