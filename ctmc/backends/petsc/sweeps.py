@@ -61,6 +61,9 @@ class OrderedSweeps:
         finally:
             iset.destroy()
         A.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, False)
+        # point sweeps: AIJ's i-node routines sweep rows of one pattern as a block, inverting its diagonal
+        # block, singular on a chain's Q^T (two states: NaN at the first sweep)
+        A.setOption(PETSc.Mat.Option.USE_INODES, False)
         d = A.createVecLeft()
         d.getArray()[:] = -dc.exit_rates[order]
         A.setDiagonal(d)
