@@ -13,23 +13,33 @@
  * x and b may be longer than the rows (the leading rows of a larger matrix are swept, the other
  * entries of x read where the rows' columns reach them). */
 
+/* One row's update, the body of both sweeps below */
+#define GS_ROW(IT, SUF)                                                                                \
+static inline void gs_row_##SUF(Py_ssize_t i, const IT *restrict ptr, const IT *restrict col,          \
+                                const double *restrict val, double *restrict x, const double *restrict b,\
+                                double omega)                                                          \
+{                                                                                                      \
+    double s = 0.0, d = 0.0;                                                                           \
+    for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                         \
+        if (col[k] == (IT)i) d = val[k];                                                               \
+        else s += val[k] * x[col[k]];                                                                  \
+    }                                                                                                  \
+    if (d != 0.0) {                                                                                    \
+        if (omega == 1.0) x[i] = (b[i] - s) / d;                                                       \
+        else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                                   \
+    }                                                                                                  \
+}
+
+GS_ROW(int32_t, gi32)
+GS_ROW(int64_t, gi64)
+
 #define GS_KERNELS(IT, SUF)                                                                            \
-static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                    \
-                     const double *restrict val, double *restrict x, const double *restrict b,        \
+static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,                     \
+                     const double *restrict val, double *restrict x, const double *restrict b,         \
                      double omega, int backward)                                                       \
 {                                                                                                      \
     Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
-    for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
-        double s = 0.0, d = 0.0;                                                                       \
-        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
-            if (col[k] == (IT)i) d = val[k];                                                           \
-            else s += val[k] * x[col[k]];                                                              \
-        }                                                                                              \
-        if (d != 0.0) {                                                                                \
-            if (omega == 1.0) x[i] = (b[i] - s) / d;                                                   \
-            else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                               \
-        }                                                                                              \
-    }                                                                                                  \
+    for (Py_ssize_t i = i0; i != i1; i += step) gs_row_##SUF(i, ptr, col, val, x, b, omega);           \
 }
 
 GS_KERNELS(int32_t, gi32)
@@ -39,23 +49,13 @@ GS_KERNELS(int64_t, gi64)
  * matrix, the others left as they are: pyamg's gauss_seidel_indexed (omega = 1) written out, so a sweep
  * in another order needs no permuted copy of the matrix, only the order. */
 #define GS_ROWS_KERNELS(IT, SUF)                                                                       \
-static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,             \
-                      const IT *restrict col, const double *restrict val, double *restrict x,         \
-                      const double *restrict b, double omega, int backward)                           \
+static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,              \
+                      const IT *restrict col, const double *restrict val, double *restrict x,          \
+                      const double *restrict b, double omega, int backward)                            \
 {                                                                                                      \
     Py_ssize_t t0 = backward ? m - 1 : 0, t1 = backward ? -1 : m, step = backward ? -1 : 1;            \
-    for (Py_ssize_t t = t0; t != t1; t += step) {                                                      \
-        Py_ssize_t i = (Py_ssize_t)rows[t];                                                            \
-        double s = 0.0, d = 0.0;                                                                       \
-        for (IT k = ptr[i]; k < ptr[i + 1]; k++) {                                                     \
-            if (col[k] == (IT)i) d = val[k];                                                           \
-            else s += val[k] * x[col[k]];                                                              \
-        }                                                                                              \
-        if (d != 0.0) {                                                                                \
-            if (omega == 1.0) x[i] = (b[i] - s) / d;                                                   \
-            else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                               \
-        }                                                                                              \
-    }                                                                                                  \
+    for (Py_ssize_t t = t0; t != t1; t += step)                                                        \
+        gs_row_##SUF((Py_ssize_t)rows[t], ptr, col, val, x, b, omega);                                 \
 }
 
 GS_ROWS_KERNELS(int32_t, gi32)
