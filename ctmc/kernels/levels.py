@@ -126,7 +126,13 @@ def fed_states(op, x, states, floor: float = LEVEL_LIVE) -> int:
     (1, 0)
     """
     r, q = op.apply(x, transpose=True)[states], op.exit_rates[states]
-    return int(np.count_nonzero(r + x[states] * q >= floor * float(x.sum()) * q))
+    return _lifted(r + x[states] * q, q, float(x.sum()), floor)
+
+
+def _lifted(inflow, q, total: float, floor: float = LEVEL_LIVE) -> int:
+    """How many states an update ``inflow / q`` lifts to ``floor`` of ``total`` (the rule of
+    :func:`fed_states` and :class:`FrozenBorder`)."""
+    return int(np.count_nonzero(inflow >= floor * total * q))
 
 
 class FrozenBorder:
@@ -146,7 +152,7 @@ class FrozenBorder:
 
     def __call__(self, v) -> bool:
         inflow = product(self.A, v) + v[self.at] * self.q        # (A's rows hold the diagonal -q)
-        return bool(np.any(inflow >= LEVEL_LIVE * float(v.sum()) * self.q))
+        return _lifted(inflow, self.q, float(v.sum())) > 0
 
 
 class OrderedStates:
@@ -685,20 +691,19 @@ def return_time_systems(op, X, levels=None, info=None) -> tuple:
         return LevelSystem(op, X, levels), None
     if op.size != 1:
         return None, None
+
+    def setup():
+        found = _structured(op, X)
+        if found is not None and info is not None:
+            info["return_time_levels"] = found[0]
+        return None if found is None else LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE, chain=found[2])
     kept = _KEPT.get(op)
     if kept is not None and np.array_equal(kept[0], X):        # the polish needed them: first
-        found = _structured(op, X)
-        if info is not None:
-            info["return_time_levels"] = found[0]
-        return LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE, chain=found[2]), None
+        return setup(), None
     made = []
 
     def later():
         if not made:                                    # set up once, however often asked
-            found = _structured(op, X)
-            if found is not None and info is not None:
-                info["return_time_levels"] = found[0]
-            made.append(None if found is None else LevelSystem(op, X, found[1], maxiter=LEVEL_PROBE,
-                                                               chain=found[2]))
+            made.append(setup())
         return made[0]
     return None, later

@@ -407,6 +407,8 @@ def polish_pair(op, support, x, levels=None):
         sweeper.relax(x, None, 1.0, "forward")
         return sweeper(x, 1.0, "backward")
     return pair
+
+
 def ordered_sweeper(op, members, order, transpose: bool = False):
     """Gauss-Seidel sweeps on ``Q_XX`` (``transpose``: ``Q^T_XX``) with the owned members of ``X``
     (``members``) in ``order`` (local numbers, each member once): an object with
@@ -429,6 +431,7 @@ def ordered_sweeper(op, members, order, transpose: bool = False):
                  order=np.concatenate([np.asarray(order, dtype=np.int64), np.flatnonzero(~members)]))
     sw.nx, sw.size = int(np.count_nonzero(members)), op.stop - op.start
     return sw
+
 
 class OrderedCopySweeps:
     """Gauss-Seidel sweeps of ``Q_XX`` on a copy of it with ``X`` in ``order`` (one process): the interface of
