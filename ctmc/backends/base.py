@@ -450,7 +450,9 @@ class Operator(abc.ABC):
         time. Quantities in rates that it reports are divided by :math:`s` again."""
         s = rate_scale(self.qmax)
         if s < 1.0:         # down: exact only while the smallest rate stays a normal double
-            small = self.local_rows().data
+            # (the smallest non-zero entry of Q is its smallest rate: q_i is at least each rate of row i;
+            # Q's own entries on scipy, where local_rows would make and keep R)
+            small = self.generator_rows(False).data
             small = self.allmin(float(np.abs(small[small != 0]).min(initial=np.inf)))
             s = s if small * s >= np.finfo(float).tiny else 1.0
         if s == 1.0:
