@@ -103,7 +103,7 @@ from .aggregation import MultilevelOptions, level_factors, multilevel
 from .given import GivenOptions, given
 from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
-from .backends.base import Operator, SolveReport
+from .backends.base import SolveReport
 from .kernels.classes import (closed_classes, count, describe_classes, global_argmax, next_pin, pin_hint,
                               slowest_exit, walk_pin)
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
@@ -583,7 +583,7 @@ def _level_iad_ordered(op, support, opts, ctx, lev, up, down, n_lev, x0):
     several every state is swept and the stop reads the iterate in state order (:func:`checked_sweeps`).
     Past the normwise cap the levels are rescaled less often."""
     # (one process with ctmc's compiled sweeps on a permuted copy; a backend's own ordered sweeps sweep all)
-    one, own = op.size == 1 and type(op).ordered_sweeps is Operator.ordered_sweeps, op.stop - op.start
+    one, own = op.size == 1 and not op.own_ordered_sweeps, op.stop - op.start
     order, ml = live_order(op.local_rows(), support, lev, x0) if one else by_level(support, lev)
     m, sw = order.size, ordered_sweeper(op, support, order, transpose=True)
     runs = [(a, b, np.bincount(lev[order[a:b]], minlength=n_lev)) for a, b in ((0, ml), (ml, m))]

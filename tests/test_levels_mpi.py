@@ -153,6 +153,10 @@ def test_ordered_sweeps_are_gauss_seidel_sweeps_in_the_given_order():
         Q = chain.Q.toarray()
         A = (Q.T if transpose else Q)[np.ix_(order, order)]        # Q_XX (Q^T_XX) in sweep order
         sw = dc.ordered_sweeps(X, order, transpose)
+        # the capability flag level_iad reads says so, and the scipy operator's (None: ctmc's kernels) not
+        assert sw is not None and dc.own_ordered_sweeps
+        assert not operator_for(chain, "scipy").own_ordered_sweeps
+        assert operator_for(chain, "scipy").ordered_sweeps(X, order, transpose) is None
         try:
             x, b = rng.random(order.size), rng.random(order.size)
             np.testing.assert_allclose(sw.matvec(x), A @ x, rtol=1e-12, atol=1e-14 * np.abs(A).max())

@@ -361,6 +361,11 @@ class Operator(abc.ABC):
             self._product_roundoff = g
         return g
 
+    #: whether :meth:`ordered_sweeps` gives the backend's own sweeps (PETSc's ``MatSOR``) instead of None;
+    #: where it does, ``level_iad`` sweeps every state in its order (no live-state ordering: that needs
+    #: ctmc's compiled kernels on one process)
+    own_ordered_sweeps = False
+
     def ordered_sweeps(self, members: np.ndarray, order: np.ndarray, transpose: bool = False):
         """The backend's Gauss-Seidel sweeps on ``Q_XX`` (``Q^T_XX``) with the owned members of ``X`` in
         ``order`` (see :func:`ctmc.kernels.sweeps.ordered_sweeper`), or None: the compiled kernels then."""

@@ -472,6 +472,8 @@ class DistributedChain(Analyses, Operator):
         from .solvers import PetscSystem
         return PetscSystem(self, members, shift, spec, backend_options)
 
+    own_ordered_sweeps = True
+
     def ordered_sweeps(self, members, order, transpose=False):
         """``MatSOR`` sweeps with the owned members in ``order`` (see :class:`~.sweeps.OrderedSweeps`)."""
         from .sweeps import OrderedSweeps
