@@ -61,10 +61,10 @@ def row_blocks(indptr, block=None):
     [(0, 2), (2, 3), (3, 4)]
     """
     block = BLOCK if block is None else int(block)
-    n = indptr.size - 1
+    n, last, kind = indptr.size - 1, int(indptr[-1]), indptr.dtype.type
     r = 0
-    while r < n:
-        r1 = int(np.searchsorted(indptr, indptr[r] + block, side="right")) - 1
+    while r < n:        # (the key in indptr's own type: for any other numpy casts all of indptr, a copy a block)
+        r1 = int(np.searchsorted(indptr, kind(min(int(indptr[r]) + block, last)), side="right")) - 1
         r1 = min(max(r1, r + 1), n)
         yield r, r1
         r = r1

@@ -62,6 +62,7 @@ import numpy as np
 from scipy.linalg import solve_banded
 
 from ..backends.base import SolveReport
+from ..backends.csr import row_blocks
 from ..results import Status
 from .._relax import one_index_type, product
 from .sweeps import ordered_sweeper
@@ -442,16 +443,11 @@ def _level_ranks(lev, X):
 
 def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
-    (rows numbered from 0; no copy of ``Q``)."""
-    n, ptr = Q.shape[0], Q.indptr
-    chunk = min(_CHUNK, max(4096, int(ptr[-1]) // 16))
-    start = 0
-    while start < n:
-        stop = int(np.searchsorted(ptr, ptr[start] + chunk, side="right"))
-        stop = min(max(stop - 1, start + 1), n)
+    (rows numbered from 0; no copy of ``Q``: :func:`ctmc.backends.csr.row_blocks`)."""
+    ptr = Q.indptr
+    for start, stop in row_blocks(ptr, min(_CHUNK, max(4096, int(ptr[-1]) // 16))):
         lo, hi = int(ptr[start]), int(ptr[stop])
         yield np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1])), Q.indices[lo:hi], Q.data[lo:hi]
-        start = stop
 
 
 def level_flows(Q, X, levels):
