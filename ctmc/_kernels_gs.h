@@ -209,7 +209,72 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
     return res;
 }
 
-#define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
+/* ---- level sums and scaling (the polish's aggregation step, ctmc.kernels.levels.LevelAggregation) ---- */
+
+/* lev's entry i (int32 or int64) */
+#define LEV_AT(b, i) ((b).itemsize == 4 ? (int64_t)((const int32_t *)(b).buf)[i] : ((const int64_t *)(b).buf)[i])
+
+/* level_sums(lev, x, up, down, out): out (3 nl, C order) = the sums of x, x up and x down over each level's
+ * states, in state order: numpy's bincount(lev, weights=...) three times, to the bit, without a temporary */
+static PyObject *py_level_sums(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    Py_buffer b[5];                                       /* lev, x, up, down, out */
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    if (get_all(o, b, "idddD", (const char *[]){"lev", "x", "up", "down", "out"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]), nl = NELEM(b[4]) / 3;
+    PyObject *res = NULL;
+    if (require(NELEM(b[1]) == n && NELEM(b[2]) == n && NELEM(b[3]) == n && NELEM(b[4]) == 3 * nl,
+                "level_sums: x, up, down one entry a state; out of 3 nl entries")) {
+        const double *x = b[1].buf, *up = b[2].buf, *down = b[3].buf;
+        double *mass = b[4].buf, *su = mass + nl, *sd = su + nl;
+        Py_ssize_t bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t l = 0; l < 3 * nl; l++) mass[l] = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t l = LEV_AT(b[0], i);
+            if (l < 0 || l >= nl) { bad++; continue; }
+            mass[l] += x[i];
+            su[l] += x[i] * up[i];
+            sd[l] += x[i] * down[i];
+        }
+        Py_END_ALLOW_THREADS
+        if (require(bad == 0, "level_sums: a level out of 0..nl-1")) { res = Py_None; Py_INCREF(res); }
+    }
+    release_all(b, 5);
+    return res;
+}
+
+/* level_scale(lev, f, x): x_i *= f[lev_i] in place (numpy's x *= f[lev] without the gathered vector) */
+static PyObject *py_level_scale(PyObject *self, PyObject *args)
+{
+    PyObject *o[3];
+    Py_buffer b[3];                                       /* lev, f, x */
+    if (!PyArg_ParseTuple(args, "OOO", &o[0], &o[1], &o[2])) return NULL;
+    if (get_all(o, b, "idD", (const char *[]){"lev", "f", "x"}) < 0) return NULL;
+    Py_ssize_t n = NELEM(b[0]), nl = NELEM(b[1]);
+    PyObject *res = NULL;
+    if (require(NELEM(b[2]) == n, "level_scale: x one entry a state")) {
+        const double *f = b[1].buf;
+        double *x = b[2].buf;
+        Py_ssize_t bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t l = LEV_AT(b[0], i);
+            if (l < 0 || l >= nl) bad++;
+            else x[i] *= f[l];
+        }
+        Py_END_ALLOW_THREADS
+        if (require(bad == 0, "level_scale: a level out of 0..nl-1")) { res = Py_None; Py_INCREF(res); }
+    }
+    release_all(b, 3);
+    return res;
+}
+
+#define GS_METHODS {"level_sums", py_level_sums, METH_VARARGS, "level_sums(lev, x, up, down, out): out = " \
+    "the sums of x, x up, x down over each level (3 rows of nl), in state order"}, \
+    {"level_scale", py_level_scale, METH_VARARGS, "level_scale(lev, f, x): x *= f[lev] in place"}, \
+    {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
     "backward, init): one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read (/ scale; " \
     "zeroed as used) and fill (zero on entry); init: only fill = the sums a sweep in the other direction " \
     "leaves"}, \

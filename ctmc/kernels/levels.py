@@ -64,14 +64,15 @@ from scipy.linalg import solve_banded
 from ..backends.base import SolveReport
 from ..backends.csr import row_blocks
 from ..results import Status
-from .._relax import one_index_type, product
+from .._relax import extension, one_index_type, product
 from .sweeps import ordered_sweeper
 
 __all__ = ["LevelSystem", "LEVEL_RTOL", "LEVEL_CYCLES", "LEVEL_MIN", "LEVEL_PROBE", "level_chain",
            "structured_levels", "return_time_systems", "csr_entries", "LEVEL_MASS_FLOOR", "level_factors",
            "level_flows", "LevelAggregation", "POLISH_LEVEL_GAP", "POLISH_LEVEL_START",
            "PolishLevels", "polish_levels", "LEVEL_LIVE", "live_states", "live_order", "fed_states",
-           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates", "by_level", "FrozenBorder"]
+           "run_sums", "LEVEL_IAD_TAIL_GAP", "level_steps", "OrderedStates", "by_level", "FrozenBorder",
+           "level_sums"]
 
 #: the relative residual a solve of :class:`LevelSystem` stops at (the bound needs a residual of
 #: 0.1 on ``M m = 1``; :func:`~ctmc.kernels.evidence.return_time_bound` refines on its own)
@@ -537,13 +538,33 @@ class LevelAggregation:
         self.calls += 1
         if (self.calls - 1) % self.gap:
             return
-        lev, nl = self.lev, self.nl
-        mass = np.bincount(lev, weights=x, minlength=nl)
-        f = level_factors(mass, np.bincount(lev, weights=x * self.up, minlength=nl),
-                          np.bincount(lev, weights=x * self.down, minlength=nl))
+        lev, ext = self.lev, extension()
+        mass, up, down = level_sums(lev, x, self.up, self.down, self.nl)
+        f = level_factors(mass, up, down)
         if np.all(np.isfinite(f)) and np.all(f[mass > 0] > 0):
-            x *= f[lev]
+            if ext is not None:
+                ext.level_scale(lev, f, x)
+            else:
+                x *= f[lev]
             self.steps += 1
+
+
+def level_sums(lev, x, up, down, nl: int) -> np.ndarray:
+    """The sums of ``x``, ``x up`` and ``x down`` over each level ``0..nl-1`` of the states (``lev``): rows
+    of a ``(3, nl)`` array, in state order (numpy's ``bincount`` with these weights, to the bit; compiled, no
+    state-sized temporary: with an int32 ``lev`` ``bincount`` casts it, and each product is one more).
+
+    >>> level_sums(np.array([0, 1, 1], dtype=np.int32), np.array([1.0, 2, 3]), np.ones(3), np.arange(3.0), 2)
+    array([[1., 5.],
+           [1., 5.],
+           [0., 8.]])
+    """
+    ext = extension()
+    if ext is not None:
+        out = np.empty((3, int(nl)))
+        ext.level_sums(lev, np.ascontiguousarray(x, dtype=float), up, down, out)
+        return out
+    return np.stack([np.bincount(lev, weights=w, minlength=nl) for w in (x, x * up, x * down)])
 
 
 class PolishLevels:
