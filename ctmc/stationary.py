@@ -105,7 +105,7 @@ from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
 from .backends.base import Operator, SolveReport
 from .kernels.classes import (closed_classes, count, describe_classes, global_argmax, next_pin, pin_hint,
-                              slowest_exit, walk_pin)
+                              slowest_exit, sole_closed_class, walk_pin)
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
@@ -861,8 +861,9 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     if per_class:
         classes = closed_classes(op, hint)
     else:
-        classes = closed_classes(op, hint, limit=1)
-        if count(op, op.reach(classes[0])) < op.n:
+        sole = sole_closed_class(op, hint)
+        classes = [sole]
+        if sole is None:
             classes = closed_classes(op, hint, limit=6)
             raise ReducibleChainError(
                 f"the chain has {'more than 5' if len(classes) > 5 else len(classes)} closed classes, so its "

@@ -38,7 +38,12 @@ def _sizes(chain):
 
 
 def _released(chain):
-    """What the scipy operator frees before a Krylov basis: its Q^T, as many bytes as Q."""
+    """What the scipy operator holds at the plan and frees before a Krylov basis (its
+    :meth:`releasable`): nothing on the compiled passes, where the closed class and the structure facts
+    are read from Q's rows (Q^T is not made); else its Q^T, as many bytes as Q."""
+    from ctmc import _relax
+    if _relax.extension() is not None:
+        return 0
     return chain.Q.data.nbytes + chain.Q.indices.nbytes + chain.Q.indptr.nbytes
 
 

@@ -25,8 +25,9 @@ from .._relax import product, product_rows
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System, stalled_report
-from .csr import (generator_product, graph_reach, inf_norm, masked_block, masked_transpose, offdiagonal_column_counts,
-                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
+from .csr import (closed_components, generator_product, graph_reach, inf_norm, lowest_columns, masked_block,
+                  masked_transpose, offdiagonal_column_counts, offdiagonal_counts, offdiagonal_product, offdiagonal_rows,
+                  principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -168,6 +169,11 @@ class ScipyOperator(Operator):
             return offdiagonal_column_counts(self.Q)
         return offdiagonal_counts(self.generator_rows(transpose))
 
+    def lowest_columns(self, transpose=False, out=None):
+        if transpose and self._QT is None:       # from Q's columns: Q^T is not made for a structure fact
+            return lowest_columns(self.Q, 0, out=out, transpose=True)
+        return lowest_columns(self.generator_rows(transpose), 0, out=out)
+
     def release(self):
         """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``): before a large solve."""
         self._QT = None
@@ -184,13 +190,24 @@ class ScipyOperator(Operator):
         return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None))
 
     # --- structure -----------------------------------------------------------
-    def reach(self, seeds, within=None, forward=False):
-        # row = where the search comes from; the diagonal's self-loops change nothing, but a
-        # stored zero rate (a user's generator may hold some) is not a transition: the search
-        # reads the values too where Q stores a zero
+    def _stores_zeros(self) -> bool:
+        # a stored zero rate (a user's generator may hold some) is not a transition: the searches read
+        # the values too where Q stores a zero
         if self._zeros is None:
             self._zeros = bool(np.any(self.Q.data == 0))
-        return graph_reach(self.generator_rows(not forward), seeds, within, skip_zeros=self._zeros)
+        return self._zeros
+
+    def reach(self, seeds, within=None, forward=False):
+        # row = where the search comes from; the diagonal's self-loops change nothing
+        return graph_reach(self.generator_rows(not forward), seeds, within, skip_zeros=self._stores_zeros())
+
+    def closed_class_masks(self):
+        # the strongly connected components of Q's rows that no rate leaves (csr.closed_components): Q^T,
+        # which a search backwards reads, is not made; a mask a class, the labels freed in between
+        labels, closed = closed_components(self.Q, skip_zeros=self._stores_zeros())
+        masks = [labels == c for c in np.flatnonzero(closed)]
+        del labels
+        return sorted(masks, key=lambda C: int(np.argmax(C)))
 
     # --- linear algebra ------------------------------------------------------
     def system(self, members, shift, spec: LinearSpec, backend_options=None):
