@@ -343,8 +343,11 @@ def _pinned(kind: str):
                 sysm.prepare(transpose=True)     # (a Krylov set-up frees Q^T before b is made beside it)
                 if kind != "lu" and "_ahead" not in info:      # the bound's return times on another core
                     info["_ahead"] = ReturnTimesAhead.start(op, support, pin, ctx.size, ctx.backend_options)
-                t0 = time.perf_counter()         # b, the row of R off the pin, held by the solve alone:
-                x, rep = sysm.solve(np.where(support & ~e, _row_of_R(op, pin), 0.0), transpose=True)
+                t0 = time.perf_counter()         # b, the row of R off the pin, held by the solve alone (its
+                b = np.where(support & ~e, _row_of_R(op, pin), 0.0)     # vector may become the iterate's);
+                e = None                         # the pin's mask is made again after it, not held beside it
+                x, rep = sysm.solve(b, transpose=True, overwrite_b=True)
+                b = None
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
@@ -357,6 +360,7 @@ def _pinned(kind: str):
             finally:
                 sysm.close()
             its += rep.iterations
+            e = unit_mask(op, pin)
             x[e] = 1.0
             if rep.status is Status.BREAKDOWN or not np.all(np.isfinite(x)):
                 # an overflow (a pin of negligible probability: x ~ 1/pi_pin) points at the

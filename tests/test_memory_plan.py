@@ -39,12 +39,13 @@ def _sizes(chain):
 
 def _released(chain):
     """What the scipy operator holds at the plan and frees before a Krylov basis (its
-    :meth:`releasable`): nothing on the compiled passes, where the closed class and the structure facts
-    are read from Q's rows (Q^T is not made); else its Q^T, as many bytes as Q."""
+    :meth:`releasable`): the exit rates (8 bytes a state) and, where the compiled passes do not read the
+    closed class and the structure facts from Q's rows, its Q^T, as many bytes as Q."""
     from ctmc import _relax
+    exits = 8 * chain.n_states
     if _relax.extension() is not None:
-        return 0
-    return chain.Q.data.nbytes + chain.Q.indices.nbytes + chain.Q.indptr.nbytes
+        return exits
+    return exits + chain.Q.data.nbytes + chain.Q.indices.nbytes + chain.Q.indptr.nbytes
 
 
 def _agrees(res, exact):

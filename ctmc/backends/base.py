@@ -165,13 +165,17 @@ class System(abc.ABC):
     info: dict
 
     @abc.abstractmethod
-    def solve(self, b: np.ndarray, transpose: bool = False):
+    def solve(self, b: np.ndarray, transpose: bool = False, overwrite_b: bool = False):
         """Solve ``M x = b`` (``M^T x = b`` with ``transpose``).
 
         Parameters
         ----------
         b : ndarray, shape (m,) or (m, k)
             Owned rows; entries outside ``X`` are ignored.
+        overwrite_b : bool
+            The caller does not read ``b`` again: a backend may write it (the scipy backend's
+            BiCGStab takes its vector for the iterate's where ``b`` has few non-zeros), and the
+            ``x`` returned may be ``b``'s array.
 
         Returns
         -------

@@ -60,7 +60,7 @@ class ScipyOperator(Operator):
     """Primitives on a generator held whole by one process.
 
     The chain's own ``Q`` (CSR, shared, never copied) and, made once when
-    first needed, its transpose ``Q^T`` (CSR) are all this holds: the rates
+    first needed, its transpose ``Q^T`` (CSR) and the exit rates (a vector) are all this holds: the rates
     ``R`` (``Q`` without its diagonal) are read from them in passes over
     their arrays (:mod:`ctmc.backends.csr`), and a linear system extracts its
     matrix from the one of the two that has its rows (:class:`ScipySystem`).
@@ -89,7 +89,7 @@ class ScipyOperator(Operator):
         self.n, self.start, self.stop = n, 0, n
         self.rank, self.size = 0, 1
         self.states, self.initial = states, initial
-        self.exit_rates = -np.asarray(Q.diagonal(), dtype=float)
+        self._exit = None
         self.qmax = float(self.exit_rates.max()) if n else 0.0
         self._QT = None
         self._rates = {}           # R, R^T as matrices, made only when local_rows asks for them
@@ -109,6 +109,15 @@ class ScipyOperator(Operator):
         return offdiagonal_rows(self.Q, np.flatnonzero(members))
 
     # --- the generator -------------------------------------------------------
+    @property
+    def exit_rates(self) -> np.ndarray:
+        """``q_i = -Q_ii``, made from ``Q``'s diagonal when first asked (and again after :meth:`release`:
+        the same numbers)."""
+        q = self._exit
+        if q is None:
+            q = self._exit = -np.asarray(self.Q.diagonal(), dtype=float)
+        return q
+
     @property
     def QT(self) -> sp.csr_matrix:
         """``Q^T`` in CSR, made once (and again after :meth:`release`)."""
@@ -175,8 +184,9 @@ class ScipyOperator(Operator):
         return lowest_columns(self.generator_rows(transpose), 0, out=out)
 
     def release(self):
-        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``): before a large solve."""
+        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``, the exit rates): before a large solve."""
         self._QT = None
+        self._exit = None
         self._rates.clear()
 
     def rescaled(self, factor: float) -> "ScipyOperator":
@@ -187,7 +197,8 @@ class ScipyOperator(Operator):
     def releasable(self) -> int:
         """Bytes :meth:`release` frees now (what it drops, as made so far)."""
         held = [self._QT, *self._rates.values()]
-        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None))
+        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None)
+                   + (0 if self._exit is None else self._exit.nbytes))
 
     # --- structure -----------------------------------------------------------
     def _stores_zeros(self) -> bool:
@@ -428,7 +439,7 @@ class ScipySystem(System):
             return None
         return masked_transpose(self.op.Q, self.members, self._fill, transpose=transpose)
 
-    def _solve_krylov(self, b, transpose):
+    def _solve_krylov(self, b, transpose, overwrite_b=False):
         if transpose not in self._krylov:
             self._krylov_setup(transpose)
         A, P, normA = self._krylov[transpose]
@@ -451,7 +462,7 @@ class ScipySystem(System):
         bracket = spec.bracket if b.size and b.min() >= 0 and b.max() > 0 else 0.0
         work, self._work = (self._work if self._work and self._work[0].size == b.size else None), None
         y, rep = bicgstab(A, b, P, rtol=spec.rtol, maxiter=spec.maxiter, norm_a=normA, bracket=bracket,
-                          stall=spec.stall, work=work)
+                          stall=spec.stall, work=work, overwrite_b=overwrite_b)
         if rep.breakdown or not np.all(np.isfinite(y)):
             return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", rep.iterations)
         if rep.converged or rep.backward_error <= spec.rtol:
@@ -459,7 +470,7 @@ class ScipySystem(System):
             return y, SolveReport(Status.SUCCESS, f"{spec.kind} {how} in {rep.iterations} iterations", rep.iterations)
         return y, _not_converged(spec, rep)
 
-    def solve(self, b, transpose=False):
+    def solve(self, b, transpose=False, overwrite_b=False):
         b = np.asarray(b, dtype=float)
         if self._count == 0 or self._failure is not None:
             return np.zeros_like(b), (SolveReport() if self._count == 0
@@ -475,17 +486,17 @@ class ScipySystem(System):
         if b.ndim == 1 and self._masked and b.size == self.op.n:
             # the chain's numbering: the solve's own answer is returned (no embedding beside the basis); a
             # right-hand side already zero off the members is solved as it is (the solvers only read it)
-            off = ~self.members
-            bm = np.where(self.members, b, 0.0) if np.any(b, where=off) else b
-            y, rep = self._solve_krylov(bm, transpose)
-            y[off] = 0.0
+            mine = bool(np.any(b, where=~self.members))     # (the mask of the others not held beside the solve)
+            bm = np.where(self.members, b, 0.0) if mine else b
+            y, rep = self._solve_krylov(bm, transpose, overwrite_b=mine or overwrite_b)
+            np.copyto(y, 0.0, where=~self.members)
             return y, rep
         keep = self.members if self._masked else None
         bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
                                                                           b[rows], 0.0))
         rep, x = SolveReport(), np.zeros_like(b)
-        if bx.ndim == 1:
-            x[rows], rep = self._solve_krylov(bx, transpose)
+        if bx.ndim == 1:                                  # (bx is a copy of b's rows: the solve may write it)
+            x[rows], rep = self._solve_krylov(bx, transpose, overwrite_b=True)
             if keep is not None:
                 x[~self.members] = 0.0
             return x, rep
