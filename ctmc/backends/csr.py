@@ -702,8 +702,8 @@ def closed_components(A: sp.csr_matrix, skip_zeros: bool = False) -> tuple:
     ``i -> j`` for each stored entry off the diagonal, not the stored zeros with ``skip_zeros``) and which of
     them no edge leaves (bool, one entry a component): the closed classes of a generator from its rows.
 
-    Compiled: Pearce's variant of Tarjan's search on ``A`` itself, its work four integers of ``A``'s index
-    type and one byte a row, ``labels`` of that type too. Fallback: scipy's
+    ``labels`` of ``A``'s index type. Compiled: Pearce's variant of Tarjan's search on ``A`` itself, its work
+    four integers of that type and one byte a row. Fallback: scipy's
     :func:`~scipy.sparse.csgraph.connected_components` on a copy of the pattern. The labels' numbering
     differs between the two; the components do not.
 
@@ -729,7 +729,7 @@ def closed_components(A: sp.csr_matrix, skip_zeros: bool = False) -> tuple:
     coo = P.tocoo()
     closed = np.ones(k, dtype=bool)
     closed[labels[coo.row[labels[coo.row] != labels[coo.col]]]] = False
-    return labels, closed
+    return labels.astype(A.indptr.dtype, copy=False), closed
 
 
 def jump_chain(G, first: int, q, s: int, u, path) -> int:
