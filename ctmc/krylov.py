@@ -717,7 +717,7 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     work = list(work or ())
     bnorm = float(np.linalg.norm(b))
     kept = None                             # (index, value) of b's entries other than +0.0, b kept apart
-    if overwrite_b and bracket <= 0 and x0 is None and b.ndim == 1:
+    if overwrite_b and bracket <= 0 and x0 is None and b.ndim == 1 and b.flags.writeable:
         nz = np.flatnonzero(b.view(np.int64))             # every bit pattern but +0.0's (-0.0 and NaN kept)
         if nz.size <= n // SPARSE_RHS:
             kept = nz, b[nz]
