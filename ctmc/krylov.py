@@ -778,10 +778,9 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     # (made in the factors' vector: no temporary vector beside the nine)
     rhat = np.random.default_rng(_SHADOW_SEED).random(out=vector())     # uniform(0.5, 1.5, n), in place:
     rhat += 0.5                                                          # the same numbers
-    zero = r == 0.0
-    np.multiply(rhat, r, out=rhat, where=~zero)
-    np.multiply(rhat, np.maximum(r.max(), -r.min()), out=rhat, where=zero)
-    del zero
+    top = np.maximum(r.max(), -r.min())
+    np.multiply(rhat, r, out=rhat, where=r != 0.0)      # (one mask at a time beside the seven vectors)
+    np.multiply(rhat, top, out=rhat, where=r == 0.0)
     rho = float(np.dot(rhat, r))
     alpha = omega = 1.0
     its = 0
