@@ -10,7 +10,8 @@ Given a generator :math:`Q` with one closed class, find the row vector
     \pi Q = 0, \qquad \sum_i \pi_i = 1 .
 
 :math:`\pi` vanishes on transient states, so every method works on the closed
-class :math:`C` (found by reachability, :func:`ctmc.kernels.classes.closed_classes`) and embeds the
+class :math:`C` (:func:`ctmc.kernels.classes.sole_closed_class`: the strongly connected components of
+``Q``'s rows on scipy, reachability both ways elsewhere) and embeds the
 answer. The methods are written on the primitives of
 :mod:`ctmc.backends.base`, so each runs on every backend (``"scipy"``,
 ``"petsc"``) with the same options.

@@ -3,7 +3,11 @@ r"""Closed classes, pin states and global reductions of owned vectors (every bac
 A stationary law lives on a closed class :math:`C` (a set that cannot be left
 and whose states all reach each other), found by reachability from a seed
 state: the forward-reachable set of :math:`z` is closed exactly when every
-state in it reaches :math:`z` back (:func:`closed_classes`).
+state in it reaches :math:`z` back (:func:`closed_classes`). The search back
+reads the rows of :math:`Q^T`; a backend that finds the closed classes from
+:math:`Q`'s rows alone (the scipy backend: the strongly connected components
+that no rate leaves, :func:`ctmc.backends.csr.closed_components`) gives them
+instead, and :func:`sole_closed_class` the one class of a chain that has one.
 
 A pinned solve fixes :math:`\pi_p = 1` for one state :math:`p` and solves for
 :math:`x = \pi / \pi_p`; its computed entries carry errors of the order of

@@ -18,7 +18,7 @@ The stationary ``auto`` runs the plan; the passage ``auto`` takes its first
 step that a passage system has.
 
 Memory. A solve of the pinned system on :math:`n` states and :math:`e` stored
-entries holds, beyond the generator (and its transpose) already made, one
+entries holds, beyond the generator (and its transpose where one was made), one
 matrix of its own (:math:`M` or :math:`M^T`, :data:`MATRIX_ENTRY_BYTES` a
 stored entry and :data:`MATRIX_ROW_BYTES` a row; none where the scipy
 backend's compiled kernels read the pinned system of a whole class from
