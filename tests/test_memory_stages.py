@@ -33,7 +33,7 @@ def _measured(monkeypatch, spec, stages):
     """``stationary()`` of a fresh build of ``spec`` (no copy of ``Q``), with ``{label: (held at the
     stage's start, held at its end, peak in it, peak since the solve's start)}`` in vectors."""
     monkeypatch.setattr(plan, "COPY_SHARE", 0.0)
-    parse_spec("tandem:15").chain().stationary()           # the modules a solve imports, imported
+    parse_spec("tandem:127").chain().stationary()          # the modules this solve imports, imported
     chain = parse_spec(spec).chain()
     vec = 8.0 * chain.n_states
     rows, top = {}, [0]
