@@ -551,7 +551,8 @@ static PyObject *py_scc(PyObject *self, PyObject *args)
     PyObject *o[5];
     Py_buffer b[5];                                       /* indptr, indices, data or None, label, closed */
     if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
-    if (get_some(o, b, "ii-dIM", (const char *[]){"indptr", "indices", "data", "label", "closed"}) < 0) return NULL;
+    if (get_some(o, b, "ii-dIM", (const char *[]){"indptr", "indices", "data", "label", "closed"}) < 0)
+        return NULL;
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
     if (require(n >= 0 && b[0].itemsize == b[1].itemsize && b[3].itemsize == b[0].itemsize && NELEM(b[3]) == n

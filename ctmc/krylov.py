@@ -702,7 +702,8 @@ _SHADOW_SEED = 20231
 SPARSE_RHS = 16
 
 
-def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None, overwrite_b=False):
+def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None,
+              overwrite_b=False):
     r"""The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
     eight with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them).
 
@@ -760,7 +761,8 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
         return out
 
     def report(conv, its, brk=False, acc=False, stalled=False):
-        be = backward_error(residual(t), x, b if kept is None else kept[1], norm_a)   # (||b||_inf: its entries)
+        bb = b if kept is None else kept[1]                 # (||b||_inf: the entries kept apart)
+        be = backward_error(residual(t), x, bb, norm_a)
         brk = brk or not np.isfinite(be)
         return x, BiCGStabReport(bool(conv), its, be if np.isfinite(be) else float("nan"), brk, acc, stalled)
 

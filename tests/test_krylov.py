@@ -286,7 +286,7 @@ def test_bicgstab_taking_a_sparse_b_vector_gives_the_same_bits(precondition, sig
     assert x1 is given and r0 == r1 and r1.converged
     assert np.array_equal(x0.view(np.int64), x1.view(np.int64))          # (the bits, signs of zeros too)
     dense = np.random.default_rng(2).uniform(0, 1, 400)
-    dense[: 400 - 400 // SPARSE_RHS] = 0.0                              # one entry in SPARSE_RHS, and one more
+    dense[: 400 - 400 // SPARSE_RHS] = 0.0                   # one entry in SPARSE_RHS, and one more
     dense[0] = 1.0
     for kw in ({}, {"bracket": 4.0}):
         for rhs in (dense, b):

@@ -44,7 +44,8 @@ from .._relax import extension
 
 __all__ = ["BLOCK", "row_blocks", "masked_block", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
-           "lowest_columns", "closed_components", "jump_chain", "stores_zero_rates", "index_dtype", "rate_columns",
+           "lowest_columns", "closed_components", "jump_chain", "stores_zero_rates", "index_dtype",
+           "rate_columns",
            "MaskedTranspose", "masked_transpose"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
@@ -681,7 +682,7 @@ def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None, transpose: bool =
         ext.lowcols(A.indptr, A.indices, A.data, low, transpose)
         return low
     if transpose:
-        for r0, r1 in row_blocks(A.indptr):           # each column's least row: a scatter of minima, a block at a time
+        for r0, r1 in row_blocks(A.indptr):           # each column's least row: minima scattered by blocks
             a, b = A.indptr[r0], A.indptr[r1]
             keep = A.data[a:b] != 0
             rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(A.indptr[r0:r1 + 1]))

@@ -26,8 +26,8 @@ from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System, stalled_report
 from .csr import (closed_components, generator_product, graph_reach, inf_norm, lowest_columns, masked_block,
-                  masked_transpose, offdiagonal_column_counts, offdiagonal_counts, offdiagonal_product, offdiagonal_rows,
-                  principal_block, rate_columns)
+                  masked_transpose, offdiagonal_column_counts, offdiagonal_counts, offdiagonal_product,
+                  offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -184,7 +184,8 @@ class ScipyOperator(Operator):
         return lowest_columns(self.generator_rows(transpose), 0, out=out)
 
     def release(self):
-        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``, the exit rates): before a large solve."""
+        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``, the exit rates): before a large
+        solve."""
         self._QT = None
         self._exit = None
         self._rates.clear()
@@ -486,7 +487,7 @@ class ScipySystem(System):
         if b.ndim == 1 and self._masked and b.size == self.op.n:
             # the chain's numbering: the solve's own answer is returned (no embedding beside the basis); a
             # right-hand side already zero off the members is solved as it is (the solvers only read it)
-            mine = bool(np.any(b, where=~self.members))     # (the mask of the others not held beside the solve)
+            mine = bool(np.any(b, where=~self.members))     # (the others' mask not held beside the solve)
             bm = np.where(self.members, b, 0.0) if mine else b
             y, rep = self._solve_krylov(bm, transpose, overwrite_b=mine or overwrite_b)
             np.copyto(y, 0.0, where=~self.members)
