@@ -130,6 +130,7 @@ def run_worker(spec: str, tree, timeout: float, options: str = "", ahead: str = 
 STAGES = [
     ("ctmc.backends.scipy_backend", "operator"),
     ("ctmc.kernels.classes", "closed_classes"),
+    ("ctmc.stationary", "sole_closed_class"),
     ("ctmc.stationary", "structure_facts"),
     ("ctmc.kernels.classes", "walk_pin"),
     ("ctmc.stationary", "walk_pin"),

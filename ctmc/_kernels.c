@@ -830,7 +830,12 @@ static PyMethodDef methods[] = {
      "with offdiag)"},
     {"reach", py_reach, METH_VARARGS,
      "reach(indptr, indices, data_or_None, mark, within_or_None) -> states marked: breadth-first from mark"},
-    {"lowcols", py_lowcols, METH_VARARGS, "lowcols(indptr, indices, data, low): low = min(low, first non-zero column)"},
+    {"lowcols", py_lowcols, METH_VARARGS,
+     "lowcols(indptr, indices, data, low, transpose=False): low = min(low, first non-zero column of each row "
+     "(transpose: first non-zero row of each column))"},
+    {"scc", py_scc, METH_VARARGS,
+     "scc(indptr, indices, data_or_None, label, closed) -> components: strongly connected ones, "
+     "the closed ones marked"},
     {"walk", py_walk, METH_VARARGS,
      "walk(indptr, indices, data, first, q, s, u, path) -> jumps made: the jump chain from row s"},
 #ifndef _WIN32

@@ -13,7 +13,11 @@
  *          rows, so the same numbers as the transpose without making it).
  * reach    breadth-first search from a seed mask along the rows (optionally only into allowed states,
  *          optionally skipping stored zeros).
- * lowcols  the smallest column of a non-zero entry in each row (the envelope of structure_facts).
+ * lowcols  the smallest column of a non-zero entry in each row (the envelope of structure_facts), or
+ *          of each column from the rows (the rows of A^T without making it).
+ * scc      the strongly connected components of the rows' graph (Pearce's one-index variant of
+ *          Tarjan's search, iterative) and which of them no edge leaves: the closed classes from
+ *          Q's rows alone, where a search backwards would need Q^T.
  * walk     the jump chain of walk_pin: from a state, the next one drawn by the running sum of the row's
  *          rates (the diagonal weighs nothing) against u * (their sum).
  * absmax   max_i sum_j |a_ij| summed as numpy's add.reduceat does (scipy's abs(A).sum(axis=1)): the
@@ -230,8 +234,14 @@ static Py_ssize_t reach_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *re
     return tail;                                                                                       \
 }                                                                                                      \
 static void lowcols_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,               \
-                          const double *restrict val, int64_t *restrict low)                           \
+                          const double *restrict val, int64_t *restrict low, int transpose)            \
 {                                                                                                      \
+    if (transpose) {                  /* low[j] = min(low[j], the first row i with a non-zero a_ij) */ \
+        for (Py_ssize_t i = 0; i < n; i++)                                                             \
+            for (IT k = ptr[i]; k < ptr[i + 1]; k++)                                                   \
+                if (val[k] != 0.0 && (int64_t)i < low[col[k]]) low[col[k]] = (int64_t)i;              \
+        return;                                                                                        \
+    }                                                                                                  \
     int nt = threads_for(n);                                                                           \
     (void)nt;                                                                                          \
     _Pragma("omp parallel for schedule(static) num_threads(nt)")                                       \
@@ -285,6 +295,65 @@ static Py_ssize_t walk_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *res
 
 GRAPH_KERNELS(int32_t, i32)
 GRAPH_KERNELS(int64_t, i64)
+
+/* The strongly connected components of the graph of A's rows (an edge i -> j for each stored entry
+ * j != i, non-zero where val is given) and which of them are closed (no edge leaves). Pearce's variant of
+ * Tarjan's search (one index a vertex; "A space-efficient algorithm for finding strongly connected
+ * components", IPL 116, 2016), iterative: rindex[v] is v's visit number while v is open, the number
+ * n - c of its component once closed (c = 0, 1, ... in the order the components complete), so
+ * label[v] = n - rindex[v] at the end. Work: four vectors of IT and one byte a vertex, freed on return.
+ * closed[c] = 1 for the closed components c < (returned count); -1 out of memory, -2 a column outside
+ * the rows. */
+#define SCC_KERNEL(IT, SUF)                                                                            \
+static Py_ssize_t scc_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict col,              \
+                            const double *restrict val, IT *restrict rindex, uint8_t *restrict closed) \
+{                                                                                                      \
+    size_t m = (size_t)(n > 0 ? n : 1);                                                                \
+    IT *stack = (IT *)malloc(m * sizeof(IT)), *calls = (IT *)malloc(m * sizeof(IT));                   \
+    IT *next = (IT *)malloc(m * sizeof(IT));                                                           \
+    uint8_t *root = (uint8_t *)malloc(m);                                                              \
+    Py_ssize_t rc = 0;                                                                                 \
+    if (!stack || !calls || !next || !root) { rc = -1; goto done; }                                   \
+    for (Py_ssize_t i = 0; i < n; i++) rindex[i] = 0;                                                  \
+    Py_ssize_t index = 1, c = n, sp = 0;          /* c: the next component's rindex, counting down */  \
+    for (Py_ssize_t s0 = 0; s0 < n; s0++) {                                                            \
+        if (rindex[s0]) continue;                                                                      \
+        Py_ssize_t depth = 0;                                                                          \
+        calls[depth++] = (IT)s0; rindex[s0] = (IT)index++; root[s0] = 1; next[s0] = ptr[s0];          \
+        while (depth) {                                                                                \
+            IT v = calls[depth - 1];                                                                   \
+            IT k = next[v];                                                                            \
+            if (k < ptr[v + 1]) {                                                                      \
+                IT w = col[k];                                                                         \
+                if (w < 0 || (Py_ssize_t)w >= n) { rc = -2; goto done; }                               \
+                if (w == v || (val && val[k] == 0.0)) { next[v] = k + 1; continue; }                   \
+                if (!rindex[w]) {                 /* a call: edge k is looked at again on return */    \
+                    calls[depth++] = w; rindex[w] = (IT)index++; root[w] = 1; next[w] = ptr[w];        \
+                    continue;                                                                          \
+                }                                                                                      \
+                if (rindex[w] < rindex[v]) { rindex[v] = rindex[w]; root[v] = 0; }                     \
+                next[v] = k + 1;                                                                       \
+                continue;                                                                              \
+            }                                                                                          \
+            depth--;                                                                                   \
+            if (!root[v]) { stack[sp++] = v; continue; }                                               \
+            index--;                                  /* v and the open vertices above it: one class */ \
+            while (sp && rindex[v] <= rindex[stack[sp - 1]]) { rindex[stack[--sp]] = (IT)c; index--; } \
+            rindex[v] = (IT)c--;                                                                       \
+        }                                                                                              \
+    }                                                                                                  \
+    rc = n - c;                                                                                        \
+    for (Py_ssize_t i = 0; i < rc; i++) closed[i] = 1;                                                 \
+    for (Py_ssize_t i = 0; i < n; i++) rindex[i] = (IT)(n - rindex[i]);                                \
+    for (Py_ssize_t i = 0; i < n; i++)                                                                 \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++)                                                       \
+            if (rindex[col[k]] != rindex[i] && !(val && val[k] == 0.0)) closed[rindex[i]] = 0;         \
+done:                                                                                                  \
+    free(stack); free(calls); free(next); free(root);                                                  \
+    return rc;                                                                                         \
+}
+SCC_KERNEL(int32_t, i32)
+SCC_KERNEL(int64_t, i64)
 
 #define ABSMAX_KERNEL(IT, SUF)                                                                         \
 static double absmax_##SUF(Py_ssize_t n, const IT *restrict ptr, const double *restrict val)          \
@@ -453,18 +522,52 @@ static PyObject *py_lowcols(PyObject *self, PyObject *args)
 {
     PyObject *o[4];
     Py_buffer b[4];                                       /* indptr, indices, data, low */
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    int transpose = 0;
+    if (!PyArg_ParseTuple(args, "OOOO|p", &o[0], &o[1], &o[2], &o[3], &transpose)) return NULL;
     if (get_all(o, b, "iidI", (const char *[]){"indptr", "indices", "data", "low"}) < 0) return NULL;
     Py_ssize_t n;
     PyObject *res = NULL;
     if (csr3_ok(b, &n) && require(b[3].itemsize == 8 && NELEM(b[3]) == n, "lowcols: low int64, one entry a row")) {
-        Py_BEGIN_ALLOW_THREADS
-        if (b[0].itemsize == 4) lowcols_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf);
-        else lowcols_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf);
-        Py_END_ALLOW_THREADS
-        res = Py_None; Py_INCREF(res);
+        int bad = 0;
+        if (transpose)                              /* a column outside low: checked before the scatter */
+            for (Py_ssize_t k = 0; k < NELEM(b[2]); k++) {
+                Py_ssize_t j = b[1].itemsize == 4 ? ((int32_t *)b[1].buf)[k] : ((int64_t *)b[1].buf)[k];
+                if (j < 0 || j >= n) { bad = 1; break; }
+            }
+        if (require(!bad, "lowcols: a column index outside the rows")) {
+            Py_BEGIN_ALLOW_THREADS
+            if (b[0].itemsize == 4) lowcols_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, transpose);
+            else lowcols_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, transpose);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
     }
     release_all(b, 4);
+    return res;
+}
+
+static PyObject *py_scc(PyObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    Py_buffer b[5];                                       /* indptr, indices, data or None, label, closed */
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    if (get_some(o, b, "ii-dIM", (const char *[]){"indptr", "indices", "data", "label", "closed"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1;
+    PyObject *res = NULL;
+    if (require(n >= 0 && b[0].itemsize == b[1].itemsize && b[3].itemsize == b[0].itemsize && NELEM(b[3]) == n
+                && NELEM(b[4]) == n && (!b[2].buf || NELEM(b[2]) >= NELEM(b[1])),
+                "scc: indptr, indices and label of one type; label and closed one entry a row")) {
+        Py_ssize_t got;
+        Py_BEGIN_ALLOW_THREADS
+        memset(b[4].buf, 0, (size_t)n);
+        if (b[0].itemsize == 4) got = scc_i32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+        else got = scc_i64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf);
+        Py_END_ALLOW_THREADS
+        if (got == -1) PyErr_NoMemory();
+        else if (require(got >= 0, "scc: a column index outside the rows")) res = PyLong_FromSsize_t(got);
+    }
+    release_some(b, 5);
     return res;
 }
 

@@ -555,7 +555,8 @@ class BiCGStabReport:
 
 
 def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=None, rtol: float = 1e-10,
-             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0, work=None) -> tuple:
+             maxiter: int = 10_000, norm_a: float, bracket: float = 0.0, stall: int = 0, work=None,
+             overwrite_b: bool = False) -> tuple:
     r"""Solve ``A x = b`` by right-preconditioned BiCGStab (van der Vorst, *SIAM J. Sci. Stat. Comput.* 13, 1992).
 
     With :math:`\hat r = r_0`, each iteration makes the direction
@@ -607,6 +608,12 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
         Float64 vectors of ``b``'s size the iteration takes its own from (:func:`bicgstab_work`, made
         by the caller: in its thread's allocator, where freed memory of that thread is reused); the
         iterate returned is one of them. None: made here.
+    overwrite_b : bool
+        ``b``'s vector may be written (the caller does not read it again): where ``b`` has at most one
+        entry in :data:`SPARSE_RHS` that is not ``+0.0`` (a pinned stationary system's row of rates) and
+        there is no bracket, those entries are kept apart and ``b``'s vector becomes the iterate's (it may
+        be the ``x`` returned): one vector fewer beside the iteration, the same numbers (the residual
+        ``b - A x`` is ``0.0 - (Ax)_i`` off them, as it is with ``b`` whole).
 
     Returns
     -------
@@ -627,7 +634,8 @@ def bicgstab(matvec, b: np.ndarray, psolve: Optional[Callable] = None, *, x0=Non
     """
     from .progress import Progress
     with Progress(f"BiCGStab on {np.size(b)} unknowns") as prog:
-        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog, work)
+        return _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, float(bracket), int(stall), prog, work,
+                         bool(overwrite_b))
 
 
 def bicgstab_work(n: int, preconditioned: bool = True) -> list:
@@ -689,8 +697,13 @@ class _Vectors:
 #: the seed of :func:`bicgstab`'s shadow residual (fixed: a solve is repeatable)
 _SHADOW_SEED = 20231
 
+#: :func:`bicgstab` with ``overwrite_b`` keeps ``b`` apart (its entries other than ``+0.0``, index and
+#: value) and takes its vector for the iterate's where at most one entry in this many is one of them
+SPARSE_RHS = 16
 
-def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None):
+
+def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog, work=None,
+              overwrite_b=False):
     r"""The iteration of :func:`bicgstab`; its vectors made once (seven of ``b``'s size with a preconditioner,
     eight with the numpy steps: :data:`ctmc.kernels.plan.BICGSTAB_VECTORS` counts them).
 
@@ -703,6 +716,15 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     psolve = None if psolve is None else into(psolve)
     n = b.size
     work = list(work or ())
+    bnorm = float(np.linalg.norm(b))
+    kept = None                             # (index, value) of b's entries other than +0.0, b kept apart
+    if overwrite_b and bracket <= 0 and x0 is None and b.ndim == 1 and b.flags.writeable:
+        nz = np.flatnonzero(b.view(np.int64))             # every bit pattern but +0.0's (-0.0 and NaN kept)
+        if nz.size <= n // SPARSE_RHS:
+            kept = nz, b[nz]
+            work.append(b)                  # the iterate's vector (taken first, written with zeros)
+            b = None
+        del nz
 
     def vector(fill=None):
         w = work.pop() if work else np.empty(n)
@@ -731,15 +753,20 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     def residual(out):
         """``b - A x`` into ``out``."""
         matvec(x, out)
-        return np.subtract(b, out, out=out)
+        if kept is None:
+            return np.subtract(b, out, out=out)
+        at = out[kept[0]]
+        np.subtract(0.0, out, out=out)      # b_i - (Ax)_i with b_i = +0.0
+        out[kept[0]] = kept[1] - at
+        return out
 
     def report(conv, its, brk=False, acc=False, stalled=False):
-        be = backward_error(residual(t), x, b, norm_a)
+        bb = b if kept is None else kept[1]                 # (||b||_inf: the entries kept apart)
+        be = backward_error(residual(t), x, bb, norm_a)
         brk = brk or not np.isfinite(be)
         return x, BiCGStabReport(bool(conv), its, be if np.isfinite(be) else float("nan"), brk, acc, stalled)
 
     residual(r)
-    bnorm = float(np.linalg.norm(b))
     atol = rtol * bnorm
     if bnorm == 0.0:
         x[:] = 0.0
@@ -753,10 +780,9 @@ def _bicgstab(matvec, b, psolve, x0, rtol, maxiter, norm_a, bracket, stall, prog
     # (made in the factors' vector: no temporary vector beside the nine)
     rhat = np.random.default_rng(_SHADOW_SEED).random(out=vector())     # uniform(0.5, 1.5, n), in place:
     rhat += 0.5                                                          # the same numbers
-    zero = r == 0.0
-    np.multiply(rhat, r, out=rhat, where=~zero)
-    np.multiply(rhat, np.maximum(r.max(), -r.min()), out=rhat, where=zero)
-    del zero
+    top = np.maximum(r.max(), -r.min())
+    np.multiply(rhat, r, out=rhat, where=r != 0.0)      # (one mask at a time beside the seven vectors)
+    np.multiply(rhat, top, out=rhat, where=r == 0.0)
     rho = float(np.dot(rhat, r))
     alpha = omega = 1.0
     its = 0

@@ -10,7 +10,8 @@ Given a generator :math:`Q` with one closed class, find the row vector
     \pi Q = 0, \qquad \sum_i \pi_i = 1 .
 
 :math:`\pi` vanishes on transient states, so every method works on the closed
-class :math:`C` (found by reachability, :func:`ctmc.kernels.classes.closed_classes`) and embeds the
+class :math:`C` (:func:`ctmc.kernels.classes.sole_closed_class`: the strongly connected components of
+``Q``'s rows on scipy, reachability both ways elsewhere) and embeds the
 answer. The methods are written on the primitives of
 :mod:`ctmc.backends.base`, so each runs on every backend (``"scipy"``,
 ``"petsc"``) with the same options.
@@ -105,7 +106,7 @@ from .progress import Progress, scoped
 from .backends import check_backend_options, operator_for
 from .backends.base import SolveReport
 from .kernels.classes import (closed_classes, count, describe_classes, global_argmax, next_pin, pin_hint,
-                              slowest_exit, walk_pin)
+                              slowest_exit, sole_closed_class, walk_pin)
 from .kernels.evidence import (NEGATIVE_TOL, balance_error, correction_estimate, error_bound, grade, grade_bound,
                                gth_bound, return_time_bound, stationary_evidence, value_at)
 from .kernels import plan
@@ -343,8 +344,11 @@ def _pinned(kind: str):
                 sysm.prepare(transpose=True)     # (a Krylov set-up frees Q^T before b is made beside it)
                 if kind != "lu" and "_ahead" not in info:      # the bound's return times on another core
                     info["_ahead"] = ReturnTimesAhead.start(op, support, pin, ctx.size, ctx.backend_options)
-                t0 = time.perf_counter()         # b, the row of R off the pin, held by the solve alone:
-                x, rep = sysm.solve(np.where(support & ~e, _row_of_R(op, pin), 0.0), transpose=True)
+                t0 = time.perf_counter()         # b, the row of R off the pin, held by the solve alone (its
+                b = np.where(support & ~e, _row_of_R(op, pin), 0.0)     # vector may become the iterate's);
+                e = None                         # the pin's mask is made again after it, not held beside it
+                x, rep = sysm.solve(b, transpose=True, overwrite_b=True)
+                b = None
                 info["solve_seconds"] = time.perf_counter() - t0
                 info.update(sysm.info)
                 if kind == "lu" and rep.status is Status.SUCCESS:
@@ -357,6 +361,7 @@ def _pinned(kind: str):
             finally:
                 sysm.close()
             its += rep.iterations
+            e = unit_mask(op, pin)
             x[e] = 1.0
             if rep.status is Status.BREAKDOWN or not np.all(np.isfinite(x)):
                 # an overflow (a pin of negligible probability: x ~ 1/pi_pin) points at the
@@ -861,8 +866,9 @@ def stationary(chain, method: str = "auto", *, backend: str = "scipy", check: bo
     if per_class:
         classes = closed_classes(op, hint)
     else:
-        classes = closed_classes(op, hint, limit=1)
-        if count(op, op.reach(classes[0])) < op.n:
+        sole = sole_closed_class(op, hint)
+        classes = [sole]
+        if sole is None:
             classes = closed_classes(op, hint, limit=6)
             raise ReducibleChainError(
                 f"the chain has {'more than 5' if len(classes) > 5 else len(classes)} closed classes, so its "

@@ -267,6 +267,37 @@ def test_bracket_factor_needs_a_zero_residual_where_b_is_zero():
     assert bracket_factor(np.array([1.0, 0.0]), np.array([1.0, 1.0])) == np.inf
 
 
+@pytest.mark.parametrize("signed_zeros", [False, True])
+@pytest.mark.parametrize("precondition", [False, True])
+def test_bicgstab_taking_a_sparse_b_vector_gives_the_same_bits(precondition, signed_zeros, kernels):
+    """overwrite_b with b a few non-zeros (a pinned system's row of rates): b's vector becomes the
+    iterate's, and the iterates, residuals and report are those of the solve that keeps b whole, to the
+    bit (-0.0 entries of b kept apart like the non-zeros); a dense b or a bracket leaves b alone."""
+    from ctmc.krylov import SPARSE_RHS, bicgstab
+    A = _m_matrix(400, 3)
+    P = _relax.symmetric_gauss_seidel(A) if precondition else None
+    b = np.zeros(400)
+    b[[7, 150, 151]] = [0.5, 2.0, 1.0]
+    if signed_zeros:
+        b[[3, 300]] = -0.0
+    x0, r0 = bicgstab(A, b.copy(), P, rtol=1e-12, norm_a=10.0)
+    given = b.copy()
+    x1, r1 = bicgstab(A, given, P, rtol=1e-12, norm_a=10.0, overwrite_b=True)
+    assert x1 is given and r0 == r1 and r1.converged
+    assert np.array_equal(x0.view(np.int64), x1.view(np.int64))          # (the bits, signs of zeros too)
+    dense = np.random.default_rng(2).uniform(0, 1, 400)
+    dense[: 400 - 400 // SPARSE_RHS] = 0.0                   # one entry in SPARSE_RHS, and one more
+    dense[0] = 1.0
+    for kw in ({}, {"bracket": 4.0}):
+        for rhs in (dense, b):
+            if not kw and rhs is b:
+                continue
+            kept = rhs.copy()
+            x2, r2 = bicgstab(A, kept, P, rtol=1e-12, norm_a=10.0, overwrite_b=True, **kw)
+            assert x2 is not kept and np.array_equal(kept, rhs)
+            assert (x2, r2)[1] == bicgstab(A, rhs.copy(), P, rtol=1e-12, norm_a=10.0, **kw)[1]
+
+
 @pytest.mark.parametrize("N", [3, 4, 5, 6, 8])
 def test_bicgstab_with_the_sweep_solves_the_pinned_polling_chains(N):
     """The pinned stationary system's right-hand side is one row of R (a few entries): a shadow residual

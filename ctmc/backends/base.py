@@ -165,13 +165,17 @@ class System(abc.ABC):
     info: dict
 
     @abc.abstractmethod
-    def solve(self, b: np.ndarray, transpose: bool = False):
+    def solve(self, b: np.ndarray, transpose: bool = False, overwrite_b: bool = False):
         """Solve ``M x = b`` (``M^T x = b`` with ``transpose``).
 
         Parameters
         ----------
         b : ndarray, shape (m,) or (m, k)
             Owned rows; entries outside ``X`` are ignored.
+        overwrite_b : bool
+            The caller does not read ``b`` again: a backend may write it (the scipy backend's
+            BiCGStab takes its vector for the iterate's where ``b`` has few non-zeros), and the
+            ``x`` returned may be ``b``'s array.
 
         Returns
         -------
@@ -338,6 +342,18 @@ class Operator(abc.ABC):
     def offdiagonal_counts(self, transpose: bool = False) -> np.ndarray:
         """The number of rates (entries of :meth:`local_rows`) in each owned row of ``R`` (or ``R^T``)."""
         return np.diff(self.local_rows(transpose).indptr)
+
+    def lowest_columns(self, transpose: bool = False, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """:func:`~ctmc.backends.csr.lowest_columns` of the owned rows of ``Q`` (or ``Q^T``), global columns:
+        ``min(start + i, the first column of a non-zero entry of row i)``, int64; ``out`` lowered in place."""
+        from .csr import lowest_columns
+        return lowest_columns(self.generator_rows(transpose), self.start, out=out)
+
+    def closed_class_masks(self) -> Optional[list]:
+        """Every closed class of the chain as an owned mask, sorted by its smallest state, where the
+        backend finds them from ``Q``'s rows alone (the scipy backend: strongly connected components);
+        None elsewhere (:func:`ctmc.kernels.classes.closed_classes` then searches both ways)."""
+        return None
 
     def release(self) -> None:
         """Drop what the backend makes again on demand (transposes, copies), before a large solve."""

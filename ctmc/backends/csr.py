@@ -20,8 +20,10 @@ else is read from those arrays:
   in the same order as a product with the rows of :math:`Q^T`, so the same
   numbers without making the transpose;
 * the states a breadth-first search reaches (:func:`graph_reach`), the
-  smallest column of each row (:func:`lowest_columns`) and a walk of the
-  jump chain (:func:`jump_chain`).
+  closed classes (:func:`closed_components`: strongly connected components no
+  edge leaves, from the rows alone, where a search backwards needs the
+  transpose), the smallest column of each row or column (:func:`lowest_columns`)
+  and a walk of the jump chain (:func:`jump_chain`).
 
 Each pass is a loop of the optional compiled extension (``ctmc/_kernels_graph.h``:
 one pass over the arrays, rows split among its threads where they split) when
@@ -36,13 +38,14 @@ import bisect
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from .._relax import extension
 
 __all__ = ["BLOCK", "row_blocks", "masked_block", "offdiagonal_rows", "offdiagonal_product", "offdiagonal_counts",
            "offdiagonal_column_counts", "generator_product", "principal_block", "inf_norm", "graph_reach",
-           "lowest_columns", "jump_chain", "stores_zero_rates", "index_dtype", "rate_columns",
+           "lowest_columns", "closed_components", "jump_chain", "stores_zero_rates", "index_dtype",
+           "rate_columns",
            "MaskedTranspose", "masked_transpose"]
 
 #: stored entries per block of rows in the passes of this module (a row longer than that is a block)
@@ -647,21 +650,27 @@ def graph_reach(A: sp.csr_matrix, seeds, within=None, skip_zeros: bool = False) 
     return mask[:n]
 
 
-def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None) -> np.ndarray:
+def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None, transpose: bool = False) -> np.ndarray:
     """``min(first + i, the smallest column of a non-zero entry of row i)`` for each row ``i`` of ``A`` (int64).
 
     With ``A`` the rows of ``Q`` and of ``Q^T``, the smaller of the two is
     the first column of row ``i`` of the symmetrised pattern (the envelope of
     :func:`ctmc.kernels.plan.structure_facts`). ``out`` (int64, one entry a row,
     optional): lowered in place to the smaller of its own entry and the row's, and
-    returned: the two orientations' minimum in one vector.
+    returned: the two orientations' minimum in one vector. ``transpose`` (``A``
+    square, ``first`` 0): those of ``A^T``'s rows, read from ``A``'s (the smallest
+    row of a non-zero entry of each column; the transpose is not made).
 
     >>> A = sp.csr_matrix(np.array([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]]))
     >>> lowest_columns(A).tolist()
     [0, 0, 2]
     >>> lowest_columns(A, out=np.array([1, 2, 1])).tolist()
     [1, 0, 1]
+    >>> lowest_columns(A, transpose=True).tolist() == lowest_columns(A.T.tocsr()).tolist() == [0, 1, 0]
+    True
     """
+    if transpose and (first != 0 or A.shape[0] != A.shape[1]):
+        raise ValueError(f"transpose: A must be square and first 0, got shape {A.shape} and first {first}")
     if out is None:
         low = np.arange(first, first + A.shape[0], dtype=np.int64)
     else:
@@ -670,7 +679,14 @@ def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None) -> np.ndarray:
             raise ValueError(f"out: expected int64 of one entry a row ({A.shape[0]}), got {low.dtype} {low.shape}")
     ext = _compiled(A)
     if ext is not None:
-        ext.lowcols(A.indptr, A.indices, A.data, low)
+        ext.lowcols(A.indptr, A.indices, A.data, low, transpose)
+        return low
+    if transpose:
+        for r0, r1 in row_blocks(A.indptr):           # each column's least row: minima scattered by blocks
+            a, b = A.indptr[r0], A.indptr[r1]
+            keep = A.data[a:b] != 0
+            rows = np.repeat(np.arange(r0, r1, dtype=np.int64), np.diff(A.indptr[r0:r1 + 1]))
+            np.minimum.at(low, A.indices[a:b][keep], rows[keep])
         return low
     lead = np.flatnonzero(np.diff(A.indptr))                 # non-empty rows
     if lead.size:
@@ -680,6 +696,41 @@ def lowest_columns(A: sp.csr_matrix, first: int = 0, out=None) -> np.ndarray:
             cols = np.minimum.reduceat(np.where(A.data != 0, A.indices, first + A.shape[0]), A.indptr[lead])
         low[lead] = np.minimum(low[lead], cols)
     return low
+
+
+def closed_components(A: sp.csr_matrix, skip_zeros: bool = False) -> tuple:
+    """``(labels, closed)``: the strongly connected components of the graph of ``A``'s rows (square; an edge
+    ``i -> j`` for each stored entry off the diagonal, not the stored zeros with ``skip_zeros``) and which of
+    them no edge leaves (bool, one entry a component): the closed classes of a generator from its rows.
+
+    ``labels`` of ``A``'s index type. Compiled: Pearce's variant of Tarjan's search on ``A`` itself, its work
+    four integers of that type and one byte a row. Fallback: scipy's
+    :func:`~scipy.sparse.csgraph.connected_components` on a copy of the pattern. The labels' numbering
+    differs between the two; the components do not.
+
+    >>> A = sp.csr_matrix(np.array([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [0.0, 1.0, -1.0]]))
+    >>> labels, closed = closed_components(A)
+    >>> [np.flatnonzero(labels == c).tolist() for c in np.flatnonzero(closed)]
+    [[1, 2]]
+    """
+    n = A.shape[0]
+    if A.shape[1] != n:
+        raise ValueError(f"A: expected a square matrix, got shape {A.shape}")
+    ext = _compiled(A)
+    if ext is not None and getattr(ext, "scc", None) is not None:
+        labels = np.empty(n, dtype=A.indptr.dtype)
+        closed = np.empty(n, dtype=bool)
+        k = ext.scc(A.indptr, A.indices, A.data if skip_zeros else None, labels, closed)
+        return labels, closed[:k].copy()
+    keep = (A.data != 0) if skip_zeros else np.ones(A.nnz, dtype=bool)
+    rows = np.repeat(np.arange(n), np.diff(A.indptr))
+    keep &= A.indices != rows                                    # (a copy: A's own arrays are not touched)
+    P = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.int8), (rows[keep], A.indices[keep])), shape=A.shape)
+    k, labels = connected_components(P, directed=True, connection="strong")
+    coo = P.tocoo()
+    closed = np.ones(k, dtype=bool)
+    closed[labels[coo.row[labels[coo.row] != labels[coo.col]]]] = False
+    return labels.astype(A.indptr.dtype, copy=False), closed
 
 
 def jump_chain(G, first: int, q, s: int, u, path) -> int:

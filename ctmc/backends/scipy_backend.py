@@ -25,8 +25,9 @@ from .._relax import product, product_rows
 from .._sparse_lu import splu
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System, stalled_report
-from .csr import (generator_product, graph_reach, inf_norm, masked_block, masked_transpose, offdiagonal_column_counts,
-                  offdiagonal_counts, offdiagonal_product, offdiagonal_rows, principal_block, rate_columns)
+from .csr import (closed_components, generator_product, graph_reach, inf_norm, lowest_columns, masked_block,
+                  masked_transpose, offdiagonal_column_counts, offdiagonal_counts, offdiagonal_product,
+                  offdiagonal_rows, principal_block, rate_columns)
 
 __all__ = ["ScipyOperator", "operator", "ssor1", "BACKEND_OPTIONS", "check_backend_options"]
 
@@ -59,7 +60,7 @@ class ScipyOperator(Operator):
     """Primitives on a generator held whole by one process.
 
     The chain's own ``Q`` (CSR, shared, never copied) and, made once when
-    first needed, its transpose ``Q^T`` (CSR) are all this holds: the rates
+    first needed, its transpose ``Q^T`` (CSR) and the exit rates (a vector) are all this holds: the rates
     ``R`` (``Q`` without its diagonal) are read from them in passes over
     their arrays (:mod:`ctmc.backends.csr`), and a linear system extracts its
     matrix from the one of the two that has its rows (:class:`ScipySystem`).
@@ -88,7 +89,7 @@ class ScipyOperator(Operator):
         self.n, self.start, self.stop = n, 0, n
         self.rank, self.size = 0, 1
         self.states, self.initial = states, initial
-        self.exit_rates = -np.asarray(Q.diagonal(), dtype=float)
+        self._exit = None
         self.qmax = float(self.exit_rates.max()) if n else 0.0
         self._QT = None
         self._rates = {}           # R, R^T as matrices, made only when local_rows asks for them
@@ -108,6 +109,15 @@ class ScipyOperator(Operator):
         return offdiagonal_rows(self.Q, np.flatnonzero(members))
 
     # --- the generator -------------------------------------------------------
+    @property
+    def exit_rates(self) -> np.ndarray:
+        """``q_i = -Q_ii``, made from ``Q``'s diagonal when first asked (and again after :meth:`release`:
+        the same numbers)."""
+        q = self._exit
+        if q is None:
+            q = self._exit = -np.asarray(self.Q.diagonal(), dtype=float)
+        return q
+
     @property
     def QT(self) -> sp.csr_matrix:
         """``Q^T`` in CSR, made once (and again after :meth:`release`)."""
@@ -168,9 +178,16 @@ class ScipyOperator(Operator):
             return offdiagonal_column_counts(self.Q)
         return offdiagonal_counts(self.generator_rows(transpose))
 
+    def lowest_columns(self, transpose=False, out=None):
+        if transpose and self._QT is None:       # from Q's columns: Q^T is not made for a structure fact
+            return lowest_columns(self.Q, 0, out=out, transpose=True)
+        return lowest_columns(self.generator_rows(transpose), 0, out=out)
+
     def release(self):
-        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``): before a large solve."""
+        """Drop what is made again on demand (``Q^T``, ``R``, ``R^T``, the exit rates): before a large
+        solve."""
         self._QT = None
+        self._exit = None
         self._rates.clear()
 
     def rescaled(self, factor: float) -> "ScipyOperator":
@@ -181,16 +198,28 @@ class ScipyOperator(Operator):
     def releasable(self) -> int:
         """Bytes :meth:`release` frees now (what it drops, as made so far)."""
         held = [self._QT, *self._rates.values()]
-        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None))
+        return int(sum(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes for A in held if A is not None)
+                   + (0 if self._exit is None else self._exit.nbytes))
 
     # --- structure -----------------------------------------------------------
-    def reach(self, seeds, within=None, forward=False):
-        # row = where the search comes from; the diagonal's self-loops change nothing, but a
-        # stored zero rate (a user's generator may hold some) is not a transition: the search
-        # reads the values too where Q stores a zero
+    def _stores_zeros(self) -> bool:
+        # a stored zero rate (a user's generator may hold some) is not a transition: the searches read
+        # the values too where Q stores a zero
         if self._zeros is None:
             self._zeros = bool(np.any(self.Q.data == 0))
-        return graph_reach(self.generator_rows(not forward), seeds, within, skip_zeros=self._zeros)
+        return self._zeros
+
+    def reach(self, seeds, within=None, forward=False):
+        # row = where the search comes from; the diagonal's self-loops change nothing
+        return graph_reach(self.generator_rows(not forward), seeds, within, skip_zeros=self._stores_zeros())
+
+    def closed_class_masks(self):
+        # the strongly connected components of Q's rows that no rate leaves (csr.closed_components): Q^T,
+        # which a search backwards reads, is not made; a mask a class, the labels freed in between
+        labels, closed = closed_components(self.Q, skip_zeros=self._stores_zeros())
+        masks = [labels == c for c in np.flatnonzero(closed)]
+        del labels
+        return sorted(masks, key=lambda C: int(np.argmax(C)))
 
     # --- linear algebra ------------------------------------------------------
     def system(self, members, shift, spec: LinearSpec, backend_options=None):
@@ -411,7 +440,7 @@ class ScipySystem(System):
             return None
         return masked_transpose(self.op.Q, self.members, self._fill, transpose=transpose)
 
-    def _solve_krylov(self, b, transpose):
+    def _solve_krylov(self, b, transpose, overwrite_b=False):
         if transpose not in self._krylov:
             self._krylov_setup(transpose)
         A, P, normA = self._krylov[transpose]
@@ -434,7 +463,7 @@ class ScipySystem(System):
         bracket = spec.bracket if b.size and b.min() >= 0 and b.max() > 0 else 0.0
         work, self._work = (self._work if self._work and self._work[0].size == b.size else None), None
         y, rep = bicgstab(A, b, P, rtol=spec.rtol, maxiter=spec.maxiter, norm_a=normA, bracket=bracket,
-                          stall=spec.stall, work=work)
+                          stall=spec.stall, work=work, overwrite_b=overwrite_b)
         if rep.breakdown or not np.all(np.isfinite(y)):
             return y, SolveReport(Status.BREAKDOWN, f"{spec.kind} broke down", rep.iterations)
         if rep.converged or rep.backward_error <= spec.rtol:
@@ -442,7 +471,7 @@ class ScipySystem(System):
             return y, SolveReport(Status.SUCCESS, f"{spec.kind} {how} in {rep.iterations} iterations", rep.iterations)
         return y, _not_converged(spec, rep)
 
-    def solve(self, b, transpose=False):
+    def solve(self, b, transpose=False, overwrite_b=False):
         b = np.asarray(b, dtype=float)
         if self._count == 0 or self._failure is not None:
             return np.zeros_like(b), (SolveReport() if self._count == 0
@@ -458,17 +487,17 @@ class ScipySystem(System):
         if b.ndim == 1 and self._masked and b.size == self.op.n:
             # the chain's numbering: the solve's own answer is returned (no embedding beside the basis); a
             # right-hand side already zero off the members is solved as it is (the solvers only read it)
-            off = ~self.members
-            bm = np.where(self.members, b, 0.0) if np.any(b, where=off) else b
-            y, rep = self._solve_krylov(bm, transpose)
-            y[off] = 0.0
+            mine = bool(np.any(b, where=~self.members))     # (the others' mask not held beside the solve)
+            bm = np.where(self.members, b, 0.0) if mine else b
+            y, rep = self._solve_krylov(bm, transpose, overwrite_b=mine or overwrite_b)
+            np.copyto(y, 0.0, where=~self.members)
             return y, rep
         keep = self.members if self._masked else None
         bx = np.ascontiguousarray(b[rows] if keep is None else np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)),
                                                                           b[rows], 0.0))
         rep, x = SolveReport(), np.zeros_like(b)
-        if bx.ndim == 1:
-            x[rows], rep = self._solve_krylov(bx, transpose)
+        if bx.ndim == 1:                                  # (bx is a copy of b's rows: the solve may write it)
+            x[rows], rep = self._solve_krylov(bx, transpose, overwrite_b=True)
             if keep is not None:
                 x[~self.members] = 0.0
             return x, rep

@@ -3,7 +3,11 @@ r"""Closed classes, pin states and global reductions of owned vectors (every bac
 A stationary law lives on a closed class :math:`C` (a set that cannot be left
 and whose states all reach each other), found by reachability from a seed
 state: the forward-reachable set of :math:`z` is closed exactly when every
-state in it reaches :math:`z` back (:func:`closed_classes`).
+state in it reaches :math:`z` back (:func:`closed_classes`). The search back
+reads the rows of :math:`Q^T`; a backend that finds the closed classes from
+:math:`Q`'s rows alone (the scipy backend: the strongly connected components
+that no rate leaves, :func:`ctmc.backends.csr.closed_components`) gives them
+instead, and :func:`sole_closed_class` the one class of a chain that has one.
 
 A pinned solve fixes :math:`\pi_p = 1` for one state :math:`p` and solves for
 :math:`x = \pi / \pi_p`; its computed entries carry errors of the order of
@@ -22,8 +26,8 @@ from ..backends.csr import jump_chain
 from ..sets import unit_mask
 from .evidence import NEGATIVE_TOL
 
-__all__ = ["count", "global_argmax", "walk_pin", "slowest_exit", "closed_classes", "describe_classes",
-           "state_name", "pin_hint", "next_pin", "WALK_STEPS"]
+__all__ = ["count", "global_argmax", "walk_pin", "slowest_exit", "closed_classes", "sole_closed_class",
+           "describe_classes", "state_name", "pin_hint", "next_pin", "WALK_STEPS"]
 
 
 def count(op, mask) -> int:
@@ -126,8 +130,15 @@ def closed_classes(op, hint: Optional[int] = None, limit: Optional[int] = None) 
 
     The first search starts at ``hint`` (default: the slowest-exit state);
     each further one at a state that cannot reach a class found so far.
-    ``limit`` stops after that many classes.
+    ``limit`` stops after that many classes. Every class (no ``limit``): the
+    backend's own :meth:`~ctmc.backends.base.Operator.closed_class_masks` where it has them
+    (the same set of classes: a chain's closed classes are its closed strongly
+    connected components, whatever finds them).
     """
+    if limit is None:
+        every = op.closed_class_masks()
+        if every is not None:
+            return every
     found = []
     accounted = np.zeros(op.stop - op.start, dtype=bool)
     everything = np.ones_like(accounted)
@@ -145,6 +156,29 @@ def closed_classes(op, hint: Optional[int] = None, limit: Optional[int] = None) 
     # every process takes part in each reduction, owning states of the class or not
     first = [op.allmin(float(np.flatnonzero(C)[0] + op.start) if C.any() else np.inf) for C in found]
     return [C for _, C in sorted(zip(first, found), key=lambda t: t[0])]
+
+
+def sole_closed_class(op, hint: Optional[int] = None):
+    """The closed class of the chain as an owned mask if it has exactly one, else None.
+
+    From the backend's :meth:`~ctmc.backends.base.Operator.closed_class_masks` where it has them (the scipy
+    backend: from ``Q``'s rows, no ``Q^T`` made before the solve); else the class found from ``hint``
+    (:func:`closed_classes`), the only one exactly when every state reaches it.
+
+    >>> import ctmc
+    >>> from ctmc.backends import operator_for
+    >>> op = operator_for(ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, -1.0, 1.0], [0.0, 1.0, -1.0]]), "scipy")
+    >>> sole_closed_class(op).tolist()
+    [False, True, True]
+    >>> sole_closed_class(operator_for(ctmc.CTMC([[-1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+    ...                                "scipy")) is None
+    True
+    """
+    every = op.closed_class_masks()
+    if every is not None:
+        return every[0] if len(every) == 1 else None
+    C = closed_classes(op, hint, limit=1)[0]
+    return C if count(op, op.reach(C)) == op.n else None
 
 
 def describe_classes(op, classes, limit=5):

@@ -18,7 +18,7 @@ The stationary ``auto`` runs the plan; the passage ``auto`` takes its first
 step that a passage system has.
 
 Memory. A solve of the pinned system on :math:`n` states and :math:`e` stored
-entries holds, beyond the generator (and its transpose) already made, one
+entries holds, beyond the generator (and its transpose where one was made), one
 matrix of its own (:math:`M` or :math:`M^T`, :data:`MATRIX_ENTRY_BYTES` a
 stored entry and :data:`MATRIX_ROW_BYTES` a row; none where the scipy
 backend's compiled kernels read the pinned system of a whole class from
@@ -42,7 +42,6 @@ from __future__ import annotations
 import numpy as np
 
 from .._sparse_lu import natural_is_cheap
-from ..backends.csr import lowest_columns
 from .classes import count
 
 __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solve_bytes", "AUTO_GTH", "DIM_VALUES",
@@ -302,9 +301,9 @@ def structure_facts(op, support) -> dict:
     # the first column of each row of the symmetrised pattern: the smallest column of a non-zero
     # entry of the row of Q or of Q^T, or the diagonal (column start + i); one pass over each, lowering
     # one int64 vector, and the row widths w = start + i - first made in its place block by block
-    # (exact as floats): one vector beside Q and Q^T
-    first = lowest_columns(op.generator_rows(False), op.start)
-    lowest_columns(op.generator_rows(True), op.start, out=first)
+    # (exact as floats): one vector beside Q (the scipy backend reads Q^T's rows as Q's columns)
+    first = op.lowest_columns(False)
+    op.lowest_columns(True, out=first)                    # (the scipy backend: from Q's columns, no Q^T made)
     w = first.view(float)
     for s in range(0, m, _BLOCK):
         e = min(s + _BLOCK, m)

@@ -261,8 +261,9 @@ class PetscSystem(System):
             self.ksp = _ksp(self.dc, self.M, self.spec, self._opts, self.info)
         return self.ksp
 
-    def solve(self, b, transpose=False):
-        """Solve ``M x = b`` (``M^T x = b``) for an owned vector or block ``b``."""
+    def solve(self, b, transpose=False, overwrite_b=False):
+        """Solve ``M x = b`` (``M^T x = b``) for an owned vector or block ``b`` (copied into PETSc's own
+        vector: ``overwrite_b`` changes nothing)."""
         PETSc = load_petsc()
         b = np.asarray(b, dtype=float)
         cols = b[:, None] if b.ndim == 1 else b
