@@ -48,18 +48,20 @@ GS_KERNELS(int64_t, gi64)
 /* The same sweep over the rows listed in `rows` (m of them, in that order or its reverse) of the n-row
  * matrix, the others left as they are: pyamg's gauss_seidel_indexed (omega = 1) written out, so a sweep
  * in another order needs no permuted copy of the matrix, only the order. */
-#define GS_ROWS_KERNELS(IT, SUF)                                                                       \
-static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,              \
+#define GS_ROWS_KERNELS(IT, RT, ISUF, SUF)                                                             \
+static void gsr_##SUF(Py_ssize_t m, const RT *restrict rows, const IT *restrict ptr,                   \
                       const IT *restrict col, const double *restrict val, double *restrict x,          \
                       const double *restrict b, double omega, int backward)                            \
 {                                                                                                      \
     Py_ssize_t t0 = backward ? m - 1 : 0, t1 = backward ? -1 : m, step = backward ? -1 : 1;            \
     for (Py_ssize_t t = t0; t != t1; t += step)                                                        \
-        gs_row_##SUF((Py_ssize_t)rows[t], ptr, col, val, x, b, omega);                                 \
+        gs_row_##ISUF((Py_ssize_t)rows[t], ptr, col, val, x, b, omega);                                \
 }
 
-GS_ROWS_KERNELS(int32_t, gi32)
-GS_ROWS_KERNELS(int64_t, gi64)
+GS_ROWS_KERNELS(int32_t, int64_t, gi32, gi32)
+GS_ROWS_KERNELS(int64_t, int64_t, gi64, gi64)
+GS_ROWS_KERNELS(int32_t, int32_t, gi32, gi32r32)          /* rows of 32 bits: half the order's bytes */
+GS_ROWS_KERNELS(int64_t, int32_t, gi64, gi64r32)
 
 /* A Gauss-Seidel sweep on the transposed system A^T x = b from A's own rows (no A^T made): the sum of
  * column j's terms, sum_{i != j} a_ij x_i, is carried in two vectors filled by the rows as they are
@@ -82,7 +84,7 @@ static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict c
     for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
         double s = read[i] / scale + fill[i], d = -q[i];                                               \
         read[i] = 0.0;                                                                                 \
-        if (d != 0.0) x[i] = (b[i] - s) / d;                                                           \
+        if (d != 0.0) x[i] = ((b ? b[i] : 0.0) - s) / d;                                               \
         double xi = x[i];                                                                              \
         if (backward)                                                                                  \
             for (IT k = ptr[i]; k < ptr[i + 1] && col[k] < (IT)i; k++) fill[col[k]] += val[k] * xi;    \
@@ -149,16 +151,25 @@ static PyObject *py_gs_rows(PyObject *self, PyObject *args)
     PyObject *res = NULL;
     if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
                              "gs_rows: x and b (not x) one entry a row")
-            && require(b[5].itemsize == 8, "gs_rows: rows must be int64")) {
+            && require(b[5].itemsize == 8 || b[5].itemsize == 4, "gs_rows: rows must be int32 or int64")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        int wide = b[5].itemsize == 8;
         const int64_t *rows = b[5].buf;
+        const int32_t *rows32 = b[5].buf;
         Py_ssize_t bad = 0;
-        for (Py_ssize_t t = 0; t < m; t++) bad += (rows[t] < 0) | (rows[t] >= n);
+        for (Py_ssize_t t = 0; t < m; t++) {
+            int64_t r = wide ? rows[t] : (int64_t)rows32[t];
+            bad += (r < 0) | (r >= n);
+        }
         if (require(last <= NELEM(b[2]), "gs_rows: indptr[-1] beyond the stored entries")
                 && require(bad == 0, "gs_rows: a row number out of range")) {
             Py_BEGIN_ALLOW_THREADS
-            if (b[0].itemsize == 4) gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
-            else gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            if (b[0].itemsize == 4 && wide)
+                gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else if (wide) gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else if (b[0].itemsize == 4)
+                gsr_gi32r32(m, rows32, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            else gsr_gi64r32(m, rows32, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
             Py_END_ALLOW_THREADS
             res = Py_None; Py_INCREF(res);
         }
@@ -183,8 +194,9 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
     if (get(ro, &rb, 'd', 1, "read") < 0) { release_all(b, 7); return NULL; }
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n
-                             && NELEM(b[6]) == n, "gst: x, b, fill, read and q one entry a row")
+    if (csr_ok(b) && require(NELEM(b[3]) == n && (NELEM(b[4]) == n || NELEM(b[4]) == 0) && NELEM(b[5]) == n
+                             && NELEM(rb) == n && NELEM(b[6]) == n,
+                             "gst: x, b (or empty: b = 0), fill, read and q one entry a row")
             && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
                        && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
@@ -194,11 +206,11 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
                 if (b[0].itemsize == 4) gst_init_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
                 else gst_init_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
             } else if (b[0].itemsize == 4) {
-                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
-                         backward);
+                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, NELEM(b[4]) ? b[4].buf : NULL,
+                         b[5].buf, rb.buf, scale, backward);
             } else {
-                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
-                         backward);
+                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, NELEM(b[4]) ? b[4].buf : NULL,
+                         b[5].buf, rb.buf, scale, backward);
             }
             Py_END_ALLOW_THREADS
             res = Py_None; Py_INCREF(res);
@@ -210,7 +222,7 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
 }
 
 #define GS_METHODS {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
-    "backward, init): one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read (/ scale; " \
+    "backward, init): one Gauss-Seidel sweep on A^T x = b (b empty: zero) from A's rows, the column sums carried in read (/ scale; " \
     "zeroed as used) and fill (zero on entry); init: only fill = the sums a sweep in the other direction " \
     "leaves"}, \
     {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \

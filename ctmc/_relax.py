@@ -159,7 +159,7 @@ def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray,
 
     The sweep of a permuted copy of ``A`` (rows and columns in the order ``rows``), without the copy:
     the same updates, each row's terms summed in ``A``'s stored order (pyamg's ``gauss_seidel_indexed``,
-    the fallback, to the bit).
+    the fallback, to the bit). ``rows`` int32 or int64 (taken as they are: no copy of the order).
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[4.0, -1.0, 0.0], [-1.0, 4.0, 0.0], [0.0, 0.0, 1.0]])); x = np.zeros(3)
@@ -168,7 +168,8 @@ def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray,
     array([1., 1., 0.])
     """
     A = one_index_type(A)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    rows = np.asarray(rows)
+    rows = np.ascontiguousarray(rows, dtype=rows.dtype if rows.dtype in (np.int32, np.int64) else np.int64)
     b = np.ascontiguousarray(b, dtype=float)
     if x.shape != (A.shape[0],) or b.shape != x.shape or rows.ndim != 1:
         raise ValueError(f"sweep_rows: x and b of shape ({A.shape[0]},), rows one-dimensional")

@@ -97,7 +97,9 @@ class StateTable:
     def column(self, name) -> np.ndarray:
         """Variable ``name``'s value in every state, without keeping it: a model's column is decoded for
         this call (a search over the variables holds one column at a time, where ``table[name]`` keeps
-        each for the life of the chain).
+        each for the life of the chain), :data:`_DECODE_BLOCK` codes at a time into int32 where the
+        variable's bounds fit (else int64): half a float64 vector of the states, not the two int64
+        vectors of a whole decode (the quotients, then the remainders).
 
         >>> StateTable({"n": np.array([4, 1])}).column("n").tolist()
         [4, 1]
@@ -106,7 +108,15 @@ class StateTable:
             raise KeyError(f"no state variable {name!r}; variables are {list(self.names)}")
         if self._codes is None:
             return self._cols[name]
-        return self._layout.decode(self._codes)[name]
+        lay, codes = self._layout, self._codes
+        i = lay.names.index(name)
+        small = np.iinfo(np.int32)
+        fits = small.min <= int(lay.lo[i]) and int(lay.lo[i]) + int(lay.span[i]) - 1 <= small.max
+        out = np.empty(len(codes), dtype=np.int32 if fits else np.int64)
+        for s in range(0, len(codes), _DECODE_BLOCK):
+            part = slice(s, s + _DECODE_BLOCK)
+            out[part] = lay.decode(codes[part])[name]
+        return out
 
     def value_range(self, name, rows=None) -> Optional[tuple]:
         """``(min, max)`` of variable ``name`` over the states ``rows`` (indices; all by default), None if none.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import extension, one_index_type, product, sweep, sweep_rows
+from .._relax import extension, one_index_type, product, product_rows, sweep, sweep_rows
 from .._util import available_memory
 from ..expr import Expr
 from ..linalg import gth_solve
@@ -339,7 +339,7 @@ class RowSweeper:
         self._ext = extension()
         n = op.n
         self._ahead, self._behind = np.empty(n), np.empty(n)   # the forward sweep's terms, the backward's
-        self._zero = np.zeros(n)
+        self._zero = np.empty(0)                               # (the right-hand side 0: no vector of zeros)
         self._fresh = False
 
     @staticmethod
@@ -455,12 +455,15 @@ class RowOrderSweeps:
     """Gauss-Seidel sweeps of ``Q_XX`` from ``Q``'s own rows taken in ``order`` (the members of ``X``, one
     process; the compiled ``sweep_rows``, pyamg's indexed sweep without it): no copy of the matrix, the
     interface of :func:`ordered_sweeper` (``xo`` the members in ``order``), two vectors of the chain's
-    states beside (zero off ``X``, where ``Q``'s entries then add nothing). A sweep is about 4 times as
+    states beside (the iterate zero off ``X``, where ``Q``'s entries then add nothing; the right-hand side,
+    read on ``X`` only, is the product's room between two sweeps: :meth:`matvec` holds one vector of the
+    members, its answer). ``order`` is kept as given, int32 or int64. A sweep is about 4 times as
     dear as on a copy in order: the rows are read out of their order."""
 
     def __init__(self, op, order):
         self.Q = one_index_type(op.generator_rows(False))
-        self.rows = np.asarray(order, dtype=np.int64)
+        rows = np.asarray(order)
+        self.rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)
         self.nx = self.size = int(self.rows.size)
         self._n, self._x, self._b = op.n, None, None          # (made on first use: not held by a set-up)
 
@@ -477,10 +480,15 @@ class RowOrderSweeps:
             raise ValueError("RowOrderSweeps: omega = 1 only")
         x = self._full(xo, rhs)
         sweep_rows(self.Q, x, self._b, self.rows, direction)
-        xo[:] = x[self.rows]
+        np.take(x, self.rows, out=xo, mode="clip")            # (the rows are in range: no buffered copy)
 
     def matvec(self, xo) -> np.ndarray:
-        return product(self.Q, self._full(xo))[self.rows]
+        full = product_rows(self.Q, self._full(xo), 0, self._n, out=self._b)   # (b is written again
+        return full[self.rows]                                                   # before each sweep)
+
+    def release(self):
+        """Free the two vectors of the chain's states (made again on the next use): after a solve."""
+        self._x = self._b = None
 
 
 #: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a
