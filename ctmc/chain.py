@@ -22,8 +22,16 @@ from .structure import ClassStructure, class_structure
 __all__ = ["CTMC", "StateTable"]
 
 
-#: codes :meth:`StateTable.value_range` decodes at a time
+#: codes :meth:`StateTable.value_range` and :meth:`StateTable.column` decode at a time
+#: (:func:`_decode_blocks`)
 _DECODE_BLOCK = 1 << 15
+
+
+def _decode_blocks(m: int):
+    """Slices of ``range(m)`` of :data:`_DECODE_BLOCK` codes, at most a sixteenth of them (not fewer than
+    4096)."""
+    step = min(_DECODE_BLOCK, max(4096, int(m) // 16))
+    return (slice(s, s + step) for s in range(0, int(m), step))
 
 
 class StateTable:
@@ -97,9 +105,9 @@ class StateTable:
     def column(self, name) -> np.ndarray:
         """Variable ``name``'s value in every state, without keeping it: a model's column is decoded for
         this call (a search over the variables holds one column at a time, where ``table[name]`` keeps
-        each for the life of the chain), :data:`_DECODE_BLOCK` codes at a time into int32 where the
-        variable's bounds fit (else int64): half a float64 vector of the states, not the two int64
-        vectors of a whole decode (the quotients, then the remainders).
+        each for the life of the chain), by blocks (:func:`_decode_blocks`) into int32 where the variable's
+        bounds fit (else int64): half a float64 vector of the states, not the two int64 vectors of a whole
+        decode (the quotients, then the remainders).
 
         >>> StateTable({"n": np.array([4, 1])}).column("n").tolist()
         [4, 1]
@@ -113,8 +121,7 @@ class StateTable:
         small = np.iinfo(np.int32)
         fits = small.min <= int(lay.lo[i]) and int(lay.lo[i]) + int(lay.span[i]) - 1 <= small.max
         out = np.empty(len(codes), dtype=np.int32 if fits else np.int64)
-        for s in range(0, len(codes), _DECODE_BLOCK):
-            part = slice(s, s + _DECODE_BLOCK)
+        for part in _decode_blocks(len(codes)):
             out[part] = lay.decode(codes[part])[name]
         return out
 
@@ -137,8 +144,7 @@ class StateTable:
             return (int(col.min()), int(col.max())) if col.size else None
         # decoded block by block (a block's codes and quotients, not vectors of the rows beside them)
         m, lo, hi = len(self._codes) if rows is None else len(rows), None, None
-        for s in range(0, m, _DECODE_BLOCK):
-            part = slice(s, s + _DECODE_BLOCK)
+        for part in _decode_blocks(m):
             col = self._layout.decode(self._codes[part] if rows is None else self._codes[rows[part]])[name]
             lo = int(col.min()) if lo is None else min(lo, int(col.min()))
             hi = int(col.max()) if hi is None else max(hi, int(col.max()))

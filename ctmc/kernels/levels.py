@@ -395,9 +395,15 @@ def _max_abs(v) -> float:
     return float(np.maximum(v.max(initial=0.0), -v.min(initial=0.0)))
 
 
+def _chunk(n: int) -> int:
+    """Entries read at once out of ``n``: :data:`_CHUNK`, at most a sixteenth of them (at least 4096)."""
+    return min(_CHUNK, max(4096, int(n) // 16))
+
+
 def _parts(n: int):
-    """Slices of ``range(n)``, :data:`_CHUNK` at a time."""
-    return (slice(s, min(s + _CHUNK, n)) for s in range(0, n, _CHUNK))
+    """Slices of ``range(n)``, :func:`_chunk` entries at a time."""
+    step = _chunk(n)
+    return (slice(s, min(s + step, n)) for s in range(0, n, step))
 
 
 def _binsum(index, n: int, *factors, offset: int = 0):
@@ -414,7 +420,7 @@ def _binsum(index, n: int, *factors, offset: int = 0):
         w = factors[0][part]
         for f in factors[1:]:
             w = w * f[part]
-        np.add.at(out, index[part].astype(np.intp) + offset, w)
+        np.add.at(out, np.add(index[part], offset, dtype=np.intp), w)
     return out
 
 
@@ -516,7 +522,7 @@ def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
     (rows numbered from 0; no copy of ``Q``)."""
     n, ptr = Q.shape[0], Q.indptr
-    chunk = min(_CHUNK, max(4096, int(ptr[-1]) // 16))
+    chunk = _chunk(ptr[-1])
     start = 0
     while start < n:
         stop = int(np.searchsorted(ptr, ptr[start] + chunk, side="right"))

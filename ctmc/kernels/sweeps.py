@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import extension, one_index_type, product, product_rows, sweep, sweep_rows
+from .._relax import extension, one_index_type, product, product_listed, sweep, sweep_rows
 from .._util import available_memory
 from ..expr import Expr
 from ..linalg import gth_solve
@@ -454,41 +454,39 @@ class OrderedCopySweeps:
 class RowOrderSweeps:
     """Gauss-Seidel sweeps of ``Q_XX`` from ``Q``'s own rows taken in ``order`` (the members of ``X``, one
     process; the compiled ``sweep_rows``, pyamg's indexed sweep without it): no copy of the matrix, the
-    interface of :func:`ordered_sweeper` (``xo`` the members in ``order``), two vectors of the chain's
-    states beside (the iterate zero off ``X``, where ``Q``'s entries then add nothing; the right-hand side,
-    read on ``X`` only, is the product's room between two sweeps: :meth:`matvec` holds one vector of the
-    members, its answer). ``order`` is kept as given, int32 or int64. A sweep is about 4 times as
-    dear as on a copy in order: the rows are read out of their order."""
+    interface of :func:`ordered_sweeper` (``xo`` the members in ``order``), one vector of the chain's
+    states beside, the iterate (zero off ``X``, where ``Q``'s entries then add nothing); the right-hand side
+    is read in order (``listed``) and the product made over the listed rows
+    (:func:`ctmc._relax.product_listed`): no vector of every state for either. ``order`` is kept as given,
+    int32 or int64. A sweep is about 4 times as dear as on a copy in order: the rows are read out of their
+    order."""
 
     def __init__(self, op, order):
         self.Q = one_index_type(op.generator_rows(False))
         rows = np.asarray(order)
         self.rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)
         self.nx = self.size = int(self.rows.size)
-        self._n, self._x, self._b = op.n, None, None          # (made on first use: not held by a set-up)
+        self._n, self._x = op.n, None                         # (made on first use: not held by a set-up)
 
-    def _full(self, xo, rhs=None):
+    def _full(self, xo):
         if self._x is None:
-            self._x, self._b = np.zeros(self._n), np.zeros(self._n)
+            self._x = np.zeros(self._n)
         self._x[self.rows] = xo
-        if rhs is not None:
-            self._b[self.rows] = rhs
         return self._x
 
     def relax_ordered(self, xo, rhs, direction="forward", omega=1.0):
         if omega != 1.0:
             raise ValueError("RowOrderSweeps: omega = 1 only")
-        x = self._full(xo, rhs)
-        sweep_rows(self.Q, x, self._b, self.rows, direction)
+        x = self._full(xo)
+        sweep_rows(self.Q, x, rhs, self.rows, direction, listed=True)
         np.take(x, self.rows, out=xo, mode="clip")            # (the rows are in range: no buffered copy)
 
     def matvec(self, xo) -> np.ndarray:
-        full = product_rows(self.Q, self._full(xo), 0, self._n, out=self._b)   # (b is written again
-        return full[self.rows]                                                   # before each sweep)
+        return product_listed(self.Q, self._full(xo), self.rows)
 
     def release(self):
-        """Free the two vectors of the chain's states (made again on the next use): after a solve."""
-        self._x = self._b = None
+        """Free the vector of the chain's states (made again on the next use): after a solve."""
+        self._x = None
 
 
 #: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a
