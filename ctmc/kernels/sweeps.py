@@ -375,15 +375,17 @@ class RowSweeper:
         return True
 
 
-def copy_plentiful(op) -> bool:
+def copy_plentiful(op, vectors: float = plan.POLISH_COPY_VECTORS) -> bool:
     """Whether a second matrix of ``Q``'s size (``Q^T`` for the polish, ``Q`` in level order for
-    :class:`~ctmc.kernels.levels.LevelSystem`) takes at most :data:`~ctmc.kernels.plan.COPY_SHARE` of
-    the memory at hand (:data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available): there the faster
-    route with the copy is kept (the plan's rule for the bound's thread), elsewhere the sweeps read ``Q``'s
-    own rows (tandem: 16.6 bytes a transition less; a polish sweep 1.2 times as dear, a level cycle 4)."""
+    :class:`~ctmc.kernels.levels.LevelSystem`) may be made, ``vectors`` float64 vectors of the states held
+    beside it (:func:`ctmc.kernels.plan.copy_fits`: at most :data:`~ctmc.kernels.plan.COPY_SHARE` of the
+    memory at hand, :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available, and the stage's peak within
+    :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION`, the rule of the bound's thread): there the faster
+    route with the copy is kept, elsewhere the sweeps read ``Q``'s own rows (tandem: 16.6 bytes a transition
+    less; a polish sweep 1.2 times as dear, a level cycle 4)."""
     Q = op.generator_rows(False)
     nbytes = Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes
-    return nbytes <= plan.COPY_SHARE * plan.BUDGET_FRACTION * available_memory()
+    return plan.copy_fits(op.n, Q.nnz, nbytes, vectors, plan.BUDGET_FRACTION * available_memory())
 
 
 def polish_pair(op, support, x, levels=None):
@@ -426,7 +428,8 @@ def ordered_sweeper(op, members, order, transpose: bool = False):
         raise ValueError(f"ordered_sweeper: the {op.backend} backend has no distributed sweeps")
     members = np.asarray(members, dtype=bool)
     if not transpose:
-        return (OrderedCopySweeps if copy_plentiful(op) else RowOrderSweeps)(op, order)
+        copied = copy_plentiful(op, plan.LEVEL_COPY_VECTORS)
+        return (OrderedCopySweeps if copied else RowOrderSweeps)(op, order)
     sw = Sweeper(op, members, 0.0, transpose=transpose,
                  order=np.concatenate([np.asarray(order, dtype=np.int64), np.flatnonzero(~members)]))
     sw.nx, sw.size = int(np.count_nonzero(members)), op.stop - op.start
