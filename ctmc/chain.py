@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .analyses import Analyses
+from ._util import blocks
 from .encoding import StateLayout
 from .sets import as_law, owned_mask, owned_values
 from .structure import ClassStructure, class_structure
@@ -28,10 +29,8 @@ _DECODE_BLOCK = 1 << 15
 
 
 def _decode_blocks(m: int):
-    """Slices of ``range(m)`` of :data:`_DECODE_BLOCK` codes, at most a sixteenth of them (not fewer than
-    4096)."""
-    step = min(_DECODE_BLOCK, max(4096, int(m) // 16))
-    return (slice(s, s + step) for s in range(0, int(m), step))
+    """Slices of ``range(m)`` of :data:`_DECODE_BLOCK` codes at most (:func:`ctmc._util.blocks`)."""
+    return blocks(m, _DECODE_BLOCK)
 
 
 class StateTable:

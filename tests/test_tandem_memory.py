@@ -311,3 +311,33 @@ def test_the_bound_s_residual_check_holds_one_vector(tandem, monkeypatch):
         rounding = op.product_roundoff() * (2 * (op.qmax + shift) * size + 1.0)
         assert rplus == max(direct[X].max(), 0.0) + rounding
         assert _vectors(peak, tandem) <= 1.25, f"{_vectors(peak, tandem):.2f} vectors"
+
+
+def test_the_error_bound_s_sums_hold_one_vector_of_the_class(tandem):
+    r"""The sums the error bound takes over the class (:func:`ctmc.kernels.evidence._residual_1norm`:
+    :math:`\|\hat\pi Q\|_1` and the round-off's :math:`\sum \hat\pi_i q_i`;
+    :func:`~ctmc.kernels.evidence.error_bound`: :math:`\sum |r_i| \hat m_i`) hold one vector of the class
+    beside ``r`` (its members' copy, made again for the second sum, times ``q`` by blocks; ``m_hat`` as it is
+    on a whole chain): at most 2.25 and 1.25 float64 vectors (on a5f0500 3 and 3: the copies, ``|.|``,
+    ``pi * q`` and its members'), with the numbers of the direct formulas, to the bit, on the whole chain and
+    on a part of it."""
+    from ctmc.kernels import evidence
+    op = operator_for(tandem, "scipy")
+    pi = tandem.stationary("lu").pi
+    m_hat = np.random.default_rng(3).random(op.n) + 1.0
+    q = -tandem.Q.diagonal()
+    evidence._residual_1norm(op, np.ones(op.n, dtype=bool), pi)          # first-use caches
+    for support in (np.ones(op.n, dtype=bool), np.arange(op.n) % 3 > 0):
+        (r, r1, rounding), peak = _traced(lambda: evidence._residual_1norm(op, support, pi))
+        assert _vectors(peak, tandem) <= 2.25, f"{_vectors(peak, tandem):.2f} vectors"
+        direct = op.apply(pi, transpose=True)
+        assert np.array_equal(r, direct) and r1 == np.abs(direct[support]).sum()
+        assert rounding == 2 * op.product_roundoff() * (pi * q)[support].sum()
+        pin = int(np.argmax(np.where(support, pi, -1.0)))
+        bound, peak = _traced(lambda: evidence.error_bound(op, support, pi, pin, 1e3, (r, r1, rounding),
+                                                           (m_hat, 1.5)))
+        limit = 1.25 if support.all() else 2.25
+        assert _vectors(peak, tandem) <= limit, f"{_vectors(peak, tandem):.2f} vectors"
+        w = min((r1 + rounding) * 1e3, 1.5 * (np.abs(r[support]) @ m_hat[support]) + rounding * 1e3)
+        beta = 2 * w / pi[pin]
+        assert bound == (pi[pin] * beta / (1 - beta) if beta < 1 else np.inf)

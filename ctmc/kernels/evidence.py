@@ -57,6 +57,7 @@ import dataclasses
 
 import numpy as np
 
+from .._util import blocks
 from ..backends.base import UNIT_ROUNDOFF, LinearSpec
 from ..linalg import inverse_norm_bound
 from ..results import Status
@@ -327,14 +328,40 @@ def value_at(op, x, i: int) -> float:
 
 def _residual_1norm(op, support, pi) -> tuple:
     """``(r, ||r||_1 on the class, round-off bound of computing it)`` for ``r = pi Q`` (owned part); the sums
-    over the class's entries, each taken in one vector of them (the numbers of ``np.abs(r[support]).sum()``
-    and ``(pi * q)[support].sum()``)."""
+    over the class's entries taken in one vector of them beside ``r``, made again for the second (the
+    numbers of ``np.abs(r[support]).sum()`` and ``(pi * q)[support].sum()``)."""
     r = op.apply(pi, transpose=True)
-    a = r[support]
+    a = _on(r, support)
     r1 = op.allsum(float(np.abs(a, out=a).sum()))
-    a = pi[support]
-    a *= op.exit_rates[support]
+    a = _on(pi, support, a)
+    for part, on, at in _runs(support):                 # times q, a block of the states at a time
+        a[at] *= op.exit_rates[part][on]
     return r, r1, 2 * op.product_roundoff() * op.allsum(float(a.sum()))
+
+
+#: states :func:`_runs` takes at a time at most (:func:`ctmc._util.blocks`)
+_RUN_BLOCK = 1 << 16
+
+
+def _runs(support):
+    """``(part, on, at)`` for blocks ``part`` of the states: ``on`` the block's members, ``at`` their places
+    in the array of the members (``v[support]``)."""
+    o = 0
+    for part in blocks(support.size, _RUN_BLOCK):
+        on = support[part]
+        k = int(np.count_nonzero(on))
+        yield part, on, slice(o, o + k)
+        o += k
+
+
+def _on(v, support, out=None):
+    """``v[support]`` (a copy), into ``out`` when given (of the members' size), by blocks: no index vector
+    (``np.compress`` takes the indices of the members, then a buffered copy)."""
+    if out is None:
+        return v[support]
+    for part, on, at in _runs(support):
+        out[at] = v[part][on]
+    return out
 
 
 def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
@@ -410,8 +437,10 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     # (no iterate of zeros held beside the first solve's vectors: its answer is the first iterate)
     y, rhs = (None, X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
     for _ in range(max(int(steps), start is None) + (start is not None)):
-        if rhs is not None:
+        solved = rhs is not None
+        if solved:
             d, rep = system.solve(rhs, transpose=False)
+            rhs = None                      # (not held beside the checks of the answer below)
             info["iterations"].append(rep.iterations)
             info["report"] = rep
             d = np.where(X, d, 0.0)
@@ -431,10 +460,10 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
         if bracketed and bound <= best[0]:
             info["bracketed"] = factor
             break
-        if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
+        if rplus <= target or (solved and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
             break
-        if rhs is not None and start is None and last == np.inf and not rplus < 0.5 and settle is not None \
+        if solved and start is None and last == np.inf and not rplus < 0.5 and settle is not None \
                 and settle():
             info["settled"] = True          # the first solve did not halve the residual 1 of y = 0
             break
@@ -608,8 +637,9 @@ def error_bound(op, support, pi, pin: int, m_bound: float, residual=None, upper=
         # m_hat >= (1 - rho_+) m > 0 on the class whenever the bound holds: a negative entry
         # would say the premises failed, and then only the product of norms is used
         if op.allmin(float(np.min(m_hat, where=support, initial=0.0))) >= 0:
-            a = r[support]                              # (|r| in its own copy: two vectors of the class)
-            weighted = op.allsum(float(np.abs(a, out=a) @ m_hat[support]))
+            a = r[support]                              # (|r| in its own copy; on a whole chain m_hat as it
+            whole = a.size == m_hat.size                # is, else its members' copy: the same numbers)
+            weighted = op.allsum(float(np.abs(a, out=a) @ (m_hat if whole else m_hat[support])))
             w = min(w, f * weighted + rounding * m_bound)
     beta = 2 * w / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf

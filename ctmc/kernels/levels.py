@@ -62,6 +62,7 @@ from functools import partial
 import numpy as np
 from scipy.linalg import solve_banded
 
+from .._util import block_size, blocks
 from ..backends.base import SolveReport
 from ..results import Status
 from .._relax import one_index_type, product
@@ -395,15 +396,9 @@ def _max_abs(v) -> float:
     return float(np.maximum(v.max(initial=0.0), -v.min(initial=0.0)))
 
 
-def _chunk(n: int) -> int:
-    """Entries read at once out of ``n``: :data:`_CHUNK`, at most a sixteenth of them (at least 4096)."""
-    return min(_CHUNK, max(4096, int(n) // 16))
-
-
 def _parts(n: int):
-    """Slices of ``range(n)``, :func:`_chunk` entries at a time."""
-    step = _chunk(n)
-    return (slice(s, min(s + step, n)) for s in range(0, n, step))
+    """Slices of ``range(n)``, :data:`_CHUNK` entries at most at a time (:func:`ctmc._util.blocks`)."""
+    return blocks(n, _CHUNK)
 
 
 def _binsum(index, n: int, *factors, offset: int = 0):
@@ -522,7 +517,7 @@ def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
     (rows numbered from 0; no copy of ``Q``)."""
     n, ptr = Q.shape[0], Q.indptr
-    chunk = _chunk(ptr[-1])
+    chunk = block_size(ptr[-1], _CHUNK)
     start = 0
     while start < n:
         stop = int(np.searchsorted(ptr, ptr[start] + chunk, side="right"))
