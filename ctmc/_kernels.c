@@ -22,6 +22,7 @@
  *          blocks): the blocks run in parallel, and the result does not depend on the threads.
  * gs       a Gauss-Seidel / SOR sweep, forward or backward, pyamg's arithmetic (_kernels_gs.h).
  * gs_rows  the same over a list of rows in its order (no permuted copy of the matrix; _kernels_gs.h).
+ * spmv_rows  the product over a list of rows (_kernels_gs.h).
  * gst      a Gauss-Seidel sweep on A^T x = b from the rows of A (no transpose; _kernels_gs.h).
  * exit_on_sigint (arm_sigint, sigint_armed)
  *          the command line's Ctrl-C: one line on standard error and exit status 130 at once, also

@@ -16,7 +16,7 @@
 /* One row's update, the body of both sweeps below */
 #define GS_ROW(IT, SUF)                                                                                \
 static inline void gs_row_##SUF(Py_ssize_t i, const IT *restrict ptr, const IT *restrict col,          \
-                                const double *restrict val, double *restrict x, const double *restrict b,\
+                                const double *restrict val, double *restrict x, double bi,             \
                                 double omega)                                                          \
 {                                                                                                      \
     double s = 0.0, d = 0.0;                                                                           \
@@ -25,8 +25,8 @@ static inline void gs_row_##SUF(Py_ssize_t i, const IT *restrict ptr, const IT *
         else s += val[k] * x[col[k]];                                                                  \
     }                                                                                                  \
     if (d != 0.0) {                                                                                    \
-        if (omega == 1.0) x[i] = (b[i] - s) / d;                                                       \
-        else x[i] = (1.0 - omega) * x[i] + omega * ((b[i] - s) / d);                                   \
+        if (omega == 1.0) x[i] = (bi - s) / d;                                                         \
+        else x[i] = (1.0 - omega) * x[i] + omega * ((bi - s) / d);                                     \
     }                                                                                                  \
 }
 
@@ -39,7 +39,7 @@ static void gs_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict co
                      double omega, int backward)                                                       \
 {                                                                                                      \
     Py_ssize_t i0 = backward ? n - 1 : 0, i1 = backward ? -1 : n, step = backward ? -1 : 1;            \
-    for (Py_ssize_t i = i0; i != i1; i += step) gs_row_##SUF(i, ptr, col, val, x, b, omega);           \
+    for (Py_ssize_t i = i0; i != i1; i += step) gs_row_##SUF(i, ptr, col, val, x, b[i], omega);        \
 }
 
 GS_KERNELS(int32_t, gi32)
@@ -47,19 +47,39 @@ GS_KERNELS(int64_t, gi64)
 
 /* The same sweep over the rows listed in `rows` (m of them, in that order or its reverse) of the n-row
  * matrix, the others left as they are: pyamg's gauss_seidel_indexed (omega = 1) written out, so a sweep
- * in another order needs no permuted copy of the matrix, only the order. */
-#define GS_ROWS_KERNELS(IT, SUF)                                                                       \
-static void gsr_##SUF(Py_ssize_t m, const int64_t *restrict rows, const IT *restrict ptr,              \
+ * in another order needs no permuted copy of the matrix, only the order. With `listed`, b has one entry
+ * a listed row (b[t] for row rows[t]: no vector of the n rows); else b[rows[t]]. spmv_rows: the product
+ * over the listed rows, out[t] = sum_k a_{rows[t] k} x_k, each row in stored order (spmv's numbers). */
+#define GS_ROWS_KERNELS(IT, RT, ISUF, SUF)                                                             \
+static void gsr_##SUF(Py_ssize_t m, const RT *restrict rows, const IT *restrict ptr,                   \
                       const IT *restrict col, const double *restrict val, double *restrict x,          \
-                      const double *restrict b, double omega, int backward)                            \
+                      const double *restrict b, double omega, int backward, int listed)               \
 {                                                                                                      \
     Py_ssize_t t0 = backward ? m - 1 : 0, t1 = backward ? -1 : m, step = backward ? -1 : 1;            \
-    for (Py_ssize_t t = t0; t != t1; t += step)                                                        \
-        gs_row_##SUF((Py_ssize_t)rows[t], ptr, col, val, x, b, omega);                                 \
+    for (Py_ssize_t t = t0; t != t1; t += step) {                                                      \
+        Py_ssize_t i = (Py_ssize_t)rows[t];                                                            \
+        gs_row_##ISUF(i, ptr, col, val, x, listed ? b[t] : b[i], omega);                               \
+    }                                                                                                  \
+}                                                                                                      \
+static void spr_##SUF(Py_ssize_t m, const RT *restrict rows, const IT *restrict ptr,                  \
+                      const IT *restrict col, const double *restrict val, const double *restrict x,   \
+                      double *restrict out)                                                            \
+{                                                                                                      \
+    int nt = threads_for(m);                                                                           \
+    (void)nt;                                                                                          \
+    _Pragma("omp parallel for schedule(static) num_threads(nt)")                                       \
+    for (Py_ssize_t t = 0; t < m; t++) {                                                               \
+        Py_ssize_t i = (Py_ssize_t)rows[t];                                                            \
+        double s = 0.0;                                                                                \
+        for (IT k = ptr[i]; k < ptr[i + 1]; k++) s += val[k] * x[col[k]];                              \
+        out[t] = s;                                                                                    \
+    }                                                                                                  \
 }
 
-GS_ROWS_KERNELS(int32_t, gi32)
-GS_ROWS_KERNELS(int64_t, gi64)
+GS_ROWS_KERNELS(int32_t, int64_t, gi32, gi32)
+GS_ROWS_KERNELS(int64_t, int64_t, gi64, gi64)
+GS_ROWS_KERNELS(int32_t, int32_t, gi32, gi32r32)          /* rows of 32 bits: half the order's bytes */
+GS_ROWS_KERNELS(int64_t, int32_t, gi64, gi64r32)
 
 /* A Gauss-Seidel sweep on the transposed system A^T x = b from A's own rows (no A^T made): the sum of
  * column j's terms, sum_{i != j} a_ij x_i, is carried in two vectors filled by the rows as they are
@@ -82,7 +102,7 @@ static void gst_##SUF(Py_ssize_t n, const IT *restrict ptr, const IT *restrict c
     for (Py_ssize_t i = i0; i != i1; i += step) {                                                      \
         double s = read[i] / scale + fill[i], d = -q[i];                                               \
         read[i] = 0.0;                                                                                 \
-        if (d != 0.0) x[i] = (b[i] - s) / d;                                                           \
+        if (d != 0.0) x[i] = ((b ? b[i] : 0.0) - s) / d;                                               \
         double xi = x[i];                                                                              \
         if (backward)                                                                                  \
             for (IT k = ptr[i]; k < ptr[i + 1] && col[k] < (IT)i; k++) fill[col[k]] += val[k] * xi;    \
@@ -140,25 +160,74 @@ static PyObject *py_gs_rows(PyObject *self, PyObject *args)
     PyObject *o[6];
     Py_buffer b[6];                                       /* indptr, indices, data, x, b, rows */
     double omega;
-    int backward;
-    if (!PyArg_ParseTuple(args, "OOOOOOdp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &omega, &backward))
+    int backward, listed = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOdp|p", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &omega, &backward,
+                          &listed))
         return NULL;
     if (get_all(o, b, "iidDdi", (const char *[]){"indptr", "indices", "data", "x", "b", "rows"}) < 0)
         return NULL;
     Py_ssize_t n = NELEM(b[0]) - 1, m = NELEM(b[5]);
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && b[3].buf != b[4].buf,
-                             "gs_rows: x and b (not x) one entry a row")
-            && require(b[5].itemsize == 8, "gs_rows: rows must be int64")) {
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == (listed ? m : n) && b[3].buf != b[4].buf,
+                             "gs_rows: x one entry a row, b (not x) one a row or, listed, one a listed row")
+            && require(b[5].itemsize == 8 || b[5].itemsize == 4, "gs_rows: rows must be int32 or int64")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        int wide = b[5].itemsize == 8;
         const int64_t *rows = b[5].buf;
+        const int32_t *rows32 = b[5].buf;
         Py_ssize_t bad = 0;
-        for (Py_ssize_t t = 0; t < m; t++) bad += (rows[t] < 0) | (rows[t] >= n);
+        for (Py_ssize_t t = 0; t < m; t++) {
+            int64_t r = wide ? rows[t] : (int64_t)rows32[t];
+            bad += (r < 0) | (r >= n);
+        }
         if (require(last <= NELEM(b[2]), "gs_rows: indptr[-1] beyond the stored entries")
                 && require(bad == 0, "gs_rows: a row number out of range")) {
             Py_BEGIN_ALLOW_THREADS
-            if (b[0].itemsize == 4) gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
-            else gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
+            if (b[0].itemsize == 4 && wide)
+                gsr_gi32(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward, listed);
+            else if (wide)
+                gsr_gi64(m, rows, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward, listed);
+            else if (b[0].itemsize == 4)
+                gsr_gi32r32(m, rows32, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward,
+                            listed);
+            else
+                gsr_gi64r32(m, rows32, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward,
+                            listed);
+            Py_END_ALLOW_THREADS
+            res = Py_None; Py_INCREF(res);
+        }
+    }
+    release_all(b, 6);
+    return res;
+}
+
+static PyObject *py_spmv_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o[6];
+    Py_buffer b[6];                                       /* indptr, indices, data, x, rows, out */
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    if (get_all(o, b, "iiddiD", (const char *[]){"indptr", "indices", "data", "x", "rows", "out"}) < 0)
+        return NULL;
+    Py_ssize_t n = NELEM(b[0]) - 1, m = NELEM(b[4]);
+    PyObject *res = NULL;
+    int wide = b[4].itemsize == 8;
+    const int64_t *rows = b[4].buf;
+    const int32_t *rows32 = b[4].buf;
+    Py_ssize_t bad = 0;
+    for (Py_ssize_t t = 0; t < m; t++) {
+        int64_t r = wide ? rows[t] : (int64_t)rows32[t];
+        bad += (r < 0) | (r >= n);
+    }
+    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[5]) == m, "spmv_rows: x one entry a row, out one a "
+                             "listed row") && require(bad == 0, "spmv_rows: a row number out of range")) {
+        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        if (require(last <= NELEM(b[2]), "spmv_rows: indptr[-1] beyond the stored entries")) {
+            Py_BEGIN_ALLOW_THREADS
+            const void *p = b[0].buf, *c = b[1].buf;
+            if (b[0].itemsize == 4 && wide) spr_gi32(m, rows, p, c, b[2].buf, b[3].buf, b[5].buf);
+            else if (wide) spr_gi64(m, rows, p, c, b[2].buf, b[3].buf, b[5].buf);
+            else if (b[0].itemsize == 4) spr_gi32r32(m, rows32, p, c, b[2].buf, b[3].buf, b[5].buf);
+            else spr_gi64r32(m, rows32, p, c, b[2].buf, b[3].buf, b[5].buf);
             Py_END_ALLOW_THREADS
             res = Py_None; Py_INCREF(res);
         }
@@ -183,8 +252,9 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
     if (get(ro, &rb, 'd', 1, "read") < 0) { release_all(b, 7); return NULL; }
     Py_ssize_t n = NELEM(b[0]) - 1;
     PyObject *res = NULL;
-    if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == n && NELEM(b[5]) == n && NELEM(rb) == n
-                             && NELEM(b[6]) == n, "gst: x, b, fill, read and q one entry a row")
+    if (csr_ok(b) && require(NELEM(b[3]) == n && (NELEM(b[4]) == n || NELEM(b[4]) == 0) && NELEM(b[5]) == n
+                             && NELEM(rb) == n && NELEM(b[6]) == n,
+                             "gst: x, b (or empty: b = 0), fill, read and q one entry a row")
             && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
                        && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
         int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
@@ -194,11 +264,11 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
                 if (b[0].itemsize == 4) gst_init_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
                 else gst_init_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[5].buf, backward);
             } else if (b[0].itemsize == 4) {
-                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
-                         backward);
+                gst_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, NELEM(b[4]) ? b[4].buf : NULL,
+                         b[5].buf, rb.buf, scale, backward);
             } else {
-                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, b[4].buf, b[5].buf, rb.buf, scale,
-                         backward);
+                gst_gi64(n, b[0].buf, b[1].buf, b[2].buf, b[6].buf, b[3].buf, NELEM(b[4]) ? b[4].buf : NULL,
+                         b[5].buf, rb.buf, scale, backward);
             }
             Py_END_ALLOW_THREADS
             res = Py_None; Py_INCREF(res);
@@ -275,10 +345,14 @@ static PyObject *py_level_scale(PyObject *self, PyObject *args)
     "the sums of x, x up, x down over each level (3 rows of nl), in state order"}, \
     {"level_scale", py_level_scale, METH_VARARGS, "level_scale(lev, f, x): x *= f[lev] in place"}, \
     {"gst", py_gst, METH_VARARGS, "gst(indptr, indices, data, x, b, fill, read, q, scale, " \
-    "backward, init): one Gauss-Seidel sweep on A^T x = b from A's rows, the column sums carried in read (/ scale; " \
+    "backward, init): one Gauss-Seidel sweep on A^T x = b (b empty: zero) from A's rows, the column sums carried in read (/ scale; " \
     "zeroed as used) and fill (zero on entry); init: only fill = the sums a sweep in the other direction " \
     "leaves"}, \
     {"gs_rows", py_gs_rows, METH_VARARGS, "gs_rows(indptr, indices, data, x, b, rows, omega, " \
-    "backward): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its reverse, in place"}, \
+    "backward, listed=False): one Gauss-Seidel/SOR sweep over the rows listed, in that order or its " \
+    "reverse, " \
+    "in place (listed: b[t] for row rows[t])"}, \
+    {"spmv_rows", py_spmv_rows, METH_VARARGS, "spmv_rows(indptr, indices, data, x, rows, out): out[t] = " \
+    "(A x)[rows[t]], each row in stored order"}, \
     {"gs", py_gs, METH_VARARGS, "gs(indptr, indices, data, x, b, omega, backward): one " \
     "Gauss-Seidel/SOR sweep on A x = b in place, forward or backward (pyamg's arithmetic)"},

@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from ._util import cores
 
 __all__ = ["sweep", "sweep_rows", "one_index_type", "symmetric_gauss_seidel", "spmv", "product", "product_rows",
+           "product_listed",
            "compiled", "use_compiled",
            "extension", "set_threads", "threads", "into", "writes_into", "ssor_blocks", "block_bounds",
            "SSOR_BLOCKS"]
@@ -153,13 +154,15 @@ def sweep(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, omega: float = 1.0, di
         amg_core.sor_gauss_seidel(A.indptr, A.indices, A.data, x, b, start, stop, step, omega)
 
 
-def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray, direction: str = "forward"):
+def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray, direction: str = "forward",
+               listed: bool = False):
     """One Gauss-Seidel sweep on ``A x = b`` over the rows ``rows`` only, in their order (``"forward"``) or
     its reverse, in place; the other entries of ``x`` are left as they are and read as they stand.
 
     The sweep of a permuted copy of ``A`` (rows and columns in the order ``rows``), without the copy:
     the same updates, each row's terms summed in ``A``'s stored order (pyamg's ``gauss_seidel_indexed``,
-    the fallback, to the bit).
+    the fallback, to the bit). ``rows`` int32 or int64 (taken as they are: no copy of the order). With
+    ``listed``, ``b`` has one entry a listed row (``b[t]`` for row ``rows[t]``: no vector of every row).
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_matrix(np.array([[4.0, -1.0, 0.0], [-1.0, 4.0, 0.0], [0.0, 0.0, 1.0]])); x = np.zeros(3)
@@ -168,18 +171,23 @@ def sweep_rows(A: sp.csr_matrix, x: np.ndarray, b: np.ndarray, rows: np.ndarray,
     array([1., 1., 0.])
     """
     A = one_index_type(A)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    rows = np.asarray(rows)
+    rows = np.ascontiguousarray(rows, dtype=rows.dtype if rows.dtype in (np.int32, np.int64) else np.int64)
     b = np.ascontiguousarray(b, dtype=float)
-    if x.shape != (A.shape[0],) or b.shape != x.shape or rows.ndim != 1:
-        raise ValueError(f"sweep_rows: x and b of shape ({A.shape[0]},), rows one-dimensional")
+    if x.shape != (A.shape[0],) or b.shape != (rows.shape if listed else x.shape) or rows.ndim != 1:
+        raise ValueError(f"sweep_rows: x of shape ({A.shape[0]},), b of x's shape (listed: of rows'), "
+                         "rows one-dimensional")
     ext = extension()
     if ext is not None and A.dtype == np.float64 and x.dtype == np.float64 and x.flags.c_contiguous:
-        ext.gs_rows(A.indptr, A.indices, A.data, x, b, rows, 1.0, direction != "forward")
+        ext.gs_rows(A.indptr, A.indices, A.data, x, b, rows, 1.0, direction != "forward", bool(listed))
         return
     from pyamg import amg_core
 
     if rows.size and (rows.min() < 0 or rows.max() >= A.shape[0]):
         raise ValueError("sweep_rows: a row number out of range")
+    if listed:
+        b, listed_b = np.zeros(A.shape[0]), b
+        b[rows] = listed_b
     m = rows.size
     start, stop, step = (0, m, 1) if direction == "forward" else (m - 1, -1, -1)
     amg_core.gauss_seidel_indexed(A.indptr, A.indices, A.data, x, b, rows.astype(A.indptr.dtype),
@@ -412,6 +420,26 @@ def product(A, x):
     if ext is None or not _fits(A):
         return A @ x
     return _product(ext, A, x)
+
+
+def product_listed(A, x, rows):
+    """``(A @ x)[rows]`` without the rest: the product over the listed rows (int32 or int64), each row in
+    stored order (the numbers of :func:`product`), one entry a listed row (compiled for a square ``A``).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.csr_matrix(np.array([[1.0, 2.0], [0.0, 3.0], [4.0, 0.0]]))
+    >>> product_listed(A, np.array([1.0, 1.0]), np.array([2, 0], dtype=np.int32))
+    array([4., 3.])
+    """
+    ext = extension()
+    rows = np.asarray(rows)
+    x = np.asarray(x)
+    if (ext is None or not _fits(A) or x.ndim != 1 or x.dtype != np.float64 or x.size != A.shape[1]
+            or A.shape[0] != A.shape[1] or rows.dtype not in (np.int32, np.int64)):
+        return A[rows] @ x
+    out = np.empty(rows.size)
+    ext.spmv_rows(A.indptr, A.indices, A.data, np.ascontiguousarray(x), np.ascontiguousarray(rows), out)
+    return out
 
 
 def product_rows(A, x, start: int, stop: int, out=None):

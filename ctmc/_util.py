@@ -102,6 +102,26 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def block_size(n: int, most: int) -> int:
+    """Entries of ``n`` taken at a time by a loop that holds a block's temporaries, not a vector's: ``most``,
+    at most a sixteenth of them, not fewer than 4096 (so a block stays a small share of a small vector too).
+
+    >>> block_size(10**7, 1 << 16), block_size(32_640, 1 << 16), block_size(1000, 1 << 16)
+    (65536, 4096, 4096)
+    """
+    return min(int(most), max(4096, int(n) // 16))
+
+
+def blocks(n: int, most: int):
+    """Slices of ``range(n)``, :func:`block_size` entries at a time.
+
+    >>> [(s.start, s.stop) for s in blocks(10_000, 1 << 16)]
+    [(0, 4096), (4096, 8192), (8192, 10000)]
+    """
+    step = block_size(n, most)
+    return (slice(s, min(s + step, int(n))) for s in range(0, int(n), step))
+
+
 def available_memory() -> int:
     """Bytes available to new allocations: the least of ``MemAvailable``, the room left under
     the process's address-space limit (``ulimit -v``) and under its cgroup's memory limit."""

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .analyses import Analyses
+from ._util import blocks
 from .encoding import StateLayout
 from .sets import as_law, owned_mask, owned_values
 from .structure import ClassStructure, class_structure
@@ -22,8 +23,14 @@ from .structure import ClassStructure, class_structure
 __all__ = ["CTMC", "StateTable"]
 
 
-#: codes :meth:`StateTable.value_range` decodes at a time
+#: codes :meth:`StateTable.value_range` and :meth:`StateTable.column` decode at a time
+#: (:func:`_decode_blocks`)
 _DECODE_BLOCK = 1 << 15
+
+
+def _decode_blocks(m: int):
+    """Slices of ``range(m)`` of :data:`_DECODE_BLOCK` codes at most (:func:`ctmc._util.blocks`)."""
+    return blocks(m, _DECODE_BLOCK)
 
 
 class StateTable:
@@ -97,7 +104,9 @@ class StateTable:
     def column(self, name) -> np.ndarray:
         """Variable ``name``'s value in every state, without keeping it: a model's column is decoded for
         this call (a search over the variables holds one column at a time, where ``table[name]`` keeps
-        each for the life of the chain).
+        each for the life of the chain), by blocks (:func:`_decode_blocks`) into int32 where the variable's
+        bounds fit (else int64): half a float64 vector of the states, not the two int64 vectors of a whole
+        decode (the quotients, then the remainders).
 
         >>> StateTable({"n": np.array([4, 1])}).column("n").tolist()
         [4, 1]
@@ -106,7 +115,14 @@ class StateTable:
             raise KeyError(f"no state variable {name!r}; variables are {list(self.names)}")
         if self._codes is None:
             return self._cols[name]
-        return self._layout.decode(self._codes)[name]
+        lay, codes = self._layout, self._codes
+        i = lay.names.index(name)
+        small = np.iinfo(np.int32)
+        fits = small.min <= int(lay.lo[i]) and int(lay.lo[i]) + int(lay.span[i]) - 1 <= small.max
+        out = np.empty(len(codes), dtype=np.int32 if fits else np.int64)
+        for part in _decode_blocks(len(codes)):
+            out[part] = lay.decode(codes[part])[name]
+        return out
 
     def value_range(self, name, rows=None) -> Optional[tuple]:
         """``(min, max)`` of variable ``name`` over the states ``rows`` (indices; all by default), None if none.
@@ -127,8 +143,7 @@ class StateTable:
             return (int(col.min()), int(col.max())) if col.size else None
         # decoded block by block (a block's codes and quotients, not vectors of the rows beside them)
         m, lo, hi = len(self._codes) if rows is None else len(rows), None, None
-        for s in range(0, m, _DECODE_BLOCK):
-            part = slice(s, s + _DECODE_BLOCK)
+        for part in _decode_blocks(m):
             col = self._layout.decode(self._codes[part] if rows is None else self._codes[rows[part]])[name]
             lo = int(col.min()) if lo is None else min(lo, int(col.min()))
             hi = int(col.max()) if hi is None else max(hi, int(col.max()))

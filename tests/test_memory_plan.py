@@ -717,3 +717,42 @@ def test_a_variable_s_range_is_decoded_by_blocks():
         odd = rows[1::2]
         assert st_.value_range(name, odd) == (int(col[odd].min()), int(col[odd].max()))
     assert st_.value_range(list(st_.names)[0], rows[:0]) is None
+
+
+# --- a copy of Q that only buys speed, within 40 bytes a transition (issue 23, item 4) --------------------
+def test_a_copy_of_q_is_made_only_where_the_peak_stays_within_40_bytes(monkeypatch):
+    r"""The copies of ``Q`` that buy speed (``Q^T`` for the polish, ``Q_XX`` in level order for the return
+    times on levels: :func:`~ctmc.kernels.sweeps.copy_plentiful`) follow the bound's thread's rule
+    (:func:`~ctmc.kernels.plan.peak_fits`): with 1 TB available, on tandem c=127 (3.5 transitions a state) the
+    generator and the copy take 33 bytes a transition and the polish's 5 vectors of the states 11.5 more, so
+    both routes read ``Q``'s rows (on a5f0500 both copied); on cluster N=64 (4.85 a state) 30.6 and 8.2, so
+    the polish keeps its ``Q^T`` and, traced from the start of ``stationary()`` with the generator and the
+    state codes, stays within 40 bytes a transition. Where memory is short (the copy above
+    :data:`~ctmc.kernels.plan.COPY_SHARE` of the budget), no copy either.
+    """
+    from ctmc.kernels import sweeps
+    from ctmc.kernels.sweeps import RowOrderSweeps
+    monkeypatch.setattr(sweeps, "available_memory", lambda: 10 ** 12)
+    for spec, fits in (("tandem:127", False), ("cluster:64", True)):
+        chain = parse_spec(spec).chain()
+        op = operator_for(chain, "scipy")
+        n, e, T = op.n, chain.Q.nnz, chain.n_transitions
+        copy = _generator_bytes(chain)
+        assert sweeps.copy_plentiful(op) == fits
+        # the rule, in bytes: the generator (12 a stored entry, 4 a row), the copy and the stage's vectors
+        for vectors in (plan.POLISH_COPY_VECTORS, plan.LEVEL_COPY_VECTORS):
+            within = 12.0 * e + 4.0 * n + copy + vectors * 8.0 * n <= plan.PEAK_BYTES_PER_TRANSITION * T
+            assert sweeps.copy_plentiful(op, vectors) == within
+        every = np.ones(n, dtype=bool)
+        made = sweeps.ordered_sweeper(op, every, np.arange(n))
+        assert isinstance(made, RowOrderSweeps) == (not sweeps.copy_plentiful(op, plan.LEVEL_COPY_VECTORS))
+    assert not sweeps.copy_plentiful(op, plan.LEVEL_COPY_VECTORS)     # cluster: the level cycles' 9 don't fit
+    monkeypatch.setattr(sweeps, "available_memory", lambda: 1e9)        # cluster's Q: 11.2 MB, above 1 %
+    assert not sweeps.copy_plentiful(op)
+    monkeypatch.setattr(sweeps, "available_memory", lambda: 10 ** 12)
+    chain.stationary()                                     # imports, first-use caches
+    codes = 8.0 * n
+    res, seen = _peaks_during(monkeypatch, st, "_polish", chain, True)
+    assert res.status is ctmc.Status.SUCCESS and res.info.get("polish_sweeps", 0) > 0
+    assert _generator_bytes(chain) + codes + seen[0] <= plan.PEAK_BYTES_PER_TRANSITION * T
+    assert seen[0] >= copy                                 # the polish held Q^T: the copy was made

@@ -57,6 +57,7 @@ import dataclasses
 
 import numpy as np
 
+from .._util import blocks
 from ..backends.base import UNIT_ROUNDOFF, LinearSpec
 from ..linalg import inverse_norm_bound
 from ..results import Status
@@ -326,27 +327,63 @@ def value_at(op, x, i: int) -> float:
 
 
 def _residual_1norm(op, support, pi) -> tuple:
-    """``(r, ||r||_1 on the class, round-off bound of computing it)`` for ``r = pi Q`` (owned part)."""
+    """``(r, ||r||_1 on the class, round-off bound of computing it)`` for ``r = pi Q`` (owned part); the sums
+    over the class's entries taken in one vector of them beside ``r``, made again for the second (the
+    numbers of ``np.abs(r[support]).sum()`` and ``(pi * q)[support].sum()``)."""
     r = op.apply(pi, transpose=True)
-    r1 = op.allsum(float(np.abs(r[support]).sum()))
-    return r, r1, 2 * op.product_roundoff() * op.allsum(float((pi * op.exit_rates)[support].sum()))
+    a = _on(r, support)
+    r1 = op.allsum(float(np.abs(a, out=a).sum()))
+    a = _on(pi, support, a)
+    for part, on, at in _runs(support):                 # times q, a block of the states at a time
+        a[at] *= op.exit_rates[part][on]
+    return r, r1, 2 * op.product_roundoff() * op.allsum(float(a.sum()))
+
+
+#: states :func:`_runs` takes at a time at most (:func:`ctmc._util.blocks`)
+_RUN_BLOCK = 1 << 16
+
+
+def _runs(support):
+    """``(part, on, at)`` for blocks ``part`` of the states: ``on`` the block's members, ``at`` their places
+    in the array of the members (``v[support]``)."""
+    o = 0
+    for part in blocks(support.size, _RUN_BLOCK):
+        on = support[part]
+        k = int(np.count_nonzero(on))
+        yield part, on, slice(o, o + k)
+        o += k
+
+
+def _on(v, support, out=None):
+    """``v[support]`` (a copy), into ``out`` when given (of the members' size), by blocks: no index vector
+    (``np.compress`` takes the indices of the members, then a buffered copy)."""
+    if out is None:
+        return v[support]
+    for part, on, at in _runs(support):
+        out[at] = v[part][on]
+    return out
 
 
 def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
     r"""``(rho, rho_plus, top)`` of ``m`` (zero off ``X``): :math:`\rho = 1 - M m` on ``X``,
     :math:`M = sI - Q_{XX}`, an upper bound ``rho_plus`` on its largest entry (the round-off of
-    computing it added, never below 0), and :math:`\max_X m` (``-inf`` if ``X`` is empty)."""
-    rho = np.where(X, 1.0 - shift * m + op.apply(m, transpose=False), 0.0)
-    size = op.allmax(float(np.abs(m).max(initial=0.0)))
-    top = op.allmax(float(m[X].max(initial=-np.inf)))
-    rplus = max(op.allmax(float(rho[X].max(initial=0.0))), 0.0)
+    computing it added, never below 0), and :math:`\max_X m` (``-inf`` if ``X`` is empty). ``rho`` is the only
+    vector made: ``M m`` by blocks of rows (:meth:`~ctmc.backends.base.Operator.apply_blocks`), the maxima
+    without copies of ``m`` or ``|m|`` (the numbers of the whole product and of ``np.where``)."""
+    rho = np.zeros(np.shape(m))
+    for s, block in op.apply_blocks(m, transpose=False):
+        part, on = slice(s, s + block.size), X[s:s + block.size]
+        np.copyto(rho[part], 1.0 - shift * m[part] + block, where=on)
+    size = op.allmax(float(np.maximum(m.max(initial=0.0), -m.min(initial=0.0))))
+    top = op.allmax(float(np.max(m, where=X, initial=-np.inf)))
+    rplus = max(op.allmax(float(np.max(rho, where=X, initial=0.0))), 0.0)
     return rho, rplus + op.product_roundoff() * (2 * (op.qmax + abs(shift)) * size + 1.0), top
 
 
 def _bracket(op, X, rho, rplus: float) -> float:
     r""":math:`(1+\rho_-)/(1-\rho_+)` on ``X`` (global): the bound :math:`\hat y/(1-\rho_+)` is within
     this factor of :math:`y` entrywise (:func:`ctmc.krylov.bracket_factor`; ``rplus < 1``)."""
-    rminus = max(op.allmax(float(-rho[X].min(initial=0.0))), 0.0)
+    rminus = max(op.allmax(float(-np.min(rho, where=X, initial=0.0))), 0.0)
     return (1.0 + rminus) / (1.0 - rplus)
 
 
@@ -400,8 +437,10 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
     # (no iterate of zeros held beside the first solve's vectors: its answer is the first iterate)
     y, rhs = (None, X.astype(float)) if start is None else (np.where(X, start, 0.0), None)
     for _ in range(max(int(steps), start is None) + (start is not None)):
-        if rhs is not None:
+        solved = rhs is not None
+        if solved:
             d, rep = system.solve(rhs, transpose=False)
+            rhs = None                      # (not held beside the checks of the answer below)
             info["iterations"].append(rep.iterations)
             info["report"] = rep
             d = np.where(X, d, 0.0)
@@ -421,10 +460,10 @@ def inverse_norm_bound_of(op, X, system, shift: float = 0.0, target: float = RET
         if bracketed and bound <= best[0]:
             info["bracketed"] = factor
             break
-        if rplus <= target or (rhs is not None and info["report"].status is Status.BREAKDOWN) \
+        if rplus <= target or (solved and info["report"].status is Status.BREAKDOWN) \
                 or not rplus < last / 2:
             break
-        if rhs is not None and start is None and last == np.inf and not rplus < 0.5 and settle is not None \
+        if solved and start is None and last == np.inf and not rplus < 0.5 and settle is not None \
                 and settle():
             info["settled"] = True          # the first solve did not halve the residual 1 of y = 0
             break
@@ -597,8 +636,10 @@ def error_bound(op, support, pi, pin: int, m_bound: float, residual=None, upper=
         m_hat, f = upper
         # m_hat >= (1 - rho_+) m > 0 on the class whenever the bound holds: a negative entry
         # would say the premises failed, and then only the product of norms is used
-        if op.allmin(float(np.where(support, m_hat, 0.0).min(initial=0.0))) >= 0:
-            weighted = op.allsum(float(np.abs(r[support]) @ m_hat[support]))
+        if op.allmin(float(np.min(m_hat, where=support, initial=0.0))) >= 0:
+            a = r[support]                              # (|r| in its own copy; on a whole chain m_hat as it
+            whole = a.size == m_hat.size                # is, else its members' copy: the same numbers)
+            weighted = op.allsum(float(np.abs(a, out=a) @ (m_hat if whole else m_hat[support])))
             w = min(w, f * weighted + rounding * m_bound)
     beta = 2 * w / pik
     return pik * beta / (1 - beta) if beta < 1 else np.inf

@@ -57,10 +57,12 @@ unchanged.
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import numpy as np
 from scipy.linalg import solve_banded
 
+from .._util import block_size, blocks
 from ..backends.base import SolveReport
 from ..backends.csr import row_blocks
 from ..results import Status
@@ -301,50 +303,76 @@ class LevelSystem:
         lev = np.asarray(levels)
         own = lev[op.start:op.stop]
         idx = np.flatnonzero(X)
+        if op.n <= np.iinfo(np.int32).max:              # (the order and the sweeps' rows in 32 bits)
+            idx = idx.astype(np.int32)
         self.idx = idx = idx[np.argsort(own[idx], kind="stable")]
+        del own
         self.sweeper = ordered_sweeper(op, X, idx)          # Q_XX with X in level order
         found = chain if chain is not None else level_chain(
-            op.generator_rows(False), X, lev, _exit_weights(op) if weights is None else weights, op)
+            op.generator_rows(False), X, lev, partial(_exit_weights, op) if weights is None else weights, op)
         if found is None:
             raise ValueError("levels: a transition moves the level by more than one")
         group, share, self.ab = found
-        self.group, self.share = group[op.start + idx], share[idx]
+        del found
+        self.group = group[op.start + idx]                 # (non-decreasing: the states in level order)
+        del group
+        self.share = share[idx]
+        del share
         self.info = {"levels": self.ab.shape[1], "processes": op.size}
 
-    def _coarse(self, r):
-        rc = self.op.allsum(np.bincount(self.group, weights=self.share * r, minlength=self.ab.shape[1]))
-        return solve_banded((1, 1), self.ab, rc, check_finite=False)[self.group]
+    def _coarse(self, r, x):
+        """The coarse correction of ``x`` (in place) from the residual ``r`` (overwritten), a chunk of the
+        states at a time: the numbers of ``np.bincount`` and of ``x += c[group]`` on the whole."""
+        np.multiply(r, self.share, out=r)
+        rc = self.op.allsum(_binsum(self.group, self.ab.shape[1], r))
+        c = solve_banded((1, 1), self.ab, rc, check_finite=False)
+        g = self.group
+        for part in _parts(g.size):
+            x[part] += c[g[part]]
+
+    def _residual(self, x, rhs):
+        """``b - M x`` on the members (``rhs`` holds ``-b``): ``A x - rhs``, in the product's own array."""
+        nx = self.idx.size
+        r = self.sweeper.matvec(x)[:nx]
+        return np.subtract(r, rhs[:nx], out=r)
 
     def solve(self, b, transpose: bool = False):
         """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; a collective)."""
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
         op, sw, nx = self.op, self.sweeper, self.idx.size
-        bo = np.asarray(b, dtype=float)[self.idx]
         rhs = np.zeros(sw.size)
-        rhs[:nx] = -bo                               # the sweeps solve Q_XX x = -b
+        bo = rhs[:nx]                                # b on the members in order, then -b in its place:
+        np.take(np.asarray(b, dtype=float), self.idx, out=bo, mode="clip")      # (no vector of b beside)
+        np.negative(bo, out=bo)                      # the sweeps solve Q_XX x = -b
         x = np.zeros(sw.size)
-        scale = op.allmax(float(np.abs(bo).max(initial=0.0)))
+        scale = op.allmax(_max_abs(bo))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
             sw.relax_ordered(x, rhs, "forward")
-            r = bo + sw.matvec(x)[:nx]
+            r = self._residual(x, rhs)
             try:
-                x[:nx] += self._coarse(r)
+                self._coarse(r, x)
             except (ValueError, np.linalg.LinAlgError):     # a singular level chain (rates of 1e-55 to 10)
                 status = Status.BREAKDOWN
                 break
+            del r
             sw.relax_ordered(x, rhs, "backward")
-            r = bo + sw.matvec(x)[:nx]
-            rel = op.allmax(float(np.abs(r).max(initial=0.0))) / scale
+            r = self._residual(x, rhs)
+            rel = op.allmax(_max_abs(r)) / scale
+            del r
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
                 break
             if rel <= self.rtol:
                 status = Status.SUCCESS
                 break
+        del rhs, bo
+        release = getattr(sw, "release", None)          # (the sweeps' work vectors: not held past the solve,
+        if release is not None:                         # while the bound checks its answer)
+            release()
         out = np.zeros(op.stop - op.start)
         out[self.idx] = x[:nx]
         return out, SolveReport(status, f"two-level cycles on the levels, residual {rel:.1e}", it,
@@ -359,9 +387,38 @@ class LevelSystem:
 
 def _exit_weights(op):
     """The default weights of the states within their level: :math:`1/q_i` (inf where :math:`q_i = 0`,
-    which :func:`level_chain` treats as no weight)."""
+    which :func:`level_chain` treats as no weight). Passed as ``partial(_exit_weights, op)``: made when
+    :func:`level_chain` needs them, in the vector of its shares (not held beside it)."""
     with np.errstate(divide="ignore"):
         return 1.0 / op.exit_rates
+
+
+def _max_abs(v) -> float:
+    """``max |v|`` (0 for none; NaN where ``v`` has one) without the vector ``|v|``."""
+    return float(np.maximum(v.max(initial=0.0), -v.min(initial=0.0)))
+
+
+def _parts(n: int):
+    """Slices of ``range(n)``, :data:`_CHUNK` entries at most at a time (:func:`ctmc._util.blocks`)."""
+    return blocks(n, _CHUNK)
+
+
+def _binsum(index, n: int, *factors, offset: int = 0):
+    r"""``np.bincount(index + offset, weights=prod(factors), minlength=n)``, a chunk at a time: no vector of
+    the bins in ``intp`` (``bincount`` converts an int32 ``index`` whole) or of the weights' product. Each
+    bin is summed in the order of ``index`` from 0.0 (``np.add.at``), as ``bincount`` sums it: the same numbers.
+
+    >>> g, w = np.array([1, 0, 1, 2], dtype=np.int32), np.array([0.1, 0.2, 0.3, 0.4])
+    >>> bool(np.array_equal(_binsum(g, 4, w, w), np.bincount(g, weights=w * w, minlength=4)))
+    True
+    """
+    out = np.zeros(n)
+    for part in _parts(index.size):
+        w = factors[0][part]
+        for f in factors[1:]:
+            w = w * f[part]
+        np.add.at(out, np.add(index[part], offset, dtype=np.intp), w)
+    return out
 
 
 #: stored entries of ``Q`` read at once by :func:`level_chain` and :func:`level_flows`, and at most a
@@ -397,19 +454,24 @@ def level_chain(Q, X, levels, weights, op=None):
     start = op.start if many else 0
     allsum = op.allsum if many else (lambda v: v)
     Xf = op.gather(X, "all").astype(bool) if many else X         # every state's membership (columns)
-    lev = np.asarray(levels, dtype=np.int64)
+    lev = _integers(levels)
     group = _level_ranks(lev, Xf)                       # (every state's: the columns)
     nc = int(group.max()) + 1
     g = group[start:start + X.size]                     # the owned rows'
-    share = np.array(weights, dtype=float)              # the weights w, then the shares in their place
-    share[~(X & np.isfinite(share) & (share > 0))] = 0.0
-    g1 = g + 1                                          # (bin 0: the states off X, of weight 0)
-    W = allsum(np.bincount(g1, weights=share, minlength=nc + 1))
-    share[X & ~(W[1:] > 0)[g]] = 1.0                    # no weight on a level: uniform there
-    W = allsum(np.bincount(g1, weights=share, minlength=nc + 1))
+    # the weights w (made here by a callable: not held beside), then the shares in their place; the sums
+    # over the levels a chunk at a time (bin 0: the states off X, of weight 0)
+    share = weights() if callable(weights) else np.array(weights, dtype=float)
+    for part in _parts(share.size):
+        w = share[part]
+        w[~(X[part] & np.isfinite(w) & (w > 0))] = 0.0
+    W = allsum(_binsum(g, nc + 1, share, offset=1))
+    empty = ~(W[1:] > 0)
+    for part in _parts(share.size):                     # no weight on a level: uniform there
+        share[part][X[part] & empty[g[part]]] = 1.0
+    W = allsum(_binsum(g, nc + 1, share, offset=1))
     W[0] = 1.0
-    share /= W[g1]
-    del g1
+    for part in _parts(share.size):
+        share[part] /= W[g[part] + 1]
     ab = np.zeros(3 * max(nc, 0))
     bad = 0
     for rows, cols, vals in csr_entries(Q):
@@ -425,20 +487,31 @@ def level_chain(Q, X, levels, weights, op=None):
     return group, share, allsum(ab).reshape(3, nc)
 
 
+def _integers(levels):
+    """``levels`` as an integer array: as given (int32 decoded columns stay 32 bits), else int64."""
+    lev = np.asarray(levels)
+    return lev if lev.dtype.kind in "iu" else lev.astype(np.int64)
+
+
 def _level_ranks(lev, X):
     """The rank of each state's level among the levels present in ``X`` (int32; -1 off ``X``): a count
-    over the span of the levels, or a sort where the span is wider than the states."""
+    over the span of the levels, a chunk of the states at a time, or a sort where the span is wider than
+    the states."""
     group = np.full(X.size, -1, dtype=np.int32)
-    lx = lev[X]
-    if lx.size == 0:
+    bounds = _bounds(lev, X)
+    if bounds is None:
         return group
-    lo = int(lx.min())
-    if int(lx.max()) - lo < X.size:
-        lx -= lo
-        present = np.bincount(lx) > 0
-        group[X] = (np.cumsum(present, dtype=np.int32) - 1)[lx]
+    lo, hi = bounds
+    if hi - lo < X.size:
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        for part in _parts(X.size):
+            present[lev[part][X[part]] - lo] = True
+        rank = np.cumsum(present, dtype=np.int32) - 1
+        for part in _parts(X.size):
+            m = X[part]
+            group[part][m] = rank[lev[part][m] - lo]
     else:
-        group[X] = np.unique(lx, return_inverse=True)[1]
+        group[X] = np.unique(lev[X], return_inverse=True)[1]
     return group
 
 
@@ -446,7 +519,7 @@ def csr_entries(Q):
     """The stored entries of the CSR matrix ``Q`` as ``(rows, cols, values)``, :data:`_CHUNK` at a time
     (rows numbered from 0; no copy of ``Q``: :func:`ctmc.backends.csr.row_blocks`)."""
     ptr = Q.indptr
-    for start, stop in row_blocks(ptr, min(_CHUNK, max(4096, int(ptr[-1]) // 16))):
+    for start, stop in row_blocks(ptr, block_size(ptr[-1], _CHUNK)):
         lo, hi = int(ptr[start]), int(ptr[stop])
         yield np.repeat(np.arange(start, stop), np.diff(ptr[start:stop + 1])), Q.indices[lo:hi], Q.data[lo:hi]
 
@@ -464,7 +537,7 @@ def level_flows(Q, X, levels):
     [[1.0, 1.0, 0.0], [0.0, 2.0, 2.0]]
     """
     X = np.asarray(X, dtype=bool)
-    lev = np.asarray(levels, dtype=np.int64)
+    lev = _integers(levels)
     n = Q.shape[0]
     up, down = np.zeros(n), np.zeros(n)
     for rows, cols, vals in csr_entries(Q):
@@ -526,10 +599,13 @@ class LevelAggregation:
         if flows is None:
             raise ValueError("levels: a transition moves the level by more than one")
         self.up, self.down = flows
+        del flows
         X = np.asarray(X, dtype=bool)
-        lev = np.asarray(levels, dtype=np.intp)
-        # (held through the polish: 32 bits)
-        self.lev = np.where(X, lev - int(lev[X].min(initial=0)), 0).astype(np.int32)
+        lev = _integers(levels)
+        lo = min((_bounds(lev, X) or (0, 0))[0], 0)
+        self.lev = np.zeros(X.size, dtype=np.int32)     # (held through the polish: 32 bits, made by chunks)
+        for part in _parts(X.size):
+            np.subtract(lev[part], lo, out=self.lev[part], where=X[part], casting="unsafe")
         self.nl = int(self.lev.max(initial=0)) + 1
         self.gap, self.calls, self.steps = int(gap), 0, 0
 
@@ -545,14 +621,16 @@ class LevelAggregation:
             if ext is not None:
                 ext.level_scale(lev, f, x)
             else:
-                x *= f[lev]
+                for part in _parts(x.size):
+                    x[part] *= f[lev[part]]
             self.steps += 1
 
 
 def level_sums(lev, x, up, down, nl: int) -> np.ndarray:
     """The sums of ``x``, ``x up`` and ``x down`` over each level ``0..nl-1`` of the states (``lev``): rows
     of a ``(3, nl)`` array, in state order (numpy's ``bincount`` with these weights, to the bit; compiled, no
-    state-sized temporary: with an int32 ``lev`` ``bincount`` casts it, and each product is one more).
+    state-sized temporary: with an int32 ``lev`` ``bincount`` casts it, and each product is one more;
+    :func:`_binsum`'s chunks without the extension).
 
     >>> level_sums(np.array([0, 1, 1], dtype=np.int32), np.array([1.0, 2, 3]), np.ones(3), np.arange(3.0), 2)
     array([[1., 5.],
@@ -564,7 +642,7 @@ def level_sums(lev, x, up, down, nl: int) -> np.ndarray:
         out = np.empty((3, int(nl)))
         ext.level_sums(lev, np.ascontiguousarray(x, dtype=float), up, down, out)
         return out
-    return np.stack([np.bincount(lev, weights=w, minlength=nl) for w in (x, x * up, x * down)])
+    return np.stack([_binsum(lev, nl, x), _binsum(lev, nl, x, up), _binsum(lev, nl, x, down)])
 
 
 class PolishLevels:
@@ -602,10 +680,12 @@ class PolishLevels:
         found = _structured(op, X)
         if found is None:
             return
-        _KEPT[op] = (X, (found[0], None, found[2]))    # (the column decoded again when asked: not held)
+        name, lev = found[:2]
+        del found                       # (the chain is made again when asked: not held through the polish)
+        _KEPT[op] = (X, name)           # (nor the column: decoded again)
         try:
-            self.agg = LevelAggregation(op.generator_rows(False), self.support, found[1])
-            self.name = found[0]
+            self.agg = LevelAggregation(op.generator_rows(False), self.support, lev)
+            self.name = name
         except ValueError:              # the pin's own transitions move the level by more than one
             pass
 
@@ -650,9 +730,9 @@ def structured_levels(op, X, min_levels: int = LEVEL_MIN):
     return None if found is None else found[:2]
 
 
-#: the search of :func:`polish_levels` on each operator, ``(X, (name, None, chain))`` (the chosen column is
-#: decoded again when asked, not held through the polish), until the bound's :func:`return_time_systems`
-#: asks at the same ``X`` (then it is dropped)
+#: the search of :func:`polish_levels` on each operator, ``(X, name)`` (the chosen column and its level chain
+#: are made again when asked, not held through the polish: 1.5 float64 vectors of the states), until the
+#: bound's :func:`return_time_systems` asks at the same ``X`` (then it is dropped)
 _KEPT = weakref.WeakKeyDictionary()
 
 
@@ -664,16 +744,20 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
     X = np.asarray(X, dtype=bool)
     if not X.any():
         return None
+    Q = op.generator_rows(False)
+    weights = partial(_exit_weights, op)                # (made in each chain's shares: not held beside)
     kept = _KEPT.pop(op, None)
     if kept is not None and min_levels == LEVEL_MIN and np.array_equal(kept[0], X):
-        name, _, chain = kept[1]
-        return name, np.asarray(op.states.column(name)), chain
-    Q = op.generator_rows(False)
-    weights = _exit_weights(op)
-    best = None
+        lev = np.asarray(op.states.column(kept[1]))
+        return kept[1], lev, level_chain(Q, X, lev, weights)
+    best = last = lev = found = None
     for name in op.states.names:
-        lev = np.asarray(op.states.column(name))        # one decoded column at a time, none kept
-        if lev.dtype.kind not in "iub" or int(lev[X].max()) - int(lev[X].min()) + 1 < min_levels:
+        whole = op.states.value_range(name)             # (decoded by blocks: a variable too short is
+        if whole is None or whole[1] - whole[0] + 1 < min_levels:      # passed by without its column)
+            continue
+        last = lev = found = None                       # one candidate's column and chain at a time
+        lev = np.asarray(op.states.column(name))        # (decoded for the search, none kept)
+        if lev.dtype.kind not in "iub" or _span(lev, X) < min_levels:
             continue
         found = level_chain(Q, X, lev, weights)
         if found is None:
@@ -684,8 +768,31 @@ def _structured(op, X, min_levels: int = LEVEL_MIN):
             continue
         top = float(mc.max()) if np.all(np.isfinite(mc)) else -np.inf
         if top > 0 and (best is None or top > best[0]):
-            best = (top, name, lev, found)
-    return None if best is None else best[1:]
+            best, last = (top, name), (name, lev, found)
+    lev = found = None
+    if best is None:
+        return None
+    if last is None:                                    # a later candidate was searched after the best:
+        lev = np.asarray(op.states.column(best[1]))     # its column and chain made again
+        last = (best[1], lev, level_chain(Q, X, lev, weights))
+    return last
+
+
+def _bounds(lev, X):
+    """``(min, max)`` of the integers ``lev`` on ``X``, a chunk at a time (no copy of ``lev[X]``), or None."""
+    lo = hi = None
+    for part in _parts(X.size):
+        lx = lev[part][X[part]]
+        if lx.size:
+            a, b = int(lx.min()), int(lx.max())
+            lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+    return None if lo is None else (lo, hi)
+
+
+def _span(lev, X) -> int:
+    """How many values the integers ``lev`` span on ``X`` (0 on none)."""
+    b = _bounds(lev, X)
+    return 0 if b is None else b[1] - b[0] + 1
 
 
 def return_time_systems(op, X, levels=None, info=None) -> tuple:

@@ -49,8 +49,8 @@ __all__ = ["structure_facts", "auto_plan", "probe_restart", "memory_plan", "solv
            "PROBE_ITERATIONS", "BICGSTAB_FIRST_ITERATIONS", "BICGSTAB_STALL", "PROBE_RESTART",
            "PROBE_MIN_RESTART", "LEAN_MIN_RESTART", "BASIS_BYTES_PER_ENTRY", "MATRIX_ENTRY_BYTES",
            "MATRIX_ROW_BYTES", "WORK_VECTORS", "BICGSTAB_VECTORS", "SWEEP_VECTORS", "BUDGET_FRACTION",
-           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits",
-           "COPY_SHARE"]
+           "PEAK_BYTES_PER_TRANSITION", "BESIDE_VECTORS", "beside_fits", "peak_fits", "copy_fits",
+           "COPY_SHARE", "POLISH_COPY_VECTORS", "LEVEL_COPY_VECTORS"]
 
 AUTO_GTH = 1000
 #: the last resort of ``auto`` (stationary and passage): a dense subtraction-free elimination after every
@@ -121,9 +121,20 @@ SWEEP_VECTORS = 2
 BUDGET_FRACTION = 0.9
 #: a second matrix of ``Q``'s size that only buys speed (``Q^T`` for the polish, ``Q`` in level order for the
 #: return times on levels: :func:`ctmc.kernels.sweeps.copy_plentiful`) is made where it takes at most this
-#: share of the budget; elsewhere the sweeps read ``Q``'s own rows (tandem c=1023: 1.21x the CPU). The
-#: bound's thread has no such exception (:func:`beside_fits`): on a shared machine it did not pay
+#: share of the budget and the stage's peak with it stays within :data:`PEAK_BYTES_PER_TRANSITION`
+#: (:func:`copy_fits`, the rule of the bound's thread); elsewhere the sweeps read ``Q``'s own rows (tandem
+#: c=1023: 1.21x the CPU)
 COPY_SHARE = 0.01
+#: float64 vectors of the chain's states held beside the generator and its copy ``Q^T`` at the peak of the
+#: polish: the iterate, the sweep's zero right-hand side, the balance measurement's block of ``x Q``, the
+#: state codes and one vector more of the solve's (cluster N=64: 4 vectors and the codes,
+#: tests/test_memory_plan.py)
+POLISH_COPY_VECTORS = 5
+#: ... and beside the copy of ``Q_XX`` in level order at the peak of the return times' level cycles
+#: (:class:`~ctmc.kernels.levels.LevelSystem`): the order and the levels' ranks (one), the shares, the
+#: right-hand side, the iterate and the product's residual, the state codes, the answer and the bound's two
+#: vectors held beside (tandem, tests/test_memory_plan.py)
+LEVEL_COPY_VECTORS = 9
 
 
 def _size(b: float) -> str:
@@ -172,11 +183,40 @@ def beside_fits(chain_states: int, chain_entries: int, states: int, entries: int
     vectors = BESIDE_VECTORS * 8.0 * chain_states
     if matrices:
         vectors += 2 * (MATRIX_ENTRY_BYTES * entries + MATRIX_ROW_BYTES * states)
-    if vectors > budget:
-        return False
+    return vectors <= budget and peak_fits(chain_states, chain_entries, int(entries) - int(states), vectors)
+
+
+def peak_fits(chain_states: int, chain_entries: int, transitions: int, held: float) -> bool:
+    """Whether ``held`` bytes beside the generator of a chain of ``chain_states`` states and ``chain_entries``
+    stored entries (:data:`MATRIX_ENTRY_BYTES` a stored entry, 4 bytes a row) stay within
+    :data:`PEAK_BYTES_PER_TRANSITION` a transition (of ``transitions``, at least one): the one rule of the
+    peak, for the bound's thread (:func:`beside_fits`) and the copies of ``Q`` that buy speed
+    (:func:`copy_fits`).
+
+    >>> peak_fits(2_096_128, 9_424_899, 7_328_771, 8.0 * 2_096_128)        # tandem c=1023: 16.6 + 2.3
+    True
+    """
     generator = MATRIX_ENTRY_BYTES * chain_entries + 4.0 * chain_states
-    transitions = max(int(entries) - int(states), 1)
-    return generator + vectors <= PEAK_BYTES_PER_TRANSITION * transitions
+    return generator + held <= PEAK_BYTES_PER_TRANSITION * max(int(transitions), 1)
+
+
+def copy_fits(states: int, entries: int, copy_bytes: float, vectors: float, budget: float) -> bool:
+    """Whether a copy of ``copy_bytes`` of a generator of ``states`` states and ``entries`` stored entries
+    (the diagonal included), made only for speed, may be made: at most :data:`COPY_SHARE` of ``budget``
+    and, with
+    ``vectors`` float64 vectors of the states held beside it at its stage's peak
+    (:data:`POLISH_COPY_VECTORS`, :data:`LEVEL_COPY_VECTORS`), within :data:`PEAK_BYTES_PER_TRANSITION` a
+    transition (:func:`peak_fits`), whatever the budget.
+
+    >>> q = 12 * 9_424_899 + 4 * 2_096_129                 # tandem c=1023: Q, 16.6 bytes a transition
+    >>> copy_fits(2_096_128, 9_424_899, q, POLISH_COPY_VECTORS, 24e9)          # 16.6 + 16.6 + 11.4
+    False
+    >>> q = 12 * 884_276 + 4 * 151_061                     # cluster N=64: 15.3 + 15.3 + 8.2
+    >>> copy_fits(151_060, 884_276, q, POLISH_COPY_VECTORS, 24e9), copy_fits(151_060, 884_276, q, 5, 1e9)
+    (True, False)
+    """
+    held = copy_bytes + float(vectors) * 8.0 * states
+    return copy_bytes <= COPY_SHARE * budget and peak_fits(states, entries, int(entries) - int(states), held)
 
 
 def memory_plan(steps, states: int, entries: int, budget: float, given: bool = False, released: float = 0.0) -> tuple:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import extension, one_index_type, product, sweep, sweep_rows
+from .._relax import extension, one_index_type, product, product_listed, sweep, sweep_rows
 from .._util import available_memory
 from ..expr import Expr
 from ..linalg import gth_solve
@@ -339,7 +339,7 @@ class RowSweeper:
         self._ext = extension()
         n = op.n
         self._ahead, self._behind = np.empty(n), np.empty(n)   # the forward sweep's terms, the backward's
-        self._zero = np.zeros(n)
+        self._zero = np.empty(0)                               # (the right-hand side 0: no vector of zeros)
         self._fresh = False
 
     @staticmethod
@@ -375,15 +375,17 @@ class RowSweeper:
         return True
 
 
-def copy_plentiful(op) -> bool:
+def copy_plentiful(op, vectors: float = plan.POLISH_COPY_VECTORS) -> bool:
     """Whether a second matrix of ``Q``'s size (``Q^T`` for the polish, ``Q`` in level order for
-    :class:`~ctmc.kernels.levels.LevelSystem`) takes at most :data:`~ctmc.kernels.plan.COPY_SHARE` of
-    the memory at hand (:data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available): there the faster
-    route with the copy is kept (the plan's rule for the bound's thread), elsewhere the sweeps read ``Q``'s
-    own rows (tandem: 16.6 bytes a transition less; a polish sweep 1.2 times as dear, a level cycle 4)."""
+    :class:`~ctmc.kernels.levels.LevelSystem`) may be made, ``vectors`` float64 vectors of the states held
+    beside it (:func:`ctmc.kernels.plan.copy_fits`: at most :data:`~ctmc.kernels.plan.COPY_SHARE` of the
+    memory at hand, :data:`~ctmc.kernels.plan.BUDGET_FRACTION` of the available, and the stage's peak within
+    :data:`~ctmc.kernels.plan.PEAK_BYTES_PER_TRANSITION`, the rule of the bound's thread): there the faster
+    route with the copy is kept, elsewhere the sweeps read ``Q``'s own rows (tandem: 16.6 bytes a transition
+    less; a polish sweep 1.2 times as dear, a level cycle 4)."""
     Q = op.generator_rows(False)
     nbytes = Q.data.nbytes + Q.indices.nbytes + Q.indptr.nbytes
-    return nbytes <= plan.COPY_SHARE * plan.BUDGET_FRACTION * available_memory()
+    return plan.copy_fits(op.n, Q.nnz, nbytes, vectors, plan.BUDGET_FRACTION * available_memory())
 
 
 def polish_pair(op, support, x, levels=None):
@@ -426,7 +428,8 @@ def ordered_sweeper(op, members, order, transpose: bool = False):
         raise ValueError(f"ordered_sweeper: the {op.backend} backend has no distributed sweeps")
     members = np.asarray(members, dtype=bool)
     if not transpose:
-        return (OrderedCopySweeps if copy_plentiful(op) else RowOrderSweeps)(op, order)
+        copied = copy_plentiful(op, plan.LEVEL_COPY_VECTORS)
+        return (OrderedCopySweeps if copied else RowOrderSweeps)(op, order)
     sw = Sweeper(op, members, 0.0, transpose=transpose,
                  order=np.concatenate([np.asarray(order, dtype=np.int64), np.flatnonzero(~members)]))
     sw.nx, sw.size = int(np.count_nonzero(members)), op.stop - op.start
@@ -454,33 +457,39 @@ class OrderedCopySweeps:
 class RowOrderSweeps:
     """Gauss-Seidel sweeps of ``Q_XX`` from ``Q``'s own rows taken in ``order`` (the members of ``X``, one
     process; the compiled ``sweep_rows``, pyamg's indexed sweep without it): no copy of the matrix, the
-    interface of :func:`ordered_sweeper` (``xo`` the members in ``order``), two vectors of the chain's
-    states beside (zero off ``X``, where ``Q``'s entries then add nothing). A sweep is about 4 times as
-    dear as on a copy in order: the rows are read out of their order."""
+    interface of :func:`ordered_sweeper` (``xo`` the members in ``order``), one vector of the chain's
+    states beside, the iterate (zero off ``X``, where ``Q``'s entries then add nothing); the right-hand side
+    is read in order (``listed``) and the product made over the listed rows
+    (:func:`ctmc._relax.product_listed`): no vector of every state for either. ``order`` is kept as given,
+    int32 or int64. A sweep is about 4 times as dear as on a copy in order: the rows are read out of their
+    order."""
 
     def __init__(self, op, order):
         self.Q = one_index_type(op.generator_rows(False))
-        self.rows = np.asarray(order, dtype=np.int64)
+        rows = np.asarray(order)
+        self.rows = rows if rows.dtype in (np.int32, np.int64) else rows.astype(np.int64)
         self.nx = self.size = int(self.rows.size)
-        self._n, self._x, self._b = op.n, None, None          # (made on first use: not held by a set-up)
+        self._n, self._x = op.n, None                         # (made on first use: not held by a set-up)
 
-    def _full(self, xo, rhs=None):
+    def _full(self, xo):
         if self._x is None:
-            self._x, self._b = np.zeros(self._n), np.zeros(self._n)
+            self._x = np.zeros(self._n)
         self._x[self.rows] = xo
-        if rhs is not None:
-            self._b[self.rows] = rhs
         return self._x
 
     def relax_ordered(self, xo, rhs, direction="forward", omega=1.0):
         if omega != 1.0:
             raise ValueError("RowOrderSweeps: omega = 1 only")
-        x = self._full(xo, rhs)
-        sweep_rows(self.Q, x, self._b, self.rows, direction)
-        xo[:] = x[self.rows]
+        x = self._full(xo)
+        sweep_rows(self.Q, x, rhs, self.rows, direction, listed=True)
+        np.take(x, self.rows, out=xo, mode="clip")            # (the rows are in range: no buffered copy)
 
     def matvec(self, xo) -> np.ndarray:
-        return product(self.Q, self._full(xo))[self.rows]
+        return product_listed(self.Q, self._full(xo), self.rows)
+
+    def release(self):
+        """Free the vector of the chain's states (made again on the next use): after a solve."""
+        self._x = None
 
 
 #: the default budget of symmetric sweeps of the stationary polish (option ``polish``). The sweeps a
