@@ -320,21 +320,24 @@ class LevelSystem:
         del share
         self.info = {"levels": self.ab.shape[1], "processes": op.size}
 
-    def _coarse(self, r, x):
-        """The coarse correction of ``x`` (in place) from the residual ``r`` (overwritten), a chunk of the
-        states at a time: the numbers of ``np.bincount`` and of ``x += c[group]`` on the whole."""
-        np.multiply(r, self.share, out=r)
-        rc = self.op.allsum(_binsum(self.group, self.ab.shape[1], r))
-        c = solve_banded((1, 1), self.ab, rc, check_finite=False)
-        g = self.group
+    def _residual_blocks(self, x, rhs):
+        """``(part, r[part])``, ``r = b - M x`` on the members (``rhs`` holds ``-b``: ``A x - rhs``), a block
+        at a time where the sweeps give their product so (``matvec_blocks``: no vector of ``r``), else whole."""
+        by_blocks = getattr(self.sweeper, "matvec_blocks", None)
+        for part, r in (by_blocks(x) if by_blocks is not None
+                        else [(slice(0, self.idx.size), self.sweeper.matvec(x)[:self.idx.size])]):
+            yield part, np.subtract(r, rhs[part], out=r)
+
+    def _coarse(self, x, rhs):
+        """The coarse correction of ``x`` (in place) from its residual, taken block by block: its sums by
+        level, the numbers of ``np.bincount`` of ``share r`` on the whole, then ``x += c[group]``."""
+        nl, g = self.ab.shape[1], self.group
+        rc = np.zeros(nl)
+        for part, r in self._residual_blocks(x, rhs):
+            _binsum(g[part], nl, np.multiply(r, self.share[part], out=r), out=rc)
+        c = solve_banded((1, 1), self.ab, self.op.allsum(rc), check_finite=False)
         for part in _parts(g.size):
             x[part] += c[g[part]]
-
-    def _residual(self, x, rhs):
-        """``b - M x`` on the members (``rhs`` holds ``-b``): ``A x - rhs``, in the product's own array."""
-        nx = self.idx.size
-        r = self.sweeper.matvec(x)[:nx]
-        return np.subtract(r, rhs[:nx], out=r)
 
     def solve(self, b, transpose: bool = False):
         """``M x = b`` by two-level cycles: ``(x, SolveReport)`` (untransposed only; a collective)."""
@@ -352,17 +355,14 @@ class LevelSystem:
             status = Status.SUCCESS
         for it in range(1, self.maxiter + 1 if scale > 0 else 1):
             sw.relax_ordered(x, rhs, "forward")
-            r = self._residual(x, rhs)
             try:
-                self._coarse(r, x)
+                self._coarse(x, rhs)
             except (ValueError, np.linalg.LinAlgError):     # a singular level chain (rates of 1e-55 to 10)
                 status = Status.BREAKDOWN
                 break
-            del r
             sw.relax_ordered(x, rhs, "backward")
-            r = self._residual(x, rhs)
-            rel = op.allmax(_max_abs(r)) / scale
-            del r
+            top = [_max_abs(r) for _, r in self._residual_blocks(x, rhs)]       # (np.max keeps a NaN)
+            rel = op.allmax(float(np.max(top, initial=0.0))) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
                 break
@@ -403,7 +403,7 @@ def _parts(n: int):
     return blocks(n, _CHUNK)
 
 
-def _binsum(index, n: int, *factors, offset: int = 0):
+def _binsum(index, n: int, *factors, offset: int = 0, out=None):
     r"""``np.bincount(index + offset, weights=prod(factors), minlength=n)``, a chunk at a time: no vector of
     the bins in ``intp`` (``bincount`` converts an int32 ``index`` whole) or of the weights' product. Each
     bin is summed in the order of ``index`` from 0.0 (``np.add.at``), as ``bincount`` sums it: the same numbers.
@@ -412,7 +412,7 @@ def _binsum(index, n: int, *factors, offset: int = 0):
     >>> bool(np.array_equal(_binsum(g, 4, w, w), np.bincount(g, weights=w * w, minlength=4)))
     True
     """
-    out = np.zeros(n)
+    out = np.zeros(n) if out is None else out          # (``out``: added to, in the same order)
     for part in _parts(index.size):
         w = factors[0][part]
         for f in factors[1:]:

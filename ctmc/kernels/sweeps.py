@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._relax import extension, one_index_type, product, product_listed, sweep, sweep_rows
-from .._util import available_memory
+from .._relax import extension, one_index_type, product, product_listed, product_rows, sweep, sweep_rows
+from .._util import available_memory, blocks
 from ..expr import Expr
 from ..linalg import gth_solve
 from ..results import Status
@@ -436,6 +436,11 @@ def ordered_sweeper(op, members, order, transpose: bool = False):
     return sw
 
 
+#: rows of the product an ordered sweeper's ``matvec_blocks`` gives at a time (the level system's residual is
+#: reduced block by block: its sums by level and its largest entry, no vector of it)
+MATVEC_BLOCK = 1 << 16
+
+
 class OrderedCopySweeps:
     """Gauss-Seidel sweeps of ``Q_XX`` on a copy of it with ``X`` in ``order`` (one process): the interface of
     :func:`ordered_sweeper`, ``xo`` the members in order. The copy is made by rows then columns (no masked
@@ -452,6 +457,11 @@ class OrderedCopySweeps:
 
     def matvec(self, xo) -> np.ndarray:
         return product(self.A, xo)
+
+    def matvec_blocks(self, xo):
+        """``(part, (A xo)[part])`` a block of :data:`MATVEC_BLOCK` rows at a time (no vector of the product)."""
+        for part in blocks(self.nx, MATVEC_BLOCK):
+            yield part, product_rows(self.A, xo, part.start, part.stop)
 
 
 class RowOrderSweeps:
@@ -486,6 +496,12 @@ class RowOrderSweeps:
 
     def matvec(self, xo) -> np.ndarray:
         return product_listed(self.Q, self._full(xo), self.rows)
+
+    def matvec_blocks(self, xo):
+        """``(part, (A xo)[part])`` a block of :data:`MATVEC_BLOCK` rows at a time (no vector of the product)."""
+        x = self._full(xo)
+        for part in blocks(self.nx, MATVEC_BLOCK):
+            yield part, product_listed(self.Q, x, self.rows[part])
 
     def release(self):
         """Free the vector of the chain's states (made again on the next use): after a solve."""
