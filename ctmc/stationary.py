@@ -307,7 +307,7 @@ def _gth(op, support, opts: GTHOptions, hint, ctx):
     if ctx.size > opts.max_states:
         raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
                          f"this class has {ctx.size} states (use 'lu' or raise max_states)")
-    return gth_dense(op, support)
+    return gth_dense(op, support, ctx.info)
 
 
 def _pinned(kind: str):
@@ -510,7 +510,7 @@ def _polish(op, support, x, opts, ctx):
 
 def _eig(op, support, opts: EigOptions, hint, ctx):
     if ctx.size < 3:
-        return gth_dense(op, support)
+        return gth_dense(op, support, ctx.info)
     x, rep = op.null_vector(support, tol=opts.tol * 1e-2, maxiter=opts.maxiter, ncv=opts.ncv,
                             backend_options=ctx.backend_options)
     ctx.info.update(rep.info)
