@@ -795,7 +795,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         if ctx.size == 1:
             bound = 0.0
         elif method == "gth":
-            bound = gth_bound(ctx.size)
+            bound = info["tail_error_estimate"] = gth_bound(ctx.size)     # (entrywise: the tail's too)
             info["error_bound_kind"] = "estimate"
         elif ret is not None:            # a direct solve: proven, from the same factors
             pin, (m_bound, m_est), upper = ret
@@ -810,7 +810,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
                                   or method == "gth" else np.inf, opts)
         info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb
         status, msg = tail_evidence(op, support, pi, bal, info, opts, status, msg,   # (ctmc.kernels.tail)
-                                    ctx.size if ctx.tail else None, ctx.backend_options)
+                                    ctx.size, ctx.backend_options, ctx.tail)
     return _Evaluated(pi, status, msg, residual, bal, under, info, bound)
 
 
