@@ -107,7 +107,7 @@ def gth_solve(A: np.ndarray, extended: bool = False) -> np.ndarray:
         Eliminate in ``numpy.longdouble`` (numpy's steps; :data:`EXTENDED_RANGE` says whether its exponent
         range is wider than a double's: 80-bit on x86-64 Linux, up to :math:`10^{4932}`), for chains whose
         rates span so far that the elimination's products under- or overflow a double (rates of 1e160 and
-        1e-170 into one state); the answer is rounded to doubles.
+        1e-170 into one state); the answer is then a ``numpy.longdouble`` array.
 
     Examples
     --------
@@ -137,7 +137,7 @@ def gth_solve(A: np.ndarray, extended: bool = False) -> np.ndarray:
     zero = kernel(A, x) if kernel else _gth_steps(A, _envelope(A), _envelope(A.T), x)
     if zero >= 0:
         raise ValueError(f"A: the chain is not irreducible (GTH met a zero pivot at state {zero})")
-    return (x / x.sum()).astype(float)
+    return x / x.sum()
 
 
 def _gth_steps(A: np.ndarray, low: np.ndarray, high: np.ndarray, x: np.ndarray) -> int:
