@@ -600,8 +600,7 @@ def gth_dense(op, support, info=None):
     """
     info = {} if info is None else info
     idx = np.flatnonzero(op.gather(support.astype(float), "all") > 0.5)
-    R = op.gather_rows(support)[:, idx]
-    A = R.toarray()
+    A = op.gather_rows(support)[:, idx].toarray()
     limit = GTH_BALANCE * gth_bound(idx.size)
     xs, bal, used = None, np.inf, False
     for extended in (False, True) if EXTENDED_RANGE else (False,):
@@ -609,7 +608,7 @@ def gth_dense(op, support, info=None):
             y = gth_solve(A, extended) if idx.size > 1 else np.ones(1)
         except ValueError:              # a zero pivot: the class is irreducible, so an underflow
             continue
-        b = _gth_balance(R, y) if np.all(np.isfinite(y)) else np.inf
+        b = _gth_balance(A, y) if np.all(np.isfinite(y)) else np.inf
         if xs is None or b < bal:
             xs, bal, used = y, b, extended
         if bal <= limit:
@@ -628,19 +627,15 @@ def gth_dense(op, support, info=None):
     return x, 0, Status.SUCCESS, "GTH elimination" + (" in extended precision" if used else "")
 
 
-def _gth_balance(R, x) -> float:
-    """The balance error of GTH's answer ``x`` on the class's rates ``R`` (sparse), computed in the precision of
-    ``x``: in extended precision no flow under- or overflows where a double's would (a law with 1e-320 beside
-    1e-160 is checked on numbers, not on denormal remnants)."""
-    def sums(data, indptr):                 # the sums of a compressed matrix's rows (columns), empty ones 0
-        full = np.diff(indptr) > 0
-        out = np.zeros(indptr.size - 1, dtype=x.dtype)
-        if data.size:
-            out[full] = np.add.reduceat(data, indptr[:-1][full])
-        return out
-    C, Rr = R.tocsc(), R.tocsr()
-    inflow = sums(C.data.astype(x.dtype) * x[C.indices], C.indptr)
-    out = x * sums(Rr.data.astype(x.dtype), Rr.indptr)
+def _gth_balance(A, x, block: int = 256) -> float:
+    """The balance error of GTH's answer ``x`` on the class's dense rates ``A`` (zero diagonal), computed in the
+    precision of ``x`` by blocks of rows: in extended precision no flow under- or overflows where a double's
+    would (a law with 1e-320 beside 1e-160 is checked on numbers, not on denormal remnants)."""
+    inflow, out = np.zeros(x.size, dtype=x.dtype), np.zeros(x.size, dtype=x.dtype)
+    for s in range(0, x.size, block):
+        rows = A[s:s + block].astype(x.dtype, copy=False)
+        inflow += x[s:s + block] @ rows
+        out[s:s + block] = x[s:s + block] * rows.sum(axis=1)
     ok = (out > 0) & (x >= np.finfo(x.dtype).tiny)
     return float(np.max(np.abs(inflow[ok] - out[ok]) / out[ok], initial=0.0))
 
