@@ -20,7 +20,9 @@ Methods (the registry :data:`METHODS`)
 ``gth``
     Grassmann-Taksar-Heyman elimination on a dense copy of the class.
     Subtraction-free: every probability, however small, comes out with
-    relative accuracy near machine precision. :math:`O(n^3)`; for chains up
+    relative accuracy near machine precision (redone in extended precision where
+    rates spanning beyond the double range made it leave it:
+    :func:`ctmc.kernels.sweeps.gth_dense`). :math:`O(n^3)`; for chains up
     to a few thousand states.
 ``lu``
     Sparse direct solve of the *pinned* system. Fix :math:`\pi_p = 1` for one
