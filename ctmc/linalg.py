@@ -25,7 +25,11 @@ import numpy as np
 
 from ._relax import extension
 
-__all__ = ["TripletLU", "gth_solve", "inverse_norm_bound"]
+__all__ = ["TripletLU", "gth_solve", "inverse_norm_bound", "EXTENDED_RANGE"]
+
+#: whether ``numpy.longdouble`` reaches beyond a double's exponent range here (:func:`gth_solve`'s
+#: ``extended``): True with x86's 80-bit format, False where it is a double (Windows, ARM macOS)
+EXTENDED_RANGE = np.finfo(np.longdouble).maxexp > np.finfo(float).maxexp
 
 
 class TripletLU:
@@ -84,7 +88,7 @@ class TripletLU:
         return x
 
 
-def gth_solve(A: np.ndarray) -> np.ndarray:
+def gth_solve(A: np.ndarray, extended: bool = False) -> np.ndarray:
     """Stationary vector of a dense irreducible generator (or stochastic matrix) by GTH.
 
     Only off-diagonal entries are used, so no subtraction occurs and every
@@ -99,6 +103,11 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     ----------
     A : ndarray, shape (n, n)
         Generator or transition matrix; not modified.
+    extended : bool
+        Eliminate in ``numpy.longdouble`` (numpy's steps; :data:`EXTENDED_RANGE` says whether its exponent
+        range is wider than a double's: 80-bit on x86-64 Linux, up to :math:`10^{4932}`), for chains whose
+        rates span so far that the elimination's products under- or overflow a double (rates of 1e160 and
+        1e-170 into one state); the answer is then a ``numpy.longdouble`` array.
 
     Examples
     --------
@@ -113,7 +122,8 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     >>> gth_solve(np.array([[-1e-200, 1e-200, 0.0], [1.0, -2.0, 1.0], [0.0, 1e-200, -1e-200]]))
     array([5.e-001, 5.e-201, 5.e-001])
     """
-    A = np.array(A, dtype=float, order="C")
+    dtype = np.longdouble if extended else float
+    A = np.array(A, dtype=dtype, order="C")
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
         raise ValueError(f"A: expected a square matrix of at least one state, got shape {A.shape}")
     n = A.shape[0]
@@ -122,8 +132,8 @@ def gth_solve(A: np.ndarray) -> np.ndarray:
     # column, so lies above the running maximum of the columns' last nonzero rows (rows: the
     # same for the row's last nonzero column). The products left out are exact zeros: the same
     # numbers as an update of the whole trailing block.
-    x = np.zeros(n)
-    kernel = getattr(extension(), "gth", None)      # None: not built, switched off, or built before it
+    x = np.zeros(n, dtype=dtype)
+    kernel = None if extended else getattr(extension(), "gth", None)    # None: not built, switched off, ...
     zero = kernel(A, x) if kernel else _gth_steps(A, _envelope(A), _envelope(A.T), x)
     if zero >= 0:
         raise ValueError(f"A: the chain is not irreducible (GTH met a zero pivot at state {zero})")

@@ -104,7 +104,9 @@ class Tolerances:
         Acceptance tolerance: on ``||pi Q||_1 / max|q_ii|`` for stationary
         laws, on the normwise backward error for passage systems.
     tail_tol : float
-        Largest accepted component-wise balance error before ``TAIL_INACCURATE``.
+        Largest accepted component-wise balance error before ``TAIL_INACCURATE``; on a class of up to
+        5000 states also the largest accepted relative error of the small probabilities where the balance
+        error times the condition does not show it (:func:`ctmc.kernels.tail.tail_evidence`).
     error_tol : float
         Largest accepted ``error_bound`` (the proven bound on the normwise
         error of the answer, from a condition estimate) before ``INACCURATE``.

@@ -61,7 +61,9 @@ class Status(str, enum.Enum):
     #: The method finished but the recomputed residual exceeds the tolerance.
     INACCURATE = "inaccurate"
     #: Converged in norm, but the component-wise balance check fails on some
-    #: states: small probabilities are not reliable (see ``balance_error``).
+    #: states, or the small probabilities' relative error (measured by a correction
+    #: solve, or bounded with ``tail_bound=True``) exceeds ``tail_tol``: small
+    #: probabilities are not reliable (see ``balance_error``).
     TAIL_INACCURATE = "tail_inaccurate"
 
     @property

@@ -21,7 +21,9 @@ Methods (the registry :data:`METHODS`)
 ``gth``
     Grassmann-Taksar-Heyman elimination on a dense copy of the class.
     Subtraction-free: every probability, however small, comes out with
-    relative accuracy near machine precision. :math:`O(n^3)`; for chains up
+    relative accuracy near machine precision (redone in extended precision where
+    rates spanning beyond the double range made it leave it:
+    :func:`ctmc.kernels.sweeps.gth_dense`). :math:`O(n^3)`; for chains up
     to a few thousand states.
 ``lu``
     Sparse direct solve of the *pinned* system. Fix :math:`\pi_p = 1` for one
@@ -308,7 +310,7 @@ def _gth(op, support, opts: GTHOptions, hint, ctx):
     if ctx.size > opts.max_states:
         raise ValueError(f"method: gth is dense O(n^3) and limited to max_states={opts.max_states}; "
                          f"this class has {ctx.size} states (use 'lu' or raise max_states)")
-    return gth_dense(op, support)
+    return gth_dense(op, support, ctx.info)
 
 
 def _pinned(kind: str):
@@ -515,7 +517,7 @@ def _polish(op, support, x, opts, ctx):
 
 def _eig(op, support, opts: EigOptions, hint, ctx):
     if ctx.size < 3:
-        return gth_dense(op, support)
+        return gth_dense(op, support, ctx.info)
     x, rep = op.null_vector(support, tol=opts.tol * 1e-2, maxiter=opts.maxiter, ncv=opts.ncv,
                             backend_options=ctx.backend_options)
     ctx.info.update(rep.info)
@@ -800,7 +802,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
         if ctx.size == 1:
             bound = 0.0
         elif method == "gth":
-            bound = gth_bound(ctx.size)
+            bound = info["tail_error_estimate"] = gth_bound(ctx.size)     # (entrywise: the tail's too)
             info["error_bound_kind"] = "estimate"
         elif ret is not None:            # a direct solve: proven, from the same factors
             pin, (m_bound, m_est), upper = ret
@@ -815,7 +817,7 @@ def _evaluate(op, support, x, status, msg, opts, ctx, method) -> _Evaluated:
                                   or method == "gth" else np.inf, opts)
         info["error_bound_seconds"] = ctx.info.pop("error_bound_seconds", 0.0) + time.perf_counter() - tb
         status, msg = tail_evidence(op, support, pi, bal, info, opts, status, msg,   # (ctmc.kernels.tail)
-                                    ctx.size if ctx.tail else None, ctx.backend_options)
+                                    ctx.size, ctx.backend_options, ctx.tail)
     return _Evaluated(pi, status, msg, residual, bal, under, info, bound)
 
 

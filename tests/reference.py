@@ -14,6 +14,8 @@ import numpy as np
 
 import ctmc
 
+_TINY = np.finfo(float).tiny
+
 
 @dataclass(frozen=True)
 class Case:
@@ -138,3 +140,27 @@ def fraction_solve(A, b):
                 f = M[r][c] / M[c][c]
                 M[r] = [a - f * bb for a, bb in zip(M[r], M[c])]
     return [M[i][n] / M[i][i] for i in range(n)]
+
+
+def product_form(rates):
+    """Independent M/M/1/K queues ``[(K, lam, mu), ...]`` and their exact law (exact rationals)."""
+    m = ctmc.Model("pf")
+    vs = [m.var(f"n{i}", 0, K) for i, (K, _, _) in enumerate(rates)]
+    for v, (K, lam, mu) in zip(vs, rates):
+        m.event(f"{v.name}+", guard=v < K, rate=lam, update={v: v + 1})
+        m.event(f"{v.name}-", guard=v > 0, rate=mu, update={v: v - 1})
+    chain = m.build(initial={v.name: 0 for v in vs})
+    pi = np.ones(chain.n_states, dtype=object)
+    for v, (K, lam, mu) in zip(vs, rates):
+        rho = Fraction(lam) / Fraction(mu)
+        w = [rho ** k for k in range(K + 1)]
+        tot = sum(w)
+        marg = [x / tot for x in w]
+        pi = pi * np.array([marg[int(k)] for k in chain.eval(v)], dtype=object)
+    return chain, np.array([float(x) for x in pi])
+
+
+def true_relative(pi, exact):
+    """The largest relative error of ``pi`` over the states whose exact probability is a normal double."""
+    ok = exact >= _TINY
+    return float(np.max(np.abs(pi[ok] - exact[ok]) / exact[ok]))

@@ -552,6 +552,7 @@ def _mpi_job(case, out_path):
         opts = {"tol": 1e-14, "tail_tol": 1e-12} if m in ("gauss_seidel", "level_iad") else {}
         r = q.stationary(m, **opts)
         out[m] = {"status": r.status.value, "min_pi": float(tiny[big].min()),
+                  "tail_tol": opts.get("tail_tol", 1e-6),
                   "rel_pi": float(np.max(np.abs(r.pi[big] / tiny[big] - 1))),
                   "rel_normal": float(np.max(np.abs(r.pi[normal] / tiny[normal] - 1))),
                   "below_normal": int(np.count_nonzero(~normal)), "finite": bool(np.isfinite(r.pi).all()),
@@ -579,7 +580,9 @@ def _run_mpi(case, tmp_path, timeout):
 def _check_mpi(data, methods):
     for m in methods:
         r = data[m]
-        assert r["status"] == "success", (m, r)
+        # success where the tail is within tail_tol, else tail_inaccurate (Gauss-Seidel stops at a balance
+        # error of 1e-12, 8e-12 off relatively): the grade says which
+        assert r["status"] == ("success" if r["rel_normal"] <= r["tail_tol"] else "tail_inaccurate"), (m, r)
         assert r["rel_pi"] < 1e-9, (m, r)           # down to the smallest probabilities
         assert r["pb_closed_form"] < 1e-9, (m, r)
     assert max(data["measures"].values()) < 1e-9, data["measures"]

@@ -211,10 +211,12 @@ def test_the_distributed_level_solve_reaches_its_residual_in_about_scipys_cycles
 
 def test_parallel_queues_on_two_ranks_match_their_product_form(job):
     """Two queues fed by random routing (3,721 states, level x + y) by ``level_iad`` on two processes:
-    success, a proven bound not below the true error, every probability (down to 1e-41) within 1e-9
-    of the product form, the bound's level solve in about the cycles of scipy's (355)."""
+    graded as its tail is (it stops at a balance error of tail_tol = 1e-12, the tail 1e-11 off: measured
+    by the correction solve, tail_inaccurate), a proven bound not below the true error, every probability
+    (down to 1e-41) within 1e-9 of the product form, the bound's level solve in about the cycles of
+    scipy's (355)."""
     r = job["parallel"]
-    assert r["status"] == "success", r
+    assert r["status"] == ("success" if r["rel"] <= 1e-12 else "tail_inaccurate"), r
     _proven_by_levels(r)
     assert r["rel"] < 1e-9 and r["min_exact"] < 1e-25, r
     assert max(r["cycles"]) <= 1.5 * max(job["parallel_scipy_cycles"]) + 2, (r, job["parallel_scipy_cycles"])

@@ -20,27 +20,7 @@ import ctmc
 from ctmc.linalg import gth_solve
 
 from chains import ncd_chain
-from reference import bd_pi, mm1k, random_chain
-
-_TINY = np.finfo(float).tiny
-
-
-def product_form(rates):
-    """Independent M/M/1/K queues ``[(K, lam, mu), ...]`` and their exact law (exact rationals)."""
-    m = ctmc.Model("pf")
-    vs = [m.var(f"n{i}", 0, K) for i, (K, _, _) in enumerate(rates)]
-    for v, (K, lam, mu) in zip(vs, rates):
-        m.event(f"{v.name}+", guard=v < K, rate=lam, update={v: v + 1})
-        m.event(f"{v.name}-", guard=v > 0, rate=mu, update={v: v - 1})
-    chain = m.build(initial={v.name: 0 for v in vs})
-    pi = np.ones(chain.n_states, dtype=object)
-    for v, (K, lam, mu) in zip(vs, rates):
-        rho = Fraction(lam) / Fraction(mu)
-        w = [rho ** k for k in range(K + 1)]
-        tot = sum(w)
-        marg = [x / tot for x in w]
-        pi = pi * np.array([marg[int(k)] for k in chain.eval(v)], dtype=object)
-    return chain, np.array([float(x) for x in pi])
+from reference import bd_pi, mm1k, product_form, random_chain, true_relative
 
 
 def _gth(chain):
@@ -82,11 +62,6 @@ def _solved(name, method):
             warnings.simplefilter("ignore")
             _CACHE[key] = chain.stationary(method, check=False, tail_bound=True, **METHODS[method]), exact
     return _CACHE[key]
-
-
-def true_relative(pi, exact):
-    ok = exact >= _TINY
-    return float(np.max(np.abs(pi[ok] - exact[ok]) / exact[ok]))
 
 
 @pytest.mark.parametrize("method", list(METHODS))

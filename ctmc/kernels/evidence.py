@@ -29,7 +29,8 @@ give :math:`\|\hat x - x\|/\|\hat x\| \le 2e/(1-e)`,
 :func:`grade_passage` grades them.
 
 Dense GTH elimination gets the entrywise estimate :math:`2n^2u` (:func:`gth_bound`),
-whatever the conditioning.
+whatever the conditioning, where its elimination stayed in range (its answer balances to the
+estimate: :func:`ctmc.kernels.sweeps.gth_dense`, else ``INACCURATE`` and no estimate).
 
 Grading
 -------

@@ -33,16 +33,21 @@ import scipy.sparse as sp
 from .._relax import extension, one_index_type, product, product_listed, product_rows, sweep, sweep_rows
 from .._util import available_memory, blocks
 from ..expr import Expr
-from ..linalg import gth_solve
+from ..linalg import EXTENDED_RANGE, gth_solve
 from ..results import Status
 from . import plan
-from .evidence import balance_error
+from .evidence import balance_error, gth_bound
 
 __all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "RowSweeper", "polish_pair",
            "copy_plentiful", "ordered_sweeper", "OrderedCopySweeps", "RowOrderSweeps", "polish_sweeps", "PolishRun",
-           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "gth_dense", "state_levels"]
+           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "GTH_BALANCE", "gth_dense", "state_levels"]
 
 _TINY = np.finfo(float).tiny
+
+#: the balance error, in units of GTH's entrywise estimate, above which a GTH answer shows that its
+#: elimination left the double range (:func:`gth_dense`): an answer within the estimate balances to twice it
+#: plus the check's own round-off (at most :math:`2(n+1)u`, below the estimate from two states on)
+GTH_BALANCE = 3.0
 
 
 def start_vector(op, support, x0):
@@ -604,21 +609,60 @@ def polish_sweeps(sweep_pair, measure, budget: int, tail_tol: float) -> PolishRu
             return ended("stalled")
 
 
-def gth_dense(op, support):
-    """The stationary law of the class ``support`` by dense GTH elimination (gathered on every process).
+def gth_dense(op, support, info=None):
+    r"""The stationary law of the class ``support`` by dense GTH elimination (gathered on every process).
+
+    GTH's estimate (:func:`~ctmc.kernels.evidence.gth_bound`, :math:`\varepsilon = 2n^2u` entrywise) rests
+    on an elimination without under- or overflow. An answer within it balances to :math:`2\varepsilon` plus
+    the round-off of the check, so a balance error above :data:`GTH_BALANCE` :math:`\varepsilon` shows that
+    the elimination left the double range (rates spanning beyond it: 1e160 and 1e-170 into one state, whose
+    quotient underflows), as does a zero pivot on the class (irreducible by construction). Then the
+    elimination is redone in extended precision where ``numpy.longdouble`` has a wider range
+    (:func:`ctmc.linalg.gth_solve`, ``info["gth_precision"] = "extended"``); an answer that still does not
+    balance is ``INACCURATE``, the reason in ``info["gth_range"]``.
 
     Returns ``(x owned or None, 0, status, message)``, a stationary method's result.
     """
+    info = {} if info is None else info
     idx = np.flatnonzero(op.gather(support.astype(float), "all") > 0.5)
-    rows = op.gather_rows(support)
-    A = rows[:, idx].toarray()
-    xs = gth_solve(A) if idx.size > 1 else np.ones(1)
-    if not np.all(np.isfinite(xs)):
-        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values (rates spanning > 1e300?)"
+    A = op.gather_rows(support)[:, idx].toarray()
+    limit = GTH_BALANCE * gth_bound(idx.size)
+    xs, bal, used = None, np.inf, False
+    for extended in (False, True) if EXTENDED_RANGE else (False,):
+        try:
+            y = gth_solve(A, extended) if idx.size > 1 else np.ones(1)
+        except ValueError:              # a zero pivot: the class is irreducible, so an underflow
+            continue
+        b = _gth_balance(A, y) if np.all(np.isfinite(y)) else np.inf
+        if xs is None or b < bal:
+            xs, bal, used = y, b, extended
+        if bal <= limit:
+            break
+    if used:
+        info["gth_precision"] = "extended"
+    if xs is None or not np.all(np.isfinite(xs)):
+        return None, 0, Status.BREAKDOWN, "GTH produced non-finite values or a zero pivot (rates spanning > 1e300?)"
     x = np.zeros(op.stop - op.start)
     own = (idx >= op.start) & (idx < op.stop)
-    x[idx[own] - op.start] = xs[own]
-    return x, 0, Status.SUCCESS, "GTH elimination"
+    x[idx[own] - op.start] = xs[own]             # (rounded to doubles: an extended answer's tail may underflow)
+    if not bal <= limit:
+        info["gth_range"] = (f"balance error {bal:.1e} above GTH's round-off {limit:.1e}: the elimination left "
+                             "the double range (rates spanning beyond it); no error estimate holds")
+        return x, 0, Status.INACCURATE, "GTH elimination: " + info["gth_range"]
+    return x, 0, Status.SUCCESS, "GTH elimination" + (" in extended precision" if used else "")
+
+
+def _gth_balance(A, x, block: int = 256) -> float:
+    """The balance error of GTH's answer ``x`` on the class's dense rates ``A`` (zero diagonal), computed in the
+    precision of ``x`` by blocks of rows: in extended precision no flow under- or overflows where a double's
+    would (a law with 1e-320 beside 1e-160 is checked on numbers, not on denormal remnants)."""
+    inflow, out = np.zeros(x.size, dtype=x.dtype), np.zeros(x.size, dtype=x.dtype)
+    for s in range(0, x.size, block):
+        rows = A[s:s + block].astype(x.dtype, copy=False)
+        inflow += x[s:s + block] @ rows
+        out[s:s + block] = x[s:s + block] * rows.sum(axis=1)
+    ok = (out > 0) & (x >= np.finfo(x.dtype).tiny)
+    return float(np.max(np.abs(inflow[ok] - out[ok]) / out[ok], initial=0.0))
 
 
 def state_levels(op, spec, name: str = "levels") -> np.ndarray:
