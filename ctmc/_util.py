@@ -122,6 +122,25 @@ def blocks(n: int, most: int):
     return (slice(s, min(s + step, int(n))) for s in range(0, int(n), step))
 
 
+_TRIM = []
+
+
+def trim_heap() -> None:
+    """Give the allocator's free pages back to the system (glibc's ``malloc_trim(0)``; nothing where the C
+    library has none). A large temporary freed in the middle of the heap (the arrays of a search below
+    glibc's mmap threshold) stays resident until its pages are reused; the resident set is what the machine
+    sees, so a solve calls this where such temporaries end, before a stage that allocates many vectors."""
+    if not _TRIM:
+        try:
+            import ctypes
+            import ctypes.util
+            _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)
+
+
 def available_memory() -> int:
     """Bytes available to new allocations: the least of ``MemAvailable``, the room left under
     the process's address-space limit (``ulimit -v``) and under its cgroup's memory limit."""

@@ -23,6 +23,7 @@ import scipy.sparse.linalg as sla
 
 from .._relax import product, product_rows
 from .._sparse_lu import splu
+from .._util import trim_heap
 from ..results import Status
 from .base import LinearSpec, Operator, SolveReport, System, stalled_report
 from .csr import (closed_components, generator_product, graph_reach, inf_norm, lowest_columns, masked_block,
@@ -219,6 +220,7 @@ class ScipyOperator(Operator):
         labels, closed = closed_components(self.Q, skip_zeros=self._stores_zeros())
         masks = [labels == c for c in np.flatnonzero(closed)]
         del labels
+        trim_heap()                             # (the search's work, freed in the heap's middle)
         return sorted(masks, key=lambda C: int(np.argmax(C)))
 
     # --- linear algebra ------------------------------------------------------

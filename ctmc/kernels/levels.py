@@ -62,7 +62,7 @@ from functools import partial
 import numpy as np
 from scipy.linalg import solve_banded
 
-from .._util import block_size, blocks
+from .._util import block_size, blocks, trim_heap
 from ..backends.base import SolveReport
 from ..backends.csr import row_blocks
 from ..results import Status
@@ -344,6 +344,10 @@ class LevelSystem:
         if transpose:
             raise NotImplementedError("LevelSystem solves M x = b only (the return times)")
         op, sw, nx = self.op, self.sweeper, self.idx.size
+        release = getattr(op, "release", None)      # (Q^T, R, the exit rates: the cycles read none of them;
+        if release is not None:                     # made again when next asked)
+            release()
+        trim_heap()
         rhs = np.zeros(sw.size)
         bo = rhs[:nx]                                # b on the members in order, then -b in its place:
         np.take(np.asarray(b, dtype=float), self.idx, out=bo, mode="clip")      # (no vector of b beside)
