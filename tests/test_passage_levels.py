@@ -209,8 +209,10 @@ def _kac_mpi_job(out_path):
         try:
             q2 = JSQ2(K, rho, mu2, nu, backend="petsc")
             pub = q2.saturation_analysis()
-            out[name]["public"] = {"method": pub.method, "stationary": q2.stationary().method,
-                                   "status": pub.status.value,
+            st = q2.stationary(check=False)
+            out[name]["public"] = {"method": pub.method, "stationary": st.method, "status": pub.status.value,
+                                   "stationary_status": st.status.value,
+                                   "tail_error": st.info.get("tail_error_corrected", 0.0),
                                    "rel_closed_form": _closed_form_error(ref, pub.mean)}
         finally:
             JSQ2.LEVEL_STATES = old
@@ -236,7 +238,12 @@ def test_two_processes_lu_kac_matches_scipy_and_the_closed_forms(tmp_path):
         assert r["rel_scipy"] < 1e-9 and r["rel_closed_form"] < 1e-9 and r["target_zero"], r
         assert r["rel_closed_form"] <= r["bound"], r
         assert r["public"]["method"] == "lu-kac" and r["public"]["stationary"] == "level_iad", r
-        assert r["public"]["status"] == "success" and r["public"]["rel_closed_form"] < 1e-9, r
+        # the means to 1e-9 whatever the law's grade; the law is graded by its tail as measured (one
+        # correction solve on this small class): a success exactly where that is within the tail_tol asked
+        pub = r["public"]
+        assert pub["rel_closed_form"] < 1e-9 and pub["status"] == pub["stationary_status"], r
+        assert (pub["status"] == "success") == (pub["tail_error"] <= JSQ2.LEVEL_TAIL_TOL), r
+        assert pub["status"] in ("success", "tail_inaccurate"), r
     band = data["band"]
     assert band["band_floor"] is not None and min(band["band_rows"]) > 0, band      # both processes hold it
     assert data["whole"]["band_floor"] is None
