@@ -15,6 +15,7 @@ from ctmc.kernels import ahead, plan
 from ctmc.kernels.registry import Method
 from ctmc.kernels.sweeps import Sweeper
 from ctmc.models.gallery import parse_spec
+from tracing import traced_peak
 
 
 @pytest.fixture(autouse=True)
@@ -319,19 +320,6 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
         assert np.array_equal(x, _relax.symmetric_gauss_seidel(B)(v))
         out = np.empty(40)
         assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
-
-
-def traced_peak(fn):
-    """``(fn(), bytes)``: what ``fn`` returns and the peak of the memory traced while it ran, above what was
-    held when it started."""
-    import tracemalloc
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
 
 
 def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, main_thread_only=False):

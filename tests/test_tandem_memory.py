@@ -22,6 +22,7 @@ from ctmc.kernels import ahead, plan
 from ctmc.kernels.levels import LevelSystem
 from ctmc.kernels.sweeps import RowOrderSweeps, RowSweeper, Sweeper
 from ctmc.models.gallery import parse_spec
+from tracing import traced_peak
 
 
 @pytest.fixture
@@ -214,17 +215,6 @@ def test_both_routes_give_the_same_law_and_return_times(tandem, monkeypatch):
     assert np.allclose(ma, mb, rtol=1e-10, atol=0)
 
 
-def _traced(fn):
-    """``(fn(), peak bytes above what was traced when it began)``."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-
-
 def test_the_level_search_holds_one_candidate_at_a_time(tandem):
     r"""The search of a level variable (:func:`~ctmc.kernels.levels.structured_levels`: ``sc`` then ``sm`` on
     tandem c=127) holds one candidate at a time, its column (int32, decoded by blocks), ranks (int32) and
@@ -239,7 +229,7 @@ def test_the_level_search_holds_one_candidate_at_a_time(tandem):
     X = np.ones(op.n, dtype=bool)
     X[int(np.argmax(tandem.stationary("lu").pi))] = False
     levels._structured(op, X)                              # first-use caches
-    (name, lev, (group, share, ab)), peak = _traced(lambda: levels._structured(op, X))
+    (name, lev, (group, share, ab)), peak = traced_peak(lambda: levels._structured(op, X))
     assert _vectors(peak, tandem) <= 5.0, f"the search peaked at {_vectors(peak, tandem):.1f} vectors"
     assert name == "sm" and np.array_equal(lev, tandem.states["sm"]) and lev.dtype == np.int32
     sm = np.asarray(tandem.states["sm"])
@@ -266,7 +256,7 @@ def test_a_column_is_decoded_by_blocks_in_32_bits(tandem):
     The values are those the layout decodes from the codes."""
     table = tandem.states
     for name in table.names:
-        col, peak = _traced(lambda: table.column(name))
+        col, peak = traced_peak(lambda: table.column(name))
         assert _vectors(peak, tandem) <= 1.0 and col.dtype == np.int32, f"{name}: {_vectors(peak, tandem)}"
         assert np.array_equal(col, table.layout.decode(table.codes)[name])
 
@@ -286,7 +276,7 @@ def test_an_aggregation_step_holds_no_vector(tandem):
     f = level_factors(np.bincount(sm, weights=x), np.bincount(sm, weights=x * up),
                       np.bincount(sm, weights=x * down))
     expected = x * f[sm]
-    _, peak = _traced(lambda: agg(x))
+    _, peak = traced_peak(lambda: agg(x))
     assert agg.steps == 1 and np.array_equal(x, expected)
     assert _vectors(peak, tandem) <= 0.5, f"the step peaked at {_vectors(peak, tandem):.2f} vectors"
 
@@ -306,7 +296,7 @@ def test_the_bound_s_residual_check_holds_one_vector(tandem, monkeypatch):
     m = np.where(X, np.random.default_rng(2).random(op.n) * 100.0, 0.0)
     evidence._unit_residual(op, X, m)                      # first-use caches (qmax, the product's round-off)
     for shift in (0.0, 0.25):
-        (rho, rplus, top), peak = _traced(lambda: evidence._unit_residual(op, X, m, shift))
+        (rho, rplus, top), peak = traced_peak(lambda: evidence._unit_residual(op, X, m, shift))
         direct = np.where(X, 1.0 - shift * m + op.apply(m, transpose=False), 0.0)
         assert np.array_equal(rho, direct) and top == m[X].max()
         size = np.abs(m).max()
@@ -330,13 +320,13 @@ def test_the_error_bound_s_sums_hold_one_vector_of_the_class(tandem):
     q = -tandem.Q.diagonal()
     evidence._residual_1norm(op, np.ones(op.n, dtype=bool), pi)          # first-use caches
     for support in (np.ones(op.n, dtype=bool), np.arange(op.n) % 3 > 0):
-        (r, r1, rounding), peak = _traced(lambda: evidence._residual_1norm(op, support, pi))
+        (r, r1, rounding), peak = traced_peak(lambda: evidence._residual_1norm(op, support, pi))
         assert _vectors(peak, tandem) <= 2.25, f"{_vectors(peak, tandem):.2f} vectors"
         direct = op.apply(pi, transpose=True)
         assert np.array_equal(r, direct) and r1 == np.abs(direct[support]).sum()
         assert rounding == 2 * op.product_roundoff() * (pi * q)[support].sum()
         pin = int(np.argmax(np.where(support, pi, -1.0)))
-        bound, peak = _traced(lambda: evidence.error_bound(op, support, pi, pin, 1e3, (r, r1, rounding),
+        bound, peak = traced_peak(lambda: evidence.error_bound(op, support, pi, pin, 1e3, (r, r1, rounding),
                                                            (m_hat, 1.5)))
         limit = 1.25 if support.all() else 2.25
         assert _vectors(peak, tandem) <= limit, f"{_vectors(peak, tandem):.2f} vectors"
