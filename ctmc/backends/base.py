@@ -349,10 +349,12 @@ class Operator(abc.ABC):
         from .csr import lowest_columns
         return lowest_columns(self.generator_rows(transpose), self.start, out=out)
 
-    def closed_class_masks(self) -> Optional[list]:
+    def closed_class_masks(self, most: Optional[int] = None) -> Optional[list]:
         """Every closed class of the chain as an owned mask, sorted by its smallest state, where the
         backend finds them from ``Q``'s rows alone (the scipy backend: strongly connected components);
-        None elsewhere (:func:`ctmc.kernels.classes.closed_classes` then searches both ways)."""
+        None elsewhere (:func:`ctmc.kernels.classes.closed_classes` then searches both ways). With
+        ``most``, an empty list where the chain has more closed classes than that (it has one at least):
+        no mask is made then."""
         return None
 
     def release(self) -> None:

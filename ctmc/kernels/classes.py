@@ -174,7 +174,7 @@ def sole_closed_class(op, hint: Optional[int] = None):
     ...                                "scipy")) is None
     True
     """
-    every = op.closed_class_masks()
+    every = op.closed_class_masks(most=1)           # (no mask made where there are more)
     if every is not None:
         return every[0] if len(every) == 1 else None
     C = closed_classes(op, hint, limit=1)[0]
