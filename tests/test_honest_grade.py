@@ -51,6 +51,12 @@ RANGE_PROBLEMS = {
     "star_four": lambda: star([(1e150, 1e150), (1.0, 2.0), (1e-160, 1e-160), (1e-170, 3e-170)]),
 }
 RANGE_METHODS = ["gth", "lu", "auto", "gauss_seidel", "power", "gmres", "multilevel"]
+# a normal probability whose flows underflow in doubles (1e-250 x 1e-100): a double GTH returned the leaf
+# as 0 graded success, its balance check blind to it (rates spanning 1e300: extended precision first)
+UNDERFLOW_PROBLEMS = {
+    "star_flow_1e-350": lambda: star([(1e-250, 1e-100), (1e50, 1e-50)]),
+    "star_flow_1e-350_four": lambda: star([(1e-250, 1e-100), (1e50, 1e-50), (1e-120, 1e-150)]),
+}
 
 
 def _solve(chain, method, **kw):
@@ -144,3 +150,12 @@ def test_a_large_class_says_its_tail_is_unproven():
     assert "tail_error_bound" not in plain.info                     # (no solve added on a large class)
     bounded = _solve(chain, "bicgstab", tail_bound=True, **kw)
     assert bounded.status is ctmc.Status.TAIL_INACCURATE and "tail_accuracy" not in bounded.info
+
+
+@pytest.mark.parametrize("name", list(UNDERFLOW_PROBLEMS))
+def test_gth_keeps_a_normal_probability_whose_flows_underflow(name):
+    chain, exact = UNDERFLOW_PROBLEMS[name]()
+    res = _solve(chain, "gth")
+    ok = exact >= np.finfo(float).tiny
+    err = float(np.max(np.abs(np.asarray(res.pi)[ok] - exact[ok]) / exact[ok]))
+    assert res.status is ctmc.Status.SUCCESS and err <= 1e-13, (res.status, err)

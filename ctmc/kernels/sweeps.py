@@ -40,9 +40,15 @@ from .evidence import balance_error, gth_bound
 
 __all__ = ["start_vector", "Stop", "checked_sweeps", "CHECK_GAP", "Sweeper", "RowSweeper", "polish_pair",
            "copy_plentiful", "ordered_sweeper", "OrderedCopySweeps", "RowOrderSweeps", "polish_sweeps", "PolishRun",
-           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "GTH_BALANCE", "gth_dense", "state_levels"]
+           "POLISH_GAP", "POLISH_PATIENCE", "POLISH_BUDGET", "GTH_BALANCE", "GTH_WIDE", "gth_dense",
+           "state_levels"]
 
 _TINY = np.finfo(float).tiny
+
+#: :func:`gth_dense` eliminates in extended precision first where the class's rates span more than this
+#: (largest over smallest): there a double elimination can lose normal probabilities to underflowed flows
+#: that its balance check cannot see either
+GTH_WIDE = 1e150
 
 #: the balance error, in units of GTH's entrywise estimate, above which a GTH answer shows that its
 #: elimination left the double range (:func:`gth_dense`): an answer within the estimate balances to twice it
@@ -628,7 +634,11 @@ def gth_dense(op, support, info=None):
     A = op.gather_rows(support)[:, idx].toarray()
     limit = GTH_BALANCE * gth_bound(idx.size)
     xs, bal, used = None, np.inf, False
-    for extended in (False, True) if EXTENDED_RANGE else (False,):
+    pos = A[A > 0]
+    # rates spanning beyond GTH_WIDE: flows of normal probabilities may underflow in doubles, where neither
+    # the elimination nor its check sees them (a leaf of 1e-250 computed 0, graded success): extended first
+    wide = pos.size > 0 and float(pos.max()) > GTH_WIDE * float(pos.min())
+    for extended in ((True, False) if wide else (False, True)) if EXTENDED_RANGE else (False,):
         try:
             y = gth_solve(A, extended) if idx.size > 1 else np.ones(1)
         except ValueError:              # a zero pivot: the class is irreducible, so an underflow
@@ -656,12 +666,18 @@ def _gth_balance(A, x, block: int = 256) -> float:
     """The balance error of GTH's answer ``x`` on the class's dense rates ``A`` (zero diagonal), computed in the
     precision of ``x`` by blocks of rows: in extended precision no flow under- or overflows where a double's
     would (a law with 1e-320 beside 1e-160 is checked on numbers, not on denormal remnants)."""
-    inflow, out = np.zeros(x.size, dtype=x.dtype), np.zeros(x.size, dtype=x.dtype)
+    inflow, out, leaves = (np.zeros(x.size, dtype=x.dtype) for _ in range(3))
     for s in range(0, x.size, block):
         rows = A[s:s + block].astype(x.dtype, copy=False)
         inflow += x[s:s + block] @ rows
-        out[s:s + block] = x[s:s + block] * rows.sum(axis=1)
-    ok = (out > 0) & (x >= np.finfo(x.dtype).tiny)
+        leaves[s:s + block] = rows.sum(axis=1)
+        out[s:s + block] = x[s:s + block] * leaves[s:s + block]
+    tiny = np.finfo(x.dtype).tiny
+    # a normal probability whose outflow is not a normal number (x q_i underflowed) cannot be checked in
+    # this precision: not balanced (inf), so the class is redone in extended precision
+    if np.any((x >= tiny) & (leaves > 0) & (out < tiny)):
+        return np.inf
+    ok = (out > 0) & (x >= tiny)
     return float(np.max(np.abs(inflow[ok] - out[ok]) / out[ok], initial=0.0))
 
 
