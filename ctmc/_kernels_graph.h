@@ -375,11 +375,19 @@ ABSMAX_KERNEL(int64_t, i64)
 /* ---- Python entry points ---------------------------------------------------------------------- */
 
 /* b[0..2] = indptr, indices, data of a CSR matrix; n its rows */
+/* indptr's last entry, the entries the rows cover (n >= 0 rows) */
+static int64_t csr_last(const Py_buffer *indptr, Py_ssize_t n)
+{
+    return indptr->itemsize == 4 ? ((const int32_t *)indptr->buf)[n] : ((const int64_t *)indptr->buf)[n];
+}
+
 static int csr3_ok(const Py_buffer *b, Py_ssize_t *n)
 {
     *n = NELEM(b[0]) - 1;
     return require(b[0].itemsize == b[1].itemsize && *n >= 0 && NELEM(b[1]) >= NELEM(b[2]),
-                   "indptr and indices must have one integer type, as many indices as values");
+                   "indptr and indices must have one integer type, as many indices as values")
+        && require(csr_last(&b[0], *n) >= 0 && csr_last(&b[0], *n) <= NELEM(b[2]),
+                   "indptr[-1] beyond the stored entries");
 }
 
 static PyObject *py_select(PyObject *self, PyObject *args)
@@ -557,7 +565,9 @@ static PyObject *py_scc(PyObject *self, PyObject *args)
     PyObject *res = NULL;
     if (require(n >= 0 && b[0].itemsize == b[1].itemsize && b[3].itemsize == b[0].itemsize && NELEM(b[3]) == n
                 && NELEM(b[4]) == n && (!b[2].buf || NELEM(b[2]) >= NELEM(b[1])),
-                "scc: indptr, indices and label of one type; label and closed one entry a row")) {
+                "scc: indptr, indices and label of one type; label and closed one entry a row")
+            && require(csr_last(&b[0], n) >= 0 && csr_last(&b[0], n) <= NELEM(b[1]),
+                       "scc: indptr[-1] beyond the stored entries")) {
         Py_ssize_t got;
         Py_BEGIN_ALLOW_THREADS
         memset(b[4].buf, 0, (size_t)n);

@@ -448,3 +448,23 @@ def test_without_the_extension_everything_runs_on_the_fallbacks():
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_graph_kernels_refuse_rows_beyond_the_stored_entries(ext, dtype):
+    """``lowcols`` (and the graph kernels sharing its check) and ``scc`` checked the column indices over the
+    stored entries but walked the rows to ``indptr[-1]``: an ``indptr`` whose last entry is beyond them read
+    and wrote out of bounds (a segmentation fault). Refused now, before any work."""
+    ip = np.array([0, 2, 4, 50_000_000], dtype=dtype)
+    ix = np.array([0, 1, 0, 1, 1, 2], dtype=dtype)
+    d = np.array([-1.0, 1, 1, -2, 1, -1])
+    for transpose in (False, True):
+        with pytest.raises(ValueError, match=r"indptr\[-1\] beyond"):
+            ext.lowcols(ip, ix, d, np.arange(3, dtype=np.int64), transpose)
+    with pytest.raises(ValueError, match=r"indptr\[-1\] beyond"):
+        ext.scc(ip, ix, None, np.zeros(3, dtype=dtype), np.zeros(3, dtype=np.uint8))
+    good = ip.copy()
+    good[-1] = 6                                                   # the same rows, in range: accepted
+    low = np.arange(3, dtype=np.int64)
+    ext.lowcols(good, ix, d, low, False)
+    assert low.tolist() == [0, 0, 1]
