@@ -60,8 +60,8 @@ from .classes import global_argmax
 from .evidence import BOUND_LU_STATES, judge
 from .sweeps import POLISH_BUDGET, POLISH_MARGIN, Sweeper, polish_sweeps
 
-__all__ = ["tail_error_bound", "tail_bound", "tail_correction", "grade_tail", "tail_evidence", "residual_share", "TAIL_SPEC",
-           "TAIL_RESIDUAL", "TAIL_SCALE"]
+__all__ = ["tail_error_bound", "tail_bound", "tail_correction", "grade_tail", "tail_evidence", "residual_share",
+           "TAIL_SPEC", "TAIL_RESIDUAL", "TAIL_SCALE", "CORRECTION_NOISE"]
 
 _TINY = np.finfo(float).tiny
 #: :func:`tail_evidence` grades an answer ``tail_inaccurate`` by its measured error only where that error is
@@ -223,7 +223,7 @@ def grade_tail(status, msg: str, bound: float, opts) -> tuple:
                                 "'gth', or a tighter tol)")])
 
 
-def tail_correction(op, support, pi, backend_options, info: dict) -> float:
+def tail_correction(op, support, pi, backend_options, info: dict, tol: float = 0.0) -> float:
     r"""The error :math:`\max_j |\hat\pi_j - \pi_j|/\pi_j` (normal :math:`\pi_j`) measured by one
     correction solve, sharp where the tail bound is 4-650x loose: with :math:`z` the most probable state,
     :math:`r = \hat\pi Q` and :math:`M = -Q_{XX}`, the law :math:`x` with :math:`x_z = \hat\pi_z` is
@@ -231,10 +231,11 @@ def tail_correction(op, support, pi, backend_options, info: dict) -> float:
     \hat\pi_z Q_{zX} - r_X`), solved by sparse LU (scaled by :data:`TAIL_SCALE` against underflow), then
     normalised: :math:`\hat\pi` against the law of an LU pinned at its largest probability, whose tail is
     accurate to about 1e-11 relatively (the tail bound of such answers), wrong only by the rounding of
-    :math:`r` and of the solve. Not a proof (the LU's own tail is not bounded here). Into ``info``:
-    ``tail_error_corrected`` and
-    ``tail_correction_seconds``. ``inf`` where the solve gives no finite answer, None where the factors
-    do not fit (``info["tail_correction_failed"]`` says why)."""
+    :math:`r` and of the solve. Not a proof (the LU's own tail is not bounded here). Where that error is
+    finite and above ``tol``, the step's own resolution too: the same step taken from its answer, on the same
+    factors (what it measures there is its rounding). Into ``info``: ``tail_error_corrected``,
+    ``tail_correction_noise`` (where measured) and ``tail_correction_seconds``. ``inf`` where the solve gives
+    no finite answer, None where the factors do not fit (``info["tail_correction_failed"]`` says why)."""
     t0 = time.perf_counter()
     pin = global_argmax(op, np.where(support, pi, -np.inf))[1]
     X = support & ~unit_mask(op, pin)
@@ -243,6 +244,7 @@ def tail_correction(op, support, pi, backend_options, info: dict) -> float:
     except MemoryError as exc:                    # (SuperLU's failed allocation)
         info["tail_correction_failed"] = str(exc)
         return None
+
     def corrected(y):               # the law one correction step from y, and y's error against it
         delta, _ = sysm.solve(TAIL_SCALE * np.where(X, op.apply(y, transpose=True), 0.0), transpose=True)
         x = y + np.where(X, delta / TAIL_SCALE, 0.0)
@@ -254,12 +256,11 @@ def tail_correction(op, support, pi, backend_options, info: dict) -> float:
 
     try:
         x, err = corrected(pi)
-        # the step's own resolution: the same step from its answer (what it measures there is its rounding)
-        noise = corrected(x)[1] if np.isfinite(err) else np.inf
+        if np.isfinite(err) and err > tol:         # (only where the grade turns on it: a second solve)
+            info["tail_correction_noise"] = corrected(x)[1]
     finally:
         sysm.close()
-    info.update(tail_error_corrected=err, tail_correction_noise=noise,
-                tail_correction_seconds=time.perf_counter() - t0)
+    info.update(tail_error_corrected=err, tail_correction_seconds=time.perf_counter() - t0)
     return err
 
 
@@ -285,8 +286,10 @@ def tail_evidence(op, support, pi, balance: float, info: dict, opts, status, msg
     est = info.get("tail_error_estimate", np.inf)
     if status is not Status.SUCCESS or size <= 1 or est <= opts.tail_tol:
         return status, msg
-    err = tail_correction(op, support, pi, backend_options, info) if size <= BOUND_LU_STATES else None
-    if err is not None and err > opts.tail_tol and not err > CORRECTION_NOISE * info["tail_correction_noise"]:
+    err = (tail_correction(op, support, pi, backend_options, info, opts.tail_tol) if size <= BOUND_LU_STATES
+           else None)
+    noise = info.get("tail_correction_noise")          # (measured where err is finite and above tail_tol)
+    if noise is not None and not err > CORRECTION_NOISE * noise:
         err = None                  # above tail_tol but within the correction's own rounding: unmeasured
     if err is not None:
         return judge(status, msg, [(not err <= opts.tail_tol, Status.TAIL_INACCURATE,
