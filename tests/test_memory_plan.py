@@ -322,11 +322,13 @@ def test_the_masked_system_from_q_rows_is_masked_block_of_q_to_the_bit(seed, lef
         assert A.product(v, out=out) is out and np.array_equal(out, A @ v)
 
 
-def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, main_thread_only=False):
+def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, main_thread_only=False,
+                  held=False):
     """``(result, peaks)``: ``chain.stationary()`` with ``module.name`` wrapped; ``peaks`` the traced peak
     (tracemalloc: numpy reports its buffers) during each call of it, above the memory traced when that
     call began or, with ``from_call_start``, when ``stationary()`` began; with ``main_thread_only``, only
-    the calls made in the main thread (the bound's solve on its own thread runs the same function)."""
+    the calls made in the main thread (the bound's solve on its own thread runs the same function); with
+    ``held``, each a pair ``(held, peak)``, ``held`` what was traced when the call began, above the same."""
     import threading
     import tracemalloc
     inner, seen, start = getattr(module, name), [], [0]
@@ -334,12 +336,14 @@ def _peaks_during(monkeypatch, module, name: str, chain, from_call_start: bool, 
     def measured(*a, **k):
         if main_thread_only and threading.current_thread() is not threading.main_thread():
             return inner(*a, **k)
-        before = start[0] if from_call_start else tracemalloc.get_traced_memory()[0]
+        now = tracemalloc.get_traced_memory()[0]
+        before = start[0] if from_call_start else now
         tracemalloc.reset_peak()
         try:
             return inner(*a, **k)
         finally:
-            seen.append(tracemalloc.get_traced_memory()[1] - before)
+            peak = tracemalloc.get_traced_memory()[1] - before
+            seen.append((now - before, peak) if held else peak)
     monkeypatch.setattr(module, name, measured)
     tracemalloc.start()
     try:
@@ -662,23 +666,7 @@ def test_the_krylov_solve_frees_q_transpose_before_its_right_hand_side(monkeypat
     chain = parse_spec("cluster:64").chain()
     chain.stationary()                                     # the operator, imports, first-use caches
     n = chain.n_states
-    import tracemalloc
-    inner, seen, start = st._row_of_R, [], [0]
-
-    def measured(*a, **k):
-        held = tracemalloc.get_traced_memory()[0] - start[0]
-        tracemalloc.reset_peak()
-        try:
-            return inner(*a, **k)
-        finally:
-            seen.append((held, tracemalloc.get_traced_memory()[1] - start[0]))
-    monkeypatch.setattr(st, "_row_of_R", measured)
-    tracemalloc.start()
-    try:
-        start[0] = tracemalloc.get_traced_memory()[0]
-        res = chain.stationary()
-    finally:
-        tracemalloc.stop()
+    res, seen = _peaks_during(monkeypatch, st, "_row_of_R", chain, True, held=True)
     assert res.status is ctmc.Status.SUCCESS and res.method == "bicgstab" and len(seen) == 1
     held, peak = seen[0]
     assert held <= 2 * 8.0 * n and peak <= 4 * 8.0 * n, f"{held / (8.0 * n):.2f}, {peak / (8.0 * n):.2f} vectors"
