@@ -102,6 +102,18 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def amax(a) -> float:
+    """``||a||_inf`` (0 for none; ``nan`` if ``a`` holds one), for a float array without a temporary array.
+
+    >>> amax(np.array([1.0, -3.0, 2.0])), amax(np.zeros(0))
+    (3.0, 0.0)
+    """
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        return float(np.abs(a).max(initial=0.0))
+    return float(np.maximum(a.max(initial=0.0), -a.min(initial=0.0))) + 0.0     # (+ 0.0: not -0.0)
+
+
 def block_size(n: int, most: int) -> int:
     """Entries of ``n`` taken at a time by a loop that holds a block's temporaries, not a vector's: ``most``,
     at most a sixteenth of them, not fewer than 4096 (so a block stays a small share of a small vector too).

@@ -45,6 +45,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ._relax import extension, into, spmv
+from ._util import amax
 
 __all__ = ["gmres", "GMRESReport", "Stall", "bicgstab", "BiCGStabReport", "bracket_factor", "backward_error", "orthogonalise", "dcgs2_project", "dcgs2_update", "ARNOLDI"]
 
@@ -113,8 +114,8 @@ class Stall:
 
 def backward_error(r, x, b, norm_a) -> float:
     """``||r||_inf / (norm_a ||x||_inf + ||b||_inf)`` for the residual ``r = b - A x`` (``inf`` if undefined)."""
-    den = norm_a * _amax(x) + _amax(b)
-    res = _amax(r)
+    den = norm_a * amax(x) + amax(b)
+    res = amax(r)
     return res / den if den else (0.0 if res == 0 else np.inf)
 
 
@@ -287,14 +288,6 @@ def _norm(norm2: float, w: np.ndarray) -> float:
     return float(np.sqrt(norm2)) if 1e-280 < norm2 < 1e280 else float(np.linalg.norm(w))
 
 
-def _amax(a) -> float:
-    """``||a||_inf``, for a float array without a temporary array (``nan`` if ``a`` holds one)."""
-    a = np.asarray(a)
-    if a.dtype.kind != "f":
-        return float(np.abs(a).max(initial=0.0))
-    return float(np.maximum(a.max(initial=0.0), -a.min(initial=0.0))) + 0.0     # (+ 0.0: not -0.0)
-
-
 class _Step:
     """``V[j+1] = A P V[j]``, written in place: the product writes into the basis row it fills.
 
@@ -431,7 +424,7 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
     psolve = None if psolve is None else into(psolve)
     n, m = b.size, max(1, int(restart))
     x = np.zeros(n) if x0 is None else np.array(x0, dtype=float)
-    nb = _amax(b)
+    nb = amax(b)
     V = np.empty((m + 1, n))
     work, comb = np.empty(n), np.empty(n)
     ext = extension()
@@ -469,7 +462,7 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
         g = [0.0] * (m + 1)
         g[0] = beta
         cs, sn = [0.0] * m, [0.0] * m
-        den = norm_a * _amax(x) + nb
+        den = norm_a * amax(x) + nb
         k = 0
         arnoldi = ARNOLDI[orthogonalisation](V, matvec, psolve, ext, work, fused)
         stop = False
@@ -513,7 +506,7 @@ def _gmres(matvec, b, psolve, x0, rtol, restart, maxiter, norm_a, check_every, p
                     return x, GMRESReport(be <= rtol, its, be, not np.isfinite(be), be > rtol)
                 if k % check_every == 0:
                     xc = np.add(x, correction(k, R, g), out=work)
-                    den = norm_a * _amax(xc) + nb
+                    den = norm_a * amax(xc) + nb
                     if res <= rtol * den:
                         stop = True
                         break

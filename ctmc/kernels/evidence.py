@@ -58,7 +58,7 @@ import dataclasses
 
 import numpy as np
 
-from .._util import blocks
+from .._util import amax, blocks
 from ..backends.base import UNIT_ROUNDOFF, LinearSpec
 from ..linalg import inverse_norm_bound
 from ..results import Status
@@ -375,7 +375,7 @@ def _unit_residual(op, X, m, shift: float = 0.0) -> tuple:
     for s, block in op.apply_blocks(m, transpose=False):
         part, on = slice(s, s + block.size), X[s:s + block.size]
         np.copyto(rho[part], 1.0 - shift * m[part] + block, where=on)
-    size = op.allmax(float(np.maximum(m.max(initial=0.0), -m.min(initial=0.0))))
+    size = op.allmax(amax(m))
     top = op.allmax(float(np.max(m, where=X, initial=-np.inf)))
     rplus = max(op.allmax(float(np.max(rho, where=X, initial=0.0))), 0.0)
     return rho, rplus + op.product_roundoff() * (2 * (op.qmax + abs(shift)) * size + 1.0), top

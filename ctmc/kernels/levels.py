@@ -62,7 +62,7 @@ from functools import partial
 import numpy as np
 from scipy.linalg import solve_banded
 
-from .._util import block_size, blocks, trim_heap
+from .._util import amax, block_size, blocks, trim_heap
 from ..backends.base import SolveReport
 from ..backends.csr import row_blocks
 from ..results import Status
@@ -353,7 +353,7 @@ class LevelSystem:
         np.take(np.asarray(b, dtype=float), self.idx, out=bo, mode="clip")      # (no vector of b beside)
         np.negative(bo, out=bo)                      # the sweeps solve Q_XX x = -b
         x = np.zeros(sw.size)
-        scale = op.allmax(_max_abs(bo))
+        scale = op.allmax(amax(bo))
         status, it, rel = Status.MAX_ITERATIONS, 0, np.inf
         if scale == 0:
             status = Status.SUCCESS
@@ -365,7 +365,7 @@ class LevelSystem:
                 status = Status.BREAKDOWN
                 break
             sw.relax_ordered(x, rhs, "backward")
-            top = [_max_abs(r) for _, r in self._residual_blocks(x, rhs)]       # (np.max keeps a NaN)
+            top = [amax(r) for _, r in self._residual_blocks(x, rhs)]       # (np.max keeps a NaN)
             rel = op.allmax(float(np.max(top, initial=0.0))) / scale
             if not np.isfinite(rel):
                 status = Status.BREAKDOWN
@@ -395,11 +395,6 @@ def _exit_weights(op):
     :func:`level_chain` needs them, in the vector of its shares (not held beside it)."""
     with np.errstate(divide="ignore"):
         return 1.0 / op.exit_rates
-
-
-def _max_abs(v) -> float:
-    """``max |v|`` (0 for none; NaN where ``v`` has one) without the vector ``|v|``."""
-    return float(np.maximum(v.max(initial=0.0), -v.min(initial=0.0)))
 
 
 def _parts(n: int):
