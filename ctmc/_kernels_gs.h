@@ -142,7 +142,7 @@ static PyObject *py_gs(PyObject *self, PyObject *args)
     PyObject *res = NULL;
     if (csr_ok(b) && require(NELEM(b[3]) >= n && NELEM(b[4]) >= n && b[3].buf != b[4].buf,
                              "gs: x and b (not x) at least one entry a row")) {
-        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        int64_t last = csr_last(&b[0], n);
         if (require(last <= NELEM(b[2]), "gs: indptr[-1] beyond the stored entries")) {
             Py_BEGIN_ALLOW_THREADS
             if (b[0].itemsize == 4) gs_gi32(n, b[0].buf, b[1].buf, b[2].buf, b[3].buf, b[4].buf, omega, backward);
@@ -153,6 +153,18 @@ static PyObject *py_gs(PyObject *self, PyObject *args)
     }
     release_all(b, 5);
     return res;
+}
+
+/* how many of the rows listed in ``rows`` (int32 or int64) fall outside 0..n-1 */
+static Py_ssize_t rows_out_of_range(const Py_buffer *rows, Py_ssize_t n)
+{
+    Py_ssize_t bad = 0, m = NELEM(*rows);
+    for (Py_ssize_t t = 0; t < m; t++) {
+        int64_t r = rows->itemsize == 8 ? ((const int64_t *)rows->buf)[t]
+                                        : (int64_t)((const int32_t *)rows->buf)[t];
+        bad += (r < 0) | (r >= n);
+    }
+    return bad;
 }
 
 static PyObject *py_gs_rows(PyObject *self, PyObject *args)
@@ -171,15 +183,11 @@ static PyObject *py_gs_rows(PyObject *self, PyObject *args)
     if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[4]) == (listed ? m : n) && b[3].buf != b[4].buf,
                              "gs_rows: x one entry a row, b (not x) one a row or, listed, one a listed row")
             && require(b[5].itemsize == 8 || b[5].itemsize == 4, "gs_rows: rows must be int32 or int64")) {
-        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        int64_t last = csr_last(&b[0], n);
         int wide = b[5].itemsize == 8;
         const int64_t *rows = b[5].buf;
         const int32_t *rows32 = b[5].buf;
-        Py_ssize_t bad = 0;
-        for (Py_ssize_t t = 0; t < m; t++) {
-            int64_t r = wide ? rows[t] : (int64_t)rows32[t];
-            bad += (r < 0) | (r >= n);
-        }
+        Py_ssize_t bad = rows_out_of_range(&b[5], n);
         if (require(last <= NELEM(b[2]), "gs_rows: indptr[-1] beyond the stored entries")
                 && require(bad == 0, "gs_rows: a row number out of range")) {
             Py_BEGIN_ALLOW_THREADS
@@ -213,14 +221,10 @@ static PyObject *py_spmv_rows(PyObject *self, PyObject *args)
     int wide = b[4].itemsize == 8;
     const int64_t *rows = b[4].buf;
     const int32_t *rows32 = b[4].buf;
-    Py_ssize_t bad = 0;
-    for (Py_ssize_t t = 0; t < m; t++) {
-        int64_t r = wide ? rows[t] : (int64_t)rows32[t];
-        bad += (r < 0) | (r >= n);
-    }
     if (csr_ok(b) && require(NELEM(b[3]) == n && NELEM(b[5]) == m, "spmv_rows: x one entry a row, out one a "
-                             "listed row") && require(bad == 0, "spmv_rows: a row number out of range")) {
-        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+                             "listed row") && require(rows_out_of_range(&b[4], n) == 0,
+                                                      "spmv_rows: a row number out of range")) {
+        int64_t last = csr_last(&b[0], n);
         if (require(last <= NELEM(b[2]), "spmv_rows: indptr[-1] beyond the stored entries")) {
             Py_BEGIN_ALLOW_THREADS
             const void *p = b[0].buf, *c = b[1].buf;
@@ -257,7 +261,7 @@ static PyObject *py_gst(PyObject *self, PyObject *args)
                              "gst: x, b (or empty: b = 0), fill, read and q one entry a row")
             && require(b[5].buf != b[3].buf && b[5].buf != b[4].buf && b[5].buf != rb.buf
                        && b[3].buf != b[4].buf && b[3].buf != rb.buf, "gst: x, b, fill and read distinct")) {
-        int64_t last = b[0].itemsize == 4 ? ((int32_t *)b[0].buf)[n] : ((int64_t *)b[0].buf)[n];
+        int64_t last = csr_last(&b[0], n);
         if (require(last <= NELEM(b[2]), "gst: indptr[-1] beyond the stored entries")) {
             Py_BEGIN_ALLOW_THREADS
             if (init) {

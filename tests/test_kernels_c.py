@@ -468,3 +468,21 @@ def test_graph_kernels_refuse_rows_beyond_the_stored_entries(ext, dtype):
     low = np.arange(3, dtype=np.int64)
     ext.lowcols(good, ix, d, low, False)
     assert low.tolist() == [0, 0, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_listed_row_kernels_refuse_a_row_out_of_range(ext, dtype, bad):
+    """``gs_rows`` and ``spmv_rows`` read the rows they are given as they are (int32 or int64): one check of
+    the listed rows (``rows_out_of_range``) refuses a row below 0 or beyond the last before any work, and
+    the rows in range give the product over those rows."""
+    A = sp.csr_matrix(np.array([[2.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 2.0]]))
+    x = np.array([1.0, 2.0, 3.0])
+    rows = np.array([2, bad, 0], dtype=dtype)
+    with pytest.raises(ValueError, match="row number out of range"):
+        ext.gs_rows(A.indptr, A.indices, A.data, x.copy(), np.zeros(3), rows, 1.0, False, True)
+    with pytest.raises(ValueError, match="row number out of range"):
+        ext.spmv_rows(A.indptr, A.indices, A.data, x, rows, np.empty(3))
+    good, out = np.array([2, 0], dtype=dtype), np.empty(2)
+    ext.spmv_rows(A.indptr, A.indices, A.data, x, good, out)
+    assert out.tolist() == (A @ x)[[2, 0]].tolist()
